@@ -1,0 +1,1 @@
+"""Helpers shared by the test areas (real-component probes, generated fixtures)."""

