@@ -1,0 +1,84 @@
+"""What a node reports: model states and statuses, memory, metrics, and the router's counters."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import Field
+
+from ._definition import RuntimeKind
+from ._wire import WireModel
+
+__all__ = ["GpuMemory", "MemorySnapshot", "ModelMetrics", "ModelState", "ModelStatus", "RouterModelStats"]
+
+
+class ModelState(StrEnum):
+    """The life-cycle state of a model, always derived from the runtime (Docker, the process table)."""
+
+    STOPPED = "Stopped"
+    STARTING = "Starting"
+    READY = "Ready"
+    STOPPING = "Stopping"
+    FAILED = "Failed"
+
+
+class ModelStatus(WireModel):
+    """One model's state on its node, as the agent derives it on every read."""
+
+    id: str
+    served_name: str
+    state: ModelState
+    runtime: RuntimeKind = "vllm"
+    node_id: str | None = None
+    port: int | None = None
+    error: str | None = None
+    restart_pending: bool = False
+    config_hash: str | None = None
+    budget_gib: float | None = Field(default=None, alias="budgetGiB")
+    started_at: datetime | None = None
+
+
+class GpuMemory(WireModel):
+    """One discrete GPU as nvidia-smi reports it."""
+
+    index: Annotated[int, Field(ge=0)]
+    uuid: str
+    name: str = ""
+    total_mib: Annotated[float, Field(ge=0)] = Field(alias="totalMiB")
+    used_mib: Annotated[float, Field(ge=0)] = Field(default=0.0, alias="usedMiB")
+
+
+class MemorySnapshot(WireModel):
+    """A node's memory at one moment; admission compares budgets with ``available_gib - reserve_gib``."""
+
+    total_gib: Annotated[float, Field(ge=0)] = Field(alias="totalGiB")
+    available_gib: Annotated[float, Field(ge=0)] = Field(alias="availableGiB")
+    reserve_gib: Annotated[float, Field(ge=0)] = Field(default=0.0, alias="reserveGiB")
+    unified: bool = True
+    gpus: list[GpuMemory] = Field(default_factory=list)
+    taken_at: datetime | None = None
+
+
+class ModelMetrics(WireModel):
+    """One scrape of a model's /metrics; rates come from the difference of two consecutive scrapes."""
+
+    model_id: str
+    at: datetime
+    requests_running: float = 0.0
+    requests_waiting: float = 0.0
+    kv_cache_usage: float | None = None
+    prompt_tokens_total: float | None = None
+    generation_tokens_total: float | None = None
+    prompt_tokens_per_second: float | None = None
+    generation_tokens_per_second: float | None = None
+
+
+class RouterModelStats(WireModel):
+    """The router's counters for one served name."""
+
+    served_name: str
+    total: Annotated[int, Field(ge=0)] = 0
+    failed: Annotated[int, Field(ge=0)] = 0
+    in_flight: Annotated[int, Field(ge=0)] = 0
