@@ -22,7 +22,11 @@ VENV_BIN = ROOT / ".venv" / ("Scripts" if os.name == "nt" else "bin")
 CHECKS: list[list[str]] = [
     ["ruff", "check", "."],
     ["ruff", "format", "--check", "."],
-    ["mypy", "libs", "apps", "tests", "bench", "dev.py"],
+    [
+        "mypy",
+        "dev.py",
+        *(folder for folder in ("libs", "apps", "tests", "bench") if any((ROOT / folder).rglob("*.py"))),
+    ],
     ["lint-imports"],
 ]
 

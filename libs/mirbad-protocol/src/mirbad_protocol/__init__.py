@@ -5,6 +5,13 @@ the wire, snake_case in Python, unknown fields tolerated, defaults omitted), the
 the exception root of every Mirbad library.
 """
 
+from ._atomic import (
+    DEFAULT_FILE_MODE,
+    BeforeReplace,
+    remove_stale_temp_files,
+    write_bytes_atomic,
+    write_json_atomic,
+)
 from ._definition import (
     MODEL_ID_PATTERN,
     ExecutableRef,
@@ -14,6 +21,7 @@ from ._definition import (
     RuntimeKind,
     SpeculativeDecoding,
 )
+from ._gguf import GgufInfo
 from ._launch import ContainerLaunch, GpuSelection, LaunchSpec, ProcessLaunch
 from ._openai import OpenAIError, OpenAIErrorBody, openai_error
 from ._pki import (
@@ -72,14 +80,17 @@ __all__ = [
     "CA_CERTIFICATE_FILE",
     "CA_KEY_FILE",
     "DEFAULT_CA_VALIDITY",
+    "DEFAULT_FILE_MODE",
     "DEFAULT_LEAF_VALIDITY",
     "MODEL_ID_PATTERN",
+    "BeforeReplace",
     "CertificateAuthority",
     "CertificateIdentity",
     "CertificateRequestError",
     "CertificatesSource",
     "ContainerLaunch",
     "ExecutableRef",
+    "GgufInfo",
     "GpuMemory",
     "GpuSelection",
     "InsecureKeyFileError",
@@ -124,10 +135,13 @@ __all__ = [
     "private_key_to_pem",
     "read_certificates",
     "read_private_key",
+    "remove_stale_temp_files",
     "requested_names",
     "server_context",
     "spki_pin",
     "verify_pinned_chain",
+    "write_bytes_atomic",
     "write_certificates",
+    "write_json_atomic",
     "write_private_key",
 ]

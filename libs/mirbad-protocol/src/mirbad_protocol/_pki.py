@@ -9,12 +9,10 @@ can reach them, because a key that another account could read is no longer this 
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import ipaddress
 import os
 import stat
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +23,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from ._atomic import write_bytes_atomic
 from .exceptions import InsecureKeyFileError, PkiError
 
 __all__ = [
@@ -109,36 +108,9 @@ def certificates_from_pem(data: bytes) -> list[x509.Certificate]:
     return certificates
 
 
-def _write_atomically(path: Path, data: bytes, *, mode: int = _PRIVATE_MODE) -> None:
-    """Replace ``path`` with ``data`` so that a reader sees the old file or the new one, never a part.
-
-    The temporary file is created with ``mode`` before any byte is written, so a secret is never
-    briefly readable by others; it is flushed to disk before it takes the place of the old file.
-
-    Args:
-        path: the file to write; its folder must exist.
-        data: the complete new content.
-        mode: the permission bits of the new file (0600 unless the content is public).
-    """
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            if hasattr(os, "fchmod"):
-                os.fchmod(handle.fileno(), mode)
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-    _sync_folder(path.parent)
-
-
 def write_private_key(path: Path, key: PrivateKey) -> None:
     """Write a private key as PEM, atomically and with mode 0600."""
-    _write_atomically(path, private_key_to_pem(key), mode=_PRIVATE_MODE)
+    write_bytes_atomic(path, private_key_to_pem(key), mode=_PRIVATE_MODE)
 
 
 def read_private_key(path: Path) -> PrivateKey:
@@ -163,7 +135,7 @@ def read_private_key(path: Path) -> PrivateKey:
 
 def write_certificates(path: Path, certificates: Iterable[x509.Certificate]) -> None:
     """Write certificates as PEM, atomically and world-readable (0644): certificates are public."""
-    _write_atomically(path, certificates_to_pem(certificates), mode=_PUBLIC_MODE)
+    write_bytes_atomic(path, certificates_to_pem(certificates), mode=_PUBLIC_MODE)
 
 
 def read_certificates(path: Path) -> list[x509.Certificate]:
@@ -204,16 +176,3 @@ def certificate_identity(certificate: x509.Certificate) -> CertificateIdentity:
         # A SAN IPAddress may also hold a network (name constraints); an identity names hosts only.
         tuple(ip for ip in san.get_values_for_type(x509.IPAddress) if isinstance(ip, IpAddress)),
     )
-
-
-def _sync_folder(folder: Path) -> None:
-    # The rename itself is only durable once the folder entry is on disk; Windows has no folder fsync.
-    if os.name != "posix":
-        return
-    # Some file systems refuse to fsync a folder: the replace has happened, durability is best effort.
-    with contextlib.suppress(OSError):
-        descriptor = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
