@@ -1,0 +1,182 @@
+"""Test doubles shipped with the library, for the unit tests of code that drives models.
+
+:class:`FakeDriver` implements :class:`~mirbad_runtime.RuntimeDriver` in memory, the way httpx's
+``MockTransport`` stands in for a network: callers (the agent's routes, admission, the health loop)
+test against it without Docker or processes, then steer it (a state change, a failing start, log lines)
+and read back what they asked of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import anyio
+
+from mirbad_protocol import ContainerLaunch, ModelState, ModelStatus, ProcessLaunch
+
+from ._driver import RuntimeDriver
+from .exceptions import ModelNotFoundError
+
+__all__ = ["FakeDriver"]
+
+_RUNNING = (ModelState.STARTING, ModelState.READY)
+
+
+@dataclass
+class _Instance:
+    spec: ContainerLaunch | ProcessLaunch
+    port: int
+    state: ModelState
+    started_at: datetime
+    error: str | None = None
+    lines: list[str] = field(default_factory=list)
+    changed: anyio.Event = field(default_factory=anyio.Event)
+
+    def touch(self) -> None:
+        self.changed.set()
+        self.changed = anyio.Event()
+
+
+class FakeDriver(RuntimeDriver):
+    """A runtime driver that runs nothing and keeps its models in memory.
+
+    A started model takes ``start_state`` (Ready unless told otherwise) on the lowest port from
+    ``port_range_start`` that no other model holds, and logs one line. Stopping removes it.
+
+    Args:
+        start_state: the state a newly started model reports.
+        port_range_start: the first port handed out.
+        upstream_host: the host of :meth:`upstream_url` (point :meth:`set_upstream` at a test server
+            to have a proxy reach something real).
+
+    Attributes:
+        starts: every spec passed to :meth:`start`, in order (including refused ones).
+        stops: every model id passed to :meth:`stop`, in order.
+        closed: whether :meth:`aclose` ran.
+    """
+
+    def __init__(
+        self,
+        *,
+        start_state: ModelState = ModelState.READY,
+        port_range_start: int = 8100,
+        upstream_host: str = "127.0.0.1",
+    ) -> None:
+        self.start_state = start_state
+        self.port_range_start = port_range_start
+        self.upstream_host = upstream_host
+        self.starts: list[ContainerLaunch | ProcessLaunch] = []
+        self.stops: list[str] = []
+        self.closed = False
+        self._instances: dict[str, _Instance] = {}
+        self._upstreams: dict[str, str] = {}
+        self._next_failure: BaseException | None = None
+
+    def fail_next_start(self, error: BaseException) -> None:
+        """Make the next :meth:`start` raise ``error`` (a ``LaunchRejectedError``, say) and launch nothing."""
+        self._next_failure = error
+
+    def set_state(self, model_id: str, state: ModelState, *, error: str | None = None) -> None:
+        """Move a started model to ``state`` (Failed with ``error``, Ready after Starting, ...)."""
+        instance = self._instance(model_id)
+        instance.state, instance.error = state, error
+        instance.touch()
+
+    def add_log(self, model_id: str, *lines: str) -> None:
+        """Append log lines to a started model (followers receive them)."""
+        instance = self._instance(model_id)
+        instance.lines.extend(lines)
+        instance.touch()
+
+    def set_upstream(self, model_id: str, url: str) -> None:
+        """Make :meth:`upstream_url` return ``url`` for this model."""
+        self._upstreams[model_id] = url if url.endswith("/") else url + "/"
+
+    async def start(self, spec: ContainerLaunch | ProcessLaunch) -> ModelStatus:
+        """Record ``spec`` and start it, or return the status of the model already running."""
+        self.starts.append(spec)
+        if self._next_failure is not None:
+            failure, self._next_failure = self._next_failure, None
+            raise failure
+        current = self._instances.get(spec.model_id)
+        if current is None or current.state not in _RUNNING:
+            self._instances.pop(spec.model_id, None)
+            current = _Instance(spec, self._free_port(), self.start_state, datetime.now(UTC))
+            current.lines.append(f"fake driver: started {spec.model_id} with {' '.join(spec.argv)}")
+            self._instances[spec.model_id] = current
+        return _status(current)
+
+    async def stop(self, model_id: str) -> None:
+        """Record the stop and forget the model."""
+        self.stops.append(model_id)
+        instance = self._instances.pop(model_id, None)
+        if instance is not None:
+            instance.state = ModelState.STOPPED
+            instance.touch()
+
+    async def status(self, model_id: str) -> ModelStatus:
+        """The model's status; Stopped (with an empty served name) when it was never started."""
+        instance = self._instances.get(model_id)
+        if instance is None:
+            return ModelStatus(id=model_id, served_name="", state=ModelState.STOPPED)
+        return _status(instance)
+
+    async def list_statuses(self) -> list[ModelStatus]:
+        """Every started model, in id order."""
+        return [_status(self._instances[model_id]) for model_id in sorted(self._instances)]
+
+    async def logs(self, model_id: str, tail: int = 200) -> list[str]:
+        """The model's last ``tail`` lines."""
+        lines = self._instance(model_id).lines
+        return lines[-tail:] if tail > 0 else []
+
+    async def follow_logs(self, model_id: str, tail: int = 0) -> AsyncGenerator[str, None]:
+        """The last ``tail`` lines, then every line added until the model is stopped or fails."""
+        instance = self._instance(model_id)
+        position = max(len(instance.lines) - tail, 0) if tail > 0 else len(instance.lines)
+        while True:
+            for line in instance.lines[position:]:
+                yield line
+            position = len(instance.lines)
+            if instance.state not in _RUNNING:
+                return
+            await instance.changed.wait()
+
+    async def upstream_url(self, model_id: str) -> str:
+        """The URL set with :meth:`set_upstream`, else ``http://{upstream_host}:{port}/``."""
+        instance = self._instance(model_id)
+        return self._upstreams.get(model_id, f"http://{self.upstream_host}:{instance.port}/")
+
+    async def aclose(self) -> None:
+        """Note that the driver was closed."""
+        self.closed = True
+
+    def _instance(self, model_id: str) -> _Instance:
+        instance = self._instances.get(model_id)
+        if instance is None:
+            raise ModelNotFoundError(model_id)
+        return instance
+
+    def _free_port(self) -> int:
+        taken = {instance.port for instance in self._instances.values()}
+        port = self.port_range_start
+        while port in taken:
+            port += 1
+        return port
+
+
+def _status(instance: _Instance) -> ModelStatus:
+    spec = instance.spec
+    return ModelStatus(
+        id=spec.model_id,
+        served_name=spec.served_name,
+        state=instance.state,
+        runtime=spec.runtime,
+        port=instance.port,
+        error=instance.error,
+        config_hash=spec.config_hash,
+        budget_gib=spec.budget_gib,
+        started_at=instance.started_at,
+    )

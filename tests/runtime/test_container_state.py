@@ -1,0 +1,77 @@
+"""A model's status read from Docker's description of its container."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from mirbad_protocol import ModelState
+from mirbad_runtime._container_state import status_from_container
+
+LABELS = {
+    "mirbad.model": "qwen3-8b",
+    "mirbad.served-name": "qwen3",
+    "mirbad.port": "8101",
+    "mirbad.config-hash": "0123456789abcdef",
+    "mirbad.budget-gib": "24.0",
+}
+
+
+def _attrs(status: str, **state: Any) -> dict[str, Any]:
+    return {"Id": "abc", "Config": {"Labels": LABELS}, "State": {"Status": status, **state}}
+
+
+@pytest.mark.parametrize(
+    ("docker_status", "healthy", "expected"),
+    [
+        ("running", True, ModelState.READY),
+        ("running", False, ModelState.STARTING),
+        ("created", False, ModelState.STARTING),
+        ("restarting", False, ModelState.STARTING),
+        ("removing", False, ModelState.STOPPING),
+        ("exited", False, ModelState.FAILED),
+        ("dead", False, ModelState.FAILED),
+        ("something-new", False, ModelState.STARTING),
+    ],
+)
+def test_docker_states_map_to_model_states(docker_status: str, healthy: bool, expected: ModelState) -> None:
+    assert status_from_container(_attrs(docker_status), healthy=healthy).state is expected
+
+
+def test_the_labels_fill_the_status() -> None:
+    status = status_from_container(
+        _attrs("running", StartedAt="2025-01-02T03:04:05.123456789Z"), healthy=True
+    )
+
+    assert (
+        status.id,
+        status.served_name,
+        status.port,
+        status.config_hash,
+        status.budget_gib,
+        status.runtime,
+    ) == (
+        "qwen3-8b",
+        "qwen3",
+        8101,
+        "0123456789abcdef",
+        24.0,
+        "vllm",
+    )
+    assert status.started_at == datetime(2025, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)
+    assert status.error is None
+
+
+def test_a_dead_container_carries_its_exit_code_and_last_20_log_lines() -> None:
+    lines = [f"line {number}" for number in range(30)]
+    status = status_from_container(
+        _attrs("exited", ExitCode=137, Error="OOM killed", StartedAt="0001-01-01T00:00:00Z"),
+        healthy=False,
+        log_tail=lines,
+    )
+
+    assert status.error is not None
+    assert status.error.splitlines() == ["the container exited with code 137: OOM killed", *lines[10:]]
+    assert status.started_at is None
