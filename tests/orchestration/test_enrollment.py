@@ -30,6 +30,7 @@ from mirbad_protocol import (
     CertificateAuthority,
     CertificateRequestError,
     InvalidFieldError,
+    PinMismatchError,
     PrivateKey,
     SanPolicy,
     certificate_identity,
@@ -99,7 +100,8 @@ async def test_a_token_enrolls_its_node_once(
     identity = certificate_identity(enrollment.certificate)
     assert identity.common_name == "gpu-1"
     assert identity.dns_names == ("gpu-1.lan",)
-    verify_pinned_chain([enrollment.certificate], enrollment.ca_certificate, ca.pin, now=START)
+    with pytest.raises(PinMismatchError):  # a node certificate never authenticates a client
+        verify_pinned_chain([enrollment.certificate], enrollment.ca_certificate, ca.pin, now=START)
     verify_pinned_chain([enrollment.certificate], ca.certificate, ca.pin, now=START, server_name="10.0.0.7")
 
 

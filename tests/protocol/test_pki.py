@@ -212,6 +212,16 @@ def test_a_client_from_another_ca_with_the_same_name_is_refused(
     assert outcome.client_error is not None
 
 
+def test_one_node_cannot_open_another_nodes_agent(ca: CertificateAuthority, node: Identity) -> None:
+    # Enrolled nodes share the CA; only the clientAuth usage of the master's certificate opens an agent.
+    other = client_context(node.certificate, node.key, ca.certificate)
+
+    outcome = handshake(agent_context(node, ca), other)
+
+    assert isinstance(outcome.server_error, ssl.SSLError)
+    assert outcome.client_error is not None
+
+
 def test_an_expired_client_certificate_is_refused(ca: CertificateAuthority, node: Identity) -> None:
     expired = master_identity(ca, now=datetime.now(UTC) - timedelta(days=30), validity=timedelta(days=1))
     client = client_context(expired.certificate, expired.key, ca.certificate)
@@ -286,7 +296,7 @@ def test_the_ca_certificate_is_a_self_signed_ca_limited_to_leaves(ca: Certificat
     assert timedelta(days=3649) < lifetime < timedelta(days=3651)
 
 
-def test_a_node_certificate_serves_both_ends_of_mutual_tls(ca: CertificateAuthority, node: Identity) -> None:
+def test_a_node_certificate_is_for_servers_only(ca: CertificateAuthority, node: Identity) -> None:
     certificate = node.certificate
     extensions = certificate.extensions
     ca_key_id = ca.certificate.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value.digest
@@ -295,7 +305,6 @@ def test_a_node_certificate_serves_both_ends_of_mutual_tls(ca: CertificateAuthor
     assert not extensions.get_extension_for_class(x509.BasicConstraints).value.ca
     assert list(extensions.get_extension_for_class(x509.ExtendedKeyUsage).value) == [
         ExtendedKeyUsageOID.SERVER_AUTH,
-        ExtendedKeyUsageOID.CLIENT_AUTH,
     ]
     assert extensions.get_extension_for_class(x509.AuthorityKeyIdentifier).value.key_identifier == ca_key_id
     lifetime = certificate.not_valid_after_utc - certificate.not_valid_before_utc

@@ -145,7 +145,11 @@ class CertificateAuthority:
         validity: timedelta = DEFAULT_LEAF_VALIDITY,
         now: datetime | None = None,
     ) -> x509.Certificate:
-        """Issue a node certificate (serverAuth and clientAuth) for the key of a CSR.
+        """Issue a node certificate (serverAuth only) for the key of a CSR.
+
+        Node certificates cannot authenticate a TLS client: OpenSSL checks the clientAuth purpose on
+        the agent's side, so only the master's certificate (:meth:`issue_client_certificate`) opens an
+        agent, and one enrolled node can never drive another.
 
         Args:
             request: the node's CSR; its signature proves it holds the private key.
@@ -171,7 +175,7 @@ class CertificateAuthority:
         if not subject:
             raise CertificateRequestError("the CSR has no common name (the node name)")
         builder = self._leaf_builder(public_key, subject, validity, now).add_extension(
-            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]), False
+            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False
         )
         names = [x509.DNSName(name) for name in dns_names] + [x509.IPAddress(ip) for ip in ip_addresses]
         if names:
