@@ -17,7 +17,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
-VENV_BIN = ROOT / ".venv" / ("Scripts" if os.name == "nt" else "bin")
+# uv honours UV_PROJECT_ENVIRONMENT; CI points it at a virtualenv that outlives the checkout so the
+# compiled llama-server is not rebuilt for every fresh clone.
+VENV = Path(os.environ.get("UV_PROJECT_ENVIRONMENT") or ROOT / ".venv")
+VENV_BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 
 CHECKS: list[list[str]] = [
     ["ruff", "check", "."],
