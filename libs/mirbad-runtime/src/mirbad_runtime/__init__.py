@@ -14,10 +14,18 @@ from ._admission import (
 from ._container_driver import ContainerDriver
 from ._container_spec import MODEL_LABEL, ContainerDriverConfig, container_name
 from ._driver import RuntimeDriver
+from ._executables import CatalogedExecutable, ExecutableCatalog, sha256_of_file
 from ._gguf import aread_gguf_info, read_gguf_info
+from ._instance_keys import FileInstanceKeyProtector, InstanceKeyProtector, new_instance_key
 from ._memory_probe import DEFAULT_FAKE_TOTAL_GIB, MEMINFO_PATH, MemoryProbe, parse_meminfo
 from ._metrics_reader import METRIC_SERIES, parse_metrics, scrape, with_rates
 from ._nvidia_smi import NVIDIA_SMI_ARGS, NvidiaSmiProbe, parse_gpu_rows
+from ._process_driver import ProcessDriver
+from ._process_host import ProcessHost, ProcessIdentity, platform_process_host
+from ._process_host_posix import PosixProcessHost
+from ._process_host_windows import WindowsProcessHost
+from ._process_launch import ProcessDriverConfig
+from ._process_records import ProcessRecord, ProcessRecordStore
 from ._telemetry import DEFAULT_RING_CAPACITY, TelemetryRing
 from .exceptions import (
     GgufFormatError,
@@ -38,26 +46,41 @@ __all__ = [
     "NVIDIA_SMI_ARGS",
     "AdmissionController",
     "AdmissionRequest",
+    "CatalogedExecutable",
     "ContainerDriver",
     "ContainerDriverConfig",
+    "ExecutableCatalog",
+    "FileInstanceKeyProtector",
     "GgufFormatError",
     "ImagePullError",
+    "InstanceKeyProtector",
     "LaunchRejectedError",
     "MemoryProbe",
     "MirbadRuntimeError",
     "ModelBudget",
     "ModelNotFoundError",
     "NvidiaSmiProbe",
+    "PosixProcessHost",
+    "ProcessDriver",
+    "ProcessDriverConfig",
+    "ProcessHost",
+    "ProcessIdentity",
+    "ProcessRecord",
+    "ProcessRecordStore",
     "RuntimeDriver",
     "RuntimeUnavailableError",
     "TelemetryRing",
+    "WindowsProcessHost",
     "aread_gguf_info",
     "check_admission",
     "container_name",
+    "new_instance_key",
     "parse_gpu_rows",
     "parse_meminfo",
     "parse_metrics",
+    "platform_process_host",
     "read_gguf_info",
     "scrape",
+    "sha256_of_file",
     "with_rates",
 ]

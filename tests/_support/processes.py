@@ -1,0 +1,22 @@
+"""Cleanup for tests that start model processes: nothing they start may outlive them."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+from pathlib import Path
+
+from mirbad_runtime._process_host_posix import linux_identity
+from mirbad_runtime._process_records import ProcessRecord
+
+
+def kill_recorded_processes(records_path: Path) -> None:
+    """SIGKILL the process group of every still-running process listed in a ``processes.json``."""
+    with contextlib.suppress(FileNotFoundError):
+        for entry in json.loads(records_path.read_text())["processes"]:
+            record = ProcessRecord.model_validate(entry)
+            if linux_identity(record.pid) == record.identity:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(record.pid, signal.SIGKILL)
