@@ -8,7 +8,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mirbad_runtime._docker_ports import loopback_port_free, lowest_free_port, ports_taken_by_containers
+from mirbad_runtime._docker_ports import ports_taken_by_containers
+from mirbad_runtime._ports import loopback_port_free, lowest_free_port
 
 
 def test_mirbad_labels_and_any_published_port_are_taken() -> None:

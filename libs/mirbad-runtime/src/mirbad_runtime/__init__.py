@@ -13,7 +13,7 @@ from ._admission import (
 )
 from ._container_driver import ContainerDriver
 from ._container_spec import MODEL_LABEL, ContainerDriverConfig, container_name
-from ._driver import RuntimeDriver
+from ._driver import FAILURE_LOG_LINES, RuntimeDriver
 from ._executables import CatalogedExecutable, ExecutableCatalog, sha256_of_file
 from ._gguf import aread_gguf_info, read_gguf_info
 from ._instance_keys import FileInstanceKeyProtector, InstanceKeyProtector, new_instance_key
@@ -40,6 +40,7 @@ __all__ = [
     "DEFAULT_FAKE_TOTAL_GIB",
     "DEFAULT_RING_CAPACITY",
     "DEFAULT_START_SLOT_TIMEOUT_S",
+    "FAILURE_LOG_LINES",
     "MEMINFO_PATH",
     "METRIC_SERIES",
     "MODEL_LABEL",

@@ -23,7 +23,6 @@ from ._container_spec import (
     create_arguments,
 )
 from ._container_state import (
-    FAILURE_LOG_LINES,
     ContainerPhase,
     container_labels_of,
     container_phase,
@@ -41,8 +40,9 @@ from ._docker_calls import (
     remove_container,
 )
 from ._docker_gateway import DockerGateway
-from ._docker_ports import loopback_port_free, lowest_free_port, ports_taken_by_containers
-from ._driver import RuntimeDriver
+from ._docker_ports import ports_taken_by_containers
+from ._driver import FAILURE_LOG_LINES, RuntimeDriver
+from ._ports import loopback_port_free, lowest_free_port
 from .exceptions import LaunchRejectedError, ModelNotFoundError
 
 __all__ = ["ContainerDriver"]

@@ -18,12 +18,11 @@ from ._container_spec import (
     RUNTIME_LABEL,
     SERVED_NAME_LABEL,
 )
+from ._driver import FAILURE_LOG_LINES
 
 # Internal to the drivers: nothing here is part of the package's public API.
 __all__: list[str] = []
 
-FAILURE_LOG_LINES = 20
-"""How many of a dead container's last log lines its Failed status carries."""
 
 _RUNTIMES: dict[str, RuntimeKind] = {"vllm": "vllm", "llamacpp": "llamacpp", "mlx": "mlx"}
 _FRACTION = re.compile(r"(\.\d{6})\d+")

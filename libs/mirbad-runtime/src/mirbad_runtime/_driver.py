@@ -9,7 +9,10 @@ from typing import Self
 
 from mirbad_protocol import ContainerLaunch, ModelStatus, ProcessLaunch
 
-__all__ = ["RuntimeDriver"]
+__all__ = ["FAILURE_LOG_LINES", "RuntimeDriver"]
+
+FAILURE_LOG_LINES = 20
+"""How many of a dead model's last log lines its Failed status carries (containers and processes alike)."""
 
 
 class RuntimeDriver(ABC):

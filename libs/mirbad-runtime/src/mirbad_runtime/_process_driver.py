@@ -22,10 +22,10 @@ import httpx
 
 from mirbad_protocol import ContainerLaunch, ModelState, ModelStatus, ProcessLaunch, RuntimeKind
 
-from ._docker_ports import loopback_port_free, lowest_free_port
 from ._driver import RuntimeDriver
 from ._executables import ExecutableCatalog
 from ._instance_keys import InstanceKeyProtector, new_instance_key
+from ._ports import loopback_port_free, lowest_free_port
 from ._process_host import ProcessHost, ProcessIdentity
 from ._process_launch import (
     ProcessDriverConfig,

@@ -9,7 +9,7 @@ import httpx
 
 from mirbad_protocol import ModelState, ModelStatus
 
-from ._container_state import FAILURE_LOG_LINES
+from ._driver import FAILURE_LOG_LINES
 from ._instance_keys import InstanceKeyProtector
 from ._process_host import ProcessHost, ProcessIdentity
 from ._process_logs import read_log_tail
