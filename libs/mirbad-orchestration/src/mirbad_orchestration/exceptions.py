@@ -8,16 +8,39 @@ from pathlib import Path
 from mirbad_protocol import InvalidFieldError, MirbadError
 
 __all__ = [
+    "AgentProtocolError",
+    "AgentRequestError",
+    "ApiKeyError",
+    "ApiKeyExpiredError",
+    "ApiKeyRefusedError",
+    "ApiKeyRevokedError",
+    "ApiKeyStoreError",
+    "DuplicateNodeError",
     "DuplicateServedNameError",
     "EnrollmentError",
     "EnrollmentStoreError",
     "EnrollmentTokenError",
     "EnrollmentTokenExpiredError",
     "EnrollmentTokenUsedError",
+    "LaunchRejectedError",
+    "LogStreamError",
+    "MemoryAdmissionRefusedError",
     "MirbadOrchestrationError",
+    "ModelNotOnNodeError",
+    "NodeConflictError",
+    "NodeError",
+    "NodeIdentityError",
+    "NodeRegistryError",
+    "NodeTimeoutError",
+    "NodeUnreachableError",
     "RegistryError",
+    "StartConflictError",
+    "StartLaneBusyError",
+    "StateFileError",
+    "UnknownApiKeyError",
     "UnknownEnrollmentTokenError",
     "UnknownModelError",
+    "UnknownNodeError",
     "UnreadableFlagError",
 ]
 
@@ -121,3 +144,211 @@ class EnrollmentTokenExpiredError(EnrollmentTokenError):
         )
         self.node_name = node_name
         self.expired_at = expired_at
+
+
+class ApiKeyError(MirbadOrchestrationError):
+    """Root of the errors of the API key store."""
+
+
+class ApiKeyStoreError(ApiKeyError):
+    """An API key file (keys or usage) cannot be read or written; it is never overwritten to recover.
+
+    Attributes:
+        path: the file.
+        reason: what is wrong with it.
+    """
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class UnknownApiKeyError(ApiKeyError, KeyError):
+    """No API key has that id."""
+
+    def __init__(self, key_id: str) -> None:
+        super().__init__(key_id)
+        self.key_id = key_id
+
+    def __str__(self) -> str:
+        return f"no API key with id {self.key_id!r}"
+
+
+class ApiKeyRefusedError(ApiKeyError):
+    """A key that exists but may not authenticate now; the message says why, never the secret.
+
+    Attributes:
+        key_id: the key's id.
+        name: the key's name.
+    """
+
+    def __init__(self, key_id: str, name: str, message: str) -> None:
+        super().__init__(message)
+        self.key_id = key_id
+        self.name = name
+
+
+class ApiKeyRevokedError(ApiKeyRefusedError):
+    """A revoked key.
+
+    Attributes:
+        revoked_at: when it was revoked.
+    """
+
+    def __init__(self, key_id: str, name: str, revoked_at: datetime) -> None:
+        super().__init__(key_id, name, f"API key {name!r} was revoked at {revoked_at.isoformat()}")
+        self.revoked_at = revoked_at
+
+
+class ApiKeyExpiredError(ApiKeyRefusedError):
+    """A key presented after its expiry.
+
+    Attributes:
+        expired_at: when it stopped being valid.
+    """
+
+    def __init__(self, key_id: str, name: str, expired_at: datetime) -> None:
+        super().__init__(key_id, name, f"API key {name!r} expired at {expired_at.isoformat()}")
+        self.expired_at = expired_at
+
+
+# ---------------------------------------------------------------- nodes and their agents
+
+
+class NodeRegistryError(MirbadOrchestrationError):
+    """The node registry file cannot be read or written; it is never overwritten to recover.
+
+    Attributes:
+        path: the file.
+        reason: what is wrong with it.
+    """
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class NodeError(MirbadOrchestrationError):
+    """Root of the errors about one node of the fleet or its agent.
+
+    Attributes:
+        node_id: the node concerned.
+    """
+
+    def __init__(self, node_id: str, message: str) -> None:
+        super().__init__(message)
+        self.node_id = node_id
+
+
+class UnknownNodeError(NodeError, KeyError):
+    """No node with that id is registered."""
+
+    def __init__(self, node_id: str) -> None:
+        super().__init__(node_id, f"no node with id {node_id!r}")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class DuplicateNodeError(NodeError):
+    """A node with that id, or another node at the same agent URL, is already registered (a conflict)."""
+
+
+class NodeUnreachableError(NodeError):
+    """The node's agent could not be reached: connection refused, no route, TLS handshake refused."""
+
+
+class NodeIdentityError(NodeUnreachableError):
+    """The agent at the node's URL presented a certificate that is not the node's (name or key pin)."""
+
+
+class NodeTimeoutError(NodeError):
+    """The node's agent accepted the request but did not answer within the call's timeout."""
+
+
+class AgentProtocolError(NodeError):
+    """The agent answered something that does not follow the agent contract (a bad gateway)."""
+
+
+class LogStreamError(NodeError):
+    """The agent ended a followed log because reading the model's log failed."""
+
+
+class AgentRequestError(NodeError):
+    """The agent refused a request with its error envelope.
+
+    Attributes:
+        status_code: the HTTP status the agent answered.
+        code: the envelope's ``code`` (an ``AgentErrorCode`` value, or ``None`` without an envelope).
+        message: the envelope's message, for people.
+        field: the offending field, for ``invalid_request``.
+    """
+
+    def __init__(
+        self, node_id: str, status_code: int, code: str | None, message: str, field: str | None = None
+    ) -> None:
+        super().__init__(node_id, f"node {node_id!r}: {message}")
+        self.status_code = status_code
+        self.code = code
+        self.message = message
+        self.field = field
+
+
+class NodeConflictError(AgentRequestError):
+    """The node refused a start for now (HTTP 409 at the admin API); the message says why."""
+
+
+class MemoryAdmissionRefusedError(NodeConflictError):
+    """The model's memory budget does not fit on the node; starting with ``force`` overrides it."""
+
+
+class StartConflictError(NodeConflictError):
+    """Another model is still starting on the node, or the model runs under another runtime there."""
+
+
+class LaunchRejectedError(AgentRequestError):
+    """The node cannot run the launch spec at all (no such runtime, executable, model file ...)."""
+
+
+class ModelNotOnNodeError(AgentRequestError, UnknownModelError):
+    """The node has no instance of the model (its logs, telemetry or proxy were asked for)."""
+
+    def __init__(self, node_id: str, model_id: str, message: str) -> None:
+        AgentRequestError.__init__(self, node_id, 404, "model_not_found", message)
+        self.model_id = model_id
+
+    def __str__(self) -> str:
+        return f"node {self.node_id!r} has no instance of model {self.model_id!r}: {self.message}"
+
+
+class StartLaneBusyError(MirbadOrchestrationError):
+    """A launch waited too long for its node's start lane: another model kept starting there.
+
+    Attributes:
+        node_id: the node whose lane was busy.
+        holder: what held the lane when the wait ended (a model id), if known.
+        waited: how many seconds the launch waited.
+    """
+
+    def __init__(self, node_id: str, holder: str | None, waited: float) -> None:
+        busy = f"starting {holder!r}" if holder else "busy"
+        super().__init__(f"node {node_id!r} is {busy}; gave up waiting for its start lane after {waited:g}s")
+        self.node_id = node_id
+        self.holder = holder
+        self.waited = waited
+
+
+class StateFileError(MirbadOrchestrationError):
+    """A state file of the master (recovery state, restart pauses) could not be read or written.
+
+    Attributes:
+        path: the file.
+        reason: what went wrong.
+    """
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason

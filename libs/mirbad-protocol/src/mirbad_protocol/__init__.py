@@ -5,6 +5,18 @@ the wire, snake_case in Python, unknown fields tolerated, defaults omitted), the
 the exception root of every Mirbad library.
 """
 
+from ._api_keys import (
+    API_KEY_ID_PATTERN,
+    API_KEY_NAME_MAX_LENGTH,
+    API_KEY_SECRET_PREFIX,
+    MAX_ALLOWED_MODELS,
+    ApiKeyCreate,
+    ApiKeyCreated,
+    ApiKeyInfo,
+    ApiKeyRecord,
+    ApiKeyState,
+    KeyUsage,
+)
 from ._atomic import (
     DEFAULT_FILE_MODE,
     BeforeReplace,
@@ -77,12 +89,21 @@ from .exceptions import (
 )
 
 __all__ = [
+    "API_KEY_ID_PATTERN",
+    "API_KEY_NAME_MAX_LENGTH",
+    "API_KEY_SECRET_PREFIX",
     "CA_CERTIFICATE_FILE",
     "CA_KEY_FILE",
     "DEFAULT_CA_VALIDITY",
     "DEFAULT_FILE_MODE",
     "DEFAULT_LEAF_VALIDITY",
+    "MAX_ALLOWED_MODELS",
     "MODEL_ID_PATTERN",
+    "ApiKeyCreate",
+    "ApiKeyCreated",
+    "ApiKeyInfo",
+    "ApiKeyRecord",
+    "ApiKeyState",
     "BeforeReplace",
     "CertificateAuthority",
     "CertificateIdentity",
@@ -98,6 +119,7 @@ __all__ = [
     "IpAddress",
     "IpNetwork",
     "KeySource",
+    "KeyUsage",
     "LaunchSpec",
     "MemorySnapshot",
     "MirbadError",
