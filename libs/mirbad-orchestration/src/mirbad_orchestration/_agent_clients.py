@@ -1,0 +1,71 @@
+"""The master's agent clients: one per registered node, replaced when the node's record changes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+
+import httpx
+
+from mirbad_protocol import TlsCredentials
+
+from ._agent_client import AgentClient, AgentTimeouts
+from ._agent_tls import node_transport
+from ._nodes import NodeRecord
+
+__all__ = ["AgentClients", "TransportFactory"]
+
+TransportFactory = Callable[[NodeRecord], httpx.AsyncBaseTransport]
+"""Builds the transport that reaches one node's agent (tests may hand in ``httpx.ASGITransport``)."""
+
+
+class AgentClients:
+    """One :class:`AgentClient` per node, created on first use.
+
+    Args:
+        transports: builds the transport of each node's client.
+        timeouts: the timeouts every client uses.
+    """
+
+    def __init__(self, transports: TransportFactory, *, timeouts: AgentTimeouts | None = None) -> None:
+        self._transports = transports
+        self._timeouts = timeouts or AgentTimeouts()
+        self._clients: dict[str, tuple[NodeRecord, AgentClient]] = {}
+        self._retired: list[AgentClient] = []
+
+    @classmethod
+    def mutual_tls(
+        cls, credentials: TlsCredentials, *, timeouts: AgentTimeouts | None = None
+    ) -> AgentClients:
+        """Clients that present the master's certificate, trust only the fleet CA and check each node."""
+        return cls(partial(node_transport, credentials), timeouts=timeouts)
+
+    def client_for(self, record: NodeRecord) -> AgentClient:
+        """The client of ``record``'s node; a new one when its URL or expected identity changed."""
+        known = self._clients.get(record.id)
+        if known is not None and _endpoint(known[0]) == _endpoint(record):
+            return known[1]
+        if known is not None:
+            # Requests may still run on the old client (a proxied stream): it is closed with the pool.
+            self._retired.append(known[1])
+        client = AgentClient(record.id, record.agent_url, self._transports(record), timeouts=self._timeouts)
+        self._clients[record.id] = (record, client)
+        return client
+
+    async def forget(self, node_id: str) -> None:
+        """Close the client of a node that left the fleet (an unknown node is ignored)."""
+        known = self._clients.pop(node_id, None)
+        if known is not None:
+            await known[1].aclose()
+
+    async def aclose(self) -> None:
+        """Close every client."""
+        clients = [client for _, client in self._clients.values()] + self._retired
+        self._clients.clear()
+        self._retired.clear()
+        for client in clients:
+            await client.aclose()
+
+
+def _endpoint(record: NodeRecord) -> tuple[str, str, str | None]:
+    return record.agent_url, record.expected_certificate_name, record.pin_sha256

@@ -1,0 +1,215 @@
+"""The master-agent contract: routes, limits, error codes, the error envelope and feature flags.
+
+Every route sits under :data:`AGENT_API_PREFIX` on the node agent (mutual TLS, port
+:data:`DEFAULT_AGENT_PORT`). Bodies are the wire models of :mod:`._agent_models` (camelCase, defaults
+omitted, unknown fields ignored); every refusal answers the :class:`AgentErrorBody` envelope, whose
+``code`` tells the master what happened without parsing the message. The envelope deliberately
+differs from the OpenAI error shape (no ``type``, no ``param``): a client can tell an agent refusal
+from a model's own error coming back through the proxy.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Final
+from urllib.parse import quote
+
+from ._wire import WireModel
+
+__all__ = [
+    "AGENT_API_PREFIX",
+    "DEFAULT_AGENT_PORT",
+    "LOG_STREAM_MEDIA_TYPE",
+    "MAX_PROXY_BODY_BYTES",
+    "MAX_REQUEST_BODY_BYTES",
+    "ROUTE_FOLDERS",
+    "ROUTE_GGUF_INSPECT",
+    "ROUTE_GPUS",
+    "ROUTE_MEMORY",
+    "ROUTE_MODEL",
+    "ROUTE_MODELS",
+    "ROUTE_MODEL_LOGS",
+    "ROUTE_MODEL_RESTART",
+    "ROUTE_MODEL_START",
+    "ROUTE_MODEL_STOP",
+    "ROUTE_PROXY",
+    "ROUTE_RUNTIMES",
+    "ROUTE_TELEMETRY",
+    "AgentError",
+    "AgentErrorBody",
+    "AgentErrorCode",
+    "FeatureFlag",
+    "agent_error_body",
+    "agent_path",
+    "proxy_path",
+]
+
+AGENT_API_PREFIX: Final = "/agent/v1"
+"""Where every agent route lives: ``https://{node}:9443/agent/v1/...``."""
+DEFAULT_AGENT_PORT: Final = 9443
+"""The port an agent listens on unless configured otherwise."""
+MAX_PROXY_BODY_BYTES: Final = 64 * 1024 * 1024
+"""The largest request body the proxy forwards to a model (64 MiB); larger ones get 413."""
+MAX_REQUEST_BODY_BYTES: Final = 30_000_000
+"""The largest request body every other agent route reads; larger ones get 413."""
+LOG_STREAM_MEDIA_TYPE: Final = "application/x-ndjson"
+"""The media type of a followed log: one :data:`LogEvent` JSON object per line."""
+
+# Route paths, relative to AGENT_API_PREFIX; {model_id} is one path segment (see agent_path).
+ROUTE_RUNTIMES: Final = "/runtimes"
+"""GET: :class:`AgentInfo`, the node's runtimes and feature flags."""
+ROUTE_MODELS: Final = "/models"
+"""GET: :class:`StatusList`, every model instance the node's runtimes have."""
+ROUTE_MODEL: Final = "/models/{model_id}"
+"""GET: the model's :class:`~mirbad_protocol.ModelStatus` (Stopped when no instance exists)."""
+ROUTE_MODEL_START: Final = "/models/{model_id}/start"
+"""POST :class:`StartRequest` (``?force=true`` also forces): admission, then the launch; a ModelStatus."""
+ROUTE_MODEL_STOP: Final = "/models/{model_id}/stop"
+"""POST (no body): stop and remove the instance; the resulting ModelStatus."""
+ROUTE_MODEL_RESTART: Final = "/models/{model_id}/restart"
+"""POST :class:`RestartRequest`: stop, then start the (possibly new) spec; a ModelStatus."""
+ROUTE_MODEL_LOGS: Final = "/models/{model_id}/logs"
+"""GET ``?tail=N``: :class:`LogTail`; with ``&follow=true`` a :data:`LOG_STREAM_MEDIA_TYPE` stream."""
+ROUTE_MEMORY: Final = "/node/memory"
+"""GET: the node's :class:`~mirbad_protocol.MemorySnapshot` (with its discrete GPUs and reserve)."""
+ROUTE_GPUS: Final = "/node/gpus"
+"""GET: :class:`GpuList`, what nvidia-smi reports now."""
+ROUTE_TELEMETRY: Final = "/telemetry"
+"""GET ``?model=ID&since=ISO&limit=N``: :class:`TelemetrySnapshot` from the agent's telemetry ring."""
+ROUTE_GGUF_INSPECT: Final = "/gguf/inspect"
+"""POST :class:`GgufInspectRequest`: the file's :class:`~mirbad_protocol.GgufInfo`."""
+ROUTE_FOLDERS: Final = "/folders"
+"""GET ``?root=I&path=REL``: :class:`FolderListing` of a folder under a model root."""
+ROUTE_PROXY: Final = "/proxy/{model_id}/{path:path}"
+"""Any method: forwarded to the model's own server (``.../proxy/{id}/v1/chat/completions``)."""
+
+
+class AgentErrorCode(StrEnum):
+    """Why an agent refused a request; each code has one HTTP status (:attr:`http_status`)."""
+
+    INVALID_REQUEST = "invalid_request"
+    """400: the body or a query parameter breaks the contract (``field`` names it)."""
+    PATH_REFUSED = "path_refused"
+    """403: a path that is absolute, climbs with ``..`` or leads out of the model roots."""
+    MODEL_NOT_FOUND = "model_not_found"
+    """404: the model has no instance on this node (logs, proxy, telemetry of an unknown model)."""
+    PATH_NOT_FOUND = "path_not_found"
+    """404: nothing at that path under the model roots."""
+    ROUTE_NOT_FOUND = "route_not_found"
+    """404: no such agent route (an older agent than the caller expects)."""
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    """405: the route exists but not with this method."""
+    ADMISSION_REFUSED = "admission_refused"
+    """409: the model's memory budget does not fit; start again with ``force`` to override."""
+    START_CONFLICT = "start_conflict"
+    """409: another model is still starting on unified memory, or the model runs under another runtime."""
+    REQUEST_TOO_LARGE = "request_too_large"
+    """413: the body is over the route's limit (64 MiB through the proxy, 30,000,000 bytes elsewhere)."""
+    SPEC_REJECTED = "spec_rejected"
+    """422: a launch spec this node cannot run (no such runtime, executable, model file, port ...)."""
+    GGUF_UNREADABLE = "gguf_unreadable"
+    """422: the file is not a GGUF file the reader accepts."""
+    INTERNAL_ERROR = "internal_error"
+    """500: a fault in the agent itself (the agent's log has the details)."""
+    UPSTREAM_UNREACHABLE = "upstream_unreachable"
+    """502: through the proxy, the model's server refused or broke the connection."""
+    RUNTIME_UNAVAILABLE = "runtime_unavailable"
+    """503: Docker or the process host did not answer."""
+    MODEL_NOT_RUNNING = "model_not_running"
+    """503 (with Retry-After): through the proxy, the model is known but has no running server."""
+    PROBE_FAILED = "probe_failed"
+    """503: memory or GPUs could not be read (a wedged nvidia-smi, unreadable meminfo)."""
+    UPSTREAM_TIMEOUT = "upstream_timeout"
+    """504: through the proxy, the model stayed silent past the agent's idle timeout."""
+
+    @property
+    def http_status(self) -> int:
+        """The HTTP status an agent answers this code with."""
+        return _HTTP_STATUS[self]
+
+
+_HTTP_STATUS: Final = {
+    AgentErrorCode.INVALID_REQUEST: 400,
+    AgentErrorCode.PATH_REFUSED: 403,
+    AgentErrorCode.MODEL_NOT_FOUND: 404,
+    AgentErrorCode.PATH_NOT_FOUND: 404,
+    AgentErrorCode.ROUTE_NOT_FOUND: 404,
+    AgentErrorCode.METHOD_NOT_ALLOWED: 405,
+    AgentErrorCode.ADMISSION_REFUSED: 409,
+    AgentErrorCode.START_CONFLICT: 409,
+    AgentErrorCode.REQUEST_TOO_LARGE: 413,
+    AgentErrorCode.SPEC_REJECTED: 422,
+    AgentErrorCode.GGUF_UNREADABLE: 422,
+    AgentErrorCode.INTERNAL_ERROR: 500,
+    AgentErrorCode.UPSTREAM_UNREACHABLE: 502,
+    AgentErrorCode.RUNTIME_UNAVAILABLE: 503,
+    AgentErrorCode.MODEL_NOT_RUNNING: 503,
+    AgentErrorCode.PROBE_FAILED: 503,
+    AgentErrorCode.UPSTREAM_TIMEOUT: 504,
+}
+
+
+class FeatureFlag(StrEnum):
+    """What an agent can do, reported in :attr:`AgentInfo.features`.
+
+    The wire carries plain strings, so a master reads the flags of a newer agent (and ignores those it
+    does not know) without failing.
+    """
+
+    RUNTIME_VLLM_CONTAINER = "runtime.vllm.container"
+    """vLLM models as Docker containers."""
+    RUNTIME_LLAMACPP_PROCESS = "runtime.llamacpp.process"
+    """llama.cpp's llama-server as native processes."""
+    RUNTIME_MLX_PROCESS = "runtime.mlx.process"
+    """MLX (``mlx_lm.server``) as native processes."""
+    GGUF_INSPECT = "gguf.inspect"
+    """GGUF header reads under the model roots."""
+    ADMISSION_GPU_BUDGETS = "admission.gpu-budgets"
+    """Per-GPU budget admission on discrete GPUs."""
+    TELEMETRY_RING = "telemetry.ring"
+    """Per-model metrics history with token rates."""
+    LOGS_FOLLOW = "logs.follow"
+    """Followed logs as a stream of events."""
+    FOLDERS_LIST = "folders.list"
+    """Folder listings under the model roots."""
+
+
+class AgentError(WireModel):
+    """The inner object of an agent refusal.
+
+    Attributes:
+        code: an :class:`AgentErrorCode` value (kept as text, so a newer agent's code still reads).
+        message: what went wrong, for people.
+        field: the offending field or query parameter, for ``invalid_request``.
+    """
+
+    code: str
+    message: str
+    field: str | None = None
+
+
+class AgentErrorBody(WireModel):
+    """Every agent error response: ``{"error": {"code", "message"[, "field"]}}``."""
+
+    error: AgentError
+
+
+def agent_error_body(code: AgentErrorCode, message: str, *, field: str | None = None) -> dict[str, Any]:
+    """The JSON body of an agent refusal (send it with ``code.http_status``)."""
+    return AgentErrorBody(error=AgentError(code=code.value, message=message, field=field)).to_wire()
+
+
+def agent_path(route: str, **params: str) -> str:
+    """The full path of ``route`` (one of the ``ROUTE_*`` constants) with its parameters filled in.
+
+    Each parameter is percent-encoded as one path segment, so a value can never add segments.
+
+    >>> agent_path(ROUTE_MODEL_START, model_id="qwen3-8b")
+    '/agent/v1/models/qwen3-8b/start'
+    """
+    return AGENT_API_PREFIX + route.format(**{key: quote(value, safe="") for key, value in params.items()})
+
+
+def proxy_path(model_id: str, path: str) -> str:
+    """The proxy path that reaches ``path`` (``v1/chat/completions``) on the model's own server."""
+    return f"{AGENT_API_PREFIX}/proxy/{quote(model_id, safe='')}/{path.lstrip('/')}"

@@ -1,0 +1,98 @@
+"""The audit log: append-only JSON lines, one file per UTC day, bounded fields and retention."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, date, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from syrupy.assertion import SnapshotAssertion
+
+from mirbad_orchestration._audit import AUDIT_FOLDER_NAME, AuditLog
+
+pytestmark = pytest.mark.anyio
+
+
+class _Clock:
+    def __init__(self, start: datetime) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+async def test_lines_are_golden(tmp_path: Path, snapshot_json: SnapshotAssertion) -> None:
+    clock = _Clock(datetime(2025, 3, 1, 9, 30, tzinfo=UTC))
+    log = AuditLog(tmp_path, clock=clock)
+    await log.record("user:admin", "model.start", "qwen3-8b", node_id="spark")
+    clock.now += timedelta(seconds=42)
+    await log.record(
+        "system:autostart", "model.start", "qwen3-8b", outcome="failed", node_id="spark", detail="no memory"
+    )
+    clock.now += timedelta(minutes=5)
+    await log.record("key:ci", "model.stop", "qwen3-8b", outcome="refused", detail="maintenance")
+
+    text = (tmp_path / AUDIT_FOLDER_NAME / "2025-03-01.jsonl").read_text(encoding="utf-8")
+    assert text.endswith("\n")
+    assert text.splitlines() == snapshot_json
+
+
+async def test_read_returns_the_days_entries(tmp_path: Path) -> None:
+    clock = _Clock(datetime(2025, 3, 1, 23, 59, tzinfo=UTC))
+    log = AuditLog(tmp_path, clock=clock)
+    first = await log.record("user:admin", "model.start", "a")
+    clock.now += timedelta(minutes=2)
+    second = await log.record("user:admin", "model.stop", "a")
+
+    assert await log.read(date(2025, 3, 1)) == [first]
+    assert await log.read(date(2025, 3, 2)) == [second]
+    assert await log.read(date(2025, 3, 3)) == []
+
+
+async def test_days_are_utc_days(tmp_path: Path) -> None:
+    local = timezone(timedelta(hours=2))
+    log = AuditLog(tmp_path, clock=lambda: datetime(2025, 3, 2, 1, 0, tzinfo=local))
+    entry = await log.record("user:admin", "model.start", "a")
+    assert entry.at == datetime(2025, 3, 1, 23, 0, tzinfo=UTC)
+    assert (tmp_path / AUDIT_FOLDER_NAME / "2025-03-01.jsonl").exists()
+
+
+async def test_long_fields_are_cut(tmp_path: Path) -> None:
+    log = AuditLog(tmp_path, max_field_chars=10)
+    entry = await log.record("user:admin", "model.start", "a", detail="x" * 1000)
+    assert entry.detail == "xxxxxxxxx…"
+    assert (await log.read(entry.at.date()))[0].detail == "xxxxxxxxx…"
+
+
+async def test_a_torn_line_is_skipped_when_reading(tmp_path: Path) -> None:
+    log = AuditLog(tmp_path, clock=lambda: datetime(2025, 3, 1, tzinfo=UTC))
+    await log.record("user:admin", "model.start", "a")
+    with (tmp_path / AUDIT_FOLDER_NAME / "2025-03-01.jsonl").open("a") as handle:
+        handle.write('{"at":"2025-03-01T00:00:00Z","act')
+    assert [e.target for e in await log.read(date(2025, 3, 1))] == ["a"]
+
+
+async def test_old_days_are_pruned_when_a_new_day_starts(tmp_path: Path) -> None:
+    folder = tmp_path / AUDIT_FOLDER_NAME
+    folder.mkdir()
+    for name in ("2025-01-01.jsonl", "2025-02-28.jsonl", "notes.jsonl"):
+        (folder / name).write_text("")
+    log = AuditLog(tmp_path, clock=lambda: datetime(2025, 3, 1, tzinfo=UTC), keep_days=1)
+    await log.record("user:admin", "model.start", "a")
+    assert sorted(p.name for p in folder.iterdir()) == ["2025-02-28.jsonl", "2025-03-01.jsonl", "notes.jsonl"]
+
+
+async def test_files_are_private_to_their_owner(tmp_path: Path) -> None:
+    log = AuditLog(tmp_path, clock=lambda: datetime(2025, 3, 1, tzinfo=UTC))
+    await log.record("user:admin", "model.start", "a")
+    if os.name == "posix":
+        assert (tmp_path / AUDIT_FOLDER_NAME / "2025-03-01.jsonl").stat().st_mode & 0o077 == 0
+
+
+async def test_a_write_failure_is_logged_not_raised(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    (tmp_path / AUDIT_FOLDER_NAME).write_text("a file where the folder should be")
+    log = AuditLog(tmp_path)
+    entry = await log.record("user:admin", "model.start", "a")
+    assert entry.action == "model.start"
+    assert "audit line not written" in caplog.text
