@@ -5,6 +5,9 @@ enroll --master URL --token T``). The node sends the token with a CSR; the maste
 key under the token's node name and marks the token used. Tokens expire, enroll exactly once, and are
 stored only as SHA-256 hashes: the token file alone does not let anyone enroll. A hash without a salt or
 a slow KDF is enough here because a token carries 256 random bits, not a guessable password.
+
+What the operator copies is a join token (:meth:`EnrollmentTokens.issue_join_token`): the secret with
+the CA key pin in front, so the node can verify the master before it sends the secret.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from mirbad_protocol import (
     DEFAULT_LEAF_VALIDITY,
     CertificateAuthority,
     InvalidFieldError,
+    JoinToken,
     SanPolicy,
     WireModel,
     certificate_request_from_pem,
@@ -147,10 +151,24 @@ class EnrollmentTokens:
             await self._save(_TokenFile(tokens=tuple(kept)))
         return token
 
+    async def issue_join_token(self, node_name: str, ttl: timedelta = DEFAULT_TOKEN_TTL) -> str:
+        """Issue a token as :meth:`issue` does and return it as a join token carrying the CA key pin.
+
+        The node checks the pin against the master's CA before it sends the secret, so a token typed
+        against the wrong URL (or intercepted on the way) is never spent there.
+
+        Raises:
+            InvalidFieldError: the node name or the lifetime is unusable (field ``nodeName`` or ``ttl``).
+            EnrollmentStoreError: the token file cannot be read or written.
+        """
+        return JoinToken(self._authority.pin, await self.issue(node_name, ttl)).encode()
+
     async def redeem(self, token: str, csr_pem: bytes) -> Enrollment:
         """Spend ``token`` and certify the key of ``csr_pem`` under the token's node name.
 
-        A CSR that is refused leaves the token unspent, so the node can retry with a corrected one.
+        ``token`` is a join token (``mbj1.<pin>.<secret>``) or its bare secret; a join token whose pin is
+        not this master's CA is unknown here. A CSR that is refused leaves the token unspent, so the
+        node can retry with a corrected one.
 
         Raises:
             UnknownEnrollmentTokenError: the token was never issued here (or was pruned).
@@ -160,10 +178,11 @@ class EnrollmentTokens:
             EnrollmentStoreError: the token file cannot be read or written.
         """
         request = certificate_request_from_pem(csr_pem)
+        secret = self._secret_of(token)
         async with self._lock:
             document = await self._load()
             now = self._clock()
-            record = _find(document.tokens, _digest(token))
+            record = _find(document.tokens, _digest(secret))
             if record is None:
                 raise UnknownEnrollmentTokenError()
             if record.used_at is not None:
@@ -180,6 +199,18 @@ class EnrollmentTokens:
             spent = record.model_copy(update={"used_at": now})
             await self._save(_TokenFile(tokens=tuple(spent if r is record else r for r in document.tokens)))
         return Enrollment(record.node_name, certificate, self._authority.certificate)
+
+    def _secret_of(self, token: str) -> str:
+        if not JoinToken.is_join_token(token):
+            return token
+        try:
+            join_token = JoinToken.parse(token)
+        except InvalidFieldError:
+            raise UnknownEnrollmentTokenError() from None
+        # Not secret-dependent, so a plain comparison leaks nothing: the pin is public.
+        if join_token.pin != self._authority.pin:
+            raise UnknownEnrollmentTokenError()
+        return join_token.secret
 
     def _prunable(self, record: _TokenRecord, now: datetime) -> bool:
         return (record.used_at or record.expires_at) + self._retention < now

@@ -1,7 +1,89 @@
 """mirbad_router: the embeddable OpenAI-compatible /v1 proxy of Mirbad, as a Starlette app.
 
-It arrives with the master issue; the package exists so the workspace layout and its import contracts
-are in place from the start.
+:func:`create_router_app` builds the router over four contracts its host provides (a
+:class:`ModelResolver`, a :class:`KeyStore`, a :class:`MaintenanceGate` and a :class:`StatsSink`), to be
+mounted at ``/v1`` by any ASGI application. The streaming reverse-proxy core beneath it
+(:func:`forward`, :func:`read_body`) is shared with the agent's model proxy. In-memory fakes of the
+contracts live in :mod:`mirbad_router.testing`.
 """
 
-__all__: list[str] = []
+from ._app import create_router_app
+from ._body import RequestBody, parse_request_body
+from ._contracts import (
+    KeyGrant,
+    KeyStore,
+    MaintenanceGate,
+    MaintenanceNotice,
+    ModelResolver,
+    Resolution,
+    RoutedModel,
+    StatsSink,
+    Upstream,
+)
+from ._errors import NOT_READY_RETRY_AFTER_S
+from ._forward import (
+    CLIENT_CLOSED_REQUEST,
+    CONNECT_TIMEOUT_S,
+    MAX_BODY_BYTES,
+    create_upstream_client,
+    forward,
+    read_body,
+    upstream_url,
+)
+from ._headers import HOP_BY_HOP_HEADERS, request_headers, response_headers
+from ._limits import LimitExceeded, RateLimiter
+from ._relay import UpstreamRelay, wait_for_disconnect
+from ._stats import RouterStats
+from ._usage import JsonUsageTap, SseUsageTap, Usage, request_stream_usage, usage_from_object
+from .exceptions import (
+    InvalidRequestBodyError,
+    MirbadRouterError,
+    RequestTooLargeError,
+    UpstreamConnectError,
+    UpstreamError,
+    UpstreamResponseError,
+    UpstreamTimeoutError,
+)
+
+__all__ = [
+    "CLIENT_CLOSED_REQUEST",
+    "CONNECT_TIMEOUT_S",
+    "HOP_BY_HOP_HEADERS",
+    "MAX_BODY_BYTES",
+    "NOT_READY_RETRY_AFTER_S",
+    "InvalidRequestBodyError",
+    "JsonUsageTap",
+    "KeyGrant",
+    "KeyStore",
+    "LimitExceeded",
+    "MaintenanceGate",
+    "MaintenanceNotice",
+    "MirbadRouterError",
+    "ModelResolver",
+    "RateLimiter",
+    "RequestBody",
+    "RequestTooLargeError",
+    "Resolution",
+    "RoutedModel",
+    "RouterStats",
+    "SseUsageTap",
+    "StatsSink",
+    "Upstream",
+    "UpstreamConnectError",
+    "UpstreamError",
+    "UpstreamRelay",
+    "UpstreamResponseError",
+    "UpstreamTimeoutError",
+    "Usage",
+    "create_router_app",
+    "create_upstream_client",
+    "forward",
+    "parse_request_body",
+    "read_body",
+    "request_headers",
+    "request_stream_usage",
+    "response_headers",
+    "upstream_url",
+    "usage_from_object",
+    "wait_for_disconnect",
+]

@@ -1,0 +1,245 @@
+"""The OpenAI-compatible /v1 router as a Starlette app that any ASGI application can mount.
+
+Each request passes the same gates in the same order, and the first that refuses answers in the OpenAI
+error shape: maintenance (503 ``maintenance``, before anything else, so a running benchmark sees no
+traffic) → API key (401) → body and ``model`` field (413, 400) → the model (404, or 503 while it is not
+Ready unless it starts on request) → the key's limits (429) → the upstream, streamed both ways.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
+
+from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from . import _errors as errors
+from ._body import RequestBody, parse_request_body
+from ._contracts import KeyGrant, KeyStore, MaintenanceGate, ModelResolver, Resolution, StatsSink
+from ._exchange import ExchangeOutcome, ObservedResponse
+from ._forward import CLIENT_CLOSED_REQUEST, MAX_BODY_BYTES, forward, read_body, upstream_url
+from ._limits import RateLimiter
+from ._startup import wait_until_ready
+from ._usage import request_stream_usage
+from .exceptions import InvalidRequestBodyError, RequestTooLargeError, UpstreamError
+
+__all__ = ["create_router_app"]
+
+_log = logging.getLogger(__name__)
+
+_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+# The client's key is for the router; the upstream gets its own credentials from the resolver.
+_CLIENT_CREDENTIALS = frozenset({b"authorization"})
+
+
+def create_router_app(
+    resolver: ModelResolver,
+    keys: KeyStore,
+    maintenance: MaintenanceGate,
+    stats: StatsSink,
+    *,
+    startup_timeout_s: float = 600.0,
+    poll_interval_s: float = 1.0,
+    limiter: RateLimiter | None = None,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    owned_by: str = "mirbad",
+    max_body_bytes: int = MAX_BODY_BYTES,
+) -> Starlette:
+    """Build the router; mount it at ``/v1`` (``Mount("/v1", app=create_router_app(...))``).
+
+    It serves ``GET /models`` (the Ready models by served name, in the OpenAI list shape),
+    ``GET /models/{name}``, and proxies every other path to the upstream of the model its body names.
+    It has no life cycle of its own: upstream clients belong to the resolver.
+
+    Args:
+        resolver: finds models and their upstreams, and starts models on request.
+        keys: checks bearer keys and records usage.
+        maintenance: says when every request must be refused for a while.
+        stats: receives the per-model counters (a :class:`~mirbad_router.RouterStats`, say).
+        startup_timeout_s: how long a request waits for a model it started to become Ready.
+        poll_interval_s: how often the resolver is asked about a starting model.
+        limiter: the per-key request and token limits (a fresh one by default).
+        now: the current time, for key expiry.
+        owned_by: the ``owned_by`` of each listed model.
+        max_body_bytes: the largest request body accepted (64 MiB; larger ones get 413).
+    """
+    router = _Router(
+        resolver,
+        keys,
+        maintenance,
+        stats,
+        limiter or RateLimiter(),
+        now,
+        startup_timeout_s,
+        poll_interval_s,
+        max_body_bytes,
+        owned_by,
+    )
+    return Starlette(
+        routes=[
+            Route("/models", router.list_models, methods=["GET"]),
+            Route("/models/{name:path}", router.retrieve_model, methods=["GET"]),
+            Route("/{path:path}", router.proxy, methods=_METHODS),
+        ]
+    )
+
+
+class _Refused(Exception):  # noqa: N818 - a control-flow signal carrying the answer, not an error
+    def __init__(self, response: Response) -> None:
+        self.response = response
+
+
+@dataclass(frozen=True)
+class _Router:
+    resolver: ModelResolver
+    keys: KeyStore
+    maintenance: MaintenanceGate
+    stats: StatsSink
+    limiter: RateLimiter
+    now: Callable[[], datetime]
+    startup_timeout_s: float
+    poll_interval_s: float
+    max_body_bytes: int
+    owned_by: str
+
+    async def list_models(self, request: Request) -> Response:
+        return await _answer(self._list_models(request, None))
+
+    async def retrieve_model(self, request: Request) -> Response:
+        return await _answer(self._list_models(request, request.path_params["name"]))
+
+    async def proxy(self, request: Request) -> Response:
+        return await _answer(self._proxy(request))
+
+    async def _list_models(self, request: Request, only: str | None) -> Response:
+        grant = await self._admit(request)
+        models = [
+            {"id": model.served_name, "object": "model", "created": model.created, "owned_by": self.owned_by}
+            for model in await self.resolver.list_ready()
+            if grant is None or grant.allows(model.served_name)
+        ]
+        if only is None:
+            return JSONResponse({"object": "list", "data": models})
+        found = [model for model in models if str(model["id"]).casefold() == only.casefold()]
+        return JSONResponse(found[0]) if found else errors.model_not_found(only)
+
+    async def _proxy(self, request: Request) -> Response:
+        grant = await self._admit(request)
+        try:
+            body = await self._read_body(request)
+        except ClientDisconnect:
+            return Response(status_code=CLIENT_CLOSED_REQUEST)
+        if body.model is None:
+            return errors.missing_model()
+        model = await self._ready_model(request, body.model, grant)
+        if grant is not None and (refusal := self.limiter.admit(grant)) is not None:
+            return errors.rate_limited(grant.name, refusal)
+        return await self._forward(request, body, model, grant)
+
+    async def _admit(self, request: Request) -> KeyGrant | None:
+        notice = await self.maintenance.current()
+        if notice is not None:
+            raise _Refused(errors.maintenance(notice.message, notice.retry_after_s))
+        token = _bearer(request.headers.get("authorization"))
+        grant = await self.keys.authenticate(token) if token else None
+        required = await self.keys.keys_required()
+        if grant is not None and grant.expired(self.now()):
+            if required:
+                expired_at = grant.expires_at.isoformat() if grant.expires_at else "?"
+                raise _Refused(errors.unauthorized(f"The API key '{grant.name}' expired at {expired_at}."))
+            grant = None  # keys are optional: an expired one just brings no limits or usage
+        if grant is None and required:
+            reason = "No API key was sent" if token is None else "The API key is not valid"
+            raise _Refused(errors.unauthorized(f"{reason}: send 'Authorization: Bearer <key>'."))
+        return grant
+
+    async def _read_body(self, request: Request) -> RequestBody:
+        try:
+            content = await read_body(request, limit=self.max_body_bytes)
+            return parse_request_body(request.headers.get("content-type"), content)
+        except RequestTooLargeError as error:
+            raise _Refused(errors.too_large(f"The request body is too large: {error}.")) from None
+        except InvalidRequestBodyError as error:
+            raise _Refused(errors.invalid_body(f"The request body cannot be read: {error}.")) from None
+
+    async def _ready_model(self, request: Request, name: str, grant: KeyGrant | None) -> Resolution:
+        model = await self.resolver.resolve(name)
+        if model is None or (grant is not None and not grant.allows(model.served_name)):
+            raise _Refused(errors.model_not_found(name))
+        if model.ready:
+            return model
+        if not model.auto_start_on_request:
+            raise _Refused(errors.not_ready(model.served_name, model.state, model.error))
+        outcome = await wait_until_ready(
+            self.resolver, model, request.receive, self.startup_timeout_s, self.poll_interval_s
+        )
+        if isinstance(outcome, Response):
+            raise _Refused(outcome)
+        return outcome
+
+    async def _forward(
+        self, request: Request, body: RequestBody, model: Resolution, grant: KeyGrant | None
+    ) -> Response:
+        assert model.upstream is not None  # model.ready said so
+        path = request.path_params["path"]
+        content, injected = body.content, False
+        if grant is not None and body.json is not None:
+            with_usage = request_stream_usage(path, body.json)
+            if with_usage is not None:
+                content, injected = json.dumps(with_usage).encode(), True
+        url = upstream_url(model.upstream.base_url, f"v1/{path}", request.url.query)
+        # Identity encoding keeps the body readable for usage; the hop is a LAN or loopback.
+        headers = {"accept-encoding": "identity"} | {k.lower(): v for k, v in model.upstream.headers.items()}
+        self.stats.begin(model.served_name)
+        try:
+            relay = await forward(
+                _without_credentials(request), url, model.upstream.client, headers=headers, body=content
+            )
+        except UpstreamError as error:
+            self.stats.end(model.served_name, failed=True)
+            return errors.upstream_failed(model.served_name, error)
+        except BaseException:
+            self.stats.end(model.served_name, failed=True)
+            raise
+        report = partial(self._report, model.served_name, grant)
+        return ObservedResponse(relay, report, read_usage=grant is not None, drop_usage_only=injected)
+
+    async def _report(self, served_name: str, grant: KeyGrant | None, outcome: ExchangeOutcome) -> None:
+        self.stats.end(served_name, failed=outcome.failed)
+        if grant is None or outcome.usage is None:
+            return
+        self.limiter.add_tokens(grant, outcome.usage.total_tokens)
+        try:
+            await self.keys.record_usage(
+                grant, served_name, outcome.usage.prompt_tokens, outcome.usage.completion_tokens
+            )
+        except Exception:
+            # The answer has been delivered; losing one usage record must not turn it into an error.
+            _log.exception("could not record the usage of API key %s on %s", grant.key_id, served_name)
+
+
+async def _answer(handling: Awaitable[Response]) -> Response:
+    try:
+        return await handling
+    except _Refused as refused:
+        return refused.response
+
+
+def _bearer(authorization: str | None) -> str | None:
+    if authorization is None:
+        return None
+    scheme, _, token = authorization.strip().partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
+def _without_credentials(request: Request) -> Request:
+    headers = [(name, value) for name, value in request.scope["headers"] if name not in _CLIENT_CREDENTIALS]
+    return Request({**request.scope, "headers": headers}, request.receive)

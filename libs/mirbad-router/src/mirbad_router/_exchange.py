@@ -1,0 +1,115 @@
+"""One forwarded exchange watched from the side: did it complete, with which status, using how many tokens.
+
+The forwarding core's relay streams the upstream's answer; this wrapper sits between it and the ASGI
+server, sees every message go by, reads usage from the body (and leaves out the usage chunk the router
+asked for itself), and reports the outcome once the exchange is over, however it ended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Final
+
+import anyio
+from starlette.responses import Response
+from starlette.types import Message, Receive, Scope, Send
+
+from ._usage import JsonUsageTap, SseUsageTap, Usage
+
+__all__: list[str] = []
+
+# Reporting runs after the client left too (shielded), so a slow sink gets a bound.
+_REPORT_TIMEOUT_S: Final = 10.0
+
+
+@dataclass(frozen=True)
+class ExchangeOutcome:
+    """How a forwarded exchange ended.
+
+    Attributes:
+        status: the status sent to the client.
+        completed: whether the whole body reached the client (False when either side broke off).
+        usage: the tokens the response reported, when it reported them.
+    """
+
+    status: int
+    completed: bool
+    usage: Usage | None = None
+
+    @property
+    def failed(self) -> bool:
+        """Whether the stats count it as failed: not 2xx, or not delivered whole."""
+        return not self.completed or not 200 <= self.status < 300
+
+
+class ObservedResponse(Response):
+    """Wraps a response to watch its messages and report an :class:`ExchangeOutcome` at the end.
+
+    Args:
+        inner: the response that does the work (the forwarding relay).
+        report: called once with the outcome, even when the client left (shielded, bounded).
+        read_usage: whether to read usage from a 2xx JSON or event-stream body.
+        drop_usage_only: whether to leave out the usage-only chunk of an event stream (the router
+            asked for it; the client did not).
+    """
+
+    def __init__(
+        self,
+        inner: Response,
+        report: Callable[[ExchangeOutcome], Awaitable[None]],
+        *,
+        read_usage: bool,
+        drop_usage_only: bool,
+    ) -> None:
+        self.status_code = inner.status_code
+        self.raw_headers = inner.raw_headers
+        self.background = None
+        self._inner = inner
+        self._report = report
+        self._read_usage = read_usage
+        self._drop = drop_usage_only
+        self._status = inner.status_code
+        self._completed = False
+        self._tap: SseUsageTap | JsonUsageTap | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def watched(message: Message) -> None:
+            await self._pass(message, send)
+
+        try:
+            await self._inner(scope, receive, watched)
+        finally:
+            outcome = ExchangeOutcome(self._status, self._completed, self._tap.usage if self._tap else None)
+            with anyio.move_on_after(_REPORT_TIMEOUT_S, shield=True):
+                await self._report(outcome)
+
+    async def _pass(self, message: Message, send: Send) -> None:
+        if message["type"] == "http.response.start":
+            self._status = message["status"]
+            message = self._start(message)
+        elif message["type"] == "http.response.body" and self._tap is not None:
+            more = message.get("more_body", False)
+            body = self._tap.feed(message.get("body", b""))
+            if not more:
+                body += self._tap.finish()
+            elif not body:
+                return  # all held back (an unfinished event) or left out
+            message = {**message, "body": body}
+        await send(message)
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            self._completed = True
+
+    def _start(self, message: Message) -> Message:
+        headers: list[tuple[bytes, bytes]] = list(message.get("headers", []))
+        content_type = next((value for name, value in headers if name.lower() == b"content-type"), b"")
+        if not self._read_usage or not 200 <= self._status < 300:
+            return message
+        if content_type.startswith(b"text/event-stream"):
+            self._tap = SseUsageTap(drop_usage_only=self._drop)
+            if self._drop:
+                # Leaving a chunk out changes the length.
+                headers = [(name, value) for name, value in headers if name.lower() != b"content-length"]
+        elif content_type.startswith(b"application/json"):
+            self._tap = JsonUsageTap()
+        return {**message, "headers": headers}

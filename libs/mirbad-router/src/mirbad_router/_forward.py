@@ -1,0 +1,209 @@
+"""The streaming reverse-proxy core shared by the master's router and the agent's model proxy.
+
+A request body is read whole, up to 64 MiB, before anything goes upstream: a body over the limit is
+refused (413) without the upstream ever seeing a byte of it, and a bad upstream can be reported with a
+clean status instead of half a request. The response goes the other way without buffering: each chunk
+the upstream sends is handed to the ASGI server as it arrives, so server-sent events flow token by
+token. A client that goes away cancels the upstream request (vLLM and llama-server then abort the
+generation); there is no read timeout unless the caller sets an idle timeout, because a long generation
+may legitimately take many minutes.
+
+Nothing here sleeps or polls; every test of this module runs against real loopback servers.
+"""
+
+from __future__ import annotations
+
+import http.cookiejar
+import ssl
+from collections.abc import Mapping
+from typing import Final
+from urllib.parse import quote
+
+import anyio
+import httpx
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from starlette.types import Receive
+
+from ._headers import request_headers
+from ._relay import UpstreamRelay, single_errors, wait_for_disconnect
+from .exceptions import (
+    RequestTooLargeError,
+    UpstreamConnectError,
+    UpstreamError,
+    UpstreamResponseError,
+    UpstreamTimeoutError,
+)
+
+__all__ = [
+    "CLIENT_CLOSED_REQUEST",
+    "CONNECT_TIMEOUT_S",
+    "MAX_BODY_BYTES",
+    "create_upstream_client",
+    "forward",
+    "read_body",
+    "upstream_url",
+]
+
+MAX_BODY_BYTES: Final = 64 * 1024 * 1024
+"""The largest request body the proxy forwards (64 MiB), chunked or with a Content-Length."""
+CONNECT_TIMEOUT_S: Final = 10.0
+"""How long to wait for a connection to the upstream (and for a free pooled connection)."""
+CLIENT_CLOSED_REQUEST: Final = 499
+"""The status recorded when the client left before the upstream answered (nginx's convention)."""
+
+# Characters left as they are when a decoded path is put back into a URL (RFC 3986 pchar and "/").
+_PATH_SAFE: Final = "/:@!$&'()*+,;=-._~"
+
+
+def create_upstream_client(*, ssl_context: ssl.SSLContext | None = None) -> httpx.AsyncClient:
+    """Create the shared client the proxy sends upstream requests with.
+
+    It ignores proxy and certificate settings from the environment (a ``HTTP_PROXY`` must not reroute
+    loopback traffic to a model), keeps no cookies (one client serves every caller), follows no
+    redirects and puts no cap on concurrent connections (each streaming generation holds one).
+
+    Args:
+        ssl_context: the TLS context for ``https`` upstreams, such as the master's mutual-TLS client
+            context for its agents; without one, ``https`` upstreams are verified with the default store.
+    """
+    return httpx.AsyncClient(
+        verify=ssl_context if ssl_context is not None else True,
+        trust_env=False,
+        timeout=_timeout(None),
+        limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+        cookies=http.cookiejar.CookieJar(policy=http.cookiejar.DefaultCookiePolicy(allowed_domains=[])),
+        follow_redirects=False,
+    )
+
+
+def upstream_url(base_url: str, path: str, query: str = "") -> str:
+    """Join an upstream base URL, a path below it and a raw query string.
+
+    Args:
+        base_url: the upstream's base, with or without a trailing slash (``http://127.0.0.1:8001/``).
+        path: the decoded path below the base (``v1/chat/completions``); it is percent-encoded again.
+        query: the raw query string without ``?`` (empty for none).
+    """
+    url = base_url.rstrip("/") + "/" + quote(path.lstrip("/"), safe=_PATH_SAFE)
+    return f"{url}?{query}" if query else url
+
+
+async def read_body(request: Request, *, limit: int = MAX_BODY_BYTES) -> bytes:
+    """Read the whole request body, refusing one over ``limit`` bytes.
+
+    A Content-Length over the limit is refused before a byte is read; a chunked body is refused as soon
+    as it crosses the limit.
+
+    Raises:
+        RequestTooLargeError: the body is (or announces itself as) larger than ``limit``.
+        starlette.requests.ClientDisconnect: the client went away while sending it.
+    """
+    declared = _declared_length(request)
+    if declared is not None and declared > limit:
+        raise RequestTooLargeError(limit, declared)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise RequestTooLargeError(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def forward(
+    request: Request,
+    url: str,
+    client: httpx.AsyncClient,
+    *,
+    headers: Mapping[str, str] | None = None,
+    body: bytes | None = None,
+    idle_timeout_s: float | None = None,
+    limit: int = MAX_BODY_BYTES,
+) -> Response:
+    """Send ``request`` to ``url`` and return a response that streams the upstream's answer back.
+
+    The returned response must be returned from the endpoint (it holds the open upstream response and
+    closes it once the body has been relayed, the client has left, or the upstream failed). If the
+    upstream fails after its headers were relayed, the client connection is closed without completing
+    the body, so the client sees a truncated response rather than a silently shortened one.
+
+    Args:
+        request: the incoming request; its method, headers (minus hop-by-hop ones) and body are sent.
+        url: the full upstream URL, query included (see :func:`upstream_url`).
+        client: the shared upstream client (see :func:`create_upstream_client`).
+        headers: headers to add upstream, each replacing the client's header of the same name.
+        body: the body, when the caller has already read it with :func:`read_body` (the router reads
+            the JSON to find the model); ``None`` reads it here.
+        idle_timeout_s: end the request when the upstream stays silent this long (``None``: never).
+        limit: the largest body forwarded.
+
+    Raises:
+        RequestTooLargeError: the body is over ``limit``; the upstream was not contacted.
+        UpstreamConnectError: no connection to the upstream.
+        UpstreamTimeoutError: the upstream sent no response headers within ``idle_timeout_s``.
+        UpstreamResponseError: the upstream closed the connection or broke HTTP before its headers.
+    """
+    try:
+        content = await read_body(request, limit=limit) if body is None else body
+    except ClientDisconnect:
+        return Response(status_code=CLIENT_CLOSED_REQUEST)
+    outgoing = httpx.Request(
+        request.method,
+        url,
+        headers=request_headers(request.headers.raw, headers),
+        content=content,
+        extensions={"timeout": _timeout(idle_timeout_s).as_dict()},
+    )
+    upstream = await _send_unless_client_leaves(client, outgoing, request.receive)
+    if upstream is None:
+        # Nobody will read this response; returning one keeps the server from logging an error.
+        return Response(status_code=CLIENT_CLOSED_REQUEST)
+    return UpstreamRelay(upstream, url)
+
+
+async def _send_unless_client_leaves(
+    client: httpx.AsyncClient, outgoing: httpx.Request, receive: Receive
+) -> httpx.Response | None:
+    # A non-streaming generation sends no headers until it is done, so the client may leave while
+    # we wait; cancelling the send closes the upstream connection, which aborts the generation.
+    answer: list[httpx.Response] = []
+    failure: list[httpx.TransportError] = []
+    with single_errors():
+        async with anyio.create_task_group() as group:
+
+            async def send() -> None:
+                try:
+                    answer.append(await client.send(outgoing, stream=True))
+                except httpx.TransportError as exc:
+                    failure.append(exc)
+                group.cancel_scope.cancel()
+
+            group.start_soon(send)
+            await wait_for_disconnect(receive)
+            group.cancel_scope.cancel()
+    if failure:
+        raise _upstream_error(str(outgoing.url), failure[0])
+    return answer[0] if answer else None
+
+
+def _upstream_error(url: str, exc: httpx.TransportError) -> UpstreamError:
+    reason = str(exc) or type(exc).__name__
+    if isinstance(
+        exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout | httpx.UnsupportedProtocol
+    ):
+        return UpstreamConnectError(url, reason)
+    if isinstance(exc, httpx.ReadTimeout | httpx.WriteTimeout):
+        return UpstreamTimeoutError(url, "no response within the idle timeout")
+    return UpstreamResponseError(url, reason)
+
+
+def _timeout(idle_timeout_s: float | None) -> httpx.Timeout:
+    # httpx's read timeout bounds each read from the socket, which is exactly an idle timeout.
+    return httpx.Timeout(idle_timeout_s, connect=CONNECT_TIMEOUT_S, pool=CONNECT_TIMEOUT_S)
+
+
+def _declared_length(request: Request) -> int | None:
+    value = request.headers.get("content-length", "").strip()
+    return int(value) if value.isascii() and value.isdigit() else None

@@ -1,0 +1,107 @@
+"""Relaying an open upstream response to an ASGI client, chunk by chunk, until one side goes away."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Final
+
+import anyio
+import httpx
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from ._headers import response_headers
+
+__all__ = ["UpstreamRelay", "wait_for_disconnect"]
+
+_log = logging.getLogger(__name__)
+
+# Closing a response only closes a socket; the bound keeps a wedged peer from holding the task.
+_CLOSE_TIMEOUT_S: Final = 5.0
+
+
+@contextmanager
+def single_errors() -> Iterator[None]:
+    """Re-raise a task group's lone exception by itself, so callers catch it by its own type."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from group
+        raise
+
+
+async def wait_for_disconnect(receive: Receive) -> None:
+    """Return when the ASGI server reports that the client has gone.
+
+    Call it only once the request body has been read: any further request message is skipped.
+    """
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+class UpstreamRelay(Response):
+    """A response that streams an open httpx response to the client as the upstream sends it.
+
+    Status and headers (minus hop-by-hop ones) are copied; each upstream chunk becomes one ASGI body
+    message, so nothing is buffered. The relay watches for the client leaving and then closes the
+    upstream response, which closes its connection and tells the upstream to stop. The upstream
+    response is always closed when the relay ends.
+
+    Args:
+        upstream: a response from ``client.send(request, stream=True)`` whose body is not read yet.
+        url: the upstream URL, for the log line written when the upstream fails mid-response.
+    """
+
+    def __init__(self, upstream: httpx.Response, url: str | None = None) -> None:
+        # Response.__init__ would render a body; a relay has none of its own, so it sets the fields.
+        self.status_code = upstream.status_code
+        self.raw_headers = response_headers(upstream.headers.raw)
+        self.background = None
+        self._upstream = upstream
+        self._url = url or str(upstream.request.url)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            failure = await self._relay_until_client_leaves(receive, send)
+        finally:
+            with anyio.move_on_after(_CLOSE_TIMEOUT_S, shield=True):
+                await self._upstream.aclose()
+        if failure is not None:
+            # Returning without the final body message makes the server drop the connection, so the
+            # client sees an incomplete response instead of a short one that looks whole.
+            _log.warning(
+                "upstream %s failed mid-response (%s); closing the client connection", self._url, failure
+            )
+
+    async def _relay_until_client_leaves(self, receive: Receive, send: Send) -> str | None:
+        failures: list[str] = []
+        with single_errors():
+            async with anyio.create_task_group() as group:
+
+                async def relay() -> None:
+                    failure = await self._relay(send)
+                    if failure is not None:
+                        failures.append(failure)
+                    group.cancel_scope.cancel()
+
+                group.start_soon(relay)
+                await wait_for_disconnect(receive)
+                group.cancel_scope.cancel()
+        return failures[0] if failures else None
+
+    async def _relay(self, send: Send) -> str | None:
+        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+        try:
+            async for chunk in self._upstream.aiter_raw():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        except httpx.ReadTimeout:
+            return "silent for longer than the idle timeout"
+        except httpx.TransportError as exc:
+            return str(exc) or type(exc).__name__
+        except OSError:
+            return None  # an ASGI 2.4 server reports a client that left by failing the send
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        return None

@@ -1,0 +1,72 @@
+"""A real enroll listener on a loopback TLS port, with a token store whose clock the test moves."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+from tests._support.asgi_server import serve_asgi
+
+from mirbad_master._enroll_listener import (
+    create_enroll_app,
+    enroll_server_context,
+    issue_enroll_server_credentials,
+)
+from mirbad_orchestration._enrollment import ENROLLMENT_TOKENS_FILE, EnrollmentTokens
+from mirbad_protocol import CertificateAuthority, TlsCredentials
+
+
+class FakeClock:
+    """A clock that only moves when the test says so (it starts at the real time, for TLS)."""
+
+    def __init__(self) -> None:
+        self.now = datetime.now(UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, delta: timedelta) -> None:
+        self.now += delta
+
+
+@dataclass
+class Recorder:
+    """Wraps an app and records each request's method and path, to prove what reached the master."""
+
+    app: ASGIApp
+    seen: list[tuple[str, str]] = field(default_factory=list)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            self.seen.append((scope["method"], scope["path"]))
+        await self.app(scope, receive, send)
+
+
+@dataclass
+class EnrollMaster:
+    """What a test needs of the running listener."""
+
+    url: str
+    ca: CertificateAuthority
+    tokens: EnrollmentTokens
+    clock: FakeClock
+    server: TlsCredentials
+    recorder: Recorder
+
+
+@asynccontextmanager
+async def enroll_master(
+    data_dir: Path, *, names: Sequence[str] = ("127.0.0.1",), ca: CertificateAuthority | None = None
+) -> AsyncIterator[EnrollMaster]:
+    """Serve the enroll listener over TLS on 127.0.0.1 with a server certificate for ``names``."""
+    authority = ca or CertificateAuthority.create("Enroll test CA")
+    clock = FakeClock()
+    tokens = EnrollmentTokens(data_dir / ENROLLMENT_TOKENS_FILE, authority, clock=clock)
+    server = issue_enroll_server_credentials(authority, names)
+    recorder = Recorder(create_enroll_app(tokens, authority.certificate))
+    async with serve_asgi(recorder, ssl_context=enroll_server_context(server)) as url:
+        yield EnrollMaster(url, authority, tokens, clock, server, recorder)

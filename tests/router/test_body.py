@@ -1,0 +1,71 @@
+"""The model field of JSON and multipart/form-data bodies."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mirbad_router import InvalidRequestBodyError, RequestBody, parse_request_body
+
+
+def _multipart(fields: dict[str, str], files: dict[str, bytes]) -> tuple[str, bytes]:
+    request = httpx.Request(
+        "POST",
+        "http://x/",
+        data=fields,
+        files={name: ("a.wav", data, "audio/wav") for name, data in files.items()},
+    )
+    return request.headers["content-type"], request.read()
+
+
+def test_json_body() -> None:
+    content = json.dumps({"model": "Qwen", "messages": []}).encode()
+    assert parse_request_body("application/json", content) == RequestBody(
+        content, "Qwen", {"model": "Qwen", "messages": []}
+    )
+
+
+def test_json_without_a_content_type_or_a_string_model() -> None:
+    assert parse_request_body(None, b'{"model": "m"}').model == "m"
+    assert parse_request_body("application/json", b'{"model": 3}').model is None
+    assert parse_request_body("application/json", b"[1]") == RequestBody(b"[1]", None)
+    assert parse_request_body("application/json", b"") == RequestBody(b"", None)
+
+
+def test_invalid_json_is_an_error() -> None:
+    with pytest.raises(InvalidRequestBodyError, match="not valid JSON"):
+        parse_request_body("application/json", b"{model")
+
+
+def test_multipart_model_before_or_after_a_large_file() -> None:
+    audio = bytes(range(256)) * 20_000  # ~5 MiB: fed in slices
+    content_type, content = _multipart({"model": "whisper-small", "language": "en"}, {"file": audio})
+    body = parse_request_body(content_type, content)
+    assert (body.model, body.json, body.content) == ("whisper-small", None, content)
+    request = httpx.Request(
+        "POST", "http://x/", files=[("file", ("a.wav", audio, "audio/wav")), ("model", (None, b"late"))]
+    )
+    assert parse_request_body(request.headers["content-type"], request.read()).model == "late"
+
+
+def test_multipart_without_a_model_field_or_boundary() -> None:
+    content_type, content = _multipart({"language": "en"}, {"model": b"a file named model is not the field"})
+    assert parse_request_body(content_type, content).model is None
+    with pytest.raises(InvalidRequestBodyError, match="no boundary"):
+        parse_request_body("multipart/form-data", content)
+
+
+def test_malformed_multipart_is_an_error() -> None:
+    with pytest.raises(InvalidRequestBodyError, match="malformed"):
+        parse_request_body("multipart/form-data; boundary=abc", b"garbage without the boundary\r\n")
+
+
+@given(st.text(min_size=1, max_size=60).filter(lambda s: "\r" not in s and "\n" not in s))
+def test_any_model_name_survives_both_encodings(name: str) -> None:
+    assert parse_request_body("application/json", json.dumps({"model": name}).encode()).model == name
+    content_type, content = _multipart({"model": name}, {"file": b"RIFF"})
+    assert parse_request_body(content_type, content).model == name

@@ -1,0 +1,302 @@
+"""The streaming reverse-proxy core, between a real client, a real uvicorn proxy and a real upstream.
+
+No test measures time: streaming is proved by ordering (the upstream sends event i+1 only after the
+client has seen event i), and every wait is bounded so a regression fails instead of hanging.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Literal
+
+import anyio
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from tests._support.asgi_server import announce_body, free_port, serve_asgi
+from tests._support.fake_upstream import CHUNKS, WAIT_S, FakeUpstream, event
+
+from mirbad_router._forward import MAX_BODY_BYTES, create_upstream_client, forward, read_body, upstream_url
+from mirbad_router.exceptions import (
+    MirbadRouterError,
+    RequestTooLargeError,
+    UpstreamConnectError,
+    UpstreamError,
+    UpstreamTimeoutError,
+)
+
+pytestmark = pytest.mark.anyio
+
+METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
+
+
+@dataclass
+class ProxyOptions:
+    extra: Mapping[str, str] | None = None
+    idle_timeout_s: float | None = None
+    read_first: bool = False
+    limit: int = MAX_BODY_BYTES
+
+
+def proxy_app(upstream_base: str, client: httpx.AsyncClient, options: ProxyOptions) -> Starlette:
+    """A minimal embedding app: forward everything, map the core's errors to plain JSON errors."""
+
+    async def endpoint(request: Request) -> Response:
+        url = upstream_url(upstream_base, request.path_params["path"], request.url.query)
+        try:
+            body = await read_body(request, limit=options.limit) if options.read_first else None
+            return await forward(
+                request,
+                url,
+                client,
+                headers=options.extra,
+                body=body,
+                idle_timeout_s=options.idle_timeout_s,
+                limit=options.limit,
+            )
+        except RequestTooLargeError as exc:
+            return JSONResponse({"code": "request_too_large", "message": str(exc)}, status_code=413)
+        except UpstreamTimeoutError as exc:
+            return JSONResponse({"code": "upstream_timeout", "message": str(exc)}, status_code=504)
+        except UpstreamError as exc:
+            return JSONResponse({"code": type(exc).__name__, "message": str(exc)}, status_code=502)
+
+    return Starlette(routes=[Route("/{path:path}", endpoint, methods=METHODS)])
+
+
+@asynccontextmanager
+async def proxied(
+    options: ProxyOptions | None = None,
+    *,
+    upstream_base: str | None = None,
+    http: Literal["auto", "h11", "httptools"] = "auto",
+) -> AsyncIterator[tuple[str, FakeUpstream]]:
+    upstream = FakeUpstream()
+    async with create_upstream_client() as client, serve_asgi(upstream) as real_base:
+        upstream.port = int(real_base.rsplit(":", 1)[1])
+        app = proxy_app(upstream_base or real_base, client, options or ProxyOptions())
+        async with serve_asgi(app, http=http) as proxy:
+            yield proxy, upstream
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(trust_env=False, timeout=WAIT_S) as test_client:
+        yield test_client
+
+
+async def read_until(chunks: AsyncIterator[bytes], buffer: bytes, wanted: bytes) -> bytes:
+    with anyio.fail_after(WAIT_S):
+        while wanted not in buffer:
+            buffer += await anext(chunks)
+    return buffer
+
+
+@pytest.mark.parametrize("server", ["h11", "httptools"])
+async def test_each_event_reaches_the_client_before_the_next_is_sent(
+    client: httpx.AsyncClient, server: Literal["h11", "httptools"]
+) -> None:
+    async with proxied(http=server) as (proxy, upstream), client.stream("GET", f"{proxy}/sse") as response:
+        assert response.status_code == 200
+        chunks = response.aiter_raw()
+        buffer = b""
+        for index in range(CHUNKS):
+            buffer = await read_until(chunks, buffer, event(index))
+            assert upstream.sent == list(range(index + 1))  # the next event does not exist yet
+            if index + 1 < CHUNKS:
+                upstream.release[index + 1].set()
+        rest = [chunk async for chunk in chunks]
+    assert buffer + b"".join(rest) == b"".join(event(i) for i in range(CHUNKS))
+
+
+async def test_hop_by_hop_headers_are_dropped_both_ways(client: httpx.AsyncClient) -> None:
+    options = ProxyOptions(extra={"Authorization": "Bearer instance-key"})
+    async with (
+        proxied(options) as (proxy, upstream),
+        client.stream(
+            "GET",
+            f"{proxy}/sse",
+            headers={
+                "Authorization": "Bearer from-the-master",
+                "Connection": "keep-alive, X-Client-Private",
+                "X-Client-Private": "for the first hop",
+                "Keep-Alive": "timeout=5",
+                "TE": "trailers",
+                "Proxy-Authorization": "Basic c2VjcmV0",
+                "X-Kept": "yes",
+            },
+        ) as response,
+    ):
+        for index in range(1, CHUNKS):
+            upstream.release[index].set()
+        await response.aread()
+
+    seen = upstream.requests[0]
+    for dropped in ["connection", "x-client-private", "keep-alive", "te", "proxy-authorization"]:
+        assert seen.header(dropped) == [], dropped
+    assert seen.header("authorization") == ["Bearer instance-key"]
+    assert seen.header("x-kept") == ["yes"]
+    assert seen.header("host") == [f"127.0.0.1:{upstream.port}"]
+    for dropped in ["x-upstream-private", "keep-alive", "proxy-authenticate"]:
+        assert dropped not in response.headers, dropped
+    assert response.headers.get_list("set-cookie") == ["a=1", "b=2"]
+    assert response.headers["x-kept"] == "yes"
+    assert response.headers["content-type"] == "text/event-stream"
+    assert len(response.headers.get_list("date")) == 1
+    assert len(response.headers.get_list("server")) == 1
+
+
+@pytest.mark.parametrize("method", METHODS)
+async def test_method_path_query_and_body_are_forwarded(client: httpx.AsyncClient, method: str) -> None:
+    body = b'{"model": "m"}' if method in ("POST", "PUT", "PATCH") else b""
+    async with proxied() as (proxy, upstream):
+        response = await client.request(method, f"{proxy}/v1/with%20space?a=1&b=two%20words", content=body)
+
+    assert response.status_code == 200
+    echo = response.json()
+    assert (echo["method"], echo["path"], echo["rawPath"]) == (method, "/v1/with space", "/v1/with%20space")
+    assert echo["query"] == "a=1&b=two%20words"
+    assert echo["bodyLength"] == len(body)
+    assert upstream.requests[0].body == body
+
+
+async def test_a_chunked_body_reaches_the_upstream_with_a_length(client: httpx.AsyncClient) -> None:
+    parts = [b"x" * 1000, b"y" * 5000, b"z"]
+
+    async def chunked() -> AsyncIterator[bytes]:
+        for part in parts:
+            yield part
+
+    async with proxied() as (proxy, upstream):
+        response = await client.post(f"{proxy}/v1/completions", content=chunked())
+
+    assert response.json()["bodySha256"] == hashlib.sha256(b"".join(parts)).hexdigest()
+    assert upstream.requests[0].header("transfer-encoding") == []
+    assert upstream.requests[0].header("content-length") == ["6001"]
+
+
+async def test_an_already_read_body_is_forwarded_as_given(client: httpx.AsyncClient) -> None:
+    async with proxied(ProxyOptions(read_first=True)) as (proxy, upstream):
+        response = await client.post(f"{proxy}/v1/chat/completions", json={"model": "m", "stream": False})
+
+    assert response.status_code == 200
+    assert upstream.requests[0].body == b'{"model":"m","stream":false}'
+
+
+async def test_a_chunked_body_one_byte_over_64_mib_is_refused_unseen(client: httpx.AsyncClient) -> None:
+    mebibyte = b"\0" * (1024 * 1024)
+
+    async def oversized() -> AsyncIterator[bytes]:
+        for _ in range(64):
+            yield mebibyte
+        yield b"!"
+
+    async with proxied() as (proxy, upstream):
+        response = await client.post(f"{proxy}/v1/embeddings", content=oversized())
+
+    assert response.status_code == 413
+    assert response.json()["code"] == "request_too_large"
+    assert upstream.requests == []
+
+
+@pytest.mark.parametrize(("size", "status"), [(1000, 200), (1001, 413)])
+async def test_the_limit_is_inclusive(client: httpx.AsyncClient, size: int, status: int) -> None:
+    async def chunked() -> AsyncIterator[bytes]:
+        yield b"a" * (size - 1)
+        yield b"b"
+
+    async with proxied(ProxyOptions(limit=1000)) as (proxy, upstream):
+        response = await client.post(f"{proxy}/v1/completions", content=chunked())
+
+    assert response.status_code == status
+    assert len(upstream.requests) == (1 if status == 200 else 0)
+
+
+@pytest.mark.parametrize("read_first", [False, True])
+async def test_a_content_length_over_the_limit_is_refused_before_reading(read_first: bool) -> None:
+    async with proxied(ProxyOptions(read_first=read_first)) as (proxy, upstream):
+        status, body = await announce_body(proxy, "/v1/completions", MAX_BODY_BYTES + 1)
+
+    assert status == 413
+    assert json.loads(body)["code"] == "request_too_large"
+    assert upstream.requests == []
+
+
+async def test_a_client_leaving_mid_stream_closes_the_upstream_request(client: httpx.AsyncClient) -> None:
+    async with proxied() as (proxy, upstream):
+        async with client.stream("GET", f"{proxy}/first-then-wait") as response:
+            await read_until(response.aiter_raw(), b"", event(0))
+        # Leaving the block closed the client's connection mid-body.
+        with anyio.fail_after(WAIT_S):
+            await upstream.disconnected.wait()
+
+
+async def test_a_client_leaving_before_the_headers_closes_the_upstream_request(
+    client: httpx.AsyncClient,
+) -> None:
+    async with proxied() as (proxy, upstream):
+        async with anyio.create_task_group() as group:
+            group.start_soon(client.get, f"{proxy}/wait-before-headers")
+            with anyio.fail_after(WAIT_S):
+                await upstream.arrived.wait()
+            group.cancel_scope.cancel()
+        with anyio.fail_after(WAIT_S):
+            await upstream.disconnected.wait()
+
+
+async def test_a_silent_upstream_ends_the_stream_after_the_idle_timeout(client: httpx.AsyncClient) -> None:
+    async with proxied(ProxyOptions(idle_timeout_s=0.2)) as (proxy, upstream):
+        async with client.stream("GET", f"{proxy}/first-then-wait") as response:
+            assert response.status_code == 200
+            chunks = response.aiter_raw()
+            await read_until(chunks, b"", event(0))
+            with pytest.raises(httpx.RemoteProtocolError):  # truncated, not silently complete
+                await read_until(chunks, b"", b"never sent")
+        with anyio.fail_after(WAIT_S):
+            await upstream.disconnected.wait()
+
+
+async def test_an_upstream_silent_before_its_headers_is_a_timeout(client: httpx.AsyncClient) -> None:
+    async with proxied(ProxyOptions(idle_timeout_s=0.2)) as (proxy, upstream):
+        response = await client.get(f"{proxy}/wait-before-headers")
+        with anyio.fail_after(WAIT_S):
+            await upstream.disconnected.wait()
+
+    assert response.status_code == 504
+    assert response.json()["code"] == "upstream_timeout"
+
+
+async def test_a_refused_connection_is_an_upstream_connect_error(client: httpx.AsyncClient) -> None:
+    closed = f"http://127.0.0.1:{free_port()}/"
+    async with proxied(upstream_base=closed) as (proxy, _):
+        response = await client.post(f"{proxy}/v1/completions", json={"model": "m"})
+
+    assert response.status_code == 502
+    assert response.json()["code"] == "UpstreamConnectError"
+    assert "cannot connect to upstream" in response.json()["message"]
+
+
+def test_errors_share_the_router_root() -> None:
+    assert issubclass(RequestTooLargeError, MirbadRouterError)
+    assert issubclass(UpstreamConnectError, UpstreamError)
+    assert str(RequestTooLargeError(10, 11)) == "the request body is larger than 10 bytes (Content-Length 11)"
+
+
+@pytest.mark.parametrize(
+    ("base", "path", "query", "expected"),
+    [
+        ("http://127.0.0.1:8001/", "v1/models", "", "http://127.0.0.1:8001/v1/models"),
+        ("http://127.0.0.1:8001", "/v1/models", "a=1", "http://127.0.0.1:8001/v1/models?a=1"),
+        ("http://ss-m:8000/base/", "v1/a b", "", "http://ss-m:8000/base/v1/a%20b"),
+        ("http://h/", "", "", "http://h/"),
+    ],
+)
+def test_upstream_url_joins_base_path_and_query(base: str, path: str, query: str, expected: str) -> None:
+    assert upstream_url(base, path, query) == expected

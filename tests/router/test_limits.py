@@ -1,0 +1,127 @@
+"""Per-key sliding-window limits, on a hand-moved clock."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mirbad_router import KeyGrant, LimitExceeded, RateLimiter
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _grant(rpm: int | None = None, tpm: int | None = None, key_id: str = "k1") -> KeyGrant:
+    return KeyGrant(key_id=key_id, name=key_id, requests_per_minute=rpm, tokens_per_minute=tpm)
+
+
+def test_keys_without_limits_are_always_admitted() -> None:
+    limiter = RateLimiter()
+    grant = _grant()
+    assert all(limiter.admit(grant) is None for _ in range(1000))
+
+
+def test_requests_per_minute_slide_with_the_oldest_request() -> None:
+    clock = Clock()
+    limiter = RateLimiter(clock=clock)
+    grant = _grant(rpm=2)
+    assert limiter.admit(grant) is None
+    clock.now += 20
+    assert limiter.admit(grant) is None
+    clock.now += 10
+    refusal = limiter.admit(grant)
+    assert refusal == LimitExceeded("requests", 2, 30.0)
+    assert refusal.retry_after_header == "30"
+    clock.now += 30  # the first request leaves the window
+    assert limiter.admit(grant) is None
+    refusal = limiter.admit(grant)
+    assert refusal is not None
+    assert refusal.retry_after_s == 20.0
+
+
+def test_refused_requests_do_not_count() -> None:
+    clock = Clock()
+    limiter = RateLimiter(clock=clock)
+    grant = _grant(rpm=1)
+    assert limiter.admit(grant) is None
+    for _ in range(5):
+        assert limiter.admit(grant) is not None
+    clock.now += 60
+    assert limiter.admit(grant) is None
+
+
+def test_tokens_per_minute_wait_until_enough_tokens_leave_the_window() -> None:
+    clock = Clock()
+    limiter = RateLimiter(clock=clock)
+    grant = _grant(tpm=100)
+    assert limiter.admit(grant) is None
+    limiter.add_tokens(grant, 60)
+    clock.now += 10
+    assert limiter.admit(grant) is None
+    limiter.add_tokens(grant, 60)
+    clock.now += 5
+    refusal = limiter.admit(grant)
+    # 120 tokens used; once the first 60 leave (at +60 s from them) the window holds 60 < 100.
+    assert refusal == LimitExceeded("tokens", 100, 45.0)
+    clock.now += 45
+    assert limiter.admit(grant) is None
+
+
+def test_keys_are_limited_separately() -> None:
+    limiter = RateLimiter(clock=Clock())
+    first, second = _grant(rpm=1, key_id="a"), _grant(rpm=1, key_id="b")
+    assert limiter.admit(first) is None
+    assert limiter.admit(second) is None
+    assert limiter.admit(first) is not None
+
+
+def test_the_longer_wait_is_reported_when_both_limits_are_reached() -> None:
+    clock = Clock()
+    limiter = RateLimiter(clock=clock)
+    grant = _grant(rpm=1, tpm=10)
+    assert limiter.admit(grant) is None
+    clock.now += 30
+    limiter.add_tokens(grant, 50)
+    refusal = limiter.admit(grant)
+    assert refusal is not None
+    assert (refusal.kind, refusal.retry_after_s) == ("tokens", 60.0)
+
+
+def test_retry_after_is_at_least_one_second() -> None:
+    assert LimitExceeded("requests", 1, 0.01).retry_after_header == "1"
+    assert LimitExceeded("requests", 1, 1.2).retry_after_header == "2"
+
+
+def test_idle_keys_are_forgotten() -> None:
+    clock = Clock()
+    limiter = RateLimiter(clock=clock)
+    assert limiter.admit(_grant(rpm=1, key_id="old")) is None
+    clock.now += 61
+    assert limiter.admit(_grant(rpm=1, key_id="new")) is None
+    assert list(limiter._windows) == ["new"]
+
+
+@given(st.lists(st.floats(min_value=0, max_value=30), max_size=60), st.integers(min_value=1, max_value=10))
+def test_never_more_than_the_limit_in_any_window_and_retry_after_is_enough(
+    gaps: list[float], rpm: int
+) -> None:
+    clock = Clock()
+    limiter = RateLimiter(clock=clock)
+    grant = _grant(rpm=rpm)
+    admitted: list[float] = []
+    for gap in gaps:
+        clock.now += gap
+        refusal = limiter.admit(grant)
+        if refusal is not None:
+            # Waiting as long as Retry-After says is always enough.
+            clock.now += int(refusal.retry_after_header)
+            assert limiter.admit(grant) is None
+        admitted.append(clock.now)
+    for at in admitted:
+        # The limiter allows a microsecond of clock slack (floating point), so compare with the same.
+        assert sum(1 for other in admitted if 0 <= at - other < 60 - 1e-6) <= rpm
