@@ -20,9 +20,14 @@ from mirbad_master._enroll_listener import (
     create_enroll_app,
     issue_enroll_server_credentials,
 )
-from mirbad_orchestration._enrollment import ENROLLMENT_TOKENS_FILE, EnrollmentTokens
+from mirbad_orchestration import ENROLLMENT_TOKENS_FILE, EnrollmentTokens
 from mirbad_protocol import (
+    ENROLL_CA_PATH,
+    ENROLL_PATH,
     CertificateAuthority,
+    EnrollErrorBody,
+    EnrollResponse,
+    JoinToken,
     PrivateKey,
     certificate_identity,
     certificate_request_to_pem,
@@ -33,7 +38,6 @@ from mirbad_protocol import (
     spki_pin,
     verify_pinned_chain,
 )
-from mirbad_protocol._enroll import ENROLL_CA_PATH, ENROLL_PATH, EnrollErrorBody, EnrollResponse, JoinToken
 
 pytestmark = pytest.mark.anyio
 

@@ -1,3 +1,86 @@
-"""mirbad_agent: the Mirbad node agent (mutual TLS on port 9443, routes under /agent/v1)."""
+"""mirbad_agent: the Mirbad node agent (mutual TLS on port 9443, routes under /agent/v1).
 
-__all__: list[str] = []
+The agent composes every driver its machine supports (vLLM containers through Docker, llama-server
+and MLX as native processes), admits each start against the node's memory, adopts what a previous
+agent left running, keeps a telemetry ring of every Ready model's metrics, lists model folders, reads
+GGUF headers and proxies requests to the models. :func:`create_app` builds the Starlette application
+over :class:`AgentServices`; :func:`compose_services` builds those from :class:`AgentSettings`.
+"""
+
+from ._app import create_app
+from ._compose import compose_services, connect_docker, container_driver, process_driver
+from ._config import (
+    AgentSettings,
+    DockerSettings,
+    ExecutableSettings,
+    ProcessSettings,
+    default_state_dir,
+    load_settings,
+)
+from ._enroll import add_enroll_arguments, run_enroll
+from ._enroll_client import AGENT_TLS_STEM, EXIT_FAILED, EXIT_REFUSED, EnrollFailedError, enroll_node
+from ._errors import error_code_of, error_response
+from ._folders import DEFAULT_LISTING_LIMIT, ModelFolders, relative_parts
+from ._lifecycle import ModelLifecycle
+from ._proxy import PROXY_METHODS, RETRY_AFTER_S, Upstream, UpstreamLookup, proxy_route
+from ._routes_models import model_routes
+from ._routes_node import node_routes
+from ._runtimes import ComposedDriver, NodeRuntimes
+from ._serve import load_credentials, run_agent, serve
+from ._services import AgentServices, GpuProbe, agent_version
+from ._telemetry_loop import TelemetryCollector
+from .exceptions import (
+    AgentConfigError,
+    AgentRequestError,
+    MirbadAgentError,
+    PathNotFoundError,
+    PathRefusedError,
+)
+
+__all__ = [
+    "AGENT_TLS_STEM",
+    "DEFAULT_LISTING_LIMIT",
+    "EXIT_FAILED",
+    "EXIT_REFUSED",
+    "PROXY_METHODS",
+    "RETRY_AFTER_S",
+    "AgentConfigError",
+    "AgentRequestError",
+    "AgentServices",
+    "AgentSettings",
+    "ComposedDriver",
+    "DockerSettings",
+    "EnrollFailedError",
+    "ExecutableSettings",
+    "GpuProbe",
+    "MirbadAgentError",
+    "ModelFolders",
+    "ModelLifecycle",
+    "NodeRuntimes",
+    "PathNotFoundError",
+    "PathRefusedError",
+    "ProcessSettings",
+    "TelemetryCollector",
+    "Upstream",
+    "UpstreamLookup",
+    "add_enroll_arguments",
+    "agent_version",
+    "compose_services",
+    "connect_docker",
+    "container_driver",
+    "create_app",
+    "default_state_dir",
+    "enroll_node",
+    "error_code_of",
+    "error_response",
+    "load_credentials",
+    "load_settings",
+    "model_routes",
+    "node_routes",
+    "process_driver",
+    "proxy_route",
+    "relative_parts",
+    "run_agent",
+    "run_enroll",
+    "serve",
+]

@@ -1,19 +1,25 @@
-"""The master-agent contract: routes, limits, error codes, the error envelope and feature flags.
+"""The master-agent contract: routes, request and response envelopes, error codes and feature flags.
 
 Every route sits under :data:`AGENT_API_PREFIX` on the node agent (mutual TLS, port
-:data:`DEFAULT_AGENT_PORT`). Bodies are the wire models of :mod:`._agent_models` (camelCase, defaults
-omitted, unknown fields ignored); every refusal answers the :class:`AgentErrorBody` envelope, whose
-``code`` tells the master what happened without parsing the message. The envelope deliberately
-differs from the OpenAI error shape (no ``type``, no ``param``): a client can tell an agent refusal
-from a model's own error coming back through the proxy.
+:data:`DEFAULT_AGENT_PORT`). Bodies are the wire models below (camelCase, defaults omitted, unknown
+fields ignored, a nested variant keeping its ``kind``); every refusal answers the
+:class:`AgentErrorBody` envelope, whose ``code`` tells the master what happened without parsing the
+message. The envelope deliberately differs from the OpenAI error shape (no ``type``, no ``param``):
+a client can tell an agent refusal from a model's own error coming back through the proxy.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
-from typing import Any, Final
+from typing import Annotated, Any, Final, Literal
 from urllib.parse import quote
 
+from pydantic import Field
+
+from ._definition import ExecutableRef
+from ._launch import LaunchSpec
+from ._status import GpuMemory, ModelMetrics, ModelStatus
 from ._wire import WireModel
 
 __all__ = [
@@ -38,7 +44,24 @@ __all__ = [
     "AgentError",
     "AgentErrorBody",
     "AgentErrorCode",
+    "AgentInfo",
+    "ContainerRuntimeInfo",
     "FeatureFlag",
+    "FolderEntry",
+    "FolderListing",
+    "GgufInspectRequest",
+    "GpuList",
+    "LogEnd",
+    "LogEvent",
+    "LogLine",
+    "LogTail",
+    "ModelTelemetry",
+    "ProcessRuntimeInfo",
+    "RestartRequest",
+    "RuntimeInfo",
+    "StartRequest",
+    "StatusList",
+    "TelemetrySnapshot",
     "agent_error_body",
     "agent_path",
     "proxy_path",
@@ -213,3 +236,189 @@ def agent_path(route: str, **params: str) -> str:
 def proxy_path(model_id: str, path: str) -> str:
     """The proxy path that reaches ``path`` (``v1/chat/completions``) on the model's own server."""
     return f"{AGENT_API_PREFIX}/proxy/{quote(model_id, safe='')}/{path.lstrip('/')}"
+
+
+# ---------------------------------------------------------------- runtimes and feature flags
+
+
+class ContainerRuntimeInfo(WireModel):
+    """A runtime this node runs as Docker containers (vLLM).
+
+    Attributes:
+        runtime: the runtime kind (``vllm``).
+        network: the Docker network the models join.
+    """
+
+    kind: Literal["container"] = "container"
+    runtime: str
+    network: str | None = None
+
+
+class ProcessRuntimeInfo(WireModel):
+    """A runtime this node runs as native processes (llama.cpp, MLX).
+
+    Attributes:
+        runtime: the runtime kind (``llamacpp``, ``mlx``).
+        executables: the catalogued executables a launch spec may name.
+    """
+
+    kind: Literal["process"] = "process"
+    runtime: str
+    executables: list[ExecutableRef] = Field(default_factory=list)
+
+
+RuntimeInfo = Annotated[ContainerRuntimeInfo | ProcessRuntimeInfo, Field(discriminator="kind")]
+"""One runtime of a node, told apart by ``kind`` (how it delivers models)."""
+
+
+class AgentInfo(WireModel):
+    """What an agent is and can do: the answer of :data:`ROUTE_RUNTIMES`.
+
+    Attributes:
+        node_name: the node's name (its certificate's common name once enrolled).
+        version: the agent's version.
+        runtimes: the runtimes it can launch; empty on a node with neither Docker nor a process host.
+        features: :class:`FeatureFlag` values (plain strings; unknown ones are to be ignored).
+        model_roots: the folders launch specs and listings resolve model paths under, in order.
+    """
+
+    node_name: str
+    version: str
+    runtimes: list[RuntimeInfo] = Field(default_factory=list)
+    features: list[str] = Field(default_factory=list)
+    model_roots: list[str] = Field(default_factory=list)
+
+
+# ---------------------------------------------------------------- models
+
+
+class StartRequest(WireModel):
+    """The body of :data:`ROUTE_MODEL_START`.
+
+    Attributes:
+        spec: what to run; its ``modelId`` must be the one in the path.
+        force: skip the memory rules of admission (start conflicts still apply).
+    """
+
+    spec: LaunchSpec
+    force: bool = False
+
+
+class RestartRequest(WireModel):
+    """The body of :data:`ROUTE_MODEL_RESTART`: the running instance's budget counts as free.
+
+    Attributes:
+        spec: what to run from now on (the same spec, or a changed one).
+        force: skip the memory rules of admission.
+    """
+
+    spec: LaunchSpec
+    force: bool = False
+
+
+class StatusList(WireModel):
+    """The answer of :data:`ROUTE_MODELS`: every instance the node's runtimes have, in id order."""
+
+    models: list[ModelStatus] = Field(default_factory=list)
+
+
+class LogTail(WireModel):
+    """The last lines of a model's log (stdout and stderr interleaved), oldest first."""
+
+    model_id: str
+    lines: list[str] = Field(default_factory=list)
+
+
+class LogLine(WireModel):
+    """One line of a followed log."""
+
+    kind: Literal["line"] = "line"
+    line: str
+
+
+class LogEnd(WireModel):
+    """The last event of a followed log.
+
+    Attributes:
+        reason: ``exited`` (the model's process or container ended) or ``error`` (reading failed).
+        message: what went wrong, for ``error``.
+    """
+
+    kind: Literal["end"] = "end"
+    reason: Literal["exited", "error"] = "exited"
+    message: str | None = None
+
+
+LogEvent = Annotated[LogLine | LogEnd, Field(discriminator="kind")]
+"""One event of a followed log, told apart by ``kind``."""
+
+
+# ---------------------------------------------------------------- node
+
+
+class GpuList(WireModel):
+    """The answer of :data:`ROUTE_GPUS`: the discrete GPUs nvidia-smi reports (none on unified memory)."""
+
+    gpus: list[GpuMemory] = Field(default_factory=list)
+
+
+class ModelTelemetry(WireModel):
+    """The kept metrics samples of one model, oldest first; samples after the first carry rates."""
+
+    model_id: str
+    samples: list[ModelMetrics] = Field(default_factory=list)
+
+
+class TelemetrySnapshot(WireModel):
+    """The answer of :data:`ROUTE_TELEMETRY`.
+
+    Attributes:
+        taken_at: when the agent answered.
+        interval_s: how often the agent scrapes each Ready model.
+        models: one entry per model with samples, in id order.
+    """
+
+    taken_at: datetime
+    interval_s: Annotated[float, Field(gt=0)]
+    models: list[ModelTelemetry] = Field(default_factory=list)
+
+
+class GgufInspectRequest(WireModel):
+    """The body of :data:`ROUTE_GGUF_INSPECT`.
+
+    Attributes:
+        path: the file, relative to a model root (``org/model/model-Q4_K_M.gguf``); the roots are
+            searched in order, as for a launch spec's ``modelPath``.
+    """
+
+    path: Annotated[str, Field(min_length=1)]
+
+
+class FolderEntry(WireModel):
+    """One entry of a folder listing (symlinks are reported as what they lead to).
+
+    Attributes:
+        name: the entry's name.
+        kind: ``directory`` or ``file``.
+        size_bytes: the size of a file.
+    """
+
+    name: str
+    kind: Literal["directory", "file"]
+    size_bytes: Annotated[int, Field(ge=0)] | None = None
+
+
+class FolderListing(WireModel):
+    """The answer of :data:`ROUTE_FOLDERS`.
+
+    Attributes:
+        root: the index of the model root in :attr:`AgentInfo.model_roots`.
+        path: the listed folder relative to that root (``""`` for the root itself), ``/``-separated.
+        entries: directories and files, by name; entries leading out of the root are left out.
+        truncated: the folder holds more entries than one listing returns.
+    """
+
+    root: Annotated[int, Field(ge=0)] = 0
+    path: str = ""
+    entries: list[FolderEntry] = Field(default_factory=list)
+    truncated: bool = False

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Self
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, ValidationError, model_serializer
 from pydantic.alias_generators import to_camel
 
 from .exceptions import InvalidFieldError
@@ -31,10 +31,15 @@ class WireModel(BaseModel):
 
     def to_wire(self) -> dict[str, Any]:
         """Return the JSON-ready dict sent on the wire (camelCase keys, defaults omitted)."""
-        data = self.model_dump(mode="json", by_alias=True, exclude_defaults=True)
-        if "kind" in type(self).model_fields:
-            # A discriminator is never "at its default": the reader needs it to pick the model.
-            data = {"kind": getattr(self, "kind"), **data}  # noqa: B009 - defined by subclasses
+        return self.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+
+    @model_serializer(mode="wrap")
+    def _keep_kind(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # A discriminator is never "at its default": a reader needs it to pick the variant, at any depth
+        # (a launch spec nested in a start request too), so it survives exclude_defaults.
+        data = handler(self)
+        if isinstance(data, dict) and "kind" in type(self).model_fields and "kind" not in data:
+            data = {"kind": getattr(self, "kind"), **data}  # noqa: B009 - defined by the variants
         return data
 
     @classmethod

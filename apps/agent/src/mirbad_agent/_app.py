@@ -1,0 +1,89 @@
+"""The agent's Starlette application: the contract's routes under ``/agent/v1`` and the background work.
+
+The lifespan starts one task group: adoption of what a previous agent left running, the executable
+catalogue's first check, and the telemetry loop. None of it delays the listener (the port opens at
+once) and all of it is cancelled when the server stops; the models keep running.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+
+import anyio
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.routing import BaseRoute, Mount
+
+from mirbad_protocol import AGENT_API_PREFIX, MirbadError
+
+from ._errors import error_response
+from ._proxy import Upstream, proxy_route
+from ._routes_models import model_routes
+from ._routes_node import node_routes
+from ._services import AgentServices
+
+__all__ = ["create_app"]
+
+logger = logging.getLogger(__name__)
+
+
+def create_app(services: AgentServices, *, background: bool = True) -> Starlette:
+    """Build the agent's ASGI application over ``services`` (which the caller closes).
+
+    Args:
+        services: the agent's parts.
+        background: run adoption, the catalogue check and the telemetry loop in the lifespan (tests of
+            single routes turn it off and drive :class:`~mirbad_agent.TelemetryCollector` themselves).
+    """
+    routes: list[BaseRoute] = [
+        *model_routes(services),
+        *node_routes(services),
+        proxy_route(
+            _upstream_lookup(services), services.proxy_client, idle_timeout_s=services.proxy_idle_timeout_s
+        ),
+    ]
+    handlers = {HTTPException: error_response, MirbadError: error_response, Exception: error_response}
+    return Starlette(
+        routes=[Mount(AGENT_API_PREFIX, routes=routes)],
+        exception_handlers=handlers,
+        lifespan=_lifespan(services) if background else None,
+    )
+
+
+def _upstream_lookup(services: AgentServices) -> Callable[[str], Awaitable[Upstream | None]]:
+    async def lookup(model_id: str) -> Upstream | None:
+        # A model without an instance raises ModelNotFoundError, which the proxy answers with 404.
+        url, headers = await services.runtimes.upstream(model_id)
+        return Upstream(url, headers)
+
+    return lookup
+
+
+def _lifespan(services: AgentServices) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with anyio.create_task_group() as group:
+            group.start_soon(_adopt, services)
+            if services.catalog is not None:
+                group.start_soon(services.catalog.verify_all)
+            group.start_soon(services.telemetry.run, services.telemetry_interval_s)
+            yield
+            group.cancel_scope.cancel()
+
+    return lifespan
+
+
+async def _adopt(services: AgentServices) -> None:
+    try:
+        adopted = await services.runtimes.adopt()
+    except Exception:
+        # Adoption only reports: drivers derive every state on read, so the agent serves on regardless.
+        logger.exception("adopting the running models failed")
+        return
+    logger.info(
+        "adopted %d model(s)%s",
+        len(adopted),
+        "".join(f"; {status.id}: {status.state}" for status in adopted),
+    )

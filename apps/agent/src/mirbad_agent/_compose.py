@@ -1,0 +1,222 @@
+"""What an agent composes: every driver the machine supports, from its settings.
+
+* The container driver when ``docker.enabled`` is on and dockerd answers at start-up.
+* The process driver when ``process.enabled`` is on, the platform has a process host and an
+  instance-key protector (every POSIX system has both), and at least one model root is configured.
+
+A Linux PC therefore runs vLLM containers and llama-server side by side. A node with neither still
+starts: it logs one warning, reports no runtime and refuses every launch with 422 spec_rejected.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import socket
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import docker
+from docker import DockerClient
+
+from mirbad_protocol import ContainerRuntimeInfo, ExecutableRef, ProcessRuntimeInfo
+from mirbad_runtime import (
+    CatalogedExecutable,
+    ContainerDriver,
+    ContainerDriverConfig,
+    ExecutableCatalog,
+    FileInstanceKeyProtector,
+    InstanceKeyProtector,
+    MemoryProbe,
+    NvidiaSmiProbe,
+    ProcessDriver,
+    ProcessDriverConfig,
+    ProcessHost,
+    platform_process_host,
+)
+
+from ._config import AgentSettings, DockerSettings
+from ._runtimes import ComposedDriver, NodeRuntimes
+from ._services import AgentServices
+
+__all__ = ["compose_services", "connect_docker", "container_driver", "process_driver"]
+
+logger = logging.getLogger(__name__)
+
+_STATE_DIR_MODE = 0o700
+_DEFAULT_DOCKER_SOCKET = "unix:///var/run/docker.sock"
+
+# Stand-ins for the platform's process host and key protector (tests, and future Windows DPAPI).
+HostFactory = Callable[[], ProcessHost | None]
+KeysFactory = Callable[[AgentSettings], InstanceKeyProtector | None]
+
+
+def _platform_keys(settings: AgentSettings) -> InstanceKeyProtector | None:
+    # Owner-only files protect keys on POSIX; Windows needs DPAPI, which is not there yet.
+    return FileInstanceKeyProtector(settings.state_dir / "keys") if os.name == "posix" else None
+
+
+async def compose_services(
+    settings: AgentSettings,
+    *,
+    process_host: HostFactory = platform_process_host,
+    key_protector: KeysFactory = _platform_keys,
+) -> AgentServices:
+    """Build the agent's services from ``settings``: the drivers, the probes and everything above them.
+
+    Args:
+        settings: the agent's settings.
+        process_host: returns the platform's process host, or None where it has none.
+        key_protector: returns the instance-key protector, or None where it has none.
+    """
+    settings.state_dir.mkdir(mode=_STATE_DIR_MODE, parents=True, exist_ok=True)
+    for root in settings.model_roots:
+        if not root.is_dir():
+            logger.warning("model root %s is not a folder; nothing under it can be listed or run", root)
+    reasons: list[str] = []
+    drivers: list[ComposedDriver] = []
+    for built in (
+        await container_driver(settings),
+        process_driver(settings, process_host(), key_protector(settings)),
+    ):
+        if isinstance(built, str):
+            reasons.append(built)
+        else:
+            drivers.append(built)
+    _report(drivers, reasons)
+    gpu_probe = NvidiaSmiProbe(settings.nvidia_smi).query if settings.nvidia_smi else None
+    memory = MemoryProbe(
+        reserve_gib=settings.memory_reserve_gib, gpu_probe=gpu_probe, fake_total_gib=settings.fake_total_gib
+    )
+    catalog = next((composed.catalog for composed in drivers if composed.catalog is not None), None)
+    return AgentServices(
+        runtimes=NodeRuntimes(drivers),
+        memory=memory,
+        node_name=settings.node_name,
+        gpu_probe=gpu_probe,
+        model_roots=settings.model_roots,
+        catalog=catalog,
+        telemetry_interval_s=settings.telemetry_interval_s,
+        telemetry_capacity=settings.telemetry_capacity,
+        start_slot_timeout_s=settings.start_slot_timeout_s,
+        proxy_idle_timeout_s=settings.proxy_idle_timeout_s,
+    )
+
+
+def _report(drivers: list[ComposedDriver], reasons: list[str]) -> None:
+    if not drivers:
+        logger.warning(
+            "no runtime is available on this node (%s); it reports no runtimes and refuses every launch",
+            "; ".join(reasons),
+        )
+        return
+    for reason in reasons:
+        logger.info("%s", reason)
+    offered = ", ".join(f"{info.runtime} ({info.kind})" for d in drivers for info in d.runtimes)
+    logger.info("runtimes: %s", offered)
+
+
+async def container_driver(settings: AgentSettings) -> ComposedDriver | str:
+    """The container driver, or why there is none (Docker disabled, not answering, no models folder)."""
+    options = settings.docker
+    if not options.enabled:
+        return "the container driver is off (docker.enabled = false)"
+    models = settings.models_host_path
+    if models is None:
+        return "the container driver needs a model root or docker.models_host_path"
+    try:
+        client = await connect_docker(options)
+    except Exception as exc:
+        # Any failure to reach dockerd means no container driver; the reason goes in the warning.
+        return f"Docker does not answer ({type(exc).__name__}: {exc}), so no container driver"
+    settings.cache_host_path.mkdir(parents=True, exist_ok=True)
+    config = ContainerDriverConfig(
+        models_host_path=models,
+        cache_host_path=settings.cache_host_path,
+        network=options.network,
+        port_range_start=options.port_range_start,
+        port_range_end=options.port_range_end,
+        gpus=options.gpus,
+        use_container_network=options.use_container_network,
+        upstream_host=options.upstream_host,
+        entrypoint=tuple(options.entrypoint) if options.entrypoint is not None else None,
+        docker_url=options.url,
+        docker_timeout_s=options.timeout_s,
+        pull_timeout_s=options.pull_timeout_s,
+        stop_timeout_s=options.stop_timeout_s,
+    )
+    info = ContainerRuntimeInfo(runtime="vllm", network=options.network)
+    return ComposedDriver(ContainerDriver(config, docker_client=client), (info,))
+
+
+async def connect_docker(options: DockerSettings) -> DockerClient:
+    """A docker-py client that has just answered a ping (API version negotiated), bounded in time.
+
+    Raises:
+        TimeoutError: dockerd did not answer within ``options.probe_timeout_s``.
+        Exception: whatever docker-py raised for an unreachable or refusing endpoint.
+    """
+    with anyio.fail_after(options.probe_timeout_s + 1):
+        # docker-py blocks; a hung socket is abandoned to its own timeout rather than awaited.
+        return await anyio.to_thread.run_sync(_connect, options, abandon_on_cancel=True)
+
+
+def _connect(options: DockerSettings) -> DockerClient:
+    _check_unix_socket(options)
+    # version="auto" asks the daemon for its API version, which is the answer the probe wants.
+    client = _client(options)
+    # Later calls get the ordinary bound (docker-py adds a stop's own grace period to it).
+    client.api.timeout = math.ceil(options.timeout_s)
+    return client
+
+
+def _check_unix_socket(options: DockerSettings) -> None:
+    # docker-py leaks the socket of a unix connection that fails; try the socket with one we close.
+    url = options.url or os.environ.get("DOCKER_HOST") or _DEFAULT_DOCKER_SOCKET
+    if not url.startswith("unix://") or not hasattr(socket, "AF_UNIX"):
+        return
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(options.probe_timeout_s)
+        probe.connect(url.removeprefix("unix://"))
+
+
+def _client(options: DockerSettings) -> DockerClient:
+    arguments: dict[str, Any] = {"version": "auto", "timeout": math.ceil(options.probe_timeout_s)}
+    if options.url:
+        return docker.DockerClient(base_url=options.url, **arguments)
+    return docker.from_env(**arguments)
+
+
+def process_driver(
+    settings: AgentSettings, host: ProcessHost | None, keys: InstanceKeyProtector | None
+) -> ComposedDriver | str:
+    """The process driver, or why there is none (off, no process host, no key protector, no root)."""
+    options = settings.process
+    if not options.enabled:
+        return "the process driver is off (process.enabled = false)"
+    if host is None:
+        return "this platform has no process host, so no process driver"
+    if keys is None:
+        return "this platform has no instance-key protector, so no process driver"
+    if not settings.model_roots:
+        return "the process driver needs at least one model root"
+    catalog = ExecutableCatalog(
+        CatalogedExecutable(name=entry.name, version=entry.version, path=entry.path, sha256=entry.sha256)
+        for entry in settings.executables
+    )
+    config = ProcessDriverConfig(
+        state_dir=settings.state_dir,
+        model_roots=tuple(settings.model_roots),
+        port_range_start=options.port_range_start,
+        port_range_end=options.port_range_end,
+        stop_timeout_s=options.stop_timeout_s,
+        inherit_environment=options.inherit_environment,
+    )
+    executables = [ExecutableRef(name=entry.name, version=entry.version) for entry in catalog.entries]
+    infos = tuple(
+        ProcessRuntimeInfo(runtime=runtime, executables=executables) for runtime in options.runtimes
+    )
+    return ComposedDriver(ProcessDriver(config, host=host, catalog=catalog, keys=keys), infos, catalog)

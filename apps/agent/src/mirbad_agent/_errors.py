@@ -1,0 +1,78 @@
+"""The one place where an exception becomes an agent error response (the contract's codes)."""
+
+from __future__ import annotations
+
+import logging
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from mirbad_protocol import AgentErrorCode, InvalidFieldError, MirbadError, agent_error_body
+from mirbad_router import RequestTooLargeError
+from mirbad_runtime import (
+    GgufFormatError,
+    ImagePullError,
+    LaunchRejectedError,
+    ModelNotFoundError,
+    RuntimeUnavailableError,
+)
+from mirbad_runtime.exceptions import (
+    GpuProbeError,
+    MeminfoFormatError,
+    MemoryAdmissionError,
+    StartConflictError,
+)
+
+from .exceptions import AgentRequestError, PathNotFoundError, PathRefusedError
+
+__all__ = ["error_code_of", "error_response"]
+
+logger = logging.getLogger(__name__)
+
+# Most specific first: the first matching class decides the code.
+_CODES: tuple[tuple[type[BaseException], AgentErrorCode], ...] = (
+    (PathRefusedError, AgentErrorCode.PATH_REFUSED),
+    (PathNotFoundError, AgentErrorCode.PATH_NOT_FOUND),
+    (InvalidFieldError, AgentErrorCode.INVALID_REQUEST),
+    (RequestTooLargeError, AgentErrorCode.REQUEST_TOO_LARGE),
+    (MemoryAdmissionError, AgentErrorCode.ADMISSION_REFUSED),
+    (StartConflictError, AgentErrorCode.START_CONFLICT),
+    (ModelNotFoundError, AgentErrorCode.MODEL_NOT_FOUND),
+    (LaunchRejectedError, AgentErrorCode.SPEC_REJECTED),
+    (ImagePullError, AgentErrorCode.SPEC_REJECTED),
+    (GgufFormatError, AgentErrorCode.GGUF_UNREADABLE),
+    (RuntimeUnavailableError, AgentErrorCode.RUNTIME_UNAVAILABLE),
+    (GpuProbeError, AgentErrorCode.PROBE_FAILED),
+    (MeminfoFormatError, AgentErrorCode.PROBE_FAILED),
+)
+_HTTP_CODES = {404: AgentErrorCode.ROUTE_NOT_FOUND, 405: AgentErrorCode.METHOD_NOT_ALLOWED}
+
+
+def error_code_of(exc: BaseException) -> AgentErrorCode:
+    """The contract's error code for an exception (``internal_error`` for anything unexpected)."""
+    if isinstance(exc, AgentRequestError):
+        return exc.code
+    if isinstance(exc, HTTPException):
+        return _HTTP_CODES.get(exc.status_code, AgentErrorCode.INVALID_REQUEST)
+    return next((code for kind, code in _CODES if isinstance(exc, kind)), AgentErrorCode.INTERNAL_ERROR)
+
+
+async def error_response(request: Request, exc: Exception) -> JSONResponse:
+    """The error envelope for ``exc``, with the status its code carries (a Starlette exception handler)."""
+    code = error_code_of(exc)
+    field = exc.field if isinstance(exc, AgentRequestError | InvalidFieldError) else None
+    headers = exc.headers if isinstance(exc, HTTPException) else None
+    if isinstance(exc, HTTPException):
+        message = f"{request.method} {request.url.path}: {exc.detail}"
+    elif isinstance(exc, AgentRequestError):
+        message = exc.message
+    elif code is AgentErrorCode.INTERNAL_ERROR and not isinstance(exc, MirbadError):
+        # Internals stay in the agent's log (the server logs the traceback), not in the answer.
+        message = "internal error; the agent's log has the details"
+    else:
+        message = str(exc)
+    if code is AgentErrorCode.INTERNAL_ERROR and isinstance(exc, MirbadError):
+        logger.warning("%s %s failed: %s", request.method, request.url.path, exc)
+    body = agent_error_body(code, message, field=field)
+    return JSONResponse(body, status_code=code.http_status, headers=headers)

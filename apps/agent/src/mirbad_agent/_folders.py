@@ -1,0 +1,161 @@
+"""The model roots as the master sees them: folder listings and file lookups that never leave a root.
+
+A request names a path relative to a root, with forward or backward slashes between segments.
+Absolute paths, drive letters, ``..`` segments and NUL bytes are refused before the file system is
+touched; what is left is resolved with every symlink followed, and refused when the real path is not
+inside the real root. An entry of a listing that is a symlink leading out of the root is left out
+rather than shown.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+import anyio.to_thread
+
+from mirbad_protocol import AgentErrorCode, FolderEntry, FolderListing, GgufInfo
+from mirbad_runtime import read_gguf_info
+
+from .exceptions import AgentRequestError, PathNotFoundError, PathRefusedError
+
+__all__ = ["DEFAULT_LISTING_LIMIT", "ModelFolders", "relative_parts"]
+
+DEFAULT_LISTING_LIMIT: Final = 10_000
+"""The most entries one listing returns; a bigger folder is reported truncated."""
+
+_DRIVE: Final = re.compile(r"^[A-Za-z]:")
+
+
+def relative_parts(path: str) -> tuple[str, ...]:
+    """The segments of a root-relative path, with empty and ``.`` segments dropped.
+
+    Raises:
+        PathRefusedError: the path is absolute, has a drive letter, a ``..`` segment or a NUL byte.
+    """
+    if "\x00" in path:
+        raise PathRefusedError(path, "it contains a NUL byte")
+    text = path.replace("\\", "/")
+    if text.startswith("/") or _DRIVE.match(text):
+        raise PathRefusedError(path, "it must be relative to a model root")
+    parts = tuple(part for part in text.split("/") if part not in ("", "."))
+    if ".." in parts:
+        raise PathRefusedError(path, "'..' segments are not allowed")
+    return parts
+
+
+class ModelFolders:
+    """Listings and file lookups under the node's model roots (blocking work runs in worker threads).
+
+    Args:
+        roots: the model roots, in the order paths are searched.
+        listing_limit: the most entries one listing returns.
+    """
+
+    def __init__(self, roots: Sequence[Path], *, listing_limit: int = DEFAULT_LISTING_LIMIT) -> None:
+        self.roots = tuple(roots)
+        self.listing_limit = listing_limit
+
+    async def list_folder(self, root: int, path: str) -> FolderListing:
+        """List the folder ``path`` under root number ``root``.
+
+        Raises:
+            AgentRequestError: there is no root with that index, or the path is a file.
+            PathRefusedError: the path is refused (see :func:`relative_parts`) or leads out of the root.
+            PathNotFoundError: nothing is there.
+        """
+        if not 0 <= root < len(self.roots):
+            raise AgentRequestError(
+                AgentErrorCode.INVALID_REQUEST, f"this node has no model root {root}", field="root"
+            )
+        return await anyio.to_thread.run_sync(self._list, root, path)
+
+    async def find_file(self, path: str) -> Path:
+        """The real path of the file ``path`` in the first root that has it.
+
+        Raises:
+            AgentRequestError: the path is a folder.
+            PathRefusedError: the path is refused or leads out of its root.
+            PathNotFoundError: no root has it.
+        """
+        return await anyio.to_thread.run_sync(self._find_file, path)
+
+    async def gguf_info(self, path: str) -> GgufInfo:
+        """The header facts of the GGUF file ``path`` (found as :meth:`find_file` finds it).
+
+        Raises:
+            GgufFormatError: the file is not a readable GGUF file.
+        """
+        found = await self.find_file(path)
+        return await anyio.to_thread.run_sync(read_gguf_info, found)
+
+    def _list(self, root: int, path: str) -> FolderListing:
+        parts = relative_parts(path)
+        real_root, target = _resolve(self.roots[root], parts, path)
+        if not target.is_dir():
+            raise AgentRequestError(
+                AgentErrorCode.INVALID_REQUEST, f"{path!r} is a file, not a folder", field="path"
+            )
+        entries: list[FolderEntry] = []
+        truncated = False
+        with os.scandir(target) as scan:
+            for item in scan:
+                entry = _entry(item, real_root)
+                if entry is None:
+                    continue
+                if len(entries) == self.listing_limit:
+                    truncated = True
+                    break
+                entries.append(entry)
+        entries.sort(key=lambda entry: entry.name)
+        return FolderListing(root=root, path="/".join(parts), entries=entries, truncated=truncated)
+
+    def _find_file(self, path: str) -> Path:
+        parts = relative_parts(path)
+        if not parts:
+            raise AgentRequestError(AgentErrorCode.INVALID_REQUEST, "a file path is required", field="path")
+        for root in self.roots:
+            try:
+                _, target = _resolve(root, parts, path)
+            except PathNotFoundError:
+                continue
+            if not target.is_file():
+                raise AgentRequestError(
+                    AgentErrorCode.INVALID_REQUEST, f"{path!r} is not a file", field="path"
+                )
+            return target
+        raise PathNotFoundError(path)
+
+
+def _resolve(root: Path, parts: tuple[str, ...], path: str) -> tuple[Path, Path]:
+    try:
+        real_root = root.resolve(strict=True)
+        target = real_root.joinpath(*parts).resolve(strict=True)
+    except (OSError, RuntimeError):
+        # RuntimeError: a symlink loop on Python versions that do not raise OSError for it.
+        raise PathNotFoundError(path) from None
+    if not target.is_relative_to(real_root):
+        raise PathRefusedError(path, "it leads out of the model root")
+    return real_root, target
+
+
+def _entry(item: os.DirEntry[str], real_root: Path) -> FolderEntry | None:
+    try:
+        if item.is_symlink():
+            real = Path(item.path).resolve(strict=True)
+            if not real.is_relative_to(real_root):
+                return None
+            info = real.stat()
+        else:
+            info = item.stat(follow_symlinks=False)
+    except (OSError, RuntimeError):
+        return None  # a dangling link, or an entry removed while listing
+    if stat.S_ISDIR(info.st_mode):
+        return FolderEntry(name=item.name, kind="directory")
+    if stat.S_ISREG(info.st_mode):
+        return FolderEntry(name=item.name, kind="file", size_bytes=info.st_size)
+    return None

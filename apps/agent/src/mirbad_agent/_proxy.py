@@ -1,0 +1,134 @@
+"""The agent's model proxy: ``/agent/v1/proxy/{model_id}/{path}`` forwarded to the model's own server.
+
+The master sends every /v1 request for a model to the agent of the model's node; the agent looks up
+where the model listens (a loopback port, or its container on the Docker network) and which headers it
+needs (llama-server's per-instance bearer key), then forwards with the streaming core of
+:mod:`mirbad_router`: bodies up to 64 MiB, responses relayed chunk by chunk, a client that leaves
+cancelling the model's request.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass, field
+from typing import Final, Protocol
+
+import httpx
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from mirbad_protocol import (
+    MAX_PROXY_BODY_BYTES,
+    ROUTE_PROXY,
+    AgentError,
+    AgentErrorBody,
+    AgentErrorCode,
+    MirbadError,
+)
+from mirbad_router import RequestTooLargeError, UpstreamError, UpstreamTimeoutError, forward, upstream_url
+
+__all__ = ["PROXY_METHODS", "RETRY_AFTER_S", "Upstream", "UpstreamLookup", "proxy_route"]
+
+_log = logging.getLogger(__name__)
+
+PROXY_METHODS: Final = ("GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS")
+"""The methods the proxy forwards (Starlette answers HEAD through GET)."""
+RETRY_AFTER_S: Final = 30
+"""The Retry-After of a 503 for a model that has no running server on this node."""
+
+# Codes the contract's AgentErrorCode does not list yet; the envelope carries codes as text.
+_MODEL_NOT_RUNNING: Final = "model_not_running"
+_UPSTREAM_UNREACHABLE: Final = "upstream_unreachable"
+_UPSTREAM_TIMEOUT: Final = "upstream_timeout"
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """Where a running model's own HTTP server is reached, and what every request to it must carry.
+
+    Attributes:
+        base_url: the server's base URL (``http://127.0.0.1:41234/`` or ``http://ss-qwen:8000/``).
+        headers: headers added to each forwarded request, replacing the caller's of the same name
+            (``Authorization: Bearer <instance key>`` for llama-server).
+    """
+
+    base_url: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+class UpstreamLookup(Protocol):
+    """Finds a model's upstream: ``None`` when the model is known but not running.
+
+    An unknown model raises :class:`LookupError` (such as mirbad_runtime's ``ModelNotFoundError``);
+    the proxy answers it with 404 ``model_not_found``.
+    """
+
+    def __call__(self, model_id: str, /) -> Awaitable[Upstream | None]:
+        """Return the upstream of ``model_id``, or ``None`` if it has no running server."""
+        ...
+
+
+def proxy_route(
+    lookup: UpstreamLookup, client: httpx.AsyncClient, *, idle_timeout_s: float | None = None
+) -> Route:
+    """The proxy route, to be mounted under ``/agent/v1``.
+
+    Answers: 404 ``model_not_found`` for an unknown model; 503 ``model_not_running`` with Retry-After
+    when it has no running server; 413 ``request_too_large`` for a body over 64 MiB; 502
+    ``upstream_unreachable`` when the model's server refuses or breaks the connection; 504
+    ``upstream_timeout`` when it stays silent for ``idle_timeout_s`` before answering. Anything else is
+    the model's own response, streamed as it comes.
+
+    Args:
+        lookup: where each model listens (see :class:`UpstreamLookup`).
+        client: the shared upstream client (``mirbad_router``'s ``create_upstream_client``).
+        idle_timeout_s: end a request whose model stays silent this long (``None``: never; a long
+            generation may legitimately take many minutes).
+    """
+
+    async def endpoint(request: Request) -> Response:
+        model_id: str = request.path_params["model_id"]
+        try:
+            upstream = await lookup(model_id)
+        except LookupError as exc:
+            message = (
+                str(exc) if isinstance(exc, MirbadError) else f"model {model_id} is not known on this node"
+            )
+            return _refusal(404, AgentErrorCode.MODEL_NOT_FOUND.value, message)
+        if upstream is None:
+            message = f"model {model_id} is not running on this node"
+            return _refusal(503, _MODEL_NOT_RUNNING, message, {"Retry-After": str(RETRY_AFTER_S)})
+        url = upstream_url(upstream.base_url, request.path_params["path"], request.url.query)
+        return await _forward(request, url, client, upstream, idle_timeout_s)
+
+    return Route(ROUTE_PROXY, endpoint, methods=list(PROXY_METHODS), name="proxy")
+
+
+async def _forward(
+    request: Request, url: str, client: httpx.AsyncClient, upstream: Upstream, idle_timeout_s: float | None
+) -> Response:
+    try:
+        return await forward(
+            request,
+            url,
+            client,
+            headers=upstream.headers,
+            idle_timeout_s=idle_timeout_s,
+            limit=MAX_PROXY_BODY_BYTES,
+        )
+    except RequestTooLargeError as exc:
+        return _refusal(413, AgentErrorCode.REQUEST_TOO_LARGE.value, str(exc))
+    except UpstreamTimeoutError as exc:
+        _log.warning("proxy: %s", exc)
+        return _refusal(504, _UPSTREAM_TIMEOUT, str(exc))
+    except UpstreamError as exc:
+        _log.warning("proxy: %s", exc)
+        return _refusal(502, _UPSTREAM_UNREACHABLE, str(exc))
+
+
+def _refusal(status: int, code: str, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    # The one place the proxy shapes an error: the agent contract's envelope.
+    body = AgentErrorBody(error=AgentError(code=code, message=message)).to_wire()
+    return JSONResponse(body, status_code=status, headers=headers)

@@ -1,0 +1,71 @@
+"""The node routes of the agent contract: memory, GPUs, telemetry, GGUF inspection and folders."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from mirbad_protocol import (
+    ROUTE_FOLDERS,
+    ROUTE_GGUF_INSPECT,
+    ROUTE_GPUS,
+    ROUTE_MEMORY,
+    ROUTE_TELEMETRY,
+    GgufInspectRequest,
+    GpuList,
+    ModelTelemetry,
+    TelemetrySnapshot,
+)
+
+from ._http import query_datetime, query_int, read_wire, wire_response
+from ._services import AgentServices
+
+__all__ = ["node_routes"]
+
+_MAX_ROOTS = 1_000
+
+
+def node_routes(services: AgentServices) -> list[Route]:
+    """The routes under ``/agent/v1`` that report on the node itself."""
+
+    async def memory(request: Request) -> JSONResponse:
+        return wire_response(await services.memory.snapshot())
+
+    async def gpus(request: Request) -> JSONResponse:
+        return wire_response(GpuList(gpus=await services.gpus()))
+
+    async def telemetry(request: Request) -> JSONResponse:
+        since = query_datetime(request, "since")
+        capacity = services.ring.capacity
+        limit = query_int(request, "limit", capacity, minimum=0, maximum=capacity)
+        wanted = request.query_params.get("model")
+        model_ids = [wanted] if wanted is not None else services.ring.model_ids()
+        models = [
+            ModelTelemetry(model_id=model_id, samples=samples)
+            for model_id in model_ids
+            if (samples := services.ring.history(model_id, since=since, limit=limit))
+        ]
+        snapshot = TelemetrySnapshot(
+            taken_at=datetime.now(UTC), interval_s=services.telemetry_interval_s, models=models
+        )
+        return wire_response(snapshot)
+
+    async def gguf_inspect(request: Request) -> JSONResponse:
+        body = await read_wire(request, GgufInspectRequest)
+        return wire_response(await services.folders.gguf_info(body.path))
+
+    async def folders(request: Request) -> JSONResponse:
+        root = query_int(request, "root", 0, minimum=0, maximum=_MAX_ROOTS)
+        path = request.query_params.get("path", "")
+        return wire_response(await services.folders.list_folder(root, path))
+
+    return [
+        Route(ROUTE_MEMORY, memory, methods=["GET"]),
+        Route(ROUTE_GPUS, gpus, methods=["GET"]),
+        Route(ROUTE_TELEMETRY, telemetry, methods=["GET"]),
+        Route(ROUTE_GGUF_INSPECT, gguf_inspect, methods=["POST"]),
+        Route(ROUTE_FOLDERS, folders, methods=["GET"]),
+    ]

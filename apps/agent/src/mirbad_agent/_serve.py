@@ -1,0 +1,116 @@
+"""Serving the agent: uvicorn over mutual TLS, stopped gracefully by SIGTERM or SIGINT.
+
+The TLS context comes from :meth:`mirbad_protocol.TlsCredentials.server_context`: TLS 1.2 or newer, a
+client certificate required and verified against the fleet CA alone (never the system store). Only the
+master's certificate carries the clientAuth purpose, so no other certificate of the fleet, a node's
+included, opens the agent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import socket
+import sys
+from collections.abc import Iterator
+
+import anyio
+import uvicorn
+from starlette.types import ASGIApp
+
+from mirbad_protocol import PkiError, TlsCredentials
+
+from ._app import create_app
+from ._compose import compose_services
+from ._config import AgentSettings
+from ._enroll_client import AGENT_TLS_STEM
+from .exceptions import AgentConfigError
+
+__all__ = ["load_credentials", "run_agent", "serve"]
+
+logger = logging.getLogger(__name__)
+
+
+def load_credentials(settings: AgentSettings) -> TlsCredentials:
+    """The agent's certificate, key and fleet CA from its state folder.
+
+    Raises:
+        AgentConfigError: the files are missing (the node is not enrolled), unreadable, exposed to
+            other users, or do not belong together.
+    """
+    folder = settings.credentials_dir
+    try:
+        return TlsCredentials.load(folder, AGENT_TLS_STEM)
+    except FileNotFoundError as exc:
+        raise AgentConfigError(
+            f"no agent certificate in {folder} ({exc.filename} is missing); "
+            "enroll first: mirbad-agent enroll --master URL --token TOKEN"
+        ) from None
+    except (PkiError, OSError) as exc:
+        raise AgentConfigError(f"the agent credentials in {folder} cannot be used: {exc}") from None
+
+
+async def run_agent(settings: AgentSettings, credentials: TlsCredentials) -> None:
+    """Compose the agent from ``settings`` and serve it until a stop signal; its models keep running."""
+    listener = _listen(settings.host, settings.port)
+    with listener:
+        async with await compose_services(settings) as services:
+            await serve(create_app(services), settings, credentials, listener)
+
+
+async def serve(
+    app: ASGIApp, settings: AgentSettings, credentials: TlsCredentials, listener: socket.socket
+) -> None:
+    """Serve ``app`` on ``listener`` with mutual TLS until SIGTERM or SIGINT (a second one forces)."""
+    config = uvicorn.Config(
+        app,
+        ssl_context_factory=lambda _config, _default: credentials.server_context(),
+        lifespan="on",
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        timeout_graceful_shutdown=max(1, round(settings.graceful_shutdown_s)),
+    )
+    server = _Server(config) if sys.platform != "win32" else uvicorn.Server(config)
+    host, port = listener.getsockname()[:2]
+    logger.info("agent %s listening on https://%s:%s/agent/v1", settings.node_name, host, port)
+    async with anyio.create_task_group() as group:
+        if isinstance(server, _Server):
+            group.start_soon(_stop_on_signal, server)
+        await server.serve(sockets=[listener])
+        group.cancel_scope.cancel()
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handlers: the agent handles signals with anyio instead.
+
+    uvicorn re-raises a captured signal once it has shut down, which would end the process before
+    the agent closed its drivers.
+    """
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+async def _stop_on_signal(server: uvicorn.Server) -> None:
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for received in signals:
+            if server.should_exit:
+                server.force_exit = True
+            server.should_exit = True
+            logger.info("%s: stopping (the models keep running)", signal.Signals(received).name)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    # Bound here rather than by uvicorn, so a taken port is a one-line error instead of a traceback.
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, port))
+    except OSError as exc:
+        listener.close()
+        raise AgentConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return listener

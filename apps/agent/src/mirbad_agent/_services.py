@@ -1,0 +1,139 @@
+"""Everything the agent's routes and background tasks work with, built once and closed once."""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+import anyio
+import httpx
+
+from mirbad_protocol import AgentInfo, FeatureFlag, GpuMemory
+from mirbad_router import create_upstream_client
+from mirbad_runtime import AdmissionController, ExecutableCatalog, MemoryProbe, TelemetryRing
+
+from ._folders import ModelFolders
+from ._lifecycle import ModelLifecycle
+from ._runtimes import NodeRuntimes
+from ._telemetry_loop import TelemetryCollector
+
+__all__ = ["AgentServices", "GpuProbe", "agent_version"]
+
+GpuProbe = Callable[[], Awaitable[Sequence[GpuMemory]]]
+"""An async source of the node's discrete GPUs (``NvidiaSmiProbe().query``)."""
+
+# What every agent offers beyond its runtimes.
+_BASE_FEATURES = (
+    FeatureFlag.GGUF_INSPECT,
+    FeatureFlag.ADMISSION_GPU_BUDGETS,
+    FeatureFlag.TELEMETRY_RING,
+    FeatureFlag.LOGS_FOLLOW,
+    FeatureFlag.FOLDERS_LIST,
+)
+_HTTP_TIMEOUT_S = 10.0
+
+
+def agent_version() -> str:
+    """The installed version of the ``mirbad-agent`` distribution."""
+    try:
+        return importlib.metadata.version("mirbad-agent")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+class AgentServices:
+    """The agent's parts: drivers, admission, probes, the telemetry ring and its collector, folders.
+
+    Use it as an async context manager (or call :meth:`aclose`): closing it closes the drivers and
+    the HTTP clients it created, while the models keep running.
+
+    Args:
+        runtimes: the composed drivers.
+        memory: the memory probe (admission and the memory route read it).
+        node_name: the node's name.
+        gpu_probe: the discrete-GPU source; None for a node without one.
+        model_roots: the folders listings and GGUF reads resolve under.
+        catalog: the executable catalogue, checked once in the background at start-up.
+        telemetry_interval_s: seconds between telemetry passes.
+        telemetry_capacity: samples kept per model.
+        start_slot_timeout_s: how long an admitted start may hold the one-start slot.
+        http: the client for telemetry scrapes (created and closed here when None).
+        proxy_client: the client of the reverse proxy (created and closed here when None).
+        proxy_idle_timeout_s: end a proxied request whose model sends nothing this long before its
+            response headers (None: never, since a long generation may take minutes).
+        version: the reported agent version (the installed one when None).
+    """
+
+    def __init__(
+        self,
+        *,
+        runtimes: NodeRuntimes,
+        memory: MemoryProbe,
+        node_name: str,
+        gpu_probe: GpuProbe | None = None,
+        model_roots: Sequence[Path] = (),
+        catalog: ExecutableCatalog | None = None,
+        telemetry_interval_s: float = 5.0,
+        telemetry_capacity: int = 360,
+        start_slot_timeout_s: float = 1800.0,
+        http: httpx.AsyncClient | None = None,
+        proxy_client: httpx.AsyncClient | None = None,
+        proxy_idle_timeout_s: float | None = None,
+        version: str | None = None,
+    ) -> None:
+        self.runtimes = runtimes
+        self.memory = memory
+        self.node_name = node_name
+        self.gpu_probe = gpu_probe
+        self.catalog = catalog
+        self.version = version or agent_version()
+        self.telemetry_interval_s = telemetry_interval_s
+        self.proxy_idle_timeout_s = proxy_idle_timeout_s
+        self.folders = ModelFolders(model_roots)
+        self.ring = TelemetryRing(telemetry_capacity)
+        self.admission = AdmissionController(memory.snapshot, start_slot_timeout_s=start_slot_timeout_s)
+        self.lifecycle = ModelLifecycle(runtimes, self.admission, self.ring)
+        self._owned: list[httpx.AsyncClient] = []
+        self.http = http or self._own(httpx.AsyncClient(timeout=_HTTP_TIMEOUT_S, trust_env=False))
+        self.proxy_client = proxy_client or self._own(create_upstream_client())
+        self.telemetry = TelemetryCollector(runtimes, self.lifecycle, self.ring, self.http)
+
+    def info(self) -> AgentInfo:
+        """What this agent reports at ``GET /agent/v1/runtimes``."""
+        features = [*self.runtimes.runtime_features(), *_BASE_FEATURES]
+        return AgentInfo(
+            node_name=self.node_name,
+            version=self.version,
+            runtimes=self.runtimes.runtimes,
+            features=[flag.value for flag in features],
+            model_roots=[str(root) for root in self.folders.roots],
+        )
+
+    async def gpus(self) -> list[GpuMemory]:
+        """The discrete GPUs now (none without a GPU probe)."""
+        return list(await self.gpu_probe()) if self.gpu_probe is not None else []
+
+    async def aclose(self) -> None:
+        """Close the drivers and the clients created here; running models are left running."""
+        with anyio.CancelScope(shield=True):
+            await self.runtimes.aclose()
+            for client in self._owned:
+                await client.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def _own(self, client: httpx.AsyncClient) -> httpx.AsyncClient:
+        self._owned.append(client)
+        return client

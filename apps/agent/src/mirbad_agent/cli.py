@@ -1,0 +1,94 @@
+"""The ``mirbad-agent`` command: ``serve`` runs the agent, ``enroll`` obtains its certificate.
+
+Errors a user can fix (a bad setting, a missing certificate, a taken port) are printed as one line
+and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from mirbad_protocol import MirbadError
+
+from ._config import load_settings
+from ._enroll import add_enroll_arguments, run_enroll
+from ._serve import load_credentials, run_agent
+
+__all__ = ["main"]
+
+_PROGRAM = "mirbad-agent"
+_USAGE_ERROR = 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line with ``argv`` (the process arguments by default); return the exit status."""
+    parser = _parser()
+    arguments = parser.parse_args(argv)
+    try:
+        if arguments.command == "serve":
+            return _serve(arguments)
+        return int(run_enroll(arguments))
+    except MirbadError as exc:
+        print(f"{_PROGRAM}: error: {exc}", file=sys.stderr)
+        return _USAGE_ERROR
+
+
+def _serve(arguments: argparse.Namespace) -> int:
+    settings = load_settings(arguments.config, _overrides(arguments))
+    credentials = load_credentials(settings)
+    logging.basicConfig(
+        level=arguments.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    anyio.run(run_agent, settings, credentials)
+    return 0
+
+
+def _overrides(arguments: argparse.Namespace) -> dict[str, Any]:
+    flags = {
+        "state_dir": arguments.state_dir.absolute() if arguments.state_dir is not None else None,
+        "host": arguments.host,
+        "port": arguments.port,
+        "node_name": arguments.node_name,
+        "model_roots": [path.absolute() for path in arguments.model_root] if arguments.model_root else None,
+        "memory_reserve_gib": arguments.memory_reserve_gib,
+        "fake_total_gib": arguments.fake_total_gib,
+        "telemetry_interval_s": arguments.telemetry_interval_s,
+    }
+    overrides: dict[str, Any] = {key: value for key, value in flags.items() if value is not None}
+    if arguments.docker is not None:
+        overrides["docker"] = {"enabled": arguments.docker}
+    if arguments.process_host is not None:
+        overrides["process"] = {"enabled": arguments.process_host}
+    return overrides
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=_PROGRAM, description="The Mirbad node agent.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve = commands.add_parser("serve", help="run the agent (mutual TLS, /agent/v1)")
+    serve.add_argument("--config", type=Path, help="settings file (.toml, else JSON)")
+    serve.add_argument("--state-dir", type=Path, help="credentials, process records, logs and keys")
+    serve.add_argument("--host", help="address to listen on (default 0.0.0.0)")
+    serve.add_argument("--port", type=int, help="port to listen on (default 9443)")
+    serve.add_argument("--node-name", help="the name reported to the master (default: the host name)")
+    serve.add_argument("--model-root", type=Path, action="append", help="a model root (repeatable)")
+    serve.add_argument("--docker", action=argparse.BooleanOptionalAction, help="compose the container driver")
+    serve.add_argument(
+        "--process-host", action=argparse.BooleanOptionalAction, help="compose the process driver"
+    )
+    serve.add_argument("--memory-reserve-gib", type=float, help="memory admission keeps free")
+    serve.add_argument("--fake-total-gib", type=float, help="memory reported where there is no meminfo")
+    serve.add_argument("--telemetry-interval-s", type=float, help="seconds between metrics scrapes")
+    serve.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"], help="default info"
+    )
+    enroll = commands.add_parser("enroll", help="obtain this node's certificate from the master")
+    add_enroll_arguments(enroll)
+    return parser

@@ -1,0 +1,65 @@
+"""The exceptions of mirbad_agent."""
+
+from __future__ import annotations
+
+from mirbad_protocol import AgentErrorCode, MirbadError
+
+__all__ = [
+    "AgentConfigError",
+    "AgentRequestError",
+    "MirbadAgentError",
+    "PathNotFoundError",
+    "PathRefusedError",
+]
+
+
+class MirbadAgentError(MirbadError):
+    """Root of the exceptions of :mod:`mirbad_agent`."""
+
+
+class AgentConfigError(MirbadAgentError, ValueError):
+    """A configuration the agent cannot start with (a bad file, flag or credential), said in one line."""
+
+
+class AgentRequestError(MirbadAgentError):
+    """A request the agent refuses with one of the contract's error codes.
+
+    Attributes:
+        code: the :class:`~mirbad_protocol.AgentErrorCode` (it decides the HTTP status).
+        message: what went wrong.
+        field: the body field or query parameter at fault, when there is one.
+    """
+
+    def __init__(self, code: AgentErrorCode, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.field = field
+
+
+class PathRefusedError(MirbadAgentError, PermissionError):
+    """A path under the model roots the agent will not follow: absolute, ``..``, or leading out.
+
+    Attributes:
+        path: the path as the request gave it.
+        reason: why it is refused.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"path {path!r} refused: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class PathNotFoundError(MirbadAgentError, FileNotFoundError):
+    """Nothing (of the kind asked for) at a path under the model roots.
+
+    Attributes:
+        path: the path as the request gave it.
+        reason: what is missing.
+    """
+
+    def __init__(self, path: str, reason: str = "no such file or folder under the model roots") -> None:
+        super().__init__(f"path {path!r}: {reason}")
+        self.path = path
+        self.reason = reason

@@ -1,0 +1,145 @@
+"""Which drivers an agent composes: every one its machine supports, and a node with none still serves."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from mirbad_agent import AgentSettings, compose_services, create_app, process_driver
+from mirbad_protocol import (
+    ContainerRuntimeInfo,
+    ExecutableRef,
+    ProcessLaunch,
+    ProcessRuntimeInfo,
+    StartRequest,
+)
+from mirbad_runtime import ContainerDriver, FileInstanceKeyProtector, PosixProcessHost, ProcessDriver
+
+pytestmark = pytest.mark.anyio
+
+SHA = "0" * 64
+
+
+def settings(tmp_path: Path, **values: Any) -> AgentSettings:
+    (tmp_path / "models").mkdir(exist_ok=True)
+    base: dict[str, Any] = {
+        "state_dir": tmp_path / "state",
+        "model_roots": [tmp_path / "models"],
+        "nvidia_smi": None,
+        "docker": {"enabled": False},
+        "process": {"enabled": False},
+    }
+    return AgentSettings.model_validate({**base, **values})
+
+
+def warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
+
+
+async def test_a_node_with_neither_runtime_warns_once_and_refuses_launches(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    async with await compose_services(settings(tmp_path)) as services:
+        transport = httpx.ASGITransport(app=create_app(services, background=False))
+        async with httpx.AsyncClient(transport=transport, base_url="http://agent/agent/v1") as client:
+            info = (await client.get("/runtimes")).json()
+            refused = await client.post("/models/tiny/start", json=_process_start())
+    [warning] = warnings(caplog)
+    assert "no runtime is available" in warning
+    assert "docker.enabled = false" in warning
+    assert "process.enabled = false" in warning
+    assert services.runtimes.runtimes == []
+    assert "runtimes" not in info
+    assert refused.status_code == 422
+    assert refused.json()["error"]["code"] == "spec_rejected"
+
+
+async def test_an_unreachable_docker_is_left_out(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    unreachable = {"enabled": True, "url": f"unix://{tmp_path}/no-docker.sock", "probe_timeout_s": 2}
+    async with await compose_services(settings(tmp_path, docker=unreachable)) as services:
+        pass
+    [warning] = warnings(caplog)
+    assert "Docker does not answer" in warning
+    assert services.runtimes.drivers == ()
+
+
+@pytest.mark.skipif(os.name != "posix", reason="the POSIX process host and key protector")
+async def test_the_process_driver_is_composed_where_the_platform_has_a_host(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    executables = [
+        {"name": "llama-server", "version": "b2", "path": "/opt/llama/b2/llama-server", "sha256": SHA},
+        {"name": "llama-server", "version": "b1", "path": "/opt/llama/b1/llama-server", "sha256": SHA},
+    ]
+    chosen = settings(
+        tmp_path, process={"enabled": True, "runtimes": ["llamacpp", "mlx"]}, executables=executables
+    )
+    async with await compose_services(chosen) as services:
+        [composed] = services.runtimes.drivers
+    refs = [
+        ExecutableRef(name="llama-server", version="b1"),
+        ExecutableRef(name="llama-server", version="b2"),
+    ]
+    assert isinstance(composed.driver, ProcessDriver)
+    assert composed.runtimes == (
+        ProcessRuntimeInfo(runtime="llamacpp", executables=refs),
+        ProcessRuntimeInfo(runtime="mlx", executables=refs),
+    )
+    assert services.catalog is composed.catalog
+    assert warnings(caplog) == []
+    assert (tmp_path / "state").stat().st_mode & 0o777 == 0o700
+
+
+def test_the_process_driver_needs_a_host_a_key_protector_and_a_root(tmp_path: Path) -> None:
+    chosen = settings(tmp_path, process={"enabled": True})
+    keys = FileInstanceKeyProtector(tmp_path / "keys")
+    rootless = chosen.model_copy(update={"model_roots": []})
+    assert "no process host" in str(process_driver(chosen, None, keys))
+    assert "no instance-key protector" in str(process_driver(chosen, PosixProcessHost(), None))
+    assert "model root" in str(process_driver(rootless, PosixProcessHost(), keys))
+    assert "process.enabled = false" in str(process_driver(settings(tmp_path), PosixProcessHost(), keys))
+
+
+async def test_a_docker_off_node_without_a_process_host_warns_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    chosen = settings(tmp_path, process={"enabled": True})
+    async with await compose_services(chosen, process_host=lambda: None) as without_host:
+        pass
+    [warning] = warnings(caplog)
+    assert "this platform has no process host" in warning
+    assert without_host.runtimes.drivers == ()
+
+
+@pytest.mark.docker
+@pytest.mark.skipif(os.name != "posix", reason="the POSIX process host and key protector")
+async def test_a_linux_pc_composes_containers_and_processes(tmp_path: Path) -> None:
+    chosen = settings(tmp_path, docker={"enabled": True}, process={"enabled": True})
+    async with await compose_services(chosen) as services:
+        drivers = [type(composed.driver) for composed in services.runtimes.drivers]
+        features = services.info().features
+    assert drivers == [ContainerDriver, ProcessDriver]
+    assert services.runtimes.runtimes[0] == ContainerRuntimeInfo(runtime="vllm", network="mirbad")
+    assert {"runtime.vllm.container", "runtime.llamacpp.process"} <= set(features)
+    assert (tmp_path / "state" / "cache").is_dir()
+
+
+def _process_start() -> dict[str, Any]:
+    spec = ProcessLaunch(
+        model_id="tiny",
+        served_name="tiny",
+        runtime="llamacpp",
+        argv=[],
+        model_path="tiny.gguf",
+        budget_gib=1,
+        config_hash="0123456789abcdef",
+        executable=ExecutableRef(name="llama-server", version="b1"),
+    )
+    return StartRequest(spec=spec).to_wire()

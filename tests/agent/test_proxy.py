@@ -1,0 +1,189 @@
+"""The agent's model proxy route, mounted like the agent app mounts it, in front of a real upstream."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.routing import Mount
+from tests._support.asgi_server import announce_body, free_port, serve_asgi
+from tests._support.fake_upstream import CHUNKS, WAIT_S, FakeUpstream, event
+
+from mirbad_agent._proxy import PROXY_METHODS, RETRY_AFTER_S, Upstream, proxy_route
+from mirbad_protocol._agent import AGENT_API_PREFIX, MAX_PROXY_BODY_BYTES, AgentErrorBody
+from mirbad_router import create_upstream_client
+from mirbad_runtime import ModelNotFoundError
+
+pytestmark = pytest.mark.anyio
+
+
+class FakeLookup:
+    """Upstreams by model id: a missing id is unknown (LookupError), ``None`` is known but stopped."""
+
+    def __init__(self, upstreams: dict[str, Upstream | None]) -> None:
+        self.upstreams = upstreams
+        self.asked: list[str] = []
+
+    async def __call__(self, model_id: str) -> Upstream | None:
+        self.asked.append(model_id)
+        if model_id not in self.upstreams:
+            raise LookupError(model_id)
+        return self.upstreams[model_id]
+
+
+class RuntimeLookup:
+    """A lookup that fails like the runtime drivers do for a model without an instance."""
+
+    async def __call__(self, model_id: str) -> Upstream | None:
+        raise ModelNotFoundError(model_id)
+
+
+@asynccontextmanager
+async def agent(
+    upstreams: dict[str, Upstream | None] | None = None,
+    *,
+    upstream_prefix: str = "/",
+    idle_timeout_s: float | None = None,
+) -> AsyncIterator[tuple[str, FakeUpstream, FakeLookup]]:
+    """An agent-like app with only the proxy route, a real upstream, and a test client base URL."""
+    upstream = FakeUpstream()
+    async with create_upstream_client() as client, serve_asgi(upstream) as upstream_base:
+        key = {"Authorization": "Bearer instance-key"}
+        lookup = FakeLookup(
+            upstreams if upstreams is not None else {"m1": Upstream(upstream_base + upstream_prefix, key)}
+        )
+        route = proxy_route(lookup, client, idle_timeout_s=idle_timeout_s)
+        app = Starlette(routes=[Mount(AGENT_API_PREFIX, routes=[route])])
+        async with serve_asgi(app) as base:
+            yield f"{base}{AGENT_API_PREFIX}/proxy", upstream, lookup
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(trust_env=False, timeout=WAIT_S) as test_client:
+        yield test_client
+
+
+def error_of(response: httpx.Response) -> tuple[str, str]:
+    error = AgentErrorBody.from_wire(response.json()).error
+    return error.code, error.message
+
+
+async def test_a_request_reaches_the_model_with_its_instance_key(client: httpx.AsyncClient) -> None:
+    async with agent() as (proxy, upstream, lookup):
+        response = await client.post(
+            f"{proxy}/m1/v1/chat/completions?trace=1",
+            json={"model": "m1"},
+            headers={"Authorization": "Bearer from-the-master"},
+        )
+
+    assert response.status_code == 200
+    assert lookup.asked == ["m1"]
+    seen = upstream.requests[0]
+    assert (seen.method, seen.path, seen.query) == ("POST", "/v1/chat/completions", "trace=1")
+    assert seen.header("authorization") == ["Bearer instance-key"]
+    assert seen.body == b'{"model":"m1"}'
+
+
+async def test_the_upstream_base_path_is_kept(client: httpx.AsyncClient) -> None:
+    async with agent(upstream_prefix="/base/") as (proxy, _upstream, _):
+        response = await client.get(f"{proxy}/m1/v1/models")
+
+    assert response.json()["path"] == "/base/v1/models"
+
+
+@pytest.mark.parametrize("method", PROXY_METHODS)
+async def test_every_method_is_forwarded(client: httpx.AsyncClient, method: str) -> None:
+    async with agent() as (proxy, upstream, _):
+        response = await client.request(method, f"{proxy}/m1/v1/anything")
+
+    assert response.status_code == 200
+    assert upstream.requests[0].method == method
+
+
+async def test_events_are_streamed_one_by_one(client: httpx.AsyncClient) -> None:
+    async with agent() as (proxy, upstream, _), client.stream("GET", f"{proxy}/m1/sse") as response:
+        chunks = response.aiter_raw()
+        buffer = b""
+        for index in range(CHUNKS):
+            with anyio.fail_after(WAIT_S):
+                while event(index) not in buffer:
+                    buffer += await anext(chunks)
+            assert upstream.sent == list(range(index + 1))
+            if index + 1 < CHUNKS:
+                upstream.release[index + 1].set()
+
+
+async def test_a_client_leaving_cancels_the_model_request(client: httpx.AsyncClient) -> None:
+    async with agent() as (proxy, upstream, _):
+        async with client.stream("GET", f"{proxy}/m1/first-then-wait") as response:
+            with anyio.fail_after(WAIT_S):
+                assert event(0) in await anext(response.aiter_raw())
+        with anyio.fail_after(WAIT_S):
+            await upstream.disconnected.wait()
+
+
+async def test_an_unknown_model_is_404_and_reaches_nothing(client: httpx.AsyncClient) -> None:
+    async with agent() as (proxy, upstream, _):
+        response = await client.post(f"{proxy}/nope/v1/completions", json={"model": "nope"})
+
+    assert response.status_code == 404
+    assert error_of(response) == ("model_not_found", "model nope is not known on this node")
+    assert upstream.requests == []
+
+
+async def test_the_runtime_message_of_an_unknown_model_is_kept(client: httpx.AsyncClient) -> None:
+    async with create_upstream_client() as upstream_client:
+        app = Starlette(
+            routes=[Mount(AGENT_API_PREFIX, routes=[proxy_route(RuntimeLookup(), upstream_client)])]
+        )
+        async with serve_asgi(app) as base:
+            response = await client.get(f"{base}{AGENT_API_PREFIX}/proxy/gone/v1/models")
+
+    assert response.status_code == 404
+    assert error_of(response) == ("model_not_found", "model gone has no instance on this node")
+
+
+async def test_a_stopped_model_is_503_with_retry_after(client: httpx.AsyncClient) -> None:
+    async with agent({"m1": None}) as (proxy, upstream, _):
+        response = await client.post(f"{proxy}/m1/v1/completions", json={"model": "m1"})
+
+    assert response.status_code == 503
+    assert response.headers["retry-after"] == str(RETRY_AFTER_S)
+    assert error_of(response)[0] == "model_not_running"
+    assert upstream.requests == []
+
+
+async def test_a_body_over_64_mib_is_413() -> None:
+    async with agent() as (proxy, upstream, _):
+        path = f"{AGENT_API_PREFIX}/proxy/m1/v1/embeddings"
+        status, body = await announce_body(proxy, path, MAX_PROXY_BODY_BYTES + 1)
+
+    assert status == 413
+    assert AgentErrorBody.from_wire_json(body).error.code == "request_too_large"
+    assert upstream.requests == []
+
+
+async def test_a_model_server_that_refuses_connections_is_502(client: httpx.AsyncClient) -> None:
+    closed = Upstream(f"http://127.0.0.1:{free_port()}/")
+    async with agent({"m1": closed}) as (proxy, _, _lookup):
+        response = await client.get(f"{proxy}/m1/v1/models")
+
+    assert response.status_code == 502
+    code, message = error_of(response)
+    assert code == "upstream_unreachable"
+    assert "cannot connect to upstream" in message
+
+
+async def test_a_model_silent_past_the_idle_timeout_is_504(client: httpx.AsyncClient) -> None:
+    async with agent(idle_timeout_s=0.2) as (proxy, upstream, _):
+        response = await client.get(f"{proxy}/m1/wait-before-headers")
+        with anyio.fail_after(WAIT_S):
+            await upstream.disconnected.wait()
+
+    assert response.status_code == 504
+    assert error_of(response)[0] == "upstream_timeout"
