@@ -38,13 +38,13 @@ class Fleet:
 
     def node_client(self, name: str = "other-node") -> TlsCredentials:
         """Another enrolled node's identity (serverAuth only), presented as a client."""
-        return _node(self.ca, name)
+        return node_identity(self.ca, name)
 
 
 def create_fleet() -> Fleet:
     """A new CA with a master client identity and an agent identity for loopback."""
     ca = CertificateAuthority.create("Mirbad test CA")
-    return Fleet(ca=ca, master=master_identity(ca), agent=_node(ca, "node-1"))
+    return Fleet(ca=ca, master=master_identity(ca), agent=node_identity(ca, "node-1"))
 
 
 def master_identity(ca: CertificateAuthority, name: str = "mirbad-master") -> TlsCredentials:
@@ -54,7 +54,8 @@ def master_identity(ca: CertificateAuthority, name: str = "mirbad-master") -> Tl
     return TlsCredentials(certificate, key, (ca.certificate,))
 
 
-def _node(ca: CertificateAuthority, name: str) -> TlsCredentials:
+def node_identity(ca: CertificateAuthority, name: str) -> TlsCredentials:
+    """A node's server identity issued from a CSR, as enrollment issues it (localhost and 127.0.0.1)."""
     key = generate_private_key()
     request = create_certificate_request(key, name, dns_names=["localhost"], ip_addresses=[LOOPBACK])
     certificate = ca.issue_from_csr(request, policy=SanPolicy())

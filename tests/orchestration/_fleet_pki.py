@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 
-from mirbad_protocol import (
-    CertificateAuthority,
-    SanPolicy,
-    TlsCredentials,
-    create_certificate_request,
-    generate_private_key,
-)
+from tests._support.agent_fleet import master_identity, node_identity
 
-LOOPBACK = ipaddress.ip_address("127.0.0.1")
+from mirbad_protocol import CertificateAuthority, TlsCredentials
 
 
 @dataclass(frozen=True)
@@ -28,13 +21,8 @@ class FleetPki:
 
     def agent(self, node_name: str) -> TlsCredentials:
         """A node agent's server identity, valid for localhost and 127.0.0.1."""
-        key = generate_private_key()
-        request = create_certificate_request(key, node_name, dns_names=["localhost"], ip_addresses=[LOOPBACK])
-        certificate = self.ca.issue_from_csr(request, policy=SanPolicy())
-        return TlsCredentials(certificate, key, (self.ca.certificate,))
+        return node_identity(self.ca, node_name)
 
     def master(self) -> TlsCredentials:
         """The master's client identity."""
-        key = generate_private_key()
-        certificate = self.ca.issue_client_certificate(key.public_key(), "mirbad-master")
-        return TlsCredentials(certificate, key, (self.ca.certificate,))
+        return master_identity(self.ca)
