@@ -86,10 +86,12 @@ def main(argv: list[str]) -> int:
         sync(uv)
         return run_tests(rest)
     sync(uv)
-    mirbad = [str(VENV_BIN / "mirbad")]
-    if command == "mirbad":
-        return subprocess.run([*mirbad, *rest], check=False).returncode
-    return subprocess.run([*mirbad, command, *rest], check=False).returncode
+    argv = [str(VENV_BIN / "mirbad"), *(rest if command == "mirbad" else [command, *rest])]
+    if os.name == "posix":
+        # Become `mirbad` itself, so Ctrl-C and SIGTERM reach it directly and it can stop the fleet
+        # cleanly (a parent Python would kill it 0.25 s after Ctrl-C).
+        os.execv(argv[0], argv)
+    return subprocess.run(argv, check=False).returncode
 
 
 if __name__ == "__main__":

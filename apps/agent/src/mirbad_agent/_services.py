@@ -110,6 +110,7 @@ class AgentServices:
             runtimes=self.runtimes.runtimes,
             features=[flag.value for flag in features],
             model_roots=[str(root) for root in self.folders.roots],
+            boot_id=_boot_id(),
         )
 
     async def gpus(self) -> list[GpuMemory]:
@@ -137,3 +138,14 @@ class AgentServices:
     def _own(self, client: httpx.AsyncClient) -> httpx.AsyncClient:
         self._owned.append(client)
         return client
+
+
+_BOOT_ID_PATH = Path("/proc/sys/kernel/random/boot_id")
+
+
+def _boot_id() -> str | None:
+    # Linux names each boot; elsewhere the master simply cannot tell a reboot from a restart.
+    try:
+        return _BOOT_ID_PATH.read_text(encoding="ascii").strip() or None
+    except OSError:
+        return None

@@ -1,13 +1,18 @@
-"""The ``mirbad`` command line."""
+"""The ``mirbad`` command line: ``up`` (a fleet of one), ``admin reset-password`` and ``args``."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
+import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
+
+import anyio
 
 from mirbad_orchestration import (
     DEFAULT_TOTAL_GIB,
@@ -17,6 +22,11 @@ from mirbad_orchestration import (
     parse_args,
 )
 from mirbad_protocol import ExecutableRef, InvalidFieldError, MirbadError, ModelDefinition, RuntimeKind
+
+from ._admin_auth import AdminAuth
+from ._app import UiInstaller
+from ._fleet_of_one import FleetOfOne
+from ._settings import DEFAULT_ENROLL_PORT, DEFAULT_PORT, load_master_settings
 
 __all__ = ["main"]
 
@@ -67,7 +77,86 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME@VERSION",
         help="with --parse: the logical executable (llama.cpp, MLX)",
     )
+    _add_up(commands)
+    _add_admin(commands)
     return parser
+
+
+def _add_up(commands: Any) -> None:
+    up = commands.add_parser(
+        "up",
+        help="run a fleet of one: the master and this machine's agent, on one port",
+        description="Serve the portal, /api and /v1 on one port, with this machine's agent as node "
+        "'local'. Ctrl-C stops the models it runs and the agent; the next run starts them again.",
+    )
+    up.add_argument("--host", help="address to listen on (default 127.0.0.1; MIRBAD_HOST)")
+    up.add_argument("--port", type=int, help=f"port of the portal, /api and /v1 (default {DEFAULT_PORT})")
+    _add_data_dir(up)
+    up.add_argument(
+        "--enroll-port", type=int, help=f"enroll listener TLS port (default {DEFAULT_ENROLL_PORT})"
+    )
+    up.add_argument("--agent-port", type=int, help="the local agent's loopback port (default: a free one)")
+    up.add_argument("--agent-config", type=Path, help="extra settings for the local agent (JSON or TOML)")
+    up.add_argument("--model-root", type=Path, action="append", help="a model folder (repeatable)")
+    up.add_argument("--llama-server", type=Path, help="the llama-server binary (default: found on PATH)")
+    up.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+
+
+def _add_admin(commands: Any) -> None:
+    admin = commands.add_parser("admin", help="the administrator's password")
+    actions = admin.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    reset = actions.add_parser("reset-password", help="make a new administrator password and print it")
+    _add_data_dir(reset)
+
+
+def _add_data_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data-dir", type=Path, help="the data directory (default ~/.local/share/mirbad)")
+
+
+def _run_up(ns: argparse.Namespace) -> int:
+    flags = {
+        "host": ns.host,
+        "port": ns.port,
+        "data_dir": ns.data_dir,
+        "enroll_port": ns.enroll_port,
+        "agent_port": ns.agent_port,
+        "agent_config": ns.agent_config,
+        "model_roots": ns.model_root,
+        "llama_server": ns.llama_server,
+    }
+    settings = load_master_settings(os.environ, flags)
+    logging.basicConfig(level=ns.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # One line per agent call every few seconds would drown what matters.
+    for chatty in ("httpx", "httpcore"):
+        logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLogger().level))
+    fleet = FleetOfOne(settings, announce=_announce, ui=_portal())
+    try:
+        anyio.run(fleet.run)
+    except (MirbadError, OSError) as exc:
+        print(f"mirbad: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _run_admin(ns: argparse.Namespace) -> None:
+    settings = load_master_settings(os.environ, {"data_dir": ns.data_dir})
+    password = AdminAuth(settings.data_dir).reset_password()
+    print(f"new administrator password: {password}")
+    print("(only its hash is kept; a running master ends every portal session and uses it at once)")
+
+
+def _announce(message: str) -> None:
+    print(message, flush=True)
+
+
+def _portal() -> UiInstaller | None:
+    """The portal's installer, ``mirbad_master.ui.install_portal``, once the portal exists."""
+    try:
+        module = importlib.import_module("mirbad_master.ui")
+    except ImportError:
+        return None
+    installer = getattr(module, "install_portal", None)
+    return installer if callable(installer) else None
 
 
 def _read_text(path: Path | None) -> str:
@@ -140,6 +229,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if ns.command == "args":
             _run_args(ns)
+        elif ns.command == "up":
+            return _run_up(ns)
+        elif ns.command == "admin":
+            _run_admin(ns)
     except InvalidFieldError as exc:
         _fail(f"{exc.field}: {exc.reason}")
     except MirbadError as exc:

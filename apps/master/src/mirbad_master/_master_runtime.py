@@ -1,0 +1,72 @@
+"""The master's runtime: the remote runtime, remembering what it launched and, for a fleet of one, boots.
+
+Two things the agents do not tell the master:
+
+* which definition a running instance was launched with, so the model views can list the settings a
+  restart would change (``changedSettings``); remembered for the launches of this master process;
+* that the local node's models are gone. A fleet of one stops its models when it stops, so each
+  ``mirbad up`` is a new boot of the local node: the runtime reports a per-run boot id for it (when the
+  agent reports none of its own), and the health monitor relaunches what the recovery state lists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from mirbad_orchestration import NodeMonitor, NodeView, RemoteModelRuntime
+from mirbad_protocol import ModelDefinition, ModelState, ModelStatus
+
+__all__ = ["MasterRuntime"]
+
+_RUNNING = (ModelState.STARTING, ModelState.READY)
+
+
+class MasterRuntime(RemoteModelRuntime):
+    """:class:`~mirbad_orchestration.RemoteModelRuntime` with launch records and a local boot id.
+
+    Args:
+        monitor: the node monitor (registry, clients and status cache).
+        local_boot_id: the boot id reported for the local node instead of its host's; a fleet of one
+            passes a new one each run, because its agent (and the models) stop with it, so every run is
+            a "reboot" after which the previously running set comes back. ``None`` keeps the agent's own.
+    """
+
+    def __init__(self, monitor: NodeMonitor, *, local_boot_id: str | None = None) -> None:
+        super().__init__(monitor)
+        self._local_boot_id = local_boot_id
+        self._launched: dict[str, ModelDefinition] = {}
+
+    def launched(self, model_id: str) -> ModelDefinition | None:
+        """The definition this master last launched ``model_id`` with, or None."""
+        return self._launched.get(model_id)
+
+    async def start(self, definition: ModelDefinition, *, force: bool = False) -> ModelStatus:
+        """Start as the remote runtime does, remembering ``definition`` when this call launched it."""
+        holder = self._cache.locate(definition.id)
+        current = holder.model(definition.id) if holder is not None else None
+        status = await super().start(definition, force=force)
+        # A model already running keeps what it was launched with; only a new launch is recorded.
+        if current is None or current.state not in _RUNNING:
+            self._launched[definition.id] = definition
+        return status
+
+    async def restart(self, definition: ModelDefinition, *, force: bool = False) -> ModelStatus:
+        """Restart with ``definition`` and remember it."""
+        status = await super().restart(definition, force=force)
+        self._launched[definition.id] = definition
+        return status
+
+    async def stop(self, model_id: str) -> None:
+        """Stop and forget the launch record."""
+        await super().stop(model_id)
+        self._launched.pop(model_id, None)
+
+    async def nodes(self) -> list[NodeView]:
+        """The nodes, the local one with this run's boot id when one was given."""
+        views = await super().nodes()
+        if self._local_boot_id is None:
+            return views
+        return [
+            replace(view, boot_id=self._local_boot_id) if view.node_id == self.default_node_id else view
+            for view in views
+        ]

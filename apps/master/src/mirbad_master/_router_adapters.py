@@ -1,0 +1,162 @@
+"""The router's contracts over the orchestration: resolution, keys and counters for ``/v1``.
+
+* :class:`FleetResolver`: served names through :class:`~mirbad_orchestration.AgentEndpointResolver`
+  (registry + status cache, no waiting on a node), upstreams through each node's mutual-TLS client,
+  and starts on request through the health monitor, so the start is listed, audited and watched.
+* :class:`ApiKeyGate`: the API key store; a revoked key is no key, an expired one is a grant the
+  router refuses (or ignores when keys are optional).
+* :class:`MasterStats`: the router's counters plus the time each model was last asked for, which the
+  health monitor's idle unload reads.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+
+from mirbad_orchestration import (
+    AgentEndpoint,
+    AgentEndpointResolver,
+    ApiKeyExpiredError,
+    ApiKeyRevokedError,
+    ApiKeyStore,
+    StatusCache,
+)
+from mirbad_protocol import MirbadError, ModelState
+from mirbad_router import KeyGrant, KeyStore, ModelResolver, Resolution, RoutedModel, RouterStats, Upstream
+
+__all__ = ["ApiKeyGate", "FleetResolver", "MasterStats", "StartPausedError"]
+
+StartOnRequest = Callable[[str], Awaitable[None]]
+"""``model_id -> None``: start the model because a request asked for it."""
+
+
+class StartPausedError(MirbadError):
+    """A request asked for a model whose automatic restarts are paused after repeated crashes."""
+
+
+class FleetResolver(ModelResolver):
+    """Resolves served names over the fleet for the router.
+
+    Args:
+        endpoints: the agent endpoint resolver.
+        cache: the node monitor's status cache (for each model's start time).
+        start: starts a model for a request (the health monitor's start, with the request's actor).
+    """
+
+    def __init__(self, endpoints: AgentEndpointResolver, cache: StatusCache, start: StartOnRequest) -> None:
+        self._endpoints = endpoints
+        self._cache = cache
+        self._start = start
+
+    async def list_ready(self) -> Sequence[RoutedModel]:
+        """Every Ready model, by served name, with the time its instance started."""
+        return [
+            RoutedModel(endpoint.served_name, self._created(endpoint))
+            for endpoint in await self._endpoints.list_ready()
+        ]
+
+    async def resolve(self, served_name: str) -> Resolution | None:
+        """The model served as ``served_name``; an unknown state (node down) reads as Failed."""
+        endpoint = await self._endpoints.resolve(served_name)
+        if endpoint is None:
+            return None
+        upstream = None
+        if endpoint.base_url is not None and endpoint.client is not None:
+            upstream = Upstream(endpoint.base_url, endpoint.client)
+        return Resolution(
+            model_id=endpoint.model_id,
+            served_name=endpoint.served_name,
+            state=endpoint.state or ModelState.FAILED,
+            auto_start_on_request=endpoint.auto_start_on_request,
+            upstream=upstream,
+            error=endpoint.error,
+        )
+
+    async def start_on_request(self, model_id: str) -> None:
+        """Start the model; the router then polls :meth:`resolve` until it is Ready."""
+        await self._start(model_id)
+
+    def _created(self, endpoint: AgentEndpoint) -> int:
+        node = self._cache.node(endpoint.node_id)
+        status = node.model(endpoint.model_id) if node is not None else None
+        started = status.started_at if status is not None else None
+        return int(started.timestamp()) if started is not None else 0
+
+
+class ApiKeyGate(KeyStore):
+    """The router's key check over the master's :class:`~mirbad_orchestration.ApiKeyStore`."""
+
+    def __init__(self, store: ApiKeyStore) -> None:
+        self._store = store
+
+    async def keys_required(self) -> bool:
+        """Whether ``/v1`` needs a key (a stored setting, on once the first key exists)."""
+        return await self._store.keys_required()
+
+    async def authenticate(self, bearer: str) -> KeyGrant | None:
+        """The grant of ``bearer``; None for an unknown or revoked key."""
+        try:
+            info = await self._store.authenticate(bearer)
+        except ApiKeyRevokedError:
+            return None
+        except ApiKeyExpiredError as exc:
+            # The router says "expired" when keys are required and ignores the key otherwise.
+            return KeyGrant(exc.key_id, exc.name, expires_at=exc.expired_at)
+        if info is None:
+            return None
+        return KeyGrant(
+            key_id=info.id,
+            name=info.name,
+            allowed_models=frozenset(info.allowed_models) or None,
+            expires_at=info.expires_at,
+            requests_per_minute=info.requests_per_minute,
+            tokens_per_minute=info.tokens_per_minute,
+        )
+
+    async def record_usage(
+        self, grant: KeyGrant, served_name: str, prompt_tokens: int, completion_tokens: int
+    ) -> None:
+        """Count one response's tokens for the key (in memory; the store flushes them)."""
+        self._store.record_usage(grant.key_id, served_name, prompt_tokens, completion_tokens)
+
+
+class MasterStats(RouterStats):
+    """:class:`~mirbad_router.RouterStats` that also remembers when each model was last asked for.
+
+    Args:
+        clock: the current time, aware.
+    """
+
+    def __init__(self, clock: Callable[[], datetime] | None = None) -> None:
+        super().__init__()
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self._used_lock = threading.Lock()
+        self._used: dict[str, datetime] = {}
+        self._served_names: dict[str, str] = {}
+
+    def begin(self, served_name: str) -> None:
+        """Count the request and stamp the model as used now."""
+        super().begin(served_name)
+        self._stamp(served_name)
+
+    def end(self, served_name: str, *, failed: bool) -> None:
+        """End the request; the model counts as used until its last answer ends."""
+        super().end(served_name, failed=failed)
+        self._stamp(served_name)
+
+    def name_models(self, served_names: dict[str, str]) -> None:
+        """Tell which served name each model id has (model id -> served name), for :meth:`last_used`."""
+        with self._used_lock:
+            self._served_names = {model_id: name.casefold() for model_id, name in served_names.items()}
+
+    def last_used(self, model_id: str) -> datetime | None:
+        """When a request for ``model_id`` last began or ended; None if never (since start-up)."""
+        with self._used_lock:
+            name = self._served_names.get(model_id)
+            return self._used.get(name) if name is not None else None
+
+    def _stamp(self, served_name: str) -> None:
+        with self._used_lock:
+            self._used[served_name.casefold()] = self._clock()

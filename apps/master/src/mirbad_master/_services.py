@@ -1,0 +1,213 @@
+"""The composition of one master: every store and service over one data directory, started as one unit.
+
+``async with MasterServices(...)`` clears a maintenance flag left by a crash, opens the key store (a
+broken key file fails the start, never opens ``/v1``), then runs the background work in one task group:
+the node monitor (every node's statuses into the cache), the health monitor (auto-start, relaunch,
+crash restarts, idle unload), the telemetry collector and the API key usage flusher. Leaving it stops
+them, flushes the usage counted in memory and closes the agent clients.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import AsyncExitStack
+from types import TracebackType
+from typing import Final, Self
+
+import anyio
+from anyio.abc import TaskGroup
+
+from mirbad_orchestration import (
+    ENROLLMENT_TOKENS_FILE,
+    AgentClients,
+    AgentEndpointResolver,
+    ApiKeyStore,
+    AuditLog,
+    EnrollmentTokens,
+    HealthMonitor,
+    ModelRegistry,
+    NodeMonitor,
+    NodeRegistry,
+    RecoveryState,
+    RemoteTelemetryCollector,
+    RestartPauses,
+    RestartPendingCheck,
+    StartLanes,
+    StatusCache,
+)
+from mirbad_protocol import CertificateAuthority, MirbadError, ModelState
+
+from ._maintenance import MaintenanceMode
+from ._master_runtime import MasterRuntime
+from ._router_adapters import ApiKeyGate, FleetResolver, MasterStats, StartPausedError
+from ._settings import MasterSettings
+
+__all__ = ["ON_REQUEST_ACTOR", "SHUTDOWN_ACTOR", "MasterServices"]
+
+ON_REQUEST_ACTOR: Final = "system:on-request"
+"""The audit actor of a start a ``/v1`` request caused (a model that starts on request)."""
+SHUTDOWN_ACTOR: Final = "system:shutdown"
+"""The audit actor of the stops of a fleet of one that is shutting down."""
+
+_logger = logging.getLogger("mirbad_master")
+_STOP_MODELS_TIMEOUT_S: Final = 180.0
+
+
+class MasterServices:
+    """Every store and background service of one master (see the module).
+
+    Args:
+        settings: the master's settings (data directory, intervals, crash restart, idle unload).
+        clients: the agent clients (mutual TLS in production, in-process transports in tests).
+        authority: the fleet CA, which certifies enrolling nodes.
+        local_boot_id: a boot id for the local node when its agent reports none (a fleet of one,
+            whose models stop with it: see :class:`MasterRuntime`).
+        stop_models_on_exit: a node whose models are stopped when the services stop (after the
+            monitors, so the stops are not taken for crashes); they stay in the recovery state.
+
+    Attributes:
+        stopped_on_exit: the models stopped on the way out.
+    """
+
+    def __init__(
+        self,
+        settings: MasterSettings,
+        *,
+        clients: AgentClients,
+        authority: CertificateAuthority,
+        local_boot_id: str | None = None,
+        stop_models_on_exit: str | None = None,
+    ) -> None:
+        data_dir = settings.data_dir
+        self.settings = settings
+        self.authority = authority
+        self.clients = clients
+        self.models = ModelRegistry(data_dir)
+        self.nodes = NodeRegistry(data_dir)
+        self.keys = ApiKeyStore(data_dir, flush_interval=settings.usage_flush_s)
+        self.audit = AuditLog(data_dir)
+        self.recovery = RecoveryState(data_dir)
+        self.pauses = RestartPauses(data_dir)
+        self.enrollment = EnrollmentTokens(data_dir / ENROLLMENT_TOKENS_FILE, authority)
+        self.maintenance = MaintenanceMode(data_dir)
+        self.lanes = StartLanes()
+        self.cache = StatusCache()
+        self.node_monitor = NodeMonitor(
+            self.nodes, clients, cache=self.cache, interval_s=settings.health_poll_s
+        )
+        self.runtime = MasterRuntime(self.node_monitor, local_boot_id=local_boot_id)
+        self.endpoints = AgentEndpointResolver(self.models, self.nodes, clients, self.cache)
+        self.telemetry = RemoteTelemetryCollector(
+            self.nodes, clients, cache=self.cache, interval_s=settings.telemetry_interval_s
+        )
+        self.stats = MasterStats()
+        self.restart_pending = RestartPendingCheck()
+        # Read live by the health monitor on every poll; refreshed by sync_models().
+        self.idle_ttls: dict[str, float] = {}
+        self.health = HealthMonitor(
+            self.runtime,
+            self.models.list,
+            recovery=self.recovery,
+            pauses=self.pauses,
+            lanes=self.lanes,
+            audit=self.audit,
+            settings=settings.health_settings(self.idle_ttls),
+            skip=self.maintenance.owns,
+            last_used=self.stats.last_used,
+        )
+        self.resolver = FleetResolver(self.endpoints, self.cache, self._start_on_request)
+        self.key_gate = ApiKeyGate(self.keys)
+        self.stopped_on_exit: list[str] = []
+        self._stop_models_of = stop_models_on_exit
+        self._exit_work: anyio.CancelScope | None = None
+        self._abandoned = False
+        self._stack: AsyncExitStack | None = None
+
+    async def __aenter__(self) -> Self:
+        self.settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if self.maintenance.clear_on_boot():
+            _logger.warning("cleared the maintenance flag a previous run left behind")
+        async with AsyncExitStack() as stack:
+            await stack.enter_async_context(self.keys)
+            stack.push_async_callback(self.clients.aclose)
+            if self._stop_models_of is not None:
+                stack.push_async_callback(self._stop_models, self._stop_models_of)
+            await self.sync_models()
+            tasks = await stack.enter_async_context(anyio.create_task_group())
+            stack.callback(tasks.cancel_scope.cancel)  # runs first on the way out
+            await self._start_background(tasks)
+            self._stack = stack.pop_all()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            await stack.aclose()
+
+    async def sync_models(self) -> None:
+        """Refresh what is derived from the registry: served names, idle times, kept telemetry.
+
+        Called at start-up and after every change to the registry.
+        """
+        models = await self.models.list()
+        self.stats.name_models({model.id: model.served_name for model in models})
+        ttl = self.settings.idle_unload_s
+        self.idle_ttls.clear()
+        if ttl is not None:
+            # Only a model a request brings back may go away when idle.
+            self.idle_ttls.update({model.id: ttl for model in models if model.auto_start_on_request})
+        self.telemetry.retain(model.id for model in models)
+
+    def abandon_exit_work(self) -> None:
+        """Stop waiting for the models to stop on the way out (a second Ctrl-C)."""
+        self._abandoned = True
+        if self._exit_work is not None:
+            self._exit_work.cancel()
+
+    async def _stop_models(self, node_id: str) -> None:
+        """Stop every model running on ``node_id``, leaving them listed in the recovery state.
+
+        This is how a fleet of one shuts down: its models stop with it, and since they stay listed,
+        the next start brings the same set back. Runs after the monitors stopped, shielded and bounded,
+        so it finishes even when the master is being cancelled; a model that cannot be stopped is
+        logged and left.
+        """
+        if self._abandoned:
+            return
+        with anyio.CancelScope(shield=True) as self._exit_work, anyio.move_on_after(_STOP_MODELS_TIMEOUT_S):
+            try:
+                # Asked afresh, not from the cache: a launch cancelled on the way out may have landed.
+                client = self.clients.client_for(await self.nodes.get(node_id))
+                statuses = await client.statuses()
+            except MirbadError as exc:
+                _logger.warning("cannot list the models of node %s to stop them: %s", node_id, exc)
+                return
+            for status in statuses:
+                if status.state is ModelState.STOPPED:
+                    continue
+                try:
+                    await self.runtime.stop(status.id)
+                except MirbadError as exc:
+                    _logger.warning("could not stop model %s: %s", status.id, exc)
+                    continue
+                await self.audit.record(SHUTDOWN_ACTOR, "model.stop", status.id, node_id=node_id)
+                self.stopped_on_exit.append(status.id)
+
+    async def _start_background(self, tasks: TaskGroup) -> None:
+        # The first node poll fills the cache before the health monitor looks at it.
+        await tasks.start(self.node_monitor.run)
+        await tasks.start(self.health.run)
+        tasks.start_soon(self.telemetry.run)
+        tasks.start_soon(self.keys.run_usage_flusher)
+
+    async def _start_on_request(self, model_id: str) -> None:
+        definition = await self.models.get(model_id)
+        pause = await self.pauses.get(model_id)
+        if pause is not None:
+            raise StartPausedError(
+                f"model {model_id!r} crashed {pause.crashes} times in a row and its automatic restarts "
+                "are paused; start it by hand once it is fixed"
+            )
+        await self.health.start(definition, actor=ON_REQUEST_ACTOR)

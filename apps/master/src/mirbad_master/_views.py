@@ -1,0 +1,137 @@
+"""What the admin API answers: the views (mirbad_orchestration's models) built from the services.
+
+Views are read from what the master already knows (the registry, the status cache, the pauses), so a
+listing never waits on a node; a node that stops answering keeps its models' last known states, with
+an error saying so. Views go out whole (every field, defaults included), unlike the agent envelopes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mirbad_orchestration import (
+    DEFAULT_TOTAL_GIB,
+    MaintenanceView,
+    ModelView,
+    NodeRecord,
+    NodeState,
+    NodeSummary,
+    SettingChangeView,
+    StatusReport,
+    changed_settings,
+    launch_total_gib,
+)
+from mirbad_protocol import (
+    ModelDefinition,
+    ModelState,
+    ModelStatus,
+    WireModel,
+)
+
+from ._services import MasterServices
+
+# The view models themselves live in mirbad_orchestration, shared with the admin API clients; they are
+# re-exported here for the master's own modules.
+__all__ = [
+    "MaintenanceView",
+    "ModelView",
+    "NodeSummary",
+    "SettingChangeView",
+    "StatusReport",
+    "dump",
+    "model_view",
+    "node_summary",
+    "status_report",
+]
+
+_RUNNING = (ModelState.STARTING, ModelState.READY)
+
+
+def dump(model: WireModel) -> dict[str, Any]:
+    """A view as the API sends it: camelCase, every field present."""
+    return model.model_dump(mode="json", by_alias=True)
+
+
+async def model_view(services: MasterServices, definition: ModelDefinition) -> ModelView:
+    """The view of one saved model."""
+    status, node = _status_of(services, definition)
+    total_gib = _total_gib(definition, node)
+    pending = services.restart_pending.is_pending(definition, status, total_gib=total_gib)
+    launched = services.runtime.launched(definition.id)
+    changes = []
+    if launched is not None and status.state in _RUNNING:
+        changes = [
+            SettingChangeView(field=c.field, old=c.old, new=c.new, needs_restart=c.needs_restart)
+            for c in changed_settings(launched, definition)
+        ]
+    return ModelView(
+        definition=definition,
+        status=status.model_copy(update={"restart_pending": pending}),
+        restart_pending=pending,
+        changed_settings=changes,
+        pause=await services.pauses.get(definition.id),
+    )
+
+
+def node_summary(record: NodeRecord, state: NodeState | None) -> NodeSummary:
+    """A node's record with its last polled state."""
+    known = state or NodeState(record.id)
+    return NodeSummary(
+        id=record.id,
+        name=record.name,
+        agent_url=record.agent_url,
+        local=record.local,
+        enrolled_at=record.enrolled_at,
+        labels=record.labels,
+        reachable=known.reachable,
+        polled_at=known.polled_at,
+        last_seen=known.last_seen,
+        error=known.error,
+        info=known.info,
+        memory=known.memory,
+        models=list(known.models),
+    )
+
+
+async def status_report(services: MasterServices) -> StatusReport:
+    """The whole fleet at a glance, from the caches."""
+    records = await services.nodes.list()
+    models = [(_status_of(services, d)[0]) for d in await services.models.list()]
+    metrics = [m for m in (services.telemetry.latest(status.id) for status in models) if m is not None]
+    notice = await services.maintenance.current()
+    return StatusReport(
+        nodes=[node_summary(record, services.cache.node(record.id)) for record in records],
+        models=models,
+        metrics=metrics,
+        router=services.stats.snapshot(),
+        pauses=await services.pauses.list(),
+        maintenance=MaintenanceView(message=notice.message, retry_after_s=notice.retry_after_s)
+        if notice
+        else None,
+    )
+
+
+def _status_of(services: MasterServices, definition: ModelDefinition) -> tuple[ModelStatus, NodeState | None]:
+    holder = services.cache.locate(definition.id)
+    status = holder.model(definition.id) if holder is not None else None
+    node_id = holder.node_id if holder is not None else services.runtime.node_for(definition)
+    node = services.cache.node(node_id)
+    if status is None:
+        status = ModelStatus(
+            id=definition.id,
+            served_name=definition.served_name,
+            state=ModelState.STOPPED,
+            runtime=definition.runtime,
+            node_id=node_id,
+        )
+    if node is not None and not node.reachable and node.polled_at is not None:
+        # Its models are unknown, not stopped: keep the last known state and say why it may be stale.
+        status = status.model_copy(update={"error": f"node {node_id!r} is unreachable: {node.error}"})
+    return status, node
+
+
+def _total_gib(definition: ModelDefinition, node: NodeState | None) -> float:
+    if definition.runtime != "vllm" or node is None or node.memory is None:
+        return DEFAULT_TOTAL_GIB
+    gpus = definition.placement.gpu_uuids if definition.placement else []
+    return launch_total_gib(node.memory, gpus)

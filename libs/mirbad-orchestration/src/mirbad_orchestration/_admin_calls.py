@@ -1,0 +1,270 @@
+"""The admin API's requests and answers without any I/O, shared by the sync and the async client.
+
+Each route is an :class:`AdminCall`: what to send, which id a 404 is about and how to read the answer.
+:func:`finish` turns an answer into the typed result or raises the libraries' exception for it (see
+``_admin_errors``); ``_admin_streams`` reads the log stream and waits for Ready. The two clients only
+send calls, so they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Final, Generic, TypeVar
+from urllib.parse import quote
+
+import httpx
+
+from mirbad_protocol import (
+    ApiKeyCreate,
+    ApiKeyCreated,
+    ApiKeyInfo,
+    KeyUsage,
+    ModelDefinition,
+    WireModel,
+)
+
+from ._admin_errors import admin_error, read_refusal
+from ._admin_views import EnrollmentTokenIssued, ModelView, NodeSummary, StatusReport
+from .exceptions import AdminApiError
+
+# Internal to the admin API's clients; not part of the public API.
+__all__: list[str] = []
+
+_T = TypeVar("_T")
+_W = TypeVar("_W", bound=WireModel)
+API: Final = "/api"
+LOG_MEDIA_TYPE: Final = "text/event-stream"
+DEFAULT_TIMEOUT_S: Final = 30.0
+"""Seconds a quick call to the admin API may take."""
+DEFAULT_ACTION_TIMEOUT_S: Final = 1800.0
+"""Seconds a start, stop, restart or delete may take (a node may pull a container image first)."""
+
+
+@dataclass(frozen=True)
+class AdminCall(Generic[_T]):
+    """One request to the admin API and how to read its answer.
+
+    Attributes:
+        method: the HTTP method.
+        path: the path below the master's base URL (ids percent-encoded).
+        read: the answer's body (decoded JSON, ``None`` when empty) to the result.
+        params: the query.
+        body: the JSON body, if any.
+        subject: the id the request is about, for the exception of a 404.
+        waits: whether the master may wait on a node before answering (start, stop, restart,
+            delete), so the client's longer ``action_timeout`` applies.
+    """
+
+    method: str
+    path: str
+    read: Callable[[Any], _T]
+    params: tuple[tuple[str, str], ...] = ()
+    body: Any = None
+    subject: str = ""
+    waits: bool = False
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    """What both clients configure their httpx client with, and the timeout of each call.
+
+    Attributes:
+        base_url: the master's URL (``http://127.0.0.1:8080``), without ``/api``.
+        password: the administrator password, sent as ``Authorization: Bearer``.
+        timeout: seconds for a quick call.
+        action_timeout: seconds for a call that may wait on a node (start, stop, restart, delete).
+    """
+
+    base_url: str
+    password: str = field(repr=False)
+    timeout: float
+    action_timeout: float
+
+    def http_options(self) -> dict[str, Any]:
+        """Keyword arguments of ``httpx.Client`` / ``httpx.AsyncClient`` (besides the transport)."""
+        return {
+            "base_url": self.base_url.rstrip("/"),
+            "headers": {"authorization": f"Bearer {self.password}"},
+            "timeout": self.timeout,
+            "follow_redirects": False,
+        }
+
+    def timeout_for(self, call: AdminCall[Any]) -> httpx.Timeout:
+        """The timeout of ``call``."""
+        return httpx.Timeout(self.action_timeout if call.waits else self.timeout, connect=self.timeout)
+
+    def stream_timeout(self, idle_timeout: float | None) -> httpx.Timeout:
+        """The timeout of a followed log: only the wait for the next line may be unbounded."""
+        bounded = self.timeout
+        return httpx.Timeout(connect=bounded, read=idle_timeout, write=bounded, pool=bounded)
+
+
+def refuse(call: AdminCall[Any], answer: httpx.Response) -> None:
+    """Raise the exception an error answer (body read) stands for; do nothing for a success."""
+    if answer.is_error:
+        raise admin_error(read_refusal(answer, call.subject))
+
+
+def finish(call: AdminCall[_T], answer: httpx.Response) -> _T:
+    """The result of ``call`` from its ``answer`` (body read), or the exception the answer stands for."""
+    refuse(call, answer)
+    try:
+        return call.read(answer.json() if answer.content else None)
+    except ValueError as exc:  # not JSON, or JSON outside the contract (InvalidFieldError too)
+        message = f"{call.method} {call.path}: the admin API answered outside its contract: {exc}"
+        raise AdminApiError(answer.status_code, None, message) from None
+
+
+def _one(model: type[_W]) -> Callable[[Any], _W]:
+    return model.from_wire
+
+
+def _many(model: type[_W]) -> Callable[[Any], list[_W]]:
+    def read(data: Any) -> list[_W]:
+        if not isinstance(data, list):
+            raise ValueError(f"expected a JSON array of {model.__name__}")
+        return [model.from_wire(item) for item in data]
+
+    return read
+
+
+def _nothing(data: Any) -> None:
+    return None
+
+
+def _model_path(model_id: str, action: str = "") -> str:
+    return f"{API}/models/{quote(model_id, safe='')}{action}"
+
+
+def _flag(value: bool) -> tuple[tuple[str, str], ...]:
+    return (("force", "true"),) if value else ()
+
+
+# ------------------------------------------------------------------ models
+
+
+def models(tags: tuple[str, ...]) -> AdminCall[list[ModelView]]:
+    """``GET /api/models``: the models carrying every tag of ``tags``."""
+    return AdminCall("GET", f"{API}/models", _many(ModelView), params=tuple(("tag", tag) for tag in tags))
+
+
+def model(model_id: str) -> AdminCall[ModelView]:
+    """``GET /api/models/{id}``."""
+    return AdminCall("GET", _model_path(model_id), _one(ModelView), subject=model_id)
+
+
+def create_model(definition: ModelDefinition) -> AdminCall[ModelView]:
+    """``POST /api/models``."""
+    body = definition.to_wire()
+    return AdminCall("POST", f"{API}/models", _one(ModelView), body=body, subject=definition.id)
+
+
+def update_model(definition: ModelDefinition) -> AdminCall[ModelView]:
+    """``PUT /api/models/{id}``."""
+    body = definition.to_wire()
+    return AdminCall("PUT", _model_path(definition.id), _one(ModelView), body=body, subject=definition.id)
+
+
+def delete_model(model_id: str) -> AdminCall[None]:
+    """``DELETE /api/models/{id}`` (the master stops it first)."""
+    return AdminCall("DELETE", _model_path(model_id), _nothing, subject=model_id, waits=True)
+
+
+def start(model_id: str, force: bool) -> AdminCall[ModelView]:
+    """``POST /api/models/{id}/start[?force=true]``."""
+    path = _model_path(model_id, "/start")
+    return AdminCall("POST", path, _one(ModelView), params=_flag(force), subject=model_id, waits=True)
+
+
+def stop(model_id: str) -> AdminCall[ModelView]:
+    """``POST /api/models/{id}/stop``."""
+    return AdminCall("POST", _model_path(model_id, "/stop"), _one(ModelView), subject=model_id, waits=True)
+
+
+def restart(model_id: str, force: bool) -> AdminCall[ModelView]:
+    """``POST /api/models/{id}/restart[?force=true]``."""
+    path = _model_path(model_id, "/restart")
+    return AdminCall("POST", path, _one(ModelView), params=_flag(force), subject=model_id, waits=True)
+
+
+def logs(model_id: str, tail: int, *, follow: bool) -> AdminCall[None]:
+    """``GET /api/models/{id}/logs?tail=N``: server-sent events, read with :class:`LogEvents`."""
+    params = (("tail", str(tail)),) + (() if follow else (("follow", "false"),))
+    return AdminCall("GET", _model_path(model_id, "/logs"), _nothing, params=params, subject=model_id)
+
+
+# ------------------------------------------------------------------ fleet
+
+
+def status() -> AdminCall[StatusReport]:
+    """``GET /api/status``."""
+    return AdminCall("GET", f"{API}/status", _one(StatusReport))
+
+
+def nodes() -> AdminCall[list[NodeSummary]]:
+    """``GET /api/nodes``."""
+    return AdminCall("GET", f"{API}/nodes", _many(NodeSummary))
+
+
+def node(node_id: str) -> AdminCall[NodeSummary]:
+    """``GET /api/nodes/{id}``."""
+    return AdminCall("GET", f"{API}/nodes/{quote(node_id, safe='')}", _one(NodeSummary), subject=node_id)
+
+
+def add_node(node_id: str, name: str, agent_url: str, labels: dict[str, str]) -> AdminCall[NodeSummary]:
+    """``POST /api/nodes``: register an enrolled node (the master polls it before answering)."""
+    body = {"id": node_id, "name": name, "agentUrl": agent_url, "labels": labels}
+    return AdminCall("POST", f"{API}/nodes", _one(NodeSummary), body=body, subject=node_id, waits=True)
+
+
+def remove_node(node_id: str) -> AdminCall[None]:
+    """``DELETE /api/nodes/{id}``."""
+    return AdminCall("DELETE", f"{API}/nodes/{quote(node_id, safe='')}", _nothing, subject=node_id)
+
+
+def enrollment_token(
+    node_name: str, ttl: timedelta | float, address: str | None
+) -> AdminCall[EnrollmentTokenIssued]:
+    """``POST /api/nodes/enrollment-tokens``."""
+    seconds = ttl.total_seconds() if isinstance(ttl, timedelta) else ttl
+    body: dict[str, Any] = {"nodeName": node_name, "ttlSeconds": round(seconds)}
+    if address is not None:
+        body["address"] = address
+    return AdminCall("POST", f"{API}/nodes/enrollment-tokens", _one(EnrollmentTokenIssued), body=body)
+
+
+# ------------------------------------------------------------------ API keys
+
+
+def keys() -> AdminCall[list[ApiKeyInfo]]:
+    """``GET /api/keys``."""
+    return AdminCall("GET", f"{API}/keys", _many(ApiKeyInfo))
+
+
+def key(key_id: str) -> AdminCall[ApiKeyInfo]:
+    """``GET /api/keys/{id}``."""
+    return AdminCall("GET", f"{API}/keys/{quote(key_id, safe='')}", _one(ApiKeyInfo), subject=key_id)
+
+
+def create_key(request: ApiKeyCreate) -> AdminCall[ApiKeyCreated]:
+    """``POST /api/keys``."""
+    return AdminCall("POST", f"{API}/keys", _one(ApiKeyCreated), body=request.to_wire())
+
+
+def revoke_key(key_id: str) -> AdminCall[ApiKeyInfo]:
+    """``POST /api/keys/{id}/revoke``."""
+    path = f"{API}/keys/{quote(key_id, safe='')}/revoke"
+    return AdminCall("POST", path, _one(ApiKeyInfo), subject=key_id)
+
+
+def delete_key(key_id: str) -> AdminCall[None]:
+    """``DELETE /api/keys/{id}``."""
+    return AdminCall("DELETE", f"{API}/keys/{quote(key_id, safe='')}", _nothing, subject=key_id)
+
+
+def key_usage(key_id: str | None) -> AdminCall[list[KeyUsage]]:
+    """``GET /api/keys/usage[?keyId=]``."""
+    params = (("keyId", key_id),) if key_id is not None else ()
+    return AdminCall("GET", f"{API}/keys/usage", _many(KeyUsage), params=params, subject=key_id or "")

@@ -1,0 +1,238 @@
+"""A typed client of the master's admin API for scripts and notebooks (blocking; see also the async one).
+
+Refusals come back as the libraries' own exceptions (``UnknownModelError``,
+``MemoryAdmissionRefusedError``, ``NodeUnreachableError`` ...; the table is in ``_admin_errors``), and
+results as wire models, so code written against the libraries reads the same against a master.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator, Iterable
+from datetime import timedelta
+from types import TracebackType
+from typing import Self, TypeVar
+
+import httpx
+
+from mirbad_protocol import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, KeyUsage, ModelDefinition
+
+from . import _admin_calls as calls
+from ._admin_calls import (
+    DEFAULT_ACTION_TIMEOUT_S,
+    DEFAULT_TIMEOUT_S,
+    AdminCall,
+    ClientOptions,
+    finish,
+    refuse,
+)
+from ._admin_errors import connection_error
+from ._admin_streams import LogEvents, ReadyWait
+from ._admin_views import EnrollmentTokenIssued, ModelView, NodeSummary, StatusReport
+
+__all__ = ["MirbadClient"]
+
+_T = TypeVar("_T")
+
+
+class MirbadClient:
+    """The admin API of one master, one blocking call per route.
+
+    Use it as a context manager (or call :meth:`close`) to release its connections::
+
+        with MirbadClient("http://127.0.0.1:8080", password) as mirbad:
+            mirbad.start("tiny")
+
+    Args:
+        base_url: the master's URL, as ``mirbad up`` prints it (without ``/api``).
+        password: the administrator password.
+        timeout: seconds a quick call may take.
+        action_timeout: seconds a start, stop, restart or delete may take.
+        transport: an httpx transport (tests, unix sockets); the network by default.
+
+    Raises:
+        AdminConnectionError: from every call, when the master cannot be reached or does not answer.
+        AdminAuthError: from every call, when the password is refused.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        password: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        action_timeout: float = DEFAULT_ACTION_TIMEOUT_S,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self._options = ClientOptions(base_url, password, timeout, action_timeout)
+        self._http = httpx.Client(transport=transport, **self._options.http_options())
+
+    @property
+    def base_url(self) -> str:
+        """The master's URL."""
+        return self._options.base_url
+
+    def close(self) -> None:
+        """Close the connections to the master."""
+        self._http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ models
+
+    def models(self, tags: Iterable[str] = ()) -> list[ModelView]:
+        """Every model, or those carrying all of ``tags``."""
+        return self._send(calls.models(tuple(tags)))
+
+    def model(self, model_id: str) -> ModelView:
+        """One model (raises ``UnknownModelError``)."""
+        return self._send(calls.model(model_id))
+
+    def create_model(self, definition: ModelDefinition) -> ModelView:
+        """Register a new model (``AdminApiError`` code ``model_exists`` when the id is taken)."""
+        return self._send(calls.create_model(definition))
+
+    def update_model(self, definition: ModelDefinition) -> ModelView:
+        """Replace the saved definition of ``definition.id``; a running instance keeps running."""
+        return self._send(calls.update_model(definition))
+
+    def delete_model(self, model_id: str) -> None:
+        """Stop a model and remove it."""
+        self._send(calls.delete_model(model_id))
+
+    def start(self, model_id: str, *, force: bool = False) -> ModelView:
+        """Start a model; ``force`` skips the node's memory admission (``MemoryAdmissionRefusedError``)."""
+        return self._send(calls.start(model_id, force))
+
+    def stop(self, model_id: str) -> ModelView:
+        """Stop a model."""
+        return self._send(calls.stop(model_id))
+
+    def restart(self, model_id: str, *, force: bool = False) -> ModelView:
+        """Replace the running instance with one of the saved definition."""
+        return self._send(calls.restart(model_id, force))
+
+    def wait_ready(self, model_id: str, *, timeout: float = 300.0, interval: float = 0.5) -> ModelView:
+        """Poll a started model until it is Ready and return its view.
+
+        Raises:
+            ModelFailedError: the model failed instead.
+            TimeoutError: it was not Ready within ``timeout`` seconds.
+        """
+        wait = ReadyWait(model_id, timeout, interval)
+        while not wait.done(view := self.model(model_id)):
+            time.sleep(wait.pause())
+        return view
+
+    def logs(self, model_id: str, *, tail: int = 100) -> list[str]:
+        """The model's last ``tail`` log lines, oldest first."""
+        call = calls.logs(model_id, tail, follow=False)
+        return list(self._events(call, self._options.timeout_for(call), max_lines=tail))
+
+    def follow_logs(
+        self, model_id: str, *, tail: int = 0, idle_timeout: float | None = None
+    ) -> Generator[str, None, None]:
+        """Yield the last ``tail`` log lines, then each new one, until the model exits.
+
+        A running model's log has no end: break out of the loop when done (the generator closes the
+        stream; ``contextlib.closing`` makes that explicit), or give ``idle_timeout``, the longest
+        silence allowed (then ``AdminConnectionError``).
+
+        Raises:
+            LogStreamError: the master could not read the model's log any further.
+        """
+        call = calls.logs(model_id, tail, follow=True)
+        return self._events(call, self._options.stream_timeout(idle_timeout))
+
+    # ------------------------------------------------------------ fleet
+
+    def status(self) -> StatusReport:
+        """The whole fleet: nodes with their memory, model statuses and metrics, router counters."""
+        return self._send(calls.status())
+
+    def nodes(self) -> list[NodeSummary]:
+        """Every node with what the master last learned about it."""
+        return self._send(calls.nodes())
+
+    def node(self, node_id: str) -> NodeSummary:
+        """One node (raises ``UnknownNodeError``)."""
+        return self._send(calls.node(node_id))
+
+    def add_node(
+        self, node_id: str, agent_url: str, *, name: str | None = None, labels: dict[str, str] | None = None
+    ) -> NodeSummary:
+        """Register an enrolled node whose agent answers at ``agent_url`` (``https://host:9443``).
+
+        ``name`` is the name it enrolled with (its certificate's), ``node_id`` by default.
+        """
+        call = calls.add_node(node_id, name or node_id, agent_url, labels or {})
+        return self._send(call)
+
+    def remove_node(self, node_id: str) -> None:
+        """Remove a node from the fleet (the local node stays: ``AdminApiError`` code ``local_node``)."""
+        self._send(calls.remove_node(node_id))
+
+    def enrollment_token(
+        self, node_name: str, ttl: timedelta | float = 3600.0, *, address: str | None = None
+    ) -> EnrollmentTokenIssued:
+        """A one-time token for a new node (``ttl`` in seconds or a timedelta), with its enroll command."""
+        return self._send(calls.enrollment_token(node_name, ttl, address))
+
+    # ------------------------------------------------------------ API keys
+
+    def keys(self) -> list[ApiKeyInfo]:
+        """Every API key of ``/v1`` (never their secrets)."""
+        return self._send(calls.keys())
+
+    def key(self, key_id: str) -> ApiKeyInfo:
+        """One key (raises ``UnknownApiKeyError``)."""
+        return self._send(calls.key(key_id))
+
+    def create_key(self, request: ApiKeyCreate) -> ApiKeyCreated:
+        """Create a key; its secret is in the answer and nowhere else, ever."""
+        return self._send(calls.create_key(request))
+
+    def revoke_key(self, key_id: str) -> ApiKeyInfo:
+        """Revoke a key (its record and usage stay)."""
+        return self._send(calls.revoke_key(key_id))
+
+    def delete_key(self, key_id: str) -> None:
+        """Delete a key and its usage."""
+        self._send(calls.delete_key(key_id))
+
+    def key_usage(self, key_id: str | None = None) -> list[KeyUsage]:
+        """Tokens and requests per key and served name, or of one key."""
+        return self._send(calls.key_usage(key_id))
+
+    # ------------------------------------------------------------ plumbing
+
+    def _send(self, call: AdminCall[_T]) -> _T:
+        timeout = self._options.timeout_for(call)
+        try:
+            answer = self._http.request(
+                call.method, call.path, params=call.params, json=call.body, timeout=timeout
+            )
+        except httpx.HTTPError as exc:
+            raise connection_error(self.base_url, exc) from exc
+        return finish(call, answer)
+
+    def _events(
+        self, call: AdminCall[None], timeouts: httpx.Timeout, *, max_lines: int | None = None
+    ) -> Generator[str, None, None]:
+        headers = {"accept": calls.LOG_MEDIA_TYPE}
+        try:
+            with self._http.stream(
+                call.method, call.path, params=call.params, headers=headers, timeout=timeouts
+            ) as answer:
+                if answer.is_error:
+                    answer.read()
+                    refuse(call, answer)
+                yield from LogEvents(max_lines).read(answer.iter_lines())
+        except httpx.HTTPError as exc:
+            raise connection_error(self.base_url, exc) from exc

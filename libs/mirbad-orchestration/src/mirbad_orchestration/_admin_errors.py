@@ -1,0 +1,201 @@
+"""How the admin API's client turns refusals back into the libraries' exceptions, in one place.
+
+The admin API answers every refusal as ``{"error": {"code", "message"[, "field"]}}`` and picks the
+status and code from the exception the master raised (``mirbad_master._api_errors``). This module
+reverses that table, so a notebook catches the same ``UnknownModelError`` or
+``MemoryAdmissionRefusedError`` the master's own code does:
+
+=====  ==================  ===========================================
+400    any                 InvalidFieldError(field, reason)
+401    any                 AdminAuthError
+404    model_not_found     UnknownModelError (key_not_found, node_not_found alike)
+409    admission_refused   MemoryAdmissionRefusedError
+409    start_conflict      StartConflictError (start_lane_busy too)
+409    node_conflict       NodeConflictError
+409    served_name_taken   DuplicateServedNameError
+409    node_exists         DuplicateNodeError
+422    spec_rejected       LaunchRejectedError
+429    any                 AdminAuthError with ``retry_after_s``
+502    bad_gateway         AgentProtocolError (node_refused, log_stream_failed alike)
+503    node_unreachable    NodeUnreachableError
+504    node_timeout        NodeTimeoutError
+=====  ==================  ===========================================
+
+Anything else is an :class:`~mirbad_orchestration.exceptions.AdminApiError` with the status and code.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Final
+
+import httpx
+from pydantic import ValidationError
+
+from mirbad_protocol import AgentErrorBody, InvalidFieldError, MirbadError
+
+from .exceptions import (
+    AdminApiError,
+    AdminAuthError,
+    AdminConnectionError,
+    AgentProtocolError,
+    AgentRequestError,
+    DuplicateNodeError,
+    DuplicateServedNameError,
+    LaunchRejectedError,
+    LogStreamError,
+    MemoryAdmissionRefusedError,
+    NodeConflictError,
+    NodeTimeoutError,
+    NodeUnreachableError,
+    StartConflictError,
+    UnknownApiKeyError,
+    UnknownModelError,
+    UnknownNodeError,
+)
+
+# Internal to the admin API's client; not part of the public API.
+__all__: list[str] = []
+
+# The master's messages quote ids with repr(): "node 'gpu-1' ...", "no model with id 'qwen'".
+_QUOTED: Final = r"(?P<q>'[^']*'|\"[^\"]*\")"
+_NODE: Final = re.compile(r"node " + _QUOTED)
+_ID: Final = re.compile(r"with id " + _QUOTED)
+_SERVED_NAME_TAKEN: Final = re.compile(
+    r"(?P<name>'.*'|\".*\") is already served by model (?P<owner>'.*'|\".*\")$"
+)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One error answer of the admin API, read.
+
+    Attributes:
+        status: the HTTP status.
+        code: the envelope's code (``None`` without an envelope).
+        message: the envelope's message, or the start of the body.
+        field: the envelope's field.
+        subject: the id the request was about (a model, key or node id), named by a 404.
+        retry_after: the ``Retry-After`` header.
+    """
+
+    status: int
+    code: str | None
+    message: str
+    field: str | None = None
+    subject: str = ""
+    retry_after: str | None = None
+
+    @property
+    def node_id(self) -> str:
+        """The node the message names, or ``""``."""
+        return _quoted(_NODE, self.message)
+
+    @property
+    def unknown_id(self) -> str:
+        """The unknown id a 404 names (``no model with id 'x'``), else the request's subject."""
+        return _quoted(_ID, self.message) or self.subject
+
+    @property
+    def node_detail(self) -> str:
+        """The message without its ``node 'id': `` head (a node exception adds it back)."""
+        head = f"node {self.node_id!r}: "
+        return self.message.removeprefix(head)
+
+
+def _agent(kind: type[AgentRequestError]) -> Callable[[Refusal], MirbadError]:
+    return lambda r: kind(r.node_id, r.status, r.code, r.node_detail, r.field)
+
+
+def _served_name_taken(refusal: Refusal) -> MirbadError:
+    named = _SERVED_NAME_TAKEN.search(refusal.message)
+    if named is None:
+        return AdminApiError(refusal.status, refusal.code, refusal.message, refusal.field)
+    return DuplicateServedNameError(_unquote(named.group("name")), _unquote(named.group("owner")))
+
+
+def _invalid_field(refusal: Refusal) -> MirbadError:
+    field = refusal.field or "(document)"
+    return InvalidFieldError(field, refusal.message.removeprefix(f"{field}: "))
+
+
+def _auth(refusal: Refusal) -> MirbadError:
+    seconds = refusal.retry_after
+    retry = int(seconds) if seconds is not None and seconds.isdigit() else None
+    return AdminAuthError(refusal.status, refusal.code, refusal.message, retry)
+
+
+_BY_CODE: Final[Mapping[str, Callable[[Refusal], MirbadError]]] = {
+    "model_not_found": lambda r: UnknownModelError(r.unknown_id),
+    "key_not_found": lambda r: UnknownApiKeyError(r.unknown_id),
+    "node_not_found": lambda r: UnknownNodeError(r.unknown_id),
+    "admission_refused": _agent(MemoryAdmissionRefusedError),
+    "start_conflict": _agent(StartConflictError),
+    "start_lane_busy": _agent(StartConflictError),
+    "node_conflict": _agent(NodeConflictError),
+    "served_name_taken": _served_name_taken,
+    "node_exists": lambda r: DuplicateNodeError(r.node_id or r.subject, r.message),
+    "spec_rejected": _agent(LaunchRejectedError),
+    "node_unreachable": lambda r: NodeUnreachableError(r.node_id, r.message),
+    "node_timeout": lambda r: NodeTimeoutError(r.node_id, r.message),
+    "bad_gateway": lambda r: AgentProtocolError(r.node_id, r.message),
+    "log_stream_failed": lambda r: LogStreamError(r.node_id, r.message),
+    "node_refused": _agent(AgentRequestError),
+}
+_BY_STATUS: Final[Mapping[int, Callable[[Refusal], MirbadError]]] = {
+    400: _invalid_field,
+    401: _auth,
+    429: _auth,
+}
+
+
+def admin_error(refusal: Refusal) -> MirbadError:
+    """The exception an error answer of the admin API stands for (see the module's table)."""
+    by_status = _BY_STATUS.get(refusal.status)
+    if by_status is not None:
+        return by_status(refusal)
+    by_code = _BY_CODE.get(refusal.code or "")
+    if by_code is not None:
+        return by_code(refusal)
+    return AdminApiError(refusal.status, refusal.code, refusal.message, refusal.field)
+
+
+def read_refusal(answer: httpx.Response, subject: str = "") -> Refusal:
+    """Read an error answer (its body already read) into a :class:`Refusal`."""
+    retry_after = answer.headers.get("retry-after")
+    try:
+        error = AgentErrorBody.model_validate_json(answer.content).error
+    except ValidationError:
+        text = answer.text.strip()[:200] or answer.reason_phrase
+        message = f"HTTP {answer.status_code}: {text}"
+        return Refusal(answer.status_code, None, message, None, subject, retry_after)
+    return Refusal(answer.status_code, error.code, error.message, error.field, subject, retry_after)
+
+
+def connection_error(base_url: str, exc: httpx.HTTPError) -> AdminConnectionError:
+    """The exception for an exchange with the master that failed below HTTP."""
+    if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
+        return AdminConnectionError(base_url, f"the master at {base_url} did not answer in time")
+    reason = str(exc) or type(exc).__name__
+    return AdminConnectionError(base_url, f"cannot reach the master at {base_url}: {reason}")
+
+
+def stream_error(message: str) -> LogStreamError:
+    """The exception for a followed log the master ended with an ``error`` event."""
+    return LogStreamError(_quoted(_NODE, message), message)
+
+
+def _quoted(pattern: re.Pattern[str], message: str) -> str:
+    named = pattern.search(message)
+    return _unquote(named.group("q")) if named else ""
+
+
+def _unquote(text: str) -> str:
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text.strip("'\"")
+    return value if isinstance(value, str) else text

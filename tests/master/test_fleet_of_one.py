@@ -1,0 +1,114 @@
+"""The pieces of ``mirbad up`` that need no process: banner, PKI on disk, the local agent's settings."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import stat
+from pathlib import Path
+
+import pytest
+
+from mirbad_master._fleet_of_one import banner
+from mirbad_master._local_agent import (
+    LLAMA_SERVER_NAME,
+    LLAMA_SERVER_VERSION,
+    LocalAgentError,
+    find_llama_server,
+    is_enrolled,
+    write_agent_settings,
+)
+from mirbad_master._local_pki import (
+    enroll_listener_names,
+    load_or_create_authority,
+    load_or_issue_master_identity,
+)
+from mirbad_master._settings import MasterSettings
+from mirbad_protocol import certificates_to_pem, spki_pin
+
+
+def test_the_banner_shows_the_password_on_the_first_run_only(tmp_path: Path) -> None:
+    settings = MasterSettings(data_dir=tmp_path, port=8181)
+
+    first = banner(settings, "s3cret")
+    later = banner(settings, None)
+
+    assert "http://127.0.0.1:8181/v1" in first
+    assert "Admin password:       s3cret" in first
+    assert "s3cret" not in later
+    assert "mirbad admin reset-password" in later
+
+
+def test_the_ca_is_made_once_and_the_master_identity_follows_it(tmp_path: Path) -> None:
+    pki = tmp_path / "pki"
+    authority = load_or_create_authority(pki)
+    identity = load_or_issue_master_identity(pki, authority)
+
+    assert spki_pin(load_or_create_authority(pki).certificate) == authority.pin
+    assert load_or_issue_master_identity(pki, authority).certificate == identity.certificate
+    assert stat.S_IMODE((pki / "ca.key").stat().st_mode) == 0o600
+    assert stat.S_IMODE(pki.stat().st_mode) == 0o700
+
+    for name in ("ca.crt", "ca.key"):
+        (pki / name).unlink()
+    replaced = load_or_create_authority(pki)
+    reissued = load_or_issue_master_identity(pki, replaced)
+    assert reissued.certificate != identity.certificate
+    reissued.certificate.verify_directly_issued_by(replaced.certificate)
+
+
+def test_the_enroll_listener_is_named_for_loopback_and_the_host() -> None:
+    assert enroll_listener_names("127.0.0.1")[:2] == ["127.0.0.1", "localhost"]
+    assert "10.1.2.3" in enroll_listener_names("10.1.2.3")
+    assert "0.0.0.0" not in enroll_listener_names("0.0.0.0")
+
+
+def test_enrolled_means_a_certificate_of_this_ca(tmp_path: Path) -> None:
+    authority = load_or_create_authority(tmp_path / "pki")
+    state = tmp_path / "agent"
+    assert not is_enrolled(state, authority.pin)
+
+    state.mkdir()
+    (state / "agent.crt").write_text("placeholder")
+    (state / "agent-ca.crt").write_bytes(certificates_to_pem([authority.certificate]))
+    assert is_enrolled(state, authority.pin)
+    assert not is_enrolled(state, load_or_create_authority(tmp_path / "other").pin)
+
+
+def test_agent_settings_catalogue_llama_server_and_take_the_operators_file(tmp_path: Path) -> None:
+    server = tmp_path / "bin" / "llama-server"
+    server.parent.mkdir()
+    server.write_bytes(b"#!/bin/sh\n")
+    extra = tmp_path / "extra.toml"
+    extra.write_text('memory_reserve_gib = 4.0\n[docker]\nnetwork = "lab"\n')
+    settings = MasterSettings(data_dir=tmp_path / "data", llama_server=server, agent_config=extra)
+
+    path = write_agent_settings(settings, 9555)
+
+    written = json.loads(path.read_text())
+    assert (written["node_name"], written["host"], written["port"]) == ("local", "127.0.0.1", 9555)
+    assert written["state_dir"] == str(tmp_path / "data" / "agent")
+    assert written["model_roots"] == [str(tmp_path / "data" / "models")]
+    assert (tmp_path / "data" / "models").is_dir()
+    assert written["executables"] == [
+        {
+            "name": LLAMA_SERVER_NAME,
+            "version": LLAMA_SERVER_VERSION,
+            "path": str(server),
+            "sha256": hashlib.sha256(b"#!/bin/sh\n").hexdigest(),
+        }
+    ]
+    assert written["memory_reserve_gib"] == 4.0
+    assert written["docker"]["network"] == "lab"
+    assert "gpus" in written["docker"]  # generated keys the operator did not set are kept
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert find_llama_server(server) == (server, LLAMA_SERVER_VERSION)
+
+
+def test_an_unreadable_operator_file_is_one_error(tmp_path: Path) -> None:
+    extra = tmp_path / "extra.json"
+    extra.write_text("[1, 2]")
+    settings = MasterSettings(data_dir=tmp_path / "data", agent_config=extra)
+
+    with pytest.raises(LocalAgentError, match="must be an object"):
+        write_agent_settings(settings, 9555)

@@ -1,0 +1,55 @@
+"""The master's settings: flags over MIRBAD_* variables over defaults, errors naming their source."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mirbad_master._settings import DEFAULT_PORT, MasterSettings, default_data_dir, load_master_settings
+from mirbad_protocol import InvalidFieldError
+
+
+def test_defaults() -> None:
+    settings = load_master_settings({})
+
+    assert settings.data_dir == default_data_dir().absolute()
+    assert (settings.host, settings.port) == ("127.0.0.1", DEFAULT_PORT)
+    assert settings.base_url == f"http://127.0.0.1:{DEFAULT_PORT}"
+    assert settings.agent_models == [settings.data_dir / "models"]
+    health = settings.health_settings({})
+    assert (health.poll_interval, health.crash_backoff, health.crash_restart_limit) == (5.0, (10, 30, 60), 3)
+
+
+def test_flags_win_over_the_environment(tmp_path: Path) -> None:
+    environ = {
+        "MIRBAD_DATA_DIR": str(tmp_path / "env"),
+        "MIRBAD_PORT": "9000",
+        "MIRBAD_HEALTH_POLL_S": "0.5",
+        "MIRBAD_CRASH_BACKOFF_S": "1, 2",
+    }
+    settings = load_master_settings(environ, {"data_dir": tmp_path / "flag", "port": None})
+
+    assert settings.data_dir == tmp_path / "flag"
+    assert settings.port == 9000
+    health = settings.health_settings({})
+    assert (health.poll_interval, health.crash_backoff, health.ready_check_interval) == (0.5, (1, 2), 0.5)
+
+
+def test_errors_name_the_variable_or_the_flag() -> None:
+    with pytest.raises(InvalidFieldError) as from_env:
+        load_master_settings({"MIRBAD_PORT": "http"})
+    with pytest.raises(InvalidFieldError) as from_flag:
+        load_master_settings({}, {"port": 0})
+
+    assert from_env.value.field == "MIRBAD_PORT"
+    assert from_flag.value.field == "--port"
+
+
+def test_urls_for_a_master_listening_everywhere() -> None:
+    settings = MasterSettings(host="0.0.0.0", port=8081, enroll_port=8444)
+
+    assert settings.base_url == "http://127.0.0.1:8081"
+    assert settings.enroll_url.startswith("https://")
+    assert settings.enroll_url.endswith(":8444")
+    assert "0.0.0.0" not in settings.enroll_url

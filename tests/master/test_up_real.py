@@ -1,0 +1,421 @@
+"""``mirbad up`` end to end: the real command, a real agent, llama-server, a container and the openai client.
+
+One scenario, in the order an operator lives it: the first run prints the URL and the password; a
+llama-server model and a container model are registered and started through ``/api``; the real
+``openai`` client lists, chats (streamed and not) and embeds through ``/v1`` with an API key, and gets
+its own exception types for an unknown model and a bad key. llama-server is then killed three times:
+twice it comes back, the third crash pauses its restarts. Ctrl-C stops everything (no llama-server,
+no container, no agent left), and a second run on the same data directory has the models, the key and
+the pause, and brings back the model that was running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import docker
+import httpx
+import openai
+import pytest
+from tests._support.docker_image import ensure_test_image
+from tests._support.processes import kill_recorded_processes
+from tests._support.real_parts import llama_server_path
+from tests._support.tiny_gguf import TINY, TINY_MODEL_PATH, write_tiny_gguf
+
+pytestmark = [
+    pytest.mark.docker,
+    pytest.mark.llamacpp,
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="checks processes through /proc"),
+    pytest.mark.timeout(300),
+]
+
+WAIT_S = 60.0
+POLL_S = 0.1
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _until(check: Callable[[], Any], failure: Callable[[], str], timeout_s: float = WAIT_S) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            pytest.fail(failure())
+        time.sleep(POLL_S)
+
+
+@dataclass
+class Up:
+    """``mirbad up`` as a child process, its banner read line by line."""
+
+    data_dir: Path
+    port: int
+    enroll_port: int
+    agent_config: Path
+    env: dict[str, str]
+    process: subprocess.Popen[str] | None = None
+    reader: threading.Thread | None = None
+    lines: queue.Queue[str] = field(default_factory=queue.Queue)
+    seen: list[str] = field(default_factory=list)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> list[str]:
+        """Run ``mirbad up`` and return its banner."""
+        command = [
+            *_mirbad(),
+            "up",
+            "--data-dir",
+            str(self.data_dir),
+            "--port",
+            str(self.port),
+            "--enroll-port",
+            str(self.enroll_port),
+            "--agent-config",
+            str(self.agent_config),
+        ]
+        with (self.data_dir.parent / "master.log").open("a") as log:
+            self.process = subprocess.Popen(
+                command, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True, env=self.env
+            )
+        self.lines = queue.Queue()
+        self.reader = threading.Thread(target=self._read, args=(self.process, self.lines), daemon=True)
+        self.reader.start()
+        banner = [self.next_line()]
+        while "Ctrl-C" not in banner[-1]:
+            banner.append(self.next_line())
+        return banner
+
+    def next_line(self, timeout_s: float = 90.0) -> str:
+        try:
+            line = self.lines.get(timeout=timeout_s)
+        except queue.Empty:
+            pytest.fail(f"mirbad up printed nothing more; its log:\n{self.log()}")
+        if line == "":
+            pytest.fail(f"mirbad up ended early (exit {self.process and self.process.poll()}):\n{self.log()}")
+        self.seen.append(line)
+        return line
+
+    def interrupt(self) -> int:
+        """Ctrl-C, as a terminal sends it; returns the exit status."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGINT)
+        try:
+            status = self.process.wait(WAIT_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"mirbad up did not stop after SIGINT:\n{self.log()}")
+        self._close()
+        return status
+
+    def log(self) -> str:
+        return (self.data_dir.parent / "master.log").read_text(errors="replace")[-6000:]
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(WAIT_S)
+        self._close()
+
+    def _close(self) -> None:
+        # The reader ends at the pipe's end of file; only then is the pipe closed.
+        if self.reader is not None:
+            self.reader.join(WAIT_S)
+        if self.process is not None and self.process.stdout is not None:
+            self.process.stdout.close()
+
+    @staticmethod
+    def _read(process: subprocess.Popen[str], lines: queue.Queue[str]) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.put(line.rstrip("\n"))
+        lines.put("")
+
+
+def _mirbad() -> list[str]:
+    script = Path(sys.executable).parent / "mirbad"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "mirbad_master.cli"]
+
+
+@dataclass(frozen=True)
+class Names:
+    run: str
+
+    @property
+    def llama(self) -> str:
+        return f"tiny-{self.run}"
+
+    @property
+    def container(self) -> str:
+        return f"fake-{self.run}"
+
+    @property
+    def network(self) -> str:
+        return f"mirbad-test-{self.run}"
+
+
+@pytest.fixture
+def names() -> Names:
+    return Names(os.urandom(3).hex())
+
+
+@pytest.fixture
+def up(tmp_path: Path, names: Names) -> Iterator[Up]:
+    server = llama_server_path()
+    assert server is not None
+    client = docker.from_env(version="auto", timeout=30)
+    image = ensure_test_image(client)
+    data_dir = tmp_path / "data"
+    write_tiny_gguf(data_dir / "models" / TINY_MODEL_PATH)
+    # Twenty ports for containers, the next twenty for processes (the drivers skip busy ones).
+    first = min(_free_port(), 65_000)
+    agent_config = tmp_path / "agent-extra.json"
+    agent_config.write_text(
+        json.dumps(
+            {
+                "telemetry_interval_s": 0.5,
+                "graceful_shutdown_s": 2,
+                "docker": {
+                    "network": names.network,
+                    "gpus": False,
+                    "stop_timeout_s": 2,
+                    "port_range_start": first,
+                    "port_range_end": first + 19,
+                },
+                "process": {
+                    "port_range_start": first + 20,
+                    "port_range_end": first + 39,
+                    "stop_timeout_s": 5,
+                },
+            }
+        )
+    )
+    env = {
+        **os.environ,
+        "MIRBAD_HEALTH_POLL_S": "0.3",
+        "MIRBAD_CRASH_BACKOFF_S": "0.3",
+        "MIRBAD_TELEMETRY_INTERVAL_S": "1",
+        "MIRBAD_LLAMA_SERVER": str(server),
+        "MIRBAD_TEST_IMAGE": image,
+    }
+    started = Up(data_dir, _free_port(), _free_port(), agent_config, env)
+    try:
+        yield started
+    finally:
+        started.kill()
+        _kill_agent(data_dir)
+        kill_recorded_processes(data_dir / "agent" / "processes.json")
+        for container in client.containers.list(all=True, filters={"name": f"ss-{names.container}"}):
+            container.remove(force=True)
+        for network in client.networks.list(names=[names.network]):
+            network.remove()
+        client.close()
+
+
+def _kill_agent(data_dir: Path) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        pid = int((data_dir / "agent" / "agent.pid").read_text())
+        if str(data_dir).encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+            os.killpg(pid, signal.SIGKILL)
+
+
+class Admin:
+    """The admin API with the administrator password."""
+
+    def __init__(self, base_url: str, password: str) -> None:
+        self.http = httpx.Client(
+            base_url=base_url,
+            headers={"Authorization": f"Bearer {password}"},
+            timeout=WAIT_S,
+            trust_env=False,
+        )
+
+    def close(self) -> None:
+        self.http.close()
+
+    def ok(self, method: str, path: str, **kwargs: Any) -> Any:
+        response = self.http.request(method, path, **kwargs)
+        assert response.is_success, f"{method} {path}: {response.status_code} {response.text}"
+        return response.json() if response.content else None
+
+    def view(self, model_id: str) -> dict[str, Any]:
+        view: dict[str, Any] = self.ok("GET", f"/api/models/{model_id}")
+        return view
+
+    def wait_ready(self, model_id: str, *, after: str | None = None) -> dict[str, Any]:
+        """Wait until the model is Ready (in an instance started after ``after``, when given)."""
+        seen: list[dict[str, Any]] = []
+
+        def ready() -> bool:
+            seen.append(self.view(model_id)["status"])
+            status = seen[-1]
+            return status["state"] == "Ready" and (after is None or status["startedAt"] != after)
+
+        _until(ready, lambda: f"{model_id} never became Ready: last {seen[-1] if seen else None}")
+        return seen[-1]
+
+
+def _llama_pid(data_dir: Path, model_id: str) -> int:
+    records = json.loads((data_dir / "agent" / "processes.json").read_text())["processes"]
+    [record] = [record for record in records if record["modelId"] == model_id]
+    return int(record["pid"])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.fixture
+def closing() -> Iterator[contextlib.ExitStack]:
+    with contextlib.ExitStack() as stack:
+        yield stack
+
+
+def test_mirbad_up_serves_openai_restarts_crashes_and_keeps_its_data(
+    up: Up, names: Names, closing: contextlib.ExitStack
+) -> None:
+    banner = up.start()
+    password = next(line.split(":", 1)[1].strip() for line in banner if "Admin password:" in line)
+    assert any(f"{up.base_url}/v1" in line for line in banner)
+    admin = Admin(up.base_url, password)
+    closing.callback(admin.close)
+
+    # The local agent enrolled over loopback and offers both runtimes, with this machine's llama-server.
+    [node] = admin.ok("GET", "/api/nodes")
+    assert (node["id"], node["local"], node["reachable"]) == ("local", True, True)
+    runtimes = {runtime["runtime"]: runtime for runtime in node["info"]["runtimes"]}
+    assert set(runtimes) == {"vllm", "llamacpp"}
+    [executable] = runtimes["llamacpp"]["executables"]
+
+    llama = {
+        "id": names.llama,
+        "servedName": "tiny-chat",
+        "runtime": "llamacpp",
+        "executable": executable,
+        "modelPath": TINY_MODEL_PATH,
+        "maxModelLen": TINY.context,
+        "maxNumSeqs": 2,
+        "memoryBudgetGiB": 0.25,
+        "extraArgs": ["--threads", "1", "--embeddings", "--pooling", "mean"],
+    }
+    image = up.env["MIRBAD_TEST_IMAGE"]
+    container = {
+        "id": names.container,
+        "servedName": "fake-chat",
+        "image": image,
+        "modelPath": "fake",
+        "memoryBudgetGiB": 0.25,
+    }
+    admin.ok("POST", "/api/models", json=llama)
+    admin.ok("POST", "/api/models", json=container)
+    admin.ok("POST", f"/api/models/{names.llama}/start")
+    admin.wait_ready(names.llama)
+    admin.ok("POST", f"/api/models/{names.container}/start")  # one start at a time on unified memory
+    admin.wait_ready(names.container)
+    secret = admin.ok("POST", "/api/keys", json={"name": "e2e"})["secret"]
+
+    # The real openai client through /v1.
+    client = openai.OpenAI(base_url=f"{up.base_url}/v1", api_key=secret, max_retries=0, timeout=WAIT_S)
+    closing.callback(client.close)
+    assert {model.id for model in client.models.list()} >= {"tiny-chat", "fake-chat"}
+    answer = client.chat.completions.create(
+        model="tiny-chat", messages=[{"role": "user", "content": "hello"}], max_tokens=8
+    )
+    assert isinstance(answer.choices[0].message.content, str)
+    assert answer.usage is not None
+    assert answer.usage.completion_tokens > 0
+    for model in ("tiny-chat", "fake-chat"):
+        chunks = list(
+            client.chat.completions.create(
+                model=model, messages=[{"role": "user", "content": "hello"}], max_tokens=6, stream=True
+            )
+        )
+        assert len(chunks) >= 2, model
+        assert "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices), model
+    embedding = client.embeddings.create(model="tiny-chat", input="hello world")
+    assert len(embedding.data[0].embedding) == TINY.width
+    with pytest.raises(openai.NotFoundError):
+        client.chat.completions.create(model="nope", messages=[{"role": "user", "content": "hi"}])
+    stranger = openai.OpenAI(base_url=f"{up.base_url}/v1", api_key="mb-not-a-key", max_retries=0)
+    closing.callback(stranger.close)
+    with pytest.raises(openai.AuthenticationError):
+        stranger.models.list()
+    [usage] = [row for row in admin.ok("GET", "/api/keys/usage") if row["servedName"] == "tiny-chat"]
+    assert usage["requests"] >= 3
+
+    # Crash restarts: two crashes come back, the third pauses the restarts.
+    for crash in (1, 2, 3):
+        status = admin.wait_ready(names.llama)
+        pid = _llama_pid(up.data_dir, names.llama)
+        os.kill(pid, signal.SIGKILL)
+        if crash < 3:
+            admin.wait_ready(names.llama, after=status["startedAt"])
+    paused = _until(
+        lambda: admin.view(names.llama)["pause"],
+        lambda: f"no pause after 3 crashes: {admin.view(names.llama)}\n{up.log()}",
+    )
+    assert paused["crashes"] == 3
+    assert admin.view(names.llama)["status"]["state"] == "Failed"
+
+    # Ctrl-C: models first, then the agent; nothing is left running.
+    agent_pid = int((up.data_dir / "agent" / "agent.pid").read_text())
+    assert up.interrupt() == 0
+    assert any("Mirbad stopped" in line for line in [*up.seen, *_drain(up)])
+    assert not _alive(agent_pid)
+    assert not _alive(pid)
+    records = json.loads((up.data_dir / "agent" / "processes.json").read_text())["processes"]
+    assert records == []
+    docker_client = docker.from_env(version="auto", timeout=30)
+    try:
+        assert docker_client.containers.list(all=True, filters={"name": f"ss-{names.container}"}) == []
+    finally:
+        docker_client.close()
+
+    # A second run on the same data: no new password, models, key and pause kept, the running set back.
+    banner = up.start()
+    assert not any("Admin password:" in line for line in banner)
+    admin = Admin(up.base_url, password)
+    closing.callback(admin.close)
+    ids = [view["definition"]["id"] for view in admin.ok("GET", "/api/models")]
+    assert {names.llama, names.container} <= set(ids)
+    assert [key["name"] for key in admin.ok("GET", "/api/keys")] == ["e2e"]
+    assert admin.view(names.llama)["pause"]["crashes"] == 3
+    admin.wait_ready(names.container)
+    assert admin.view(names.llama)["status"]["state"] == "Stopped"  # paused: not brought back
+    again = client.chat.completions.create(
+        model="fake-chat", messages=[{"role": "user", "content": "back?"}], max_tokens=4
+    )
+    assert again.choices
+    assert up.interrupt() == 0
+
+
+def _drain(up: Up) -> list[str]:
+    rest: list[str] = []
+    with contextlib.suppress(queue.Empty):
+        while (line := up.lines.get_nowait()) != "":
+            rest.append(line)
+    return rest
