@@ -95,6 +95,12 @@ def read_logs(client: DockerClient, container_id: str, tail: int) -> bytes:
     except docker.errors.NotFound:
         # Removed between the listing and this read: it has no logs any more.
         return b""
+    except docker.errors.APIError as exc:
+        # 409: Docker is removing it ("marked for removal"); its logs are going away with it, and one
+        # container on its way out must not fail the status of every other model.
+        if exc.status_code != 409:
+            raise
+        return b""
 
 
 def next_chunk(stream: Any) -> bytes | None:
