@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import logging
 import os
@@ -149,14 +148,11 @@ def _announce(message: str) -> None:
     print(message, flush=True)
 
 
-def _portal() -> UiInstaller | None:
-    """The portal's installer, ``mirbad_master.ui.install_portal``, once the portal exists."""
-    try:
-        module = importlib.import_module("mirbad_master.ui")
-    except ImportError:
-        return None
-    installer = getattr(module, "install_portal", None)
-    return installer if callable(installer) else None
+def _portal() -> UiInstaller:
+    """The portal's installer, imported only by ``up`` so other commands never load NiceGUI."""
+    from .ui import install_portal
+
+    return install_portal
 
 
 def _read_text(path: Path | None) -> str:

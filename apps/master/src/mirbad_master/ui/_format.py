@@ -1,0 +1,77 @@
+"""How the portal writes numbers, times and states: one place, so every page says them the same way."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Final
+
+from mirbad_orchestration import RestartPause
+from mirbad_protocol import ModelState
+
+__all__ = [
+    "DASH",
+    "STATE_COLORS",
+    "ago",
+    "gib",
+    "pause_text",
+    "per_second",
+    "percent",
+    "state_color",
+]
+
+DASH: Final = "—"
+"""What a value nobody measured reads as."""
+
+STATE_COLORS: Final = {
+    ModelState.READY: "positive",
+    ModelState.STARTING: "warning",
+    ModelState.STOPPING: "warning",
+    ModelState.FAILED: "negative",
+    ModelState.STOPPED: "grey-7",
+}
+"""The Quasar colour of each model state's badge."""
+
+
+def state_color(state: ModelState) -> str:
+    """The badge colour of ``state``."""
+    return STATE_COLORS.get(state, "grey-7")
+
+
+def gib(value: float | None, *, digits: int = 1) -> str:
+    """``12.5 GiB``; a dash for an unknown amount."""
+    if value is None:
+        return DASH
+    return f"{value:.{digits}f} GiB"
+
+
+def percent(part: float | None, whole: float | None) -> float:
+    """``part / whole`` clamped to 0..1, for progress bars; 0 when either is unknown."""
+    if part is None or not whole or whole <= 0:
+        return 0.0
+    return min(max(part / whole, 0.0), 1.0)
+
+
+def per_second(value: float | None, unit: str = "tok/s") -> str:
+    """``42.0 tok/s``; a dash when no rate was measured."""
+    if value is None:
+        return DASH
+    return f"{value:.1f} {unit}"
+
+
+def ago(when: datetime | None, now: datetime) -> str:
+    """``12 s ago``, ``3 min ago``, ``2 h ago``; ``never`` for None."""
+    if when is None:
+        return "never"
+    seconds = max(0, int((now - when).total_seconds()))
+    if seconds < 120:
+        return f"{seconds} s ago"
+    if seconds < 7200:
+        return f"{seconds // 60} min ago"
+    if seconds < 172800:
+        return f"{seconds // 3600} h ago"
+    return f"{seconds // 86400} d ago"
+
+
+def pause_text(pause: RestartPause) -> str:
+    """What the Models page and the Overview say about a model whose automatic restarts are paused."""
+    return f"Crashed {pause.crashes} times, automatic restarts paused"

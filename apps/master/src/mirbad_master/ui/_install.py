@@ -1,0 +1,147 @@
+"""Attach the portal to the master's app: the session routes, every page, then NiceGUI itself.
+
+NiceGUI keeps its pages in one process-wide app, so a process installs one portal. Its catch-all mount
+at ``/`` must come after every other route of the master (``/api``, ``/v1``, ``/healthz``), which is why
+:func:`install_ui` is the last thing the composition calls.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from fastapi import FastAPI, Request
+from fastapi.responses import RedirectResponse, Response
+from nicegui import app as nicegui_app
+from nicegui import background_tasks, ui
+
+from mirbad_master._admin_auth import AdminAuth
+from mirbad_master._services import MasterServices
+
+from ._access import render_access
+from ._fleet import parse_tags
+from ._layout import frame, is_dark
+from ._login import render_login
+from ._logs import render_logs
+from ._model_editor import render_model_editor
+from ._models import render_models
+from ._nodes import render_nodes
+from ._overview import render_overview
+from ._playground import render_playground
+from ._portal import Portal
+from ._session import LOGIN_PATH, install_session_routes, safe_next, signed_in
+
+__all__ = ["HISTORY_INTERVAL_S", "install_portal", "install_ui"]
+
+HISTORY_INTERVAL_S: Final = 5.0
+"""How often the memory history samples the node monitor's cache."""
+
+_installed = False
+
+
+def install_ui(app: FastAPI, services: MasterServices, auth: AdminAuth) -> Portal:
+    """Serve the portal from ``app``; call it once per process, after every other route is added.
+
+    Returns:
+        The portal's shared state (tests read its memory history).
+
+    Raises:
+        RuntimeError: a portal was installed in this process already.
+    """
+    global _installed  # NiceGUI's pages are process-wide: a second portal would shadow the first
+    if _installed:
+        raise RuntimeError("the portal is installed once per process")
+    _installed = True
+    portal = Portal(services, auth)
+    install_session_routes(app, auth)
+    _pages(portal)
+    nicegui_app.on_startup(
+        lambda: background_tasks.create(portal.history.run(services.cache, HISTORY_INTERVAL_S), name="memory")
+    )
+    ui.run_with(
+        app,
+        title="Mirbad",
+        favicon="🪐",
+        show_welcome_message=False,
+        reconnect_timeout=10.0,
+    )
+    return portal
+
+
+def install_portal(app: FastAPI, services: MasterServices, auth: AdminAuth) -> None:
+    """:func:`install_ui` in the shape of the master's ``UiInstaller`` hook (what ``mirbad up`` looks up)."""
+    install_ui(app, services, auth)
+
+
+def _pages(portal: Portal) -> None:
+    @ui.page(LOGIN_PATH)
+    async def login(
+        request: Request, error: str | None = None, retry: str | None = None, next: str | None = None
+    ) -> Response | None:
+        if await signed_in(request, portal.auth):
+            return RedirectResponse(safe_next(next), status_code=303)
+        render_login(request, error, retry, next)
+        return None
+
+    @ui.page("/")
+    async def overview(request: Request) -> Response | None:
+        if (refused := await portal.guard(request)) is not None:
+            return refused
+        with frame(portal, request, "/"):
+            await render_overview(portal, dark=is_dark(request))
+        return None
+
+    @ui.page("/models")
+    async def models(request: Request, tags: str = "") -> Response | None:
+        if (refused := await portal.guard(request)) is not None:
+            return refused
+        with frame(portal, request, "/models"):
+            await render_models(portal, parse_tags(tags))
+        return None
+
+    @ui.page("/models/new")
+    async def new_model(request: Request) -> Response | None:
+        if (refused := await portal.guard(request)) is not None:
+            return refused
+        with frame(portal, request, "/models"):
+            await render_model_editor(portal, None)
+        return None
+
+    @ui.page("/models/{model_id}/edit")
+    async def edit_model(request: Request, model_id: str) -> Response | None:
+        if (refused := await portal.guard(request)) is not None:
+            return refused
+        with frame(portal, request, "/models"):
+            await render_model_editor(portal, model_id)
+        return None
+
+    @ui.page("/models/{model_id}/logs")
+    async def model_logs(request: Request, model_id: str) -> Response | None:
+        if (refused := await portal.guard(request)) is not None:
+            return refused
+        with frame(portal, request, "/models"):
+            await render_logs(portal, model_id)
+        return None
+
+    @ui.page("/playground")
+    async def playground(request: Request) -> Response | None:
+        if (refused := await portal.guard(request)) is not None:
+            return refused
+        with frame(portal, request, "/playground"):
+            await render_playground(portal)
+        return None
+
+    @ui.page("/access")
+    async def access(request: Request) -> Response | None:
+        if (refused := await portal.guard(request)) is not None:
+            return refused
+        with frame(portal, request, "/access"):
+            await render_access(portal, request)
+        return None
+
+    @ui.page("/nodes")
+    async def nodes(request: Request) -> Response | None:
+        if (refused := await portal.guard(request)) is not None:
+            return refused
+        with frame(portal, request, "/nodes"):
+            await render_nodes(portal)
+        return None

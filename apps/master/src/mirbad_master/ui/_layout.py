@@ -1,0 +1,118 @@
+"""The frame of every page: the header with navigation, the attention badge, the theme switch, sign-out.
+
+The theme is remembered in a cookie the page reads when it is served, so a page never flashes the
+other theme first. The badge counts the attention list and refreshes itself every few seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Final
+
+from fastapi import Request
+from nicegui import ui
+
+from ._fleet import fleet_snapshot
+from ._marks import testid
+from ._portal import Portal
+from ._session import LOGOUT_PATH
+
+__all__ = ["BADGE_REFRESH_S", "NAVIGATION", "THEME_COOKIE", "NavItem", "apply_theme", "frame", "is_dark"]
+
+THEME_COOKIE: Final = "mirbad_theme"
+"""The cookie holding the chosen theme (``dark`` or ``light``)."""
+BADGE_REFRESH_S: Final = 5.0
+"""How often the attention badge is recounted."""
+
+
+@dataclass(frozen=True)
+class NavItem:
+    """One entry of the navigation."""
+
+    label: str
+    path: str
+    icon: str
+
+
+NAVIGATION: Final = (
+    NavItem("Overview", "/", "dashboard"),
+    NavItem("Models", "/models", "view_list"),
+    NavItem("Playground", "/playground", "chat"),
+    NavItem("Access", "/access", "key"),
+    NavItem("Nodes", "/nodes", "dns"),
+)
+"""The portal's pages, in the header's order (pages of later issues join as they land)."""
+
+
+def is_dark(request: Request) -> bool:
+    """Whether the visitor chose the dark theme."""
+    return request.cookies.get(THEME_COOKIE) == "dark"
+
+
+def apply_theme(request: Request) -> ui.dark_mode:
+    """Switch the page to the visitor's theme and return the switch."""
+    return ui.dark_mode(is_dark(request))
+
+
+@contextmanager
+def frame(portal: Portal, request: Request, current: str) -> Iterator[ui.column]:
+    """Build the header and yield the page's content column.
+
+    Args:
+        portal: the portal.
+        request: the page's request (for the theme).
+        current: the path of the navigation entry to highlight.
+    """
+    dark = apply_theme(request)
+    ui.page_title("Mirbad")
+    with ui.header(elevated=True).classes("items-center gap-1 px-4 py-2 bg-primary"):
+        ui.link("Mirbad", "/").classes("text-h6 text-white no-underline mr-4")
+        for item in NAVIGATION:
+            active = "bg-white/20" if item.path == current else ""
+            link = ui.link(target=item.path).classes(f"no-underline text-white rounded px-3 py-1 {active}")
+            with link, ui.row().classes("items-center gap-1 no-wrap"):
+                ui.icon(item.icon, size="xs")
+                ui.label(item.label)
+        ui.space()
+        badge = _attention_badge()
+        _theme_button(dark)
+        logout = testid(ui.link(target=LOGOUT_PATH).classes("no-underline text-white"), "logout")
+        with logout, ui.row().classes("items-center gap-1 no-wrap"):
+            ui.icon("logout", size="xs")
+            ui.label("Sign out")
+    with ui.column().classes("w-full max-w-screen-xl mx-auto p-4 gap-4") as body:
+        yield body
+
+    async def recount() -> None:
+        count = len((await fleet_snapshot(portal.services)).attention)
+        badge.set_text(str(count))
+        badge.set_visibility(count > 0)
+
+    ui.timer(BADGE_REFRESH_S, recount, immediate=True)
+
+
+def _attention_badge() -> ui.badge:
+    with testid(ui.link(target="/#attention").classes("relative text-white mx-2"), "attention"):
+        ui.icon("notifications", size="sm")
+        badge = testid(ui.badge("0", color="negative").props("floating rounded"), "attention-badge")
+        ui.tooltip("Needs attention")
+    badge.set_visibility(False)
+    return badge
+
+
+def _theme_button(dark: ui.dark_mode) -> None:
+    def icon() -> str:
+        return "light_mode" if dark.value else "dark_mode"
+
+    def toggle() -> None:
+        dark.set_value(not dark.value)
+        theme = "dark" if dark.value else "light"
+        ui.run_javascript(
+            f'document.cookie = "{THEME_COOKIE}={theme}; path=/; max-age=31536000; samesite=strict"'
+        )
+        button.props(f"icon={icon()}")
+
+    button = testid(ui.button(icon=icon(), on_click=toggle).props("flat round color=white"), "theme-toggle")
+    button.tooltip("Switch between the light and dark themes")

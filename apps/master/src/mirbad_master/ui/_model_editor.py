@@ -1,0 +1,218 @@
+"""The model editor: one input per setting, a message under each invalid one, the command line live.
+
+Every change re-checks the whole form (:func:`check_form`), so each input shows its own message and
+the preview always shows the exact command line the saved model would launch with. Saving a model
+that runs does not restart it: the Models page then offers the restart with the changed settings.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from nicegui import ui
+from nicegui.elements.mixins.validation_element import ValidationElement
+from nicegui.elements.mixins.value_element import ValueElement
+
+from mirbad_master._services import MasterServices
+from mirbad_orchestration import DEFAULT_TOTAL_GIB, launch_total_gib
+from mirbad_protocol import InvalidFieldError, MirbadError, ModelDefinition, ProcessRuntimeInfo
+
+from . import _actions as actions
+from ._marks import testid
+from ._model_form import FORM_FIELDS, FormCheck, check_form, form_from_definition
+from ._portal import Portal
+
+__all__ = ["NEW_MODEL_DEFAULTS", "executables_of", "render_model_editor", "total_gib_for"]
+
+NEW_MODEL_DEFAULTS: Final[dict[str, Any]] = {
+    "id": "",
+    "servedName": "",
+    "runtime": "llamacpp",
+    "image": "vllm/vllm-openai:latest",
+    "executable": "",
+    "modelPath": "",
+    "maxModelLen": 8192,
+    "maxNumSeqs": 4,
+    "memoryBudgetGiB": 8.0,
+    "kvCacheDtype": "",
+    "gpuLayers": None,
+    "extraArgs": "",
+    "tags": [],
+    "nodeId": "",
+    "autoStart": False,
+    "autoStartOnRequest": False,
+}
+"""What a new model's form starts with."""
+
+_LABELS: Final = {
+    "id": "Model id",
+    "servedName": "Served name (what clients send as model)",
+    "runtime": "Runtime",
+    "image": "Container image (vLLM)",
+    "executable": "Executable (NAME@VERSION)",
+    "modelPath": "Model path (under the node's model root)",
+    "maxModelLen": "Context length (tokens)",
+    "maxNumSeqs": "Parallel sequences",
+    "memoryBudgetGiB": "Memory budget (GiB)",
+    "kvCacheDtype": "KV cache type (empty: the runtime's default)",
+    "gpuLayers": "GPU layers (llama.cpp; -1 = all)",
+    "extraArgs": "Extra arguments (passed as written)",
+    "tags": "Tags",
+    "nodeId": "Node (empty: the default node)",
+}
+_SWITCHES: Final = {
+    "autoStart": "Start when its node comes up",
+    "autoStartOnRequest": "Start when a request asks for it",
+}
+
+
+def executables_of(services: MasterServices) -> list[str]:
+    """Every ``name@version`` some reachable node's process runtimes offer, sorted."""
+    found: set[str] = set()
+    for state in services.cache.nodes():
+        for runtime in state.info.runtimes if state.info is not None else []:
+            if isinstance(runtime, ProcessRuntimeInfo):
+                found.update(f"{exe.name}@{exe.version}" for exe in runtime.executables)
+    return sorted(found)
+
+
+def total_gib_for(services: MasterServices, definition: ModelDefinition | None, node_id: str) -> float:
+    """The memory vLLM's utilization is computed from on the model's node (a default when unknown)."""
+    state = services.cache.node(node_id or services.runtime.default_node_id)
+    if state is None or state.memory is None:
+        return DEFAULT_TOTAL_GIB
+    gpus = definition.placement.gpu_uuids if definition and definition.placement else []
+    return launch_total_gib(state.memory, gpus)
+
+
+async def render_model_editor(portal: Portal, model_id: str | None) -> None:
+    """Build the editor for a new model (``model_id`` None) or a saved one."""
+    services = portal.services
+    base = await services.models.get(model_id) if model_id is not None else None
+    executables = executables_of(services)
+    values = form_from_definition(base) if base is not None else _new_values(executables)
+    nodes = [record.id for record in await services.nodes.list()]
+    title = f"Edit {model_id}" if model_id else "New model"
+    ui.label(title).classes("text-h5")
+    inputs: dict[str, ValueElement[Any]] = {}
+    with ui.card().classes("w-full"), ui.grid(columns=2).classes("w-full gap-x-6 gap-y-1"):
+        _inputs(inputs, values, base is not None, executables, nodes)
+    with ui.card().classes("w-full"):
+        ui.label("Command line").classes("text-subtitle1")
+        preview = testid(ui.code("", language="bash").classes("w-full"), "command-preview")
+        hint = ui.label("").classes("text-caption text-grey-7")
+    saving = testid(ui.button("Save", icon="save"), "save-model")
+    ui.button("Cancel", on_click=lambda: ui.navigate.to("/models")).props("flat")
+
+    # A new form does not greet its visitor with messages: an input shows its message once it was
+    # changed, and every input once Save was pressed.
+    touched: set[str] = set(inputs) if base is not None else set()
+
+    async def check() -> FormCheck:
+        current = {name: element.value for name, element in inputs.items()}
+        others = await services.models.list()
+        total = total_gib_for(services, base, str(current.get("nodeId") or ""))
+        result = check_form(current, others, base=base, total_gib=total)
+        for name, element in inputs.items():
+            if isinstance(element, ValidationElement):
+                element.error = result.errors.get(name) if name in touched else None
+        if result.command is not None:
+            preview.set_content(result.command)
+            hint.set_text("Exactly what the node runs (the program is resolved by the node).")
+        else:
+            hint.set_text("Fix the marked fields to see the command line.")
+        return result
+
+    async def save() -> None:
+        touched.update(inputs)
+        result = await check()
+        if result.definition is None:
+            ui.notify("Some fields are invalid: see the messages under them.", type="warning")
+            return
+        try:
+            stored = await actions.save_model(services, result.definition, new=base is None)
+        except InvalidFieldError as exc:
+            target = inputs.get(exc.field)
+            if isinstance(target, ValidationElement):
+                target.error = exc.reason
+            else:
+                ui.notify(str(exc), type="negative", multi_line=True)
+            return
+        except MirbadError as exc:
+            ui.notify(str(exc), type="negative", multi_line=True)
+            return
+        ui.notify(f"{stored.id} saved", type="positive")
+        ui.navigate.to(f"/models?focus={stored.id}")
+
+    def watch(name: str, element: ValueElement[Any]) -> None:
+        async def changed() -> None:
+            touched.add(name)
+            await check()
+
+        element.on_value_change(changed)
+
+    for name, element in inputs.items():
+        watch(name, element)
+    _runtime_dependent(inputs)
+    saving.on_click(save)
+    await check()
+
+
+def _runtime_dependent(inputs: dict[str, ValueElement[Any]]) -> None:
+    """Show the image for vLLM only, the executable and GPU layers for the process runtimes only."""
+    runtime = inputs["runtime"]
+    inputs["image"].bind_visibility_from(runtime, "value", backward=lambda value: value == "vllm")
+    for name in ("executable", "gpuLayers"):
+        inputs[name].bind_visibility_from(runtime, "value", backward=lambda value: value != "vllm")
+
+
+def _new_values(executables: list[str]) -> dict[str, Any]:
+    values = dict(NEW_MODEL_DEFAULTS)
+    # A fleet usually offers one llama-server: preselect it for the default runtime.
+    values["executable"] = next((exe for exe in executables if exe.startswith("llama-server@")), "")
+    return values
+
+
+def _inputs(
+    inputs: dict[str, ValueElement[Any]],
+    values: dict[str, Any],
+    editing: bool,
+    executables: list[str],
+    nodes: list[str],
+) -> None:
+    for name in FORM_FIELDS:
+        if name in _SWITCHES:
+            continue
+        inputs[name] = _input(name, values.get(name), executables, nodes)
+        testid(inputs[name], f"field-{name}")
+    if editing:
+        inputs["id"].props["readonly"] = True
+    with ui.column().classes("gap-0"):
+        for name, label in _SWITCHES.items():
+            inputs[name] = ui.switch(label, value=bool(values.get(name)))
+            testid(inputs[name], f"field-{name}")
+
+
+def _input(name: str, value: Any, executables: list[str], nodes: list[str]) -> ValueElement[Any]:
+    label = _LABELS[name]
+    element: ValidationElement[Any]
+    if name == "runtime":
+        element = ui.select(["llamacpp", "vllm", "mlx"], label=label, value=value or "llamacpp")
+    elif name == "executable":
+        options = sorted({*executables, *([value] if value else [])})
+        element = ui.select(options, label=label, value=value or None, new_value_mode="add-unique")
+        element.props("use-input hide-selected fill-input input-debounce=0 clearable")
+    elif name == "nodeId":
+        element = ui.select(["", *nodes], label=label, value=value or "")
+    elif name == "tags":
+        element = ui.input_chips(label, value=list(value or []), new_value_mode="add-unique")
+    elif name in ("maxModelLen", "maxNumSeqs", "gpuLayers"):
+        element = ui.number(label, value=value, precision=0)
+    elif name == "memoryBudgetGiB":
+        element = ui.number(label, value=value, step=0.5)
+    else:
+        element = ui.input(label, value="" if value is None else str(value))
+    element.classes("w-full")
+    # An empty rule set keeps room for a message (the grid does not jump); the form sets the messages.
+    element.validation = {}
+    return element.without_auto_validation()

@@ -1,0 +1,201 @@
+"""The Models page: every model with its state, the ALL-tags filter, start / stop / restart, delete.
+
+A start the node refuses for memory offers to start anyway (``force``); a model whose saved settings
+differ from the running instance offers the restart, listing each changed setting as ``old -> new``.
+The tag filter is the URL (``/models?tags=a,b``): only models carrying ALL selected tags are listed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Final
+from urllib.parse import quote
+
+from nicegui import ui
+
+from mirbad_orchestration import MemoryAdmissionRefusedError
+from mirbad_protocol import MirbadError, ModelState
+
+from . import _actions as actions
+from ._fleet import FleetSnapshot, ModelRow, fleet_snapshot
+from ._format import gib, pause_text, state_color
+from ._marks import testid
+from ._model_dialogs import change_line, confirm_delete, confirm_force, confirm_restart
+from ._portal import Portal
+
+__all__ = ["REFRESH_S", "render_models", "tags_query"]
+
+REFRESH_S: Final = 2.0
+"""How often the list reads the fleet again (states change while models start)."""
+
+
+def tags_query(selected: list[str], toggled: str) -> str:
+    """The Models URL with ``toggled`` added to or removed from the selected tags."""
+    tags = [tag for tag in selected if tag != toggled] if toggled in selected else [*selected, toggled]
+    return f"/models?tags={quote(','.join(tags), safe=',')}" if tags else "/models"
+
+
+async def render_models(portal: Portal, selected: list[str]) -> None:
+    """Build the Models page into the current container and keep it fresh."""
+    services = portal.services
+    with ui.row().classes("w-full items-center"):
+        ui.label("Models").classes("text-h5")
+        ui.space()
+        testid(
+            ui.button("New model", icon="add", on_click=lambda: ui.navigate.to("/models/new")), "new-model"
+        )
+    filters = ui.row().classes("w-full items-center gap-2")
+    listing = ui.column().classes("w-full gap-2")
+    # Dialogs live outside the list, which is rebuilt on every refresh.
+    dialogs = ui.element("div")
+
+    async def run(action: Callable[[], Awaitable[object]], done: str) -> None:
+        try:
+            await action()
+        except MirbadError as exc:
+            ui.notify(str(exc), type="negative", multi_line=True)
+            return
+        ui.notify(done, type="positive")
+        await refresh()
+
+    async def start(row: ModelRow) -> None:
+        try:
+            await actions.start_model(services, row.id)
+        except MemoryAdmissionRefusedError as exc:
+            forced = f"{row.id} is starting (memory check skipped)"
+            with dialogs:
+                confirm_force(
+                    row.id,
+                    str(exc),
+                    lambda: run(lambda: actions.start_model(services, row.id, force=True), forced),
+                )
+            return
+        except MirbadError as exc:
+            ui.notify(str(exc), type="negative", multi_line=True)
+            return
+        ui.notify(f"{row.id} is starting", type="positive")
+        await refresh()
+
+    def restart(row: ModelRow) -> None:
+        with dialogs:
+            confirm_restart(
+                row, lambda: run(lambda: actions.restart_model(services, row.id), f"{row.id} restarting")
+            )
+
+    def delete(row: ModelRow) -> None:
+        with dialogs:
+            confirm_delete(
+                row, lambda: run(lambda: actions.delete_model(services, row.id), f"{row.id} removed")
+            )
+
+    handlers = _Handlers(
+        start=start,
+        stop=lambda row: run(lambda: actions.stop_model(services, row.id), f"{row.id} stopped"),
+        restart=restart,
+        delete=delete,
+    )
+
+    async def refresh() -> None:
+        snapshot = await fleet_snapshot(services)
+        filters.clear()
+        with filters:
+            _tag_filter(snapshot, selected)
+        listing.clear()
+        with listing:
+            rows = snapshot.with_tags(selected)
+            if not rows:
+                ui.label("No model carries all the selected tags." if selected else "No model yet.").classes(
+                    "text-grey-7"
+                )
+            for row in rows:
+                _model_card(row, handlers)
+
+    await refresh()
+    ui.timer(REFRESH_S, refresh, immediate=False)
+
+
+@dataclass(frozen=True)
+class _Handlers:
+    start: Callable[[ModelRow], Awaitable[None]]
+    stop: Callable[[ModelRow], Awaitable[None]]
+    restart: Callable[[ModelRow], None]
+    delete: Callable[[ModelRow], None]
+
+
+def _tag_filter(snapshot: FleetSnapshot, selected: list[str]) -> None:
+    tags = sorted(set(snapshot.tags()) | set(selected))
+    if not tags:
+        return
+    ui.label("Tags (models carrying all):").classes("text-caption text-grey-7")
+    for tag in tags:
+        chosen = tag in selected
+        chip = ui.chip(
+            tag,
+            icon="check" if chosen else None,
+            color="primary" if chosen else None,
+            text_color="white" if chosen else None,
+            on_click=lambda tag=tag: ui.navigate.to(tags_query(selected, tag)),
+        ).props("clickable outline" if not chosen else "clickable")
+        testid(chip, f"tag-{tag}")
+    if selected:
+        ui.link("clear", "/models").classes("text-caption")
+
+
+def _model_card(row: ModelRow, handlers: _Handlers) -> None:
+    definition, status = row.view.definition, row.view.status
+    card = ui.card().classes("w-full").props("flat bordered")
+    testid(card, f"model-{row.id}")
+    with card, ui.row().classes("w-full items-start gap-4 no-wrap"):
+        with ui.column().classes("gap-1 grow"):
+            with ui.row().classes("items-center gap-2"):
+                badge = ui.badge(status.state.value).props(f"color={state_color(status.state)}")
+                testid(badge, f"state-{row.id}")
+                ui.label(row.id).classes("text-subtitle1 text-weight-medium")
+                if row.view.restart_pending:
+                    testid(ui.badge("Restart pending").props("color=warning outline"), "restart-pending")
+            ui.label(
+                f"{definition.served_name} · {definition.runtime} · node {status.node_id or '—'} · "
+                f"budget {gib(definition.memory_budget_gib)}"
+            ).classes("text-caption text-grey-7")
+            _pending_changes(row)
+            if row.view.pause is not None:
+                testid(ui.label(pause_text(row.view.pause)).classes("text-negative"), "paused")
+            elif status.error and status.state in (
+                ModelState.FAILED,
+                ModelState.STOPPED,
+                ModelState.STARTING,
+            ):
+                ui.label(status.error.strip().splitlines()[-1]).classes("text-caption text-negative")
+            if definition.tags:
+                with ui.row().classes("gap-1"):
+                    for tag in definition.tags:
+                        ui.chip(tag).props("dense outline")
+        _buttons(row, handlers)
+
+
+def _pending_changes(row: ModelRow) -> None:
+    changes = [change for change in row.view.changed_settings if change.needs_restart]
+    if not row.view.restart_pending or not changes:
+        return
+    with ui.column().classes("gap-0"):
+        for change in changes:
+            ui.label(change_line(change)).classes("font-mono text-caption text-warning")
+
+
+def _buttons(row: ModelRow, handlers: _Handlers) -> None:
+    running = row.state in (ModelState.STARTING, ModelState.READY)
+    with ui.row().classes("gap-1 no-wrap items-center"):
+        if not running:
+            _button("Start", "play_arrow", f"start-{row.id}", lambda: handlers.start(row), color="positive")
+        else:
+            _button("Stop", "stop", f"stop-{row.id}", lambda: handlers.stop(row), color="negative")
+            _button("Restart", "restart_alt", f"restart-{row.id}", lambda: handlers.restart(row))
+        _button("Edit", "edit", f"edit-{row.id}", lambda: ui.navigate.to(f"/models/{row.id}/edit"))
+        _button("Logs", "article", f"logs-{row.id}", lambda: ui.navigate.to(f"/models/{row.id}/logs"))
+        _button("Delete", "delete", f"delete-{row.id}", lambda: handlers.delete(row), color="grey-7")
+
+
+def _button(label: str, icon: str, name: str, on_click: Callable[[], object], color: str = "primary") -> None:
+    button = ui.button(label, icon=icon, on_click=on_click).props(f"flat dense no-caps color={color}")
+    testid(button, name)

@@ -1,0 +1,174 @@
+"""The Nodes page: each node's state, memory, GPUs, runtimes and features; enrolling and adding nodes.
+
+A machine joins in two steps, as in ``docs/agent.md``: a one-time join token and the exact command to
+run there (its agent trades the token for a certificate), then registering the node with the URL its
+agent answers at.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Final
+
+from nicegui import ui
+
+from mirbad_master._views import NodeSummary, node_summary
+from mirbad_protocol import (
+    ContainerRuntimeInfo,
+    InvalidFieldError,
+    MirbadError,
+    ProcessRuntimeInfo,
+    RuntimeInfo,
+)
+
+from . import _actions as actions
+from ._format import ago, gib, percent
+from ._marks import testid
+from ._portal import Portal
+
+__all__ = ["REFRESH_S", "TOKEN_LIFETIMES", "render_nodes", "runtime_text"]
+
+REFRESH_S: Final = 5.0
+"""How often the node cards are read again."""
+TOKEN_LIFETIMES: Final = {
+    "1 hour": timedelta(hours=1),
+    "1 day": timedelta(days=1),
+    "7 days": timedelta(days=7),
+}
+"""The join token lifetimes offered."""
+
+
+def runtime_text(runtime: RuntimeInfo) -> str:
+    """``llamacpp (process: llama-server@b6000)`` / ``vllm (container)``."""
+    if isinstance(runtime, ProcessRuntimeInfo):
+        exes = ", ".join(f"{exe.name}@{exe.version}" for exe in runtime.executables) or "no executable"
+        return f"{runtime.runtime} (process: {exes})"
+    assert isinstance(runtime, ContainerRuntimeInfo)
+    network = f", network {runtime.network}" if runtime.network else ""
+    return f"{runtime.runtime} (container{network})"
+
+
+async def render_nodes(portal: Portal) -> None:
+    """Build the Nodes page into the current container and keep it fresh."""
+    services = portal.services
+    ui.label("Nodes").classes("text-h5")
+    cards = ui.column().classes("w-full gap-4")
+
+    async def refresh() -> None:
+        records = await services.nodes.list()
+        summaries = [node_summary(record, services.cache.node(record.id)) for record in records]
+        cards.clear()
+        with cards:
+            for summary in summaries:
+                _node_card(summary)
+
+    with ui.row().classes("w-full gap-4 items-start"):
+        _enroll_card(portal)
+        _register_card(portal, refresh)
+    await refresh()
+    ui.timer(REFRESH_S, refresh, immediate=False)
+
+
+def _node_card(node: NodeSummary) -> None:
+    card = ui.card().classes("w-full gap-1")
+    testid(card, f"node-{node.id}")
+    with card:
+        with ui.row().classes("items-center gap-2"):
+            ui.icon("dns", size="sm").classes("text-primary")
+            ui.label(f"{node.name}").classes("text-h6")
+            ui.label(f"({node.id}{', this machine' if node.local else ''})").classes("text-grey-7")
+            ui.badge("reachable" if node.reachable else "unreachable").props(
+                f"color={'positive' if node.reachable else 'negative'}"
+            )
+        ui.label(
+            f"{node.agent_url} · last seen {ago(node.last_seen, datetime.now(UTC))} · "
+            f"agent {node.info.version if node.info else '?'} · {len(node.models)} model instance(s)"
+        ).classes("text-caption text-grey-7")
+        if node.error:
+            ui.label(node.error).classes("text-caption text-negative")
+        if node.memory is not None:
+            used = max(node.memory.total_gib - node.memory.available_gib, 0.0)
+            kind = "unified" if node.memory.unified else "discrete GPUs"
+            ui.label(f"Memory ({kind}): {gib(used)} used of {gib(node.memory.total_gib)}")
+            ui.linear_progress(percent(used, node.memory.total_gib), show_value=False).props("rounded")
+            for gpu in node.memory.gpus:
+                usage = f"{gpu.used_mib:.0f} / {gpu.total_mib:.0f} MiB"
+                ui.label(f"GPU {gpu.index} · {gpu.name or 'unnamed'} · {usage} · {gpu.uuid}").classes(
+                    "text-caption"
+                )
+        if node.info is not None:
+            runtimes = ", ".join(runtime_text(runtime) for runtime in node.info.runtimes) or "none"
+            ui.label(f"Runtimes: {runtimes}").classes("text-body2")
+            with ui.row().classes("gap-1 items-center"):
+                ui.label("Features:").classes("text-body2")
+                for feature in node.info.features:
+                    ui.chip(feature).props("dense outline")
+
+
+def _enroll_card(portal: Portal) -> None:
+    with ui.card().classes("grow min-w-[24rem] gap-2"):
+        ui.label("Enroll a node").classes("text-h6")
+        ui.label("1. Issue a one-time join token and run the command on the new machine.").classes(
+            "text-caption text-grey-7"
+        )
+        name = testid(ui.input("Node name (its certificate's name)").classes("w-full"), "enroll-name")
+        address = ui.input("Address the master reaches it at (optional)").classes("w-full")
+        lifetime = ui.select(list(TOKEN_LIFETIMES), value="1 hour", label="Token valid for").classes("w-full")
+        result = ui.column().classes("w-full gap-1")
+
+        async def issue() -> None:
+            name.error = None
+            try:
+                issued = await actions.issue_enrollment(
+                    portal.services,
+                    (name.value or "").strip(),
+                    TOKEN_LIFETIMES[str(lifetime.value)],
+                    (address.value or "").strip() or None,
+                )
+            except InvalidFieldError as exc:
+                name.error = exc.reason
+                return
+            except MirbadError as exc:
+                ui.notify(str(exc), type="negative")
+                return
+            result.clear()
+            with result:
+                ui.label(
+                    f"Valid once until {issued.expires_at:%Y-%m-%d %H:%M} UTC; shown this once."
+                ).classes("text-warning")
+                testid(ui.code(issued.command, language="bash").classes("w-full"), "enroll-command")
+                ui.label("Then start it: mirbad-agent serve --model-root /srv/models").classes("text-caption")
+
+        testid(ui.button("Issue token", icon="vpn_key", on_click=issue), "issue-token")
+
+
+def _register_card(portal: Portal, refresh: object) -> None:
+    with ui.card().classes("grow min-w-[24rem] gap-2"):
+        ui.label("Add an enrolled node").classes("text-h6")
+        ui.label("2. Register it with the URL its agent answers at.").classes("text-caption text-grey-7")
+        node_id = ui.input("Node id (lowercase)").classes("w-full")
+        name = ui.input("Node name (as enrolled)").classes("w-full")
+        url = ui.input("Agent URL", placeholder="https://gpu-1.lan:9443").classes("w-full")
+        fields = {"id": node_id, "name": name, "agentUrl": url}
+
+        async def add() -> None:
+            for element in fields.values():
+                element.error = None
+            try:
+                record = await actions.add_node(
+                    portal.services,
+                    (node_id.value or "").strip(),
+                    (name.value or "").strip(),
+                    (url.value or "").strip(),
+                )
+            except InvalidFieldError as exc:
+                fields.get(exc.field.split(".")[0], url).error = exc.reason
+                return
+            except MirbadError as exc:
+                ui.notify(str(exc), type="negative", multi_line=True)
+                return
+            ui.notify(f"node {record.id} added", type="positive")
+            if callable(refresh):
+                await refresh()
+
+        ui.button("Add node", icon="add", on_click=add)

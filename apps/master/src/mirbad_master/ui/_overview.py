@@ -1,0 +1,183 @@
+"""The Overview: fleet and per-node memory with its history, per-model memory and load, attention list."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Final
+
+from nicegui import ui
+
+from mirbad_master._views import NodeSummary
+
+from ._fleet import FleetSnapshot, ModelRow, fleet_snapshot
+from ._format import DASH, gib, pause_text, per_second, percent, state_color
+from ._marks import testid
+from ._memory_history import FLEET, MemoryHistory, MemorySample
+from ._portal import Portal
+
+__all__ = ["REFRESH_S", "history_chart_options", "render_overview"]
+
+REFRESH_S: Final = 3.0
+"""How often the Overview reads the fleet again."""
+
+
+def history_chart_options(history: MemoryHistory, *, dark: bool = False) -> dict[str, Any]:
+    """The ECharts options of the memory history: the fleet's used memory and each node's."""
+    series = [_line("Fleet", history.series(FLEET), area=True)]
+    series += [_line(name, history.series(name)) for name in history.names()]
+    text = "#ddd" if dark else "#333"
+    return {
+        "animation": False,
+        "backgroundColor": "transparent",
+        "tooltip": {"trigger": "axis"},
+        "legend": {"top": 0, "textStyle": {"color": text}},
+        "grid": {"left": 50, "right": 20, "top": 30, "bottom": 30},
+        "xAxis": {"type": "time", "axisLabel": {"color": text, "formatter": "{HH}:{mm}:{ss}"}},
+        "yAxis": {"type": "value", "name": "GiB used", "min": 0, "axisLabel": {"color": text}},
+        "series": series,
+    }
+
+
+def _line(name: str, samples: list[MemorySample], *, area: bool = False) -> dict[str, Any]:
+    line: dict[str, Any] = {
+        "name": name,
+        "type": "line",
+        "showSymbol": False,
+        "data": [[_ms(sample.at), round(sample.used_gib, 2)] for sample in samples],
+    }
+    if area:
+        line["areaStyle"] = {"opacity": 0.15}
+    return line
+
+
+def _ms(at: datetime) -> int:
+    return int(at.timestamp() * 1000)
+
+
+async def render_overview(portal: Portal, *, dark: bool) -> None:
+    """Build the Overview into the current container and keep it fresh."""
+    history = portal.history
+    with ui.row().classes("w-full items-center"):
+        ui.label("Overview").classes("text-h5")
+    live = ui.column().classes("w-full gap-4")
+    with ui.card().classes("w-full"):
+        ui.label("Memory in use").classes("text-subtitle1")
+        chart = ui.echart(history_chart_options(history, dark=dark)).classes("w-full h-64")
+    attention = ui.column().classes("w-full")
+
+    async def refresh() -> None:
+        snapshot = await fleet_snapshot(portal.services)
+        live.clear()
+        with live:
+            _summary(snapshot)
+            _nodes(snapshot.nodes)
+            _models(snapshot.models)
+        attention.clear()
+        with attention:
+            _attention(snapshot)
+        chart.options.update(history_chart_options(history, dark=dark))
+        chart.update()
+
+    await refresh()
+    ui.timer(REFRESH_S, refresh, immediate=False)
+
+
+def _summary(snapshot: FleetSnapshot) -> None:
+    ready = sum(1 for row in snapshot.models if row.state.value == "Ready")
+    with ui.row().classes("w-full gap-4"):
+        _tile("Fleet memory", f"{gib(snapshot.used_gib)} of {gib(snapshot.total_gib)}", "memory")
+        _tile("Models ready", f"{ready} of {len(snapshot.models)}", "view_list")
+        _tile("Requests running", str(snapshot.in_flight), "sync_alt")
+        _tile("Generation", per_second(snapshot.generation_rate), "speed")
+    if snapshot.maintenance is not None:
+        ui.label(f"Maintenance: {snapshot.maintenance}").classes("text-warning")
+
+
+def _tile(title: str, value: str, icon: str) -> None:
+    with ui.card().classes("min-w-[13rem] grow"), ui.row().classes("items-center no-wrap gap-3"):
+        ui.icon(icon, size="md").classes("text-primary")
+        with ui.column().classes("gap-0"):
+            ui.label(title).classes("text-caption text-grey-7")
+            ui.label(value).classes("text-h6")
+
+
+def _nodes(nodes: list[NodeSummary]) -> None:
+    with ui.row().classes("w-full gap-4"):
+        for node in nodes:
+            with ui.card().classes("min-w-[16rem] grow gap-1"):
+                with ui.row().classes("items-center gap-2"):
+                    ui.icon("dns").classes("text-primary")
+                    ui.label(node.name).classes("text-subtitle1")
+                    ui.badge("reachable" if node.reachable else "unreachable").props(
+                        f"color={'positive' if node.reachable else 'negative'}"
+                    )
+                memory = node.memory
+                if memory is None:
+                    ui.label("memory not read yet").classes("text-grey-7")
+                    continue
+                used = max(memory.total_gib - memory.available_gib, 0.0)
+                ui.linear_progress(percent(used, memory.total_gib), show_value=False).props(
+                    "rounded size=10px"
+                )
+                ui.label(f"{gib(used)} used of {gib(memory.total_gib)} · reserve {gib(memory.reserve_gib)}")
+                for gpu in memory.gpus:
+                    usage = f"{gpu.used_mib / 1024:.1f} of {gpu.total_mib / 1024:.1f} GiB"
+                    ui.label(f"GPU {gpu.index} {gpu.name}: {usage}").classes("text-caption")
+
+
+def _models(rows: list[ModelRow]) -> None:
+    columns = [
+        {"name": "model", "label": "Model", "field": "model", "align": "left"},
+        {"name": "state", "label": "State", "field": "state", "align": "left"},
+        {"name": "node", "label": "Node", "field": "node", "align": "left"},
+        {"name": "memory", "label": "Memory", "field": "memory"},
+        {"name": "running", "label": "Running", "field": "running"},
+        {"name": "waiting", "label": "Waiting", "field": "waiting"},
+        {"name": "generation", "label": "Generation", "field": "generation"},
+        {"name": "prompt", "label": "Prompt", "field": "prompt"},
+        {"name": "requests", "label": "Requests (failed)", "field": "requests"},
+    ]
+    table = ui.table(columns=columns, rows=[_model_row(row) for row in rows], row_key="model")
+    testid(table.classes("w-full").props("flat bordered dense"), "overview-models")
+    table.add_slot(
+        "body-cell-state",
+        '<q-td :props="props"><q-badge :color="props.row.color" :label="props.value" />'
+        '<div v-if="props.row.note" class="text-caption text-negative">{{ props.row.note }}</div></q-td>',
+    )
+
+
+def _model_row(row: ModelRow) -> dict[str, Any]:
+    metrics = row.metrics if row.running else None
+    budget = row.view.status.budget_gib or row.view.definition.memory_budget_gib
+    return {
+        "model": row.id,
+        "state": row.state.value,
+        "color": state_color(row.state),
+        "note": pause_text(row.view.pause) if row.view.pause is not None else "",
+        "node": row.view.status.node_id or DASH,
+        "memory": gib(budget) if row.running else DASH,
+        "running": f"{metrics.requests_running:g}" if metrics else DASH,
+        "waiting": f"{metrics.requests_waiting:g}" if metrics else DASH,
+        "generation": per_second(metrics.generation_tokens_per_second if metrics else None),
+        "prompt": per_second(metrics.prompt_tokens_per_second if metrics else None),
+        "requests": f"{row.router.total} ({row.router.failed})",
+    }
+
+
+def _attention(snapshot: FleetSnapshot) -> None:
+    anchor = ui.element("a")
+    anchor.props["id"] = "attention"
+    with testid(ui.card().classes("w-full"), "attention-list"):
+        ui.label(f"Needs attention ({len(snapshot.attention)})").classes("text-subtitle1")
+        if not snapshot.attention:
+            ui.label("Nothing: every model and node is as it should be.").classes("text-grey-7")
+            return
+        with ui.list().props("dense separator"):
+            for item in snapshot.attention:
+                with ui.item().props(f"clickable href={item.link}"):
+                    with ui.item_section().props("avatar"):
+                        ui.icon(item.icon).classes(
+                            "text-negative" if item.kind != "restart" else "text-warning"
+                        )
+                    with ui.item_section():
+                        ui.label(item.text)

@@ -1,0 +1,151 @@
+"""The browser tier: ``mirbad up`` as a subprocess, and Debian's chromium driven by Playwright.
+
+One master serves the whole session (starting it enrolls its agent, which takes a few seconds); each
+test gets a fresh page in one browser context whose cookies are cleared, so every test signs in. The
+master's data directory holds the tiny GGUF model under its model root, and its administrator
+password is made before it starts (``mirbad up`` then shows none).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+import httpx
+import pytest
+from tests._support.asgi_server import free_port
+from tests._support.real_parts import CHROMIUM, llama_server_path
+from tests._support.tiny_gguf import TINY_MODEL_PATH, write_tiny_gguf
+
+from mirbad_master._admin_auth import AdminAuth
+
+if TYPE_CHECKING:
+    # Imported lazily below: without Playwright this tier is skipped (or failed) by its marker.
+    from playwright.sync_api import BrowserContext, Page
+
+STARTUP_TIMEOUT_S: Final = 60.0
+STOP_TIMEOUT_S: Final = 30.0
+PAGE_TIMEOUT_MS: Final = 15_000
+READY_TIMEOUT_MS: Final = 60_000
+CHROMIUM_ARGS: Final = (
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
+
+
+@dataclass(frozen=True)
+class RunningMaster:
+    """A ``mirbad up`` serving the portal."""
+
+    url: str
+    password: str
+    data_dir: Path
+    log: Path
+
+    def api(self) -> httpx.Client:
+        """A client of ``/api`` signed in with the administrator password."""
+        return httpx.Client(
+            base_url=f"{self.url}/api", headers={"Authorization": f"Bearer {self.password}"}, timeout=30
+        )
+
+
+def _mirbad() -> list[str]:
+    beside = Path(sys.executable).parent / "mirbad"
+    return [str(beside)] if beside.exists() else [sys.executable, "-m", "mirbad_master.cli"]
+
+
+def _wait_until_serving(process: subprocess.Popen[bytes], url: str, log: Path) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"mirbad up exited with {process.returncode}:\n{log.read_text()[-4000:]}")
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    pytest.fail(f"mirbad up did not serve within {STARTUP_TIMEOUT_S} s:\n{log.read_text()[-4000:]}")
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    # SIGTERM: the master stops its models, then its agent; nothing is left running.
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=STOP_TIMEOUT_S)
+
+
+@pytest.fixture(scope="session")
+def master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningMaster]:
+    root = tmp_path_factory.mktemp("portal")
+    data_dir = root / "data"
+    data_dir.mkdir(mode=0o700)
+    password = AdminAuth(data_dir).reset_password()
+    write_tiny_gguf(data_dir / "models" / TINY_MODEL_PATH)
+    port = free_port()
+    env = {
+        **os.environ,
+        "MIRBAD_DATA_DIR": str(data_dir),
+        "MIRBAD_PORT": str(port),
+        "MIRBAD_ENROLL_PORT": str(free_port()),
+        "MIRBAD_HEALTH_POLL_S": "0.5",
+        "MIRBAD_TELEMETRY_INTERVAL_S": "1",
+        "MIRBAD_STARTUP_TIMEOUT_S": "60",
+    }
+    server = llama_server_path()
+    if server is not None:
+        env["MIRBAD_LLAMA_SERVER"] = str(server)
+    # NiceGUI changes its behaviour when it believes it runs under pytest; the master is no test.
+    env.pop("PYTEST_CURRENT_TEST", None)
+    log = root / "mirbad-up.log"
+    url = f"http://127.0.0.1:{port}"
+    with log.open("wb") as output:
+        process = subprocess.Popen([*_mirbad(), "up"], env=env, stdout=output, stderr=subprocess.STDOUT)
+    try:
+        _wait_until_serving(process, url, log)
+        yield RunningMaster(url, password, data_dir, log)
+    finally:
+        _stop(process)
+
+
+@pytest.fixture(scope="session")
+def browser_context(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext]:
+    from playwright.sync_api import sync_playwright
+
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(profile),
+            executable_path=str(CHROMIUM),
+            args=list(CHROMIUM_ARGS),
+            headless=True,
+            viewport={"width": 1280, "height": 800},
+        )
+        context.set_default_timeout(PAGE_TIMEOUT_MS)
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+@pytest.fixture
+def page(browser_context: BrowserContext) -> Iterator[Page]:
+    browser_context.clear_cookies()
+    page = browser_context.new_page()
+    try:
+        yield page
+    finally:
+        page.close()

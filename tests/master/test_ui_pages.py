@@ -1,0 +1,151 @@
+"""The portal's pages in NiceGUI's user simulation: no browser, the real master services behind them.
+
+Each test runs the pages over a master with fake agents (``running_master``), signed in by a session
+cookie, and drives them through :class:`nicegui.testing.User`. The browser tier checks what only a
+browser can: the login form, streaming, the themes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+import pytest
+from nicegui import core, ui
+from nicegui.testing.general import nicegui_reset_globals, prepare_simulation
+from nicegui.testing.user import User
+from tests.master._stack import Master, running_master
+
+from mirbad_master._admin_auth import SESSION_COOKIE
+from mirbad_master.ui._install import _pages
+from mirbad_master.ui._portal import Portal
+from mirbad_orchestration import RestartPause
+
+pytestmark = pytest.mark.anyio
+
+TINY = {"id": "tiny", "servedName": "tiny", "modelPath": "tiny", "memoryBudgetGiB": 1, "tags": ["chat"]}
+
+
+@asynccontextmanager
+async def portal_user(master: Master, *, signed_in: bool = True) -> AsyncIterator[User]:
+    """A simulated visitor of the portal of ``master`` (NiceGUI's globals are reset around it)."""
+    with nicegui_reset_globals():
+        os.environ["NICEGUI_USER_SIMULATION"] = "true"
+        try:
+            prepare_simulation()
+            _pages(Portal(master.services, master.auth))
+            ui.run(storage_secret="simulation")
+            async with (
+                core.app.router.lifespan_context(core.app),
+                httpx.AsyncClient(
+                    transport=httpx.ASGITransport(core.app), base_url="http://portal"
+                ) as client,
+            ):
+                if signed_in:
+                    client.cookies.set(SESSION_COOKIE, await master.auth.sign_in(master.password, "sim"))
+                yield User(client)
+        finally:
+            os.environ.pop("NICEGUI_USER_SIMULATION", None)
+
+
+async def test_every_page_needs_a_session(tmp_path: Path) -> None:
+    async with running_master(tmp_path) as master, portal_user(master, signed_in=False) as user:
+        await user.open("/models")
+        await user.should_see("Sign in with the administrator password.")
+        await user.should_not_see("New model")
+
+
+async def test_the_models_page_filters_by_all_selected_tags(tmp_path: Path) -> None:
+    async with running_master(tmp_path) as master, portal_user(master) as user:
+        await master.admin.post("/api/models", json=TINY)
+        await user.open("/models?tags=chat")
+        await user.should_see(marker="model-tiny")
+        await user.should_see(marker="model-ornith-9b-fp8")  # the example model is tagged chat too
+        await user.open("/models?tags=chat,quantized")
+        await user.should_not_see(marker="model-tiny")
+        await user.should_see(marker="model-ornith-9b-fp8")
+
+
+async def test_a_start_refused_for_memory_offers_to_start_anyway(tmp_path: Path) -> None:
+    async with running_master(tmp_path) as master, portal_user(master) as user:
+        await master.admin.post("/api/models", json={**TINY, "memoryBudgetGiB": 120})
+        await user.open("/models")
+        user.find(marker="start-tiny").click()
+        await user.should_see("does not fit in the node's memory")
+        user.find(marker="force-start").click()
+        await user.should_see("tiny is starting (memory check skipped)")
+        status = await master.services.runtime.status("tiny")
+
+    assert status.state.value in ("Starting", "Ready")
+
+
+async def test_the_editor_shows_a_message_per_field_and_saves_a_valid_model(tmp_path: Path) -> None:
+    async with running_master(tmp_path) as master, portal_user(master) as user:
+        await user.open("/models/new")
+        user.find(marker="field-id").type("Bad_ID")
+        await user.should_see("use 1 to 40 lowercase letters")
+        user.find(marker="field-id").clear().type("qwen")
+        user.find(marker="field-servedName").type("Qwen3-8B")
+        user.find(marker="field-modelPath").type("qwen3-8b")
+        user.find(marker="save-model").click()
+        # This fake node catalogues no llama-server: the executable is what is still missing.
+        await user.should_see("a llamacpp model needs a logical executable")
+        user.find(marker="field-runtime").click()
+        user.find("vllm").click()
+        await user.should_see("vllm serve --model /models/qwen3-8b --served-model-name Qwen3-8B")
+        user.find(marker="save-model").click()
+        await user.should_see("qwen saved")
+        saved = await master.services.models.get("qwen")
+
+    assert (saved.runtime, saved.served_name) == ("vllm", "Qwen3-8B")
+
+
+async def test_a_paused_model_is_explained_on_the_overview_and_counted_by_the_badge(tmp_path: Path) -> None:
+    async with running_master(tmp_path) as master, portal_user(master) as user:
+        await master.admin.post("/api/models", json=TINY)
+        pause = RestartPause(
+            model_id="tiny", node_id="local", crashes=3, last_error="exit 1", paused_at=datetime.now(UTC)
+        )
+        await master.services.pauses.pause(pause)
+        await user.open("/")
+        await user.should_see("Automatic restarts paused for tiny after 3 crashes: exit 1")
+        await user.should_see(marker="attention-badge")
+        await user.open("/models")
+        await user.should_see("Crashed 3 times, automatic restarts paused")
+
+
+async def test_a_created_key_is_shown_once_and_can_be_revoked(tmp_path: Path) -> None:
+    async with running_master(tmp_path) as master, portal_user(master) as user:
+        await user.open("/access")
+        user.find(marker="create-key").click()
+        user.find(marker="key-name").type("notebook")
+        user.find(marker="confirm-create-key").click()
+        await user.should_see(marker="new-key-secret")
+        await user.should_see("shown this once")
+        user.find(marker="close-secret").click()
+        user.find(marker="revoke-notebook").click()
+        user.find(marker="confirm-revoke").click()
+        await user.should_see("notebook revoked")
+        keys = await master.services.keys.list()
+
+    assert [(key.name, key.revoked_at is not None) for key in keys] == [("notebook", True)]
+
+
+async def test_enrolling_a_node_shows_the_command_to_run_there(tmp_path: Path) -> None:
+    async with running_master(tmp_path) as master, portal_user(master) as user:
+        await user.open("/nodes")
+        await user.should_see(marker="node-local")
+        user.find(marker="enroll-name").type("gpu-2")
+        user.find(marker="issue-token").click()
+        await user.should_see("mirbad-agent enroll --master")
+        await user.should_see("--name gpu-2")
+
+
+async def test_the_playground_says_when_no_model_is_ready(tmp_path: Path) -> None:
+    async with running_master(tmp_path) as master, portal_user(master) as user:
+        await user.open("/playground")
+        await user.should_see("No model is Ready: start one on the Models page.")

@@ -1,0 +1,137 @@
+"""The portal's small pure parts: memory history, snippets, formats, the key form, labels."""
+
+from __future__ import annotations
+
+import ast
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from mirbad_master._views import SettingChangeView
+from mirbad_master.ui._access import key_request, usage_totals
+from mirbad_master.ui._format import ago, gib, per_second, percent
+from mirbad_master.ui._memory_history import FLEET, MemoryHistory
+from mirbad_master.ui._model_dialogs import change_line
+from mirbad_master.ui._models import tags_query
+from mirbad_master.ui._nodes import runtime_text
+from mirbad_master.ui._overview import history_chart_options
+from mirbad_master.ui._snippets import KEY_PLACEHOLDER, snippets
+from mirbad_orchestration import NodeState
+from mirbad_protocol import (
+    ContainerRuntimeInfo,
+    ExecutableRef,
+    KeyUsage,
+    MemorySnapshot,
+    ProcessRuntimeInfo,
+)
+
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def node(node_id: str, used: float, total: float, *, at: datetime, reachable: bool = True) -> NodeState:
+    memory = MemorySnapshot(total_gib=total, available_gib=total - used, taken_at=at)
+    return NodeState(node_id, reachable=reachable, memory=memory)
+
+
+def test_the_memory_history_keeps_each_node_and_the_fleet_sum() -> None:
+    now = iter([T0, T0 + timedelta(seconds=5), T0 + timedelta(seconds=10)])
+    history = MemoryHistory(capacity=2, clock=lambda: next(now))
+
+    history.sample([node("a", 10, 64, at=T0), node("b", 4, 32, at=T0)])
+    history.sample(
+        [node("a", 12, 64, at=T0 + timedelta(seconds=5)), node("b", 4, 32, at=T0, reachable=False)]
+    )
+    history.sample([node("a", 12, 64, at=T0 + timedelta(seconds=5))])  # not read again: not sampled again
+
+    assert history.names() == ["a", "b"]
+    assert [(s.used_gib, s.total_gib) for s in history.series(FLEET)] == [(12, 64), (12, 64)]
+    assert [s.used_gib for s in history.series("a")] == [10, 12]
+    assert [s.used_gib for s in history.series("b")] == [4]
+    options = history_chart_options(history)
+    assert [series["name"] for series in options["series"]] == ["Fleet", "a", "b"]
+    assert options["series"][1]["data"][0] == [int(T0.timestamp() * 1000), 10]
+
+
+def test_snippets_name_the_endpoint_and_model_and_never_a_stored_secret() -> None:
+    code = snippets("http://gpu.lan:8080/v1/", "qwen3")
+
+    assert code["curl"].startswith("curl http://gpu.lan:8080/v1/chat/completions")
+    assert f"Bearer {KEY_PLACEHOLDER}" in code["curl"]
+    assert 'base_url="http://gpu.lan:8080/v1"' in code["python"]
+    assert 'os.environ["MIRBAD_API_KEY"]' in code["python"]
+    assert 'baseURL: "http://gpu.lan:8080/v1"' in code["javascript"]
+    assert '"qwen3"' in code["javascript"]
+    ast.parse(code["python"])
+    assert "api_key='mb-x'" in snippets("http://h/v1", "m", key="mb-x")["python"]
+
+
+def test_the_key_form_turns_days_and_limits_into_a_create_request() -> None:
+    values = {"name": " notebook ", "allowedModels": ["qwen"], "expiresAt": 2, "requestsPerMinute": 60.0}
+
+    request, errors = key_request(values, T0)
+
+    assert errors == {}
+    assert request is not None
+    assert (request.name, request.allowed_models) == ("notebook", ("qwen",))
+    assert request.expires_at == T0 + timedelta(days=2)
+    assert (request.requests_per_minute, request.tokens_per_minute) == (60, None)
+
+
+def test_the_key_form_reports_each_invalid_input() -> None:
+    request, errors = key_request({"name": "", "expiresAt": 0, "tokensPerMinute": 1.5}, T0)
+
+    assert request is None
+    assert set(errors) == {"name", "expiresAt", "tokensPerMinute"}
+
+
+def test_usage_is_summed_per_key() -> None:
+    usage = [
+        KeyUsage(key_id="k1", served_name="a", prompt_tokens=10, completion_tokens=5, requests=2),
+        KeyUsage(key_id="k1", served_name="b", prompt_tokens=1, completion_tokens=1, requests=1),
+        KeyUsage(key_id="k2", served_name="a", prompt_tokens=0, completion_tokens=0, requests=4),
+    ]
+
+    assert usage_totals(usage) == {"k1": (3, 17), "k2": (4, 0)}
+
+
+@pytest.mark.parametrize(
+    ("selected", "toggled", "url"),
+    [
+        ([], "chat", "/models?tags=chat"),
+        (["chat"], "tools", "/models?tags=chat,tools"),
+        (["chat", "tools"], "chat", "/models?tags=tools"),
+        (["chat"], "chat", "/models"),
+    ],
+)
+def test_a_tag_chip_adds_or_removes_its_tag_from_the_url(selected: list[str], toggled: str, url: str) -> None:
+    assert tags_query(selected, toggled) == url
+
+
+def test_a_changed_setting_reads_old_to_new() -> None:
+    change = SettingChangeView(field="maxNumSeqs", old=16, new=32, needs_restart=True)
+    assert change_line(change) == "maxNumSeqs: 16 -> 32"
+    assert change_line(change.model_copy(update={"old": None, "new": "fp8"})) == 'maxNumSeqs: null -> "fp8"'
+
+
+def test_runtimes_are_described_with_their_executables() -> None:
+    process = ProcessRuntimeInfo(
+        runtime="llamacpp", executables=[ExecutableRef(name="llama-server", version="b6000")]
+    )
+    assert runtime_text(process) == "llamacpp (process: llama-server@b6000)"
+    assert runtime_text(ContainerRuntimeInfo(runtime="vllm", network="mirbad")) == (
+        "vllm (container, network mirbad)"
+    )
+
+
+def test_numbers_and_times_read_the_same_everywhere() -> None:
+    assert gib(12.345) == "12.3 GiB"
+    assert gib(None) == "—"
+    assert per_second(None) == "—"
+    assert per_second(41.96) == "42.0 tok/s"
+    assert percent(5, 0) == 0.0
+    assert percent(150, 100) == 1.0
+    assert ago(None, T0) == "never"
+    assert ago(T0 - timedelta(seconds=5), T0) == "5 s ago"
+    assert ago(T0 - timedelta(minutes=5), T0) == "5 min ago"
+    assert ago(T0 - timedelta(hours=5), T0) == "5 h ago"
+    assert ago(T0 - timedelta(days=5), T0) == "5 d ago"
