@@ -180,6 +180,9 @@ def error_of(response: httpx.Response) -> tuple[int, str, str | None]:
 # ---------------------------------------------------------------- runtimes
 
 
+HAS_BOOT_ID = Path("/proc/sys/kernel/random/boot_id").exists()
+
+
 async def test_runtimes_report_the_composed_drivers_and_features(
     node: Node, snapshot_json: SnapshotAssertion
 ) -> None:
@@ -188,7 +191,7 @@ async def test_runtimes_report_the_composed_drivers_and_features(
     assert response.status_code == 200
     assert info.model_roots == [str(node.root)]
     # The host's boot id differs on every machine; on Linux it is always there.
-    assert info.boot_id or not Path("/proc/sys/kernel/random/boot_id").exists()
+    assert info.boot_id or not HAS_BOOT_ID
     body = {key: value for key, value in response.json().items() if key != "bootId"}
     assert {**body, "modelRoots": ["<tmp>"]} == snapshot_json
 
