@@ -8,7 +8,7 @@ import os
 import signal
 from pathlib import Path
 
-from mirbad_runtime._process_host_posix import linux_identity
+from mirbad_runtime._process_host_posix import _reap, linux_identity
 from mirbad_runtime._process_records import ProcessRecord
 
 
@@ -20,3 +20,6 @@ def kill_recorded_processes(records_path: Path) -> None:
             if linux_identity(record.pid) == record.identity:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(record.pid, signal.SIGKILL)
+            # Collect the exit of a model this test process spawned itself, or it lingers as a zombie
+            # (and its Popen warns when the worker exits).
+            _reap(record.pid, grace_s=5)

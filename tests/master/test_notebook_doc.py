@@ -14,6 +14,7 @@ import os
 import re
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,10 @@ def run_cell(code: Any, namespace: dict[str, Any]) -> None:
         async def awaited() -> None:
             await eval(code, namespace)
 
-        anyio.run(awaited)
+        # Its own thread, like a kernel's loop: a test earlier in this worker (NiceGUI's user
+        # simulation) can leave this thread marked as running an event loop.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pool.submit(anyio.run, awaited).result(timeout=120)
     else:
         exec(code, namespace)
 
