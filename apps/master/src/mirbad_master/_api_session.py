@@ -17,7 +17,7 @@ from mirbad_protocol import WireModel
 
 from ._admin_auth import ADMIN_USER, SESSION_COOKIE, SESSION_LIFETIME_S, AdminAuth, WrongPasswordError
 
-__all__ = ["SignIn", "actor_of", "admin_guard", "client_address", "session_router"]
+__all__ = ["SignIn", "actor_of", "admin_guard", "client_address", "session_router", "set_session_cookie"]
 
 _bearer_scheme = HTTPBearer(auto_error=False, description="The administrator password")
 _cookie_scheme = APIKeyCookie(name=SESSION_COOKIE, auto_error=False, description="The portal's session")
@@ -75,15 +75,7 @@ def session_router(auth: AdminAuth) -> APIRouter:
     async def sign_in(body: SignIn, request: Request) -> Response:
         token = await auth.sign_in(body.password, client_address(request))
         answer = Response(status_code=204)
-        answer.set_cookie(
-            SESSION_COOKIE,
-            token,
-            max_age=int(SESSION_LIFETIME_S),
-            httponly=True,
-            samesite="strict",
-            secure=request.url.scheme == "https",
-            path="/",
-        )
+        set_session_cookie(answer, token, request)
         return answer
 
     @router.delete("/session", status_code=204, summary="Sign out of the portal")
@@ -96,3 +88,16 @@ def session_router(auth: AdminAuth) -> APIRouter:
         return answer
 
     return router
+
+
+def set_session_cookie(response: Response, token: str, request: Request) -> None:
+    """Give the browser its session: HttpOnly, SameSite=Strict, Secure whenever the page came over TLS."""
+    response.set_cookie(
+        SESSION_COOKIE,
+        token,
+        max_age=int(SESSION_LIFETIME_S),
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path="/",
+    )

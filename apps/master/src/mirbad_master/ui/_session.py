@@ -17,12 +17,11 @@ from fastapi.responses import RedirectResponse, Response
 
 from mirbad_master._admin_auth import (
     SESSION_COOKIE,
-    SESSION_LIFETIME_S,
     AdminAuth,
     AdminAuthError,
     TooManyAttemptsError,
 )
-from mirbad_master._api_session import client_address
+from mirbad_master._api_session import client_address, set_session_cookie
 
 __all__ = ["LOGIN_PATH", "LOGOUT_PATH", "install_session_routes", "login_redirect", "safe_next", "signed_in"]
 
@@ -73,15 +72,7 @@ def install_session_routes(app: FastAPI, auth: AdminAuth) -> None:
         except AdminAuthError:
             return _back_to_login(target, error="wrong")
         answer = RedirectResponse(target, status_code=303)
-        answer.set_cookie(
-            SESSION_COOKIE,
-            token,
-            max_age=int(SESSION_LIFETIME_S),
-            httponly=True,
-            samesite="strict",
-            secure=request.url.scheme == "https",
-            path="/",
-        )
+        set_session_cookie(answer, token, request)
         return answer
 
     @app.get(LOGOUT_PATH, include_in_schema=False)
