@@ -80,6 +80,18 @@ async def test_an_idle_model_that_starts_on_request_is_unloaded(tmp_path: Path) 
     assert ("system:idle-unload", "model.stop", "qwen") in [(e.actor, e.action, e.target) for e in audit]
 
 
+async def test_a_models_own_idle_ttl_wins_over_the_default(tmp_path: Path) -> None:
+    pinned = {**ON_DEMAND, "id": "pinned", "servedName": "pinned", "autoStartOnRequest": False}
+    async with running_master(tmp_path, idle_unload_s=600) as master:
+        await master.admin.post("/api/models", json=ON_DEMAND)
+        await master.admin.post("/api/models", json={**pinned, "idleUnloadSeconds": 30})
+        await master.admin.post("/api/models", json={**pinned, "id": "always", "servedName": "always"})
+        ttls = dict(master.services.idle_ttls)
+
+    # The default covers models a request brings back; a ttl of its own covers any model.
+    assert ttls == {"qwen": 600, "pinned": 30}
+
+
 async def test_leaving_stops_the_node_models_but_keeps_them_listed(tmp_path: Path) -> None:
     async with running_master(tmp_path, stop_models_on_exit="local") as master:
         await master.admin.post("/api/models", json=ON_DEMAND)

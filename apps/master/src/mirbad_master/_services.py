@@ -153,11 +153,13 @@ class MasterServices:
         """
         models = await self.models.list()
         self.stats.name_models({model.id: model.served_name for model in models})
-        ttl = self.settings.idle_unload_s
+        default = self.settings.idle_unload_s
         self.idle_ttls.clear()
-        if ttl is not None:
-            # Only a model a request brings back may go away when idle.
-            self.idle_ttls.update({model.id: ttl for model in models if model.auto_start_on_request})
+        for model in models:
+            # A model's own ttl wins; the default applies only to models a request brings back.
+            ttl = model.idle_unload_s or (default if model.auto_start_on_request else None)
+            if ttl is not None:
+                self.idle_ttls[model.id] = ttl
         self.telemetry.retain(model.id for model in models)
 
     def abandon_exit_work(self) -> None:

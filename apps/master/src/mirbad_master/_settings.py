@@ -81,8 +81,8 @@ class MasterSettings(BaseModel):
         crash_backoff_s: the waits before the 1st, 2nd, 3rd... restart (the last repeats).
         startup_timeout_s: how long a start waits for Ready (monitor launches, requests that start a
             model on demand).
-        idle_unload_s: stop a Ready model that starts on request after this long without a request;
-            ``None`` never unloads.
+        idle_unload_s: the default for models that start on request: stop such a Ready model after
+            this long without a request (a model's own ``idleUnloadSeconds`` wins); ``None``: no default.
         telemetry_interval_s: how often the agents' telemetry rings are read.
         usage_flush_s: how often API key usage is written to disk.
     """

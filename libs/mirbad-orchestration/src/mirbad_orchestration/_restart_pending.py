@@ -29,7 +29,7 @@ TUNING_LABEL: Final = "mirbad.tuning"
 
 _LIVE: Final = (ModelState.STARTING, ModelState.READY)
 # Settings applied without a restart: the monitor and the router read them from the registry.
-_NO_RESTART: Final = frozenset({"autoStart", "autoStartOnRequest"})
+_NO_RESTART: Final = frozenset({"autoStart", "autoStartOnRequest", "idleUnloadSeconds"})
 # Bookkeeping the model's process never sees; the Apply dialog does not list them.
 _NOT_SETTINGS: Final = frozenset({"tags", "sources"})
 

@@ -137,6 +137,8 @@ class ModelDefinition(WireModel):
     Settings that Mirbad owns (speculative and compilation config, CUDA graph mode, max num seqs, max
     batched tokens, KV cache dtype, prefix caching, async scheduling, mamba cache mode) live only in
     their typed fields once normalized; ``extra_args`` holds every other flag, passed through verbatim.
+    ``idle_unload_s`` stops the model after that many seconds without a request (the master's default,
+    ``MIRBAD_IDLE_UNLOAD_S``, applies to models that start on request); it is not a launch argument.
     """
 
     id: Annotated[str, Field(pattern=MODEL_ID_PATTERN)]
@@ -166,6 +168,9 @@ class ModelDefinition(WireModel):
     placement: Placement | None = None
     auto_start: bool = False
     auto_start_on_request: bool = False
+    idle_unload_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = Field(
+        default=None, alias="idleUnloadSeconds"
+    )
 
     @field_validator("model_path")
     @classmethod
