@@ -1,4 +1,7 @@
-"""Screenshots of every page for the README (``docs/screenshots/``), taken from a real ``mirbad up``.
+"""Screenshots of every page for the README, taken from a real ``mirbad up``.
+
+They land in ``docs/screenshots/`` when ``MIRBAD_UPDATE_SCREENSHOTS=1`` is set (then commit them), and in
+a temporary folder otherwise, so an ordinary test run leaves the checkout clean.
 
 Light theme throughout, and the Overview once more in the dark theme. The fleet is given something to
 show first: a Ready model with tags, an API key and a chat in the Playground.
@@ -6,6 +9,7 @@ show first: a Ready model with tags, an API key and a chat in the Playground.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -22,12 +26,18 @@ if TYPE_CHECKING:
 
 pytestmark = [pytest.mark.browser, pytest.mark.llamacpp]
 
-SCREENSHOTS: Final = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+DOCS_SCREENSHOTS: Final = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
 
-def _shoot(page: Page, name: str) -> Path:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    path = SCREENSHOTS / f"{name}.png"
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
+    """Where the pictures go: the README's folder on request, else this test's temporary folder."""
+    return DOCS_SCREENSHOTS if os.environ.get("MIRBAD_UPDATE_SCREENSHOTS") == "1" else tmp_path
+
+
+def _shoot(page: Page, name: str, folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.png"
     page.wait_for_load_state("networkidle")
     page.screenshot(path=str(path), full_page=True)
     return path
@@ -37,7 +47,7 @@ def _set_theme(page: Page, master: RunningMaster, theme: str) -> None:
     page.context.add_cookies([{"name": THEME_COOKIE, "value": theme, "url": master.url}])
 
 
-def test_every_page_is_photographed(page: Page, master: RunningMaster) -> None:
+def test_every_page_is_photographed(page: Page, master: RunningMaster, shots: Path) -> None:
     from playwright.sync_api import expect
 
     model = ensure_ready(master, "tiny-chat", tags=["chat", "embedding-free"], servedName="tiny-chat")
@@ -47,7 +57,7 @@ def test_every_page_is_photographed(page: Page, master: RunningMaster) -> None:
 
     page.goto(f"{master.url}/login")
     expect(page.get_by_test_id("sign-in")).to_be_visible()
-    taken = [_shoot(page, "login")]
+    taken = [_shoot(page, "login", shots)]
 
     _set_theme(page, master, "light")
     sign_in(page, master, "/playground")
@@ -56,14 +66,14 @@ def test_every_page_is_photographed(page: Page, master: RunningMaster) -> None:
     page.get_by_test_id("chat-input").fill("hello tiny model")
     page.get_by_test_id("chat-send").click()
     expect(page.get_by_test_id("chat-stats")).to_contain_text("tok/s", timeout=READY_TIMEOUT_MS)
-    taken.append(_shoot(page, "playground"))
+    taken.append(_shoot(page, "playground", shots))
 
     page.goto(f"{master.url}/")
     expect(page.get_by_test_id("overview-models")).to_contain_text(model)
-    taken.append(_shoot(page, "overview"))
+    taken.append(_shoot(page, "overview", shots))
     page.goto(f"{master.url}/models")
     expect(page.get_by_test_id(f"state-{model}")).to_have_text("Ready")
-    taken.append(_shoot(page, "models"))
+    taken.append(_shoot(page, "models", shots))
     page.goto(f"{master.url}/models/new")
     page.get_by_test_id("field-id").fill("qwen3-8b")
     page.get_by_test_id("field-servedName").fill("Qwen3-8B")
@@ -72,16 +82,16 @@ def test_every_page_is_photographed(page: Page, master: RunningMaster) -> None:
     page.get_by_test_id("field-memoryBudgetGiB").fill("12")
     page.get_by_test_id("field-extraArgs").fill("--flash-attn on --jinja")
     expect(page.get_by_test_id("command-preview")).to_contain_text("--alias Qwen3-8B")
-    taken.append(_shoot(page, "model-editor"))
+    taken.append(_shoot(page, "model-editor", shots))
     page.goto(f"{master.url}/access")
     expect(page.get_by_test_id("key-notebook")).to_be_visible()
-    taken.append(_shoot(page, "access"))
+    taken.append(_shoot(page, "access", shots))
     page.goto(f"{master.url}/nodes")
     expect(page.get_by_test_id("node-local")).to_contain_text("reachable")
-    taken.append(_shoot(page, "nodes"))
+    taken.append(_shoot(page, "nodes", shots))
 
     _set_theme(page, master, "dark")
     page.goto(f"{master.url}/")
     expect(page.locator("body")).to_have_class(re.compile("body--dark"))
-    taken.append(_shoot(page, "overview-dark"))
+    taken.append(_shoot(page, "overview-dark", shots))
     assert all(path.stat().st_size > 10_000 for path in taken)
