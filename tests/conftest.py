@@ -7,6 +7,9 @@ from syrupy.assertion import SnapshotAssertion
 from syrupy.extensions.json import JSONSnapshotExtension
 from tests._support.real_parts import PROBES, required_parts
 
+# Shared fixtures of the real-component tiers (docker_client, image).
+pytest_plugins = ["tests._support.docker_image"]
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip, or fail under MIRBAD_REQUIRE, every test whose real component is missing."""

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import docker
+import pytest
 
 REPOSITORY = "mirbad-test-vllm"
 FAKE_VLLM = Path(__file__).resolve().parents[1] / "fakes" / "fake_vllm.py"
@@ -177,3 +178,21 @@ def _build_lock() -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+RUN_LABEL = "mirbad-tests.run"
+"""Label on every container a test starts, valued with the test's run id, so cleanup finds them all."""
+
+
+@pytest.fixture(scope="module")
+def docker_client() -> Iterator[Any]:
+    """A docker-py client of the real dockerd, one per test module."""
+    client = docker.from_env(version="auto", timeout=30)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def image(docker_client: Any) -> str:
+    """The fake-vLLM test image, built with ``docker import`` when missing."""
+    return ensure_test_image(docker_client)

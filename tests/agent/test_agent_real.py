@@ -21,12 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import docker
 import httpx
 import pytest
 from cryptography.hazmat.primitives.serialization import Encoding
 from tests._support.agent_fleet import Fleet, create_fleet, master_identity
-from tests._support.docker_image import ensure_test_image
+from tests._support.docker_image import RUN_LABEL
 from tests._support.processes import kill_recorded_processes
 from tests._support.real_parts import llama_server_path
 from tests._support.tiny_gguf import TINY_MODEL_PATH, write_tiny_gguf
@@ -55,21 +54,8 @@ pytestmark = [
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="checks processes through /proc"),
 ]
 
-RUN_LABEL = "mirbad-tests.run"
 WAIT_S = 30.0
 POLL_S = 0.1
-
-
-@pytest.fixture(scope="module")
-def docker_client() -> Iterator[Any]:
-    client = docker.from_env(version="auto", timeout=30)
-    yield client
-    client.close()
-
-
-@pytest.fixture(scope="module")
-def image(docker_client: Any) -> str:
-    return ensure_test_image(docker_client)
 
 
 @dataclass

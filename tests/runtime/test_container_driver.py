@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import docker
 import httpx
 import pytest
-from tests._support.docker_image import ensure_test_image
+from tests._support.docker_image import RUN_LABEL
 from tests.fakes.fake_vllm import START_LINE
 
 from mirbad_protocol import ContainerLaunch, ModelState, ModelStatus
@@ -24,20 +23,7 @@ from mirbad_runtime.exceptions import ImagePullError, LaunchRejectedError, Model
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 
-RUN_LABEL = "mirbad-tests.run"
 WAIT_S = 30
-
-
-@pytest.fixture(scope="module")
-def docker_client() -> Iterator[Any]:
-    client = docker.from_env(version="auto", timeout=30)
-    yield client
-    client.close()
-
-
-@pytest.fixture(scope="module")
-def image(docker_client: Any) -> str:
-    return ensure_test_image(docker_client)
 
 
 @pytest.fixture(scope="module")
