@@ -121,8 +121,10 @@ def master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningMaster]:
         _stop(process)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser_context(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext]:
+    # Module scope, not session: Playwright's sync API marks the thread as running an event loop
+    # until it stops, and the anyio tests that share this xdist worker afterwards cannot start one.
     from playwright.sync_api import sync_playwright
 
     profile = tmp_path_factory.mktemp("chromium-profile")

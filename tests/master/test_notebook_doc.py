@@ -48,8 +48,8 @@ def run_cell(code: Any, namespace: dict[str, Any]) -> None:
         async def awaited() -> None:
             await eval(code, namespace)
 
-        # Its own thread, like a kernel's loop: a test earlier in this worker (NiceGUI's user
-        # simulation) can leave this thread marked as running an event loop.
+        # Its own thread, as a kernel runs its loop apart from the cell's code; it also keeps the cell
+        # clear of any loop state an earlier test left on this worker's thread.
         with ThreadPoolExecutor(max_workers=1) as pool:
             pool.submit(anyio.run, awaited).result(timeout=120)
     else:

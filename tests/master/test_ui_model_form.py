@@ -62,6 +62,18 @@ def test_a_valid_form_previews_the_command_line_the_node_runs() -> None:
     assert check.command.startswith("llama-server --model tiny/tiny-llama.gguf --alias tiny --ctx-size 512")
 
 
+def test_the_idle_unload_time_is_kept_and_checked() -> None:
+    kept = check_form({**TINY, "idleUnloadSeconds": 900}, [])
+    cleared = check_form({**TINY, "idleUnloadSeconds": None}, [])
+    refused = check_form({**TINY, "idleUnloadSeconds": 0}, [])
+
+    assert kept.definition is not None
+    assert kept.definition.idle_unload_s == 900
+    assert cleared.definition is not None
+    assert cleared.definition.idle_unload_s is None
+    assert set(refused.errors) == {"idleUnloadSeconds"}
+
+
 def test_the_preview_is_of_the_normalized_definition() -> None:
     check = check_form({**TINY, "extraArgs": "--parallel 4 --no-warmup", "tags": ["Chat", "chat"]}, [])
 

@@ -36,6 +36,7 @@ NEW_MODEL_DEFAULTS: Final[dict[str, Any]] = {
     "memoryBudgetGiB": 8.0,
     "kvCacheDtype": "",
     "gpuLayers": None,
+    "idleUnloadSeconds": None,
     "extraArgs": "",
     "tags": [],
     "nodeId": "",
@@ -56,6 +57,7 @@ _LABELS: Final = {
     "memoryBudgetGiB": "Memory budget (GiB)",
     "kvCacheDtype": "KV cache type (empty: the runtime's default)",
     "gpuLayers": "GPU layers (llama.cpp; -1 = all)",
+    "idleUnloadSeconds": "Stop after this many idle seconds (empty: never)",
     "extraArgs": "Extra arguments (passed as written)",
     "tags": "Tags",
     "nodeId": "Node (empty: the default node)",
@@ -210,6 +212,8 @@ def _input(name: str, value: Any, executables: list[str], nodes: list[str]) -> V
         element = ui.number(label, value=value, precision=0)
     elif name == "memoryBudgetGiB":
         element = ui.number(label, value=value, step=0.5)
+    elif name == "idleUnloadSeconds":
+        element = ui.number(label, value=value, min=1, step=60)
     else:
         element = ui.input(label, value="" if value is None else str(value))
     element.classes("w-full")

@@ -48,6 +48,7 @@ FORM_FIELDS: Final = (
     "memoryBudgetGiB",
     "kvCacheDtype",
     "gpuLayers",
+    "idleUnloadSeconds",
     "extraArgs",
     "tags",
     "nodeId",
@@ -60,7 +61,7 @@ PROGRAMS: Final = {"vllm": "vllm serve", "llamacpp": "llama-server", "mlx": "mlx
 """What each runtime's arguments follow in the preview."""
 
 _OPTIONAL_TEXT: Final = ("image", "kvCacheDtype")
-_NUMBERS: Final = ("maxModelLen", "maxNumSeqs", "memoryBudgetGiB", "gpuLayers")
+_NUMBERS: Final = ("maxModelLen", "maxNumSeqs", "memoryBudgetGiB", "gpuLayers", "idleUnloadSeconds")
 _WHOLE_MODEL: Final = re.compile(r"([A-Za-z][\w.]*): (.+)", re.DOTALL)
 # Patterns say little to a person: these inputs explain their rule instead.
 _RULES: Final = {
