@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 from tests._support.asgi_server import serve_asgi
+from tests._support.clock import FakeClock
 
 from mirbad_master._enroll_listener import (
     create_enroll_app,
@@ -18,19 +18,6 @@ from mirbad_master._enroll_listener import (
 )
 from mirbad_orchestration._enrollment import ENROLLMENT_TOKENS_FILE, EnrollmentTokens
 from mirbad_protocol import CertificateAuthority, TlsCredentials
-
-
-class FakeClock:
-    """A clock that only moves when the test says so (it starts at the real time, for TLS)."""
-
-    def __init__(self) -> None:
-        self.now = datetime.now(UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, delta: timedelta) -> None:
-        self.now += delta
 
 
 @dataclass

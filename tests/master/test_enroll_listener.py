@@ -13,7 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 from cryptography import x509
-from tests._support.enroll_master import FakeClock, enroll_master
+from tests._support.clock import FakeClock
+from tests._support.enroll_master import enroll_master
 
 from mirbad_master._enroll_listener import (
     MAX_ENROLL_BODY_BYTES,

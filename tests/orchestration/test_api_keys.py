@@ -17,6 +17,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 from syrupy.assertion import SnapshotAssertion
+from tests._support.clock import FakeClock
 
 from mirbad_orchestration._api_key_file import API_KEYS_FILE, ApiKeyImport
 from mirbad_orchestration._api_key_usage import API_KEY_USAGE_FILE, OTHER_MODELS
@@ -39,19 +40,6 @@ START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 TIMEOUT = 10
 
 
-class FakeClock:
-    """A clock that only moves when a test says so."""
-
-    def __init__(self, now: datetime = START) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, delta: timedelta) -> None:
-        self.now += delta
-
-
 class FailingWrites:
     """A before_replace hook that fails the writes of the files a test names."""
 
@@ -65,7 +53,7 @@ class FailingWrites:
 
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(START)
 
 
 @pytest.fixture

@@ -8,22 +8,15 @@ from pathlib import Path
 
 import pytest
 from syrupy.assertion import SnapshotAssertion
+from tests._support.clock import FakeClock
 
 from mirbad_orchestration._audit import AUDIT_FOLDER_NAME, AuditLog
 
 pytestmark = pytest.mark.anyio
 
 
-class _Clock:
-    def __init__(self, start: datetime) -> None:
-        self.now = start
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 async def test_lines_are_golden(tmp_path: Path, snapshot_json: SnapshotAssertion) -> None:
-    clock = _Clock(datetime(2025, 3, 1, 9, 30, tzinfo=UTC))
+    clock = FakeClock(datetime(2025, 3, 1, 9, 30, tzinfo=UTC))
     log = AuditLog(tmp_path, clock=clock)
     await log.record("user:admin", "model.start", "qwen3-8b", node_id="spark")
     clock.now += timedelta(seconds=42)
@@ -39,7 +32,7 @@ async def test_lines_are_golden(tmp_path: Path, snapshot_json: SnapshotAssertion
 
 
 async def test_read_returns_the_days_entries(tmp_path: Path) -> None:
-    clock = _Clock(datetime(2025, 3, 1, 23, 59, tzinfo=UTC))
+    clock = FakeClock(datetime(2025, 3, 1, 23, 59, tzinfo=UTC))
     log = AuditLog(tmp_path, clock=clock)
     first = await log.record("user:admin", "model.start", "a")
     clock.now += timedelta(minutes=2)

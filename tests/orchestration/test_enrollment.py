@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from syrupy.assertion import SnapshotAssertion
+from tests._support.clock import FakeClock
 
 from mirbad_orchestration._enrollment import ENROLLMENT_TOKENS_FILE, Enrollment, EnrollmentTokens
 from mirbad_orchestration.exceptions import (
@@ -47,19 +48,6 @@ START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 TIMEOUT = 10
 
 
-class FakeClock:
-    """A clock that only moves when a test says so."""
-
-    def __init__(self, now: datetime = START) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, delta: timedelta) -> None:
-        self.now += delta
-
-
 @pytest.fixture(scope="module")
 def ca() -> CertificateAuthority:
     return CertificateAuthority.create("Enrollment test CA", now=START - timedelta(days=1))
@@ -72,7 +60,7 @@ def node_key() -> PrivateKey:
 
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(START)
 
 
 @pytest.fixture
@@ -153,7 +141,7 @@ def test_no_guessed_token_enrolls(
     tmp_path: Path, ca: CertificateAuthority, node_key: PrivateKey, forged: str
 ) -> None:
     async def attempt() -> None:
-        store = EnrollmentTokens(tmp_path / ENROLLMENT_TOKENS_FILE, ca, clock=FakeClock())
+        store = EnrollmentTokens(tmp_path / ENROLLMENT_TOKENS_FILE, ca, clock=FakeClock(START))
         await store.issue("gpu-1")
         with pytest.raises(UnknownEnrollmentTokenError):
             await store.redeem(forged, csr_pem(node_key))
