@@ -21,7 +21,6 @@ from starlette.responses import JSONResponse, Response
 from mirbad_orchestration import (
     AgentProtocolError,
     AgentRequestError,
-    ApiKeyStoreError,
     DuplicateNodeError,
     DuplicateServedNameError,
     EnrollmentError,
@@ -29,13 +28,12 @@ from mirbad_orchestration import (
     LogStreamError,
     MemoryAdmissionRefusedError,
     NodeConflictError,
-    NodeRegistryError,
     NodeTimeoutError,
     NodeUnreachableError,
     RegistryError,
     StartConflictError,
     StartLaneBusyError,
-    StateFileError,
+    StoreFileError,
     UnknownApiKeyError,
     UnknownModelError,
     UnknownNodeError,
@@ -85,11 +83,9 @@ _TABLE: Final[Sequence[tuple[type[Exception], int, str]]] = (
     (AgentProtocolError, 502, "bad_gateway"),
     (LogStreamError, 502, "log_stream_failed"),
     (AgentRequestError, 502, "node_refused"),
+    (StoreFileError, 500, "storage_error"),
     (EnrollmentError, 500, "storage_error"),
     (RegistryError, 500, "storage_error"),
-    (NodeRegistryError, 500, "storage_error"),
-    (ApiKeyStoreError, 500, "storage_error"),
-    (StateFileError, 500, "storage_error"),
 )
 _HTTP_CODES: Final = {404: "route_not_found", 405: "method_not_allowed", 413: "request_too_large"}
 

@@ -41,6 +41,7 @@ __all__ = [
     "StartConflictError",
     "StartLaneBusyError",
     "StateFileError",
+    "StoreFileError",
     "UnknownApiKeyError",
     "UnknownEnrollmentTokenError",
     "UnknownModelError",
@@ -58,6 +59,20 @@ class UnreadableFlagError(InvalidFieldError, MirbadOrchestrationError):
 
     ``field`` is the flag as written (``--max-num-seqs``, ``--speculative-config.num_speculative_tokens``).
     """
+
+
+class StoreFileError(MirbadOrchestrationError):
+    """A file one of the master's stores keeps cannot be read or written; nothing is overwritten to recover.
+
+    Attributes:
+        path: the file.
+        reason: what is wrong with it.
+    """
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
 
 
 class RegistryError(MirbadOrchestrationError):
@@ -88,18 +103,8 @@ class EnrollmentError(MirbadOrchestrationError):
     """Root of the errors of node enrollment on the master."""
 
 
-class EnrollmentStoreError(EnrollmentError):
-    """The enrollment token file cannot be read or written.
-
-    Attributes:
-        path: the token file.
-        reason: what is wrong with it.
-    """
-
-    def __init__(self, path: Path, reason: str) -> None:
-        super().__init__(f"{path}: {reason}")
-        self.path = path
-        self.reason = reason
+class EnrollmentStoreError(StoreFileError, EnrollmentError):
+    """The enrollment token file cannot be read or written."""
 
 
 class EnrollmentTokenError(EnrollmentError):
@@ -154,18 +159,8 @@ class ApiKeyError(MirbadOrchestrationError):
     """Root of the errors of the API key store."""
 
 
-class ApiKeyStoreError(ApiKeyError):
-    """An API key file (keys or usage) cannot be read or written; it is never overwritten to recover.
-
-    Attributes:
-        path: the file.
-        reason: what is wrong with it.
-    """
-
-    def __init__(self, path: Path, reason: str) -> None:
-        super().__init__(f"{path}: {reason}")
-        self.path = path
-        self.reason = reason
+class ApiKeyStoreError(StoreFileError, ApiKeyError):
+    """An API key file (keys or usage) cannot be read or written; it is never overwritten to recover."""
 
 
 class UnknownApiKeyError(ApiKeyError, KeyError):
@@ -220,18 +215,8 @@ class ApiKeyExpiredError(ApiKeyRefusedError):
 # ---------------------------------------------------------------- nodes and their agents
 
 
-class NodeRegistryError(MirbadOrchestrationError):
-    """The node registry file cannot be read or written; it is never overwritten to recover.
-
-    Attributes:
-        path: the file.
-        reason: what is wrong with it.
-    """
-
-    def __init__(self, path: Path, reason: str) -> None:
-        super().__init__(f"{path}: {reason}")
-        self.path = path
-        self.reason = reason
+class NodeRegistryError(StoreFileError):
+    """The node registry file cannot be read or written; it is never overwritten to recover."""
 
 
 class NodeError(MirbadOrchestrationError):
@@ -344,18 +329,8 @@ class StartLaneBusyError(MirbadOrchestrationError):
         self.waited = waited
 
 
-class StateFileError(MirbadOrchestrationError):
-    """A state file of the master (recovery state, restart pauses) could not be read or written.
-
-    Attributes:
-        path: the file.
-        reason: what went wrong.
-    """
-
-    def __init__(self, path: Path, reason: str) -> None:
-        super().__init__(f"{path}: {reason}")
-        self.path = path
-        self.reason = reason
+class StateFileError(StoreFileError):
+    """A state file of the master (recovery state, restart pauses) could not be read or written."""
 
 
 # ---------------------------------------------------------------- the admin API's client
