@@ -27,11 +27,13 @@ from ._forward import (
     MAX_BODY_BYTES,
     create_upstream_client,
     forward,
+    join_upstream_url,
     read_body,
     upstream_url,
 )
 from ._headers import HOP_BY_HOP_HEADERS, request_headers, response_headers
 from ._limits import LimitExceeded, RateLimiter
+from ._paths import check_proxy_path, checked_path_param
 from ._relay import UpstreamRelay, wait_for_disconnect
 from ._stats import RouterStats
 from ._usage import JsonUsageTap, SseUsageTap, Usage, request_stream_usage, usage_from_object
@@ -39,6 +41,7 @@ from .exceptions import (
     InvalidRequestBodyError,
     MirbadRouterError,
     RequestTooLargeError,
+    UnsafeProxyPathError,
     UpstreamConnectError,
     UpstreamError,
     UpstreamResponseError,
@@ -68,6 +71,7 @@ __all__ = [
     "RouterStats",
     "SseUsageTap",
     "StatsSink",
+    "UnsafeProxyPathError",
     "Upstream",
     "UpstreamConnectError",
     "UpstreamError",
@@ -75,9 +79,12 @@ __all__ = [
     "UpstreamResponseError",
     "UpstreamTimeoutError",
     "Usage",
+    "check_proxy_path",
+    "checked_path_param",
     "create_router_app",
     "create_upstream_client",
     "forward",
+    "join_upstream_url",
     "parse_request_body",
     "read_body",
     "request_headers",

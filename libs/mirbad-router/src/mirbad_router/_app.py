@@ -24,11 +24,12 @@ from . import _errors as errors
 from ._body import RequestBody, parse_request_body
 from ._contracts import KeyGrant, KeyStore, MaintenanceGate, ModelResolver, Resolution, StatsSink
 from ._exchange import ExchangeOutcome, ObservedResponse
-from ._forward import CLIENT_CLOSED_REQUEST, MAX_BODY_BYTES, forward, read_body, upstream_url
+from ._forward import CLIENT_CLOSED_REQUEST, MAX_BODY_BYTES, forward, join_upstream_url, read_body
 from ._limits import RateLimiter
+from ._paths import checked_path_param
 from ._startup import wait_until_ready
 from ._usage import request_stream_usage
-from .exceptions import InvalidRequestBodyError, RequestTooLargeError, UpstreamError
+from .exceptions import InvalidRequestBodyError, RequestTooLargeError, UnsafeProxyPathError, UpstreamError
 
 __all__ = ["create_router_app"]
 
@@ -133,6 +134,10 @@ class _Router:
     async def _proxy(self, request: Request) -> Response:
         grant = await self._admit(request)
         try:
+            path = checked_path_param(request)
+        except UnsafeProxyPathError as error:
+            return errors.unsafe_path(error)
+        try:
             body = await self._read_body(request)
         except ClientDisconnect:
             return Response(status_code=CLIENT_CLOSED_REQUEST)
@@ -141,7 +146,7 @@ class _Router:
         model = await self._ready_model(request, body.model, grant)
         if grant is not None and (refusal := self.limiter.admit(grant)) is not None:
             return errors.rate_limited(grant.name, refusal)
-        return await self._forward(request, body, model, grant)
+        return await self._forward(request, path, body, model, grant)
 
     async def _admit(self, request: Request) -> KeyGrant | None:
         notice = await self.maintenance.current()
@@ -185,16 +190,16 @@ class _Router:
         return outcome
 
     async def _forward(
-        self, request: Request, body: RequestBody, model: Resolution, grant: KeyGrant | None
+        self, request: Request, path: str, body: RequestBody, model: Resolution, grant: KeyGrant | None
     ) -> Response:
         assert model.upstream is not None  # model.ready said so
-        path = request.path_params["path"]
         content, injected = body.content, False
         if grant is not None and body.json is not None:
             with_usage = request_stream_usage(path, body.json)
             if with_usage is not None:
                 content, injected = json.dumps(with_usage).encode(), True
-        url = upstream_url(model.upstream.base_url, f"v1/{path}", request.url.query)
+        # Only ever below the upstream's v1/: the path was checked, and the join checks it again.
+        url = join_upstream_url(model.upstream.base_url, f"v1/{path}", request.url.query)
         # Identity encoding keeps the body readable for usage; the hop is a LAN or loopback.
         headers = {"accept-encoding": "identity"} | {k.lower(): v for k, v in model.upstream.headers.items()}
         self.stats.begin(model.served_name)

@@ -11,7 +11,7 @@ from starlette.responses import JSONResponse
 from mirbad_protocol import ModelState, openai_error
 
 from ._limits import LimitExceeded
-from .exceptions import UpstreamConnectError, UpstreamError, UpstreamTimeoutError
+from .exceptions import UnsafeProxyPathError, UpstreamConnectError, UpstreamError, UpstreamTimeoutError
 
 __all__ = ["NOT_READY_RETRY_AFTER_S"]
 
@@ -52,6 +52,15 @@ def unauthorized(message: str) -> JSONResponse:
 def invalid_body(message: str) -> JSONResponse:
     """400: a body that is neither JSON nor multipart/form-data."""
     return error_response(400, message, code="invalid_request_body")
+
+
+def unsafe_path(error: UnsafeProxyPathError) -> JSONResponse:
+    """400 ``invalid_path``: a path that could leave the upstream's ``v1/`` prefix is never forwarded."""
+    return error_response(
+        400,
+        f"The request path is refused: it has {error.reason}, which no /v1 endpoint has.",
+        code="invalid_path",
+    )
 
 
 def missing_model() -> JSONResponse:

@@ -26,6 +26,7 @@ from starlette.responses import Response
 from starlette.types import Receive
 
 from ._headers import request_headers
+from ._paths import check_proxy_path
 from ._relay import UpstreamRelay, single_errors, wait_for_disconnect
 from .exceptions import (
     RequestTooLargeError,
@@ -41,6 +42,7 @@ __all__ = [
     "MAX_BODY_BYTES",
     "create_upstream_client",
     "forward",
+    "join_upstream_url",
     "read_body",
     "upstream_url",
 ]
@@ -77,16 +79,28 @@ def create_upstream_client(*, ssl_context: ssl.SSLContext | None = None) -> http
     )
 
 
-def upstream_url(base_url: str, path: str, query: str = "") -> str:
+def join_upstream_url(base_url: str, path: str, query: str = "") -> str:
     """Join an upstream base URL, a path below it and a raw query string.
+
+    The path is checked again here, whoever checked it before: a ``..`` segment put back into a URL is
+    resolved by httpx, and the request would leave ``base_url``.
 
     Args:
         base_url: the upstream's base, with or without a trailing slash (``http://127.0.0.1:8001/``).
         path: the decoded path below the base (``v1/chat/completions``); it is percent-encoded again.
         query: the raw query string without ``?`` (empty for none).
+
+    Raises:
+        UnsafeProxyPathError: ``path`` has a dot segment, a backslash or an encoded separator
+            (see :func:`check_proxy_path`).
     """
+    check_proxy_path(path)
     url = base_url.rstrip("/") + "/" + quote(path.lstrip("/"), safe=_PATH_SAFE)
     return f"{url}?{query}" if query else url
+
+
+upstream_url = join_upstream_url
+"""The former name of :func:`join_upstream_url`, kept for the callers that import it."""
 
 
 async def read_body(request: Request, *, limit: int = MAX_BODY_BYTES) -> bytes:
@@ -131,7 +145,7 @@ async def forward(
 
     Args:
         request: the incoming request; its method, headers (minus hop-by-hop ones) and body are sent.
-        url: the full upstream URL, query included (see :func:`upstream_url`).
+        url: the full upstream URL, query included (see :func:`join_upstream_url`).
         client: the shared upstream client (see :func:`create_upstream_client`).
         headers: headers to add upstream, each replacing the client's header of the same name.
         body: the body, when the caller has already read it with :func:`read_body` (the router reads

@@ -81,3 +81,20 @@ class InvalidRequestBodyError(MirbadRouterError, ValueError):
 
     It is neither valid JSON nor valid multipart/form-data (the message says which and why).
     """
+
+
+__all__ += ["UnsafeProxyPathError"]
+
+
+class UnsafeProxyPathError(MirbadRouterError, ValueError):
+    """A request path that could resolve outside the proxy's upstream prefix; answer 400, never forward.
+
+    Attributes:
+        path: the path as received.
+        reason: what in it is refused.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"the request path has {reason}")
+        self.path = path
+        self.reason = reason
