@@ -136,6 +136,9 @@ async def test_missing_model_and_unreadable_bodies_are_400(stack: Stack) -> None
             "/v1/chat/completions", content=b"{oops", headers={"Content-Type": "application/json"}
         )
         no_body = await http.get("/v1/files")
+        nested = await http.post("/v1/chat/completions", content=b"[" * 100_000 + b"]" * 100_000)
+    assert nested.status_code == 400
+    assert nested.json()["error"]["code"] == "invalid_request_body"
     assert missing.status_code == 400
     assert missing.json()["error"]["param"] == "model"
     assert broken.status_code == 400
