@@ -255,3 +255,19 @@ async def test_an_auto_start_that_fails_is_503_with_the_reason(how: str) -> None
                 await chat(client, model="lazy")
     assert raised.value.status_code == 503
     assert raised.value.code == ("model_start_failed" if how == "refused" else "model_not_ready")
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("TRACE", "/v1/chat/completions"), ("OPTIONS", "/v1/chat/completions"), ("PROPFIND", "/v1/models")],
+)
+async def test_other_methods_are_405_in_the_openai_shape(stack: Stack, method: str, path: str) -> None:
+    async with httpx.AsyncClient(base_url=stack.base_url, headers={"Authorization": f"Bearer {KEY}"}) as http:
+        response = await http.request(method, path)
+    assert response.status_code == 405
+    assert response.headers["content-type"] == "application/json"
+    error = response.json()["error"]
+    assert (error["code"], error["type"]) == ("method_not_allowed", "invalid_request_error")
+    assert method in error["message"]
+    assert "GET" in response.headers["allow"]
+    assert stack.upstream.seen == []

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from functools import partial
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -88,7 +89,10 @@ def create_router_app(
             Route("/models", router.list_models, methods=["GET"]),
             Route("/models/{name:path}", router.retrieve_model, methods=["GET"]),
             Route("/{path:path}", router.proxy, methods=_METHODS),
-        ]
+        ],
+        # Starlette answers a method no route takes (TRACE, OPTIONS, ...) in plain text; OpenAI
+        # clients read errors from JSON.
+        exception_handlers={HTTPException: _http_error},
     )
 
 
@@ -235,6 +239,11 @@ async def _answer(handling: Awaitable[Response]) -> Response:
         return await handling
     except _Refused as refused:
         return refused.response
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)  # registered for HTTPException only
+    return errors.routing_refused(request.method, request.url.path, exc.status_code, exc.headers)
 
 
 def _bearer(authorization: str | None) -> str | None:

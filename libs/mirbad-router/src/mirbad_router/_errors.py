@@ -6,6 +6,8 @@ The router's HTTP mapping lives here: one function per refusal, each with its st
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from starlette.responses import JSONResponse
 
 from mirbad_protocol import ModelState, openai_error
@@ -61,6 +63,19 @@ def unsafe_path(error: UnsafeProxyPathError) -> JSONResponse:
         f"The request path is refused: it has {error.reason}, which no /v1 endpoint has.",
         code="invalid_path",
     )
+
+
+def routing_refused(
+    method: str, path: str, status: int, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    """405 ``method_not_allowed`` (with Starlette's ``Allow``) or another status no route could take."""
+    if status == 405:
+        allowed = (headers or {}).get("Allow", "")
+        message = f"The method {method} is not allowed on {path}; use {allowed}."
+        code = "method_not_allowed"
+    else:
+        message, code = f"{method} {path} cannot be served here (HTTP {status}).", "invalid_request"
+    return error_response(status, message, code=code, headers=dict(headers or {}))
 
 
 def missing_model() -> JSONResponse:
