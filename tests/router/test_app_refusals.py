@@ -197,6 +197,27 @@ async def test_an_unreachable_upstream_is_502(stack: Stack) -> None:
     assert (stats.total, stats.failed, stats.in_flight) == (1, 1, 0)
 
 
+async def test_no_error_names_an_upstream_or_node_address(stack: Stack) -> None:
+    node = "https://10.0.0.7:9443/agent/v1"
+    stack.resolver.add("failed", state=ModelState.FAILED)
+    stack.resolver.set_state("failed", ModelState.FAILED, error=f"{node}/runtimes answered 500")
+    stack.resolver.add("refused", state=ModelState.STOPPED, auto_start_on_request=True)
+    stack.resolver.fail_next_start(MirbadError(f"the node at {node} cannot be reached"))
+    messages: list[str] = []
+    async with create_upstream_client() as client:
+        stack.resolver.add("gone", Upstream("https://127.0.0.1:9/agent/v1/proxy/gone/", client))
+        async with stack.client() as openai_client:
+            for model in ("gone", "failed", "refused"):
+                with pytest.raises(openai.APIStatusError) as raised:
+                    await chat(openai_client, model=model)
+                messages.append(raised.value.message)
+    assert len(messages) == 3
+    for message in messages:
+        assert "127.0.0.1" not in message
+        assert "10.0.0.7" not in message
+        assert "://" not in message
+
+
 # --------------------------------------------------------------------------------------- auto-start
 
 

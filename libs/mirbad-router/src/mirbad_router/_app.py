@@ -213,6 +213,8 @@ class _Router:
             )
         except UpstreamError as error:
             self.stats.end(model.served_name, failed=True)
+            # The client's message leaves the address out; the operator's log keeps it.
+            _log.warning("forwarding a request for %s failed: %s", model.served_name, error)
             return errors.upstream_failed(model.served_name, error)
         except BaseException:
             self.stats.end(model.served_name, failed=True)

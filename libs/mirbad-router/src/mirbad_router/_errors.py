@@ -6,7 +6,10 @@ The router's HTTP mapping lives here: one function per refusal, each with its st
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from typing import Final
+from urllib.parse import urlsplit
 
 from starlette.responses import JSONResponse
 
@@ -19,6 +22,11 @@ __all__ = ["NOT_READY_RETRY_AFTER_S"]
 
 NOT_READY_RETRY_AFTER_S = 30
 """The ``Retry-After`` of a 503 for a model that is known but not Ready."""
+
+# Messages pass on text from the fleet (a node's error, a refused start); a URL in one would tell a /v1
+# client where the agents and model servers listen.
+_URL: Final = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s'\"<>]+", re.IGNORECASE)
+_HIDDEN_ADDRESS: Final = "<internal address>"
 
 
 def error_response(
@@ -35,7 +43,7 @@ def error_response(
     all_headers = dict(headers or {})
     if retry_after is not None:
         all_headers["Retry-After"] = str(retry_after)
-    body = openai_error(message, code=code, type=type, param=param)
+    body = openai_error(_URL.sub(_HIDDEN_ADDRESS, message), code=code, type=type, param=param)
     return JSONResponse(body, status_code=status, headers=all_headers)
 
 
@@ -154,6 +162,11 @@ def upstream_failed(served_name: str, error: UpstreamError) -> JSONResponse:
     """502 when the model cannot be reached or answers nothing usable; 504 when it stays silent."""
     status = 504 if isinstance(error, UpstreamTimeoutError) else 502
     code = "upstream_unreachable" if isinstance(error, UpstreamConnectError) else "upstream_failed"
+    # httpx's reasons can name the host (a TLS name mismatch does): it goes too.
+    detail = error.without_url
+    host = urlsplit(error.url).hostname
+    if host:
+        detail = detail.replace(host, _HIDDEN_ADDRESS)
     return error_response(
-        status, f"The model '{served_name}' did not answer: {error}", code=code, type="server_error"
+        status, f"The model '{served_name}' did not answer: {detail}", code=code, type="server_error"
     )

@@ -15,6 +15,7 @@ import anyio
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
+from ._relay import UpstreamRelay
 from ._usage import JsonUsageTap, SseUsageTap, Usage
 
 __all__: list[str] = []
@@ -80,7 +81,10 @@ class ObservedResponse(Response):
         try:
             await self._inner(scope, receive, watched)
         finally:
-            outcome = ExchangeOutcome(self._status, self._completed, self._tap.usage if self._tap else None)
+            # A stream cut by the upstream ends whole, with an error event, but it failed all the same.
+            cut = isinstance(self._inner, UpstreamRelay) and self._inner.failure is not None
+            completed = self._completed and not cut
+            outcome = ExchangeOutcome(self._status, completed, self._tap.usage if self._tap else None)
             with anyio.move_on_after(_REPORT_TIMEOUT_S, shield=True):
                 await self._report(outcome)
 

@@ -53,6 +53,11 @@ class UpstreamError(MirbadRouterError):
 
     _summary = "upstream failed at"
 
+    @property
+    def without_url(self) -> str:
+        """The message without the upstream's URL, for a caller who must not learn where it listens."""
+        return f"{self._summary.removesuffix(' at')}: {self.reason}"
+
 
 class UpstreamConnectError(UpstreamError):
     """No connection to the upstream (refused, unresolvable, TLS refused, or no answer within 10 s)."""
