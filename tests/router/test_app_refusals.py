@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import anyio
 import httpx
@@ -127,6 +128,41 @@ async def test_tokens_per_minute_limit_counts_streamed_usage(stack: Stack) -> No
             await chat(client)
     assert raised.value.type == "tokens"
     assert raised.value.response.headers["retry-after"] == "60"
+
+
+@pytest.mark.parametrize("max_tokens", [5, None])
+async def test_concurrent_requests_cannot_pass_the_token_limit_together(
+    stack: Stack, max_tokens: int | None
+) -> None:
+    stack.keys.add_key("sk-fifty", tokens_per_minute=50)
+    stack.upstream.stepped = True  # every admitted stream stays open until all 20 have their answer
+    answered_send, answered = anyio.create_memory_object_stream[str](20)
+    options: dict[str, Any] = {} if max_tokens is None else {"max_tokens": max_tokens}
+
+    async def one(client: openai.AsyncOpenAI) -> None:
+        try:
+            stream = await chat(client, stream=True, **options)
+        except openai.RateLimitError:
+            answered_send.send_nowait("refused")
+            return
+        answered_send.send_nowait("admitted")
+        _ = [chunk async for chunk in stream]
+
+    async with (
+        answered_send,
+        answered,
+        stack.client("sk-fifty") as client,
+        anyio.create_task_group() as group,
+    ):
+        for _ in range(20):
+            group.start_soon(one, client)
+        with anyio.fail_after(WAIT_S):
+            outcomes = [await answered.receive() for _ in range(20)]
+        stack.upstream.step(100)
+    used = sum(record.prompt_tokens + record.completion_tokens for record in stack.keys.usage)
+    assert outcomes.count("admitted") >= 1
+    assert used <= 50, f"{outcomes.count('admitted')} requests used {used} tokens"
+    assert used == 9 * outcomes.count("admitted")  # each settled to its real usage
 
 
 async def test_missing_model_and_unreadable_bodies_are_400(stack: Stack) -> None:

@@ -9,6 +9,7 @@ contracts live in :mod:`mirbad_router.testing`.
 
 from ._app import create_router_app
 from ._body import RequestBody, parse_request_body
+from ._bounds import request_token_bound
 from ._contracts import (
     KeyGrant,
     KeyStore,
@@ -32,7 +33,7 @@ from ._forward import (
     upstream_url,
 )
 from ._headers import HOP_BY_HOP_HEADERS, request_headers, response_headers
-from ._limits import LimitExceeded, RateLimiter
+from ._limits import LimitExceeded, RateLimiter, TokenReservation
 from ._paths import check_proxy_path, checked_path_param
 from ._relay import UpstreamRelay, wait_for_disconnect
 from ._stats import RouterStats
@@ -71,6 +72,7 @@ __all__ = [
     "RouterStats",
     "SseUsageTap",
     "StatsSink",
+    "TokenReservation",
     "UnsafeProxyPathError",
     "Upstream",
     "UpstreamConnectError",
@@ -89,6 +91,7 @@ __all__ = [
     "read_body",
     "request_headers",
     "request_stream_usage",
+    "request_token_bound",
     "response_headers",
     "upstream_url",
     "usage_from_object",

@@ -23,10 +23,11 @@ from starlette.routing import Route
 
 from . import _errors as errors
 from ._body import RequestBody, parse_request_body
+from ._bounds import request_token_bound
 from ._contracts import KeyGrant, KeyStore, MaintenanceGate, ModelResolver, Resolution, StatsSink
 from ._exchange import ExchangeOutcome, ObservedResponse
 from ._forward import CLIENT_CLOSED_REQUEST, MAX_BODY_BYTES, forward, join_upstream_url, read_body
-from ._limits import RateLimiter
+from ._limits import LimitExceeded, RateLimiter, TokenReservation
 from ._paths import checked_path_param
 from ._startup import wait_until_ready
 from ._usage import request_stream_usage
@@ -148,9 +149,17 @@ class _Router:
         if body.model is None:
             return errors.missing_model()
         model = await self._ready_model(request, body.model, grant)
-        if grant is not None and (refusal := self.limiter.admit(grant)) is not None:
-            return errors.rate_limited(grant.name, refusal)
-        return await self._forward(request, path, body, model, grant)
+        if grant is None:
+            return await self._forward(request, path, body, model, None)
+        bound = request_token_bound(path, body, model.context_tokens)
+        admitted = self.limiter.reserve(grant, bound)
+        if isinstance(admitted, LimitExceeded):
+            return errors.rate_limited(grant.name, admitted)
+        try:
+            return await self._forward(request, path, body, model, (grant, admitted))
+        except BaseException:
+            admitted.release()  # nothing went upstream (settling twice counts once)
+            raise
 
     async def _admit(self, request: Request) -> KeyGrant | None:
         notice = await self.maintenance.current()
@@ -194,9 +203,15 @@ class _Router:
         return outcome
 
     async def _forward(
-        self, request: Request, path: str, body: RequestBody, model: Resolution, grant: KeyGrant | None
+        self,
+        request: Request,
+        path: str,
+        body: RequestBody,
+        model: Resolution,
+        admission: tuple[KeyGrant, TokenReservation] | None,
     ) -> Response:
         assert model.upstream is not None  # model.ready said so
+        grant, reservation = admission or (None, None)
         content, injected = body.content, False
         if grant is not None and body.json is not None:
             with_usage = request_stream_usage(path, body.json)
@@ -212,21 +227,35 @@ class _Router:
                 _without_credentials(request), url, model.upstream.client, headers=headers, body=content
             )
         except UpstreamError as error:
-            self.stats.end(model.served_name, failed=True)
+            self._failed_before_answer(model.served_name, reservation)
             # The client's message leaves the address out; the operator's log keeps it.
             _log.warning("forwarding a request for %s failed: %s", model.served_name, error)
             return errors.upstream_failed(model.served_name, error)
         except BaseException:
-            self.stats.end(model.served_name, failed=True)
+            self._failed_before_answer(model.served_name, reservation)
             raise
-        report = partial(self._report, model.served_name, grant)
+        report = partial(self._report, model.served_name, grant, reservation)
         return ObservedResponse(relay, report, read_usage=grant is not None, drop_usage_only=injected)
 
-    async def _report(self, served_name: str, grant: KeyGrant | None, outcome: ExchangeOutcome) -> None:
+    def _failed_before_answer(self, served_name: str, reservation: TokenReservation | None) -> None:
+        self.stats.end(served_name, failed=True)
+        if reservation is not None:
+            reservation.release()
+
+    async def _report(
+        self,
+        served_name: str,
+        grant: KeyGrant | None,
+        reservation: TokenReservation | None,
+        outcome: ExchangeOutcome,
+    ) -> None:
         self.stats.end(served_name, failed=outcome.failed)
+        if reservation is not None:
+            # What the response reported stays in the window; without a report nothing was counted before
+            # either, so the reservation goes back whole.
+            reservation.settle(outcome.usage.total_tokens if outcome.usage is not None else 0)
         if grant is None or outcome.usage is None:
             return
-        self.limiter.add_tokens(grant, outcome.usage.total_tokens)
         try:
             await self.keys.record_usage(
                 grant, served_name, outcome.usage.prompt_tokens, outcome.usage.completion_tokens
