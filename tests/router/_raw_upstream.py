@@ -89,11 +89,11 @@ def chunk(data: bytes) -> bytes:
     return f"{len(data):x}\r\n".encode() + data + b"\r\n"
 
 
-def json_response(body: bytes, *, keep_alive: bool = True) -> bytes:
-    """A whole 200 JSON response with a Content-Length."""
+def json_response(body: bytes, *, keep_alive: bool = True, status: bytes = b"200 OK") -> bytes:
+    """A whole JSON response (200 unless ``status`` says otherwise) with a Content-Length."""
     connection = b"keep-alive" if keep_alive else b"close"
     return (
-        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+        b"HTTP/1.1 " + status + b"\r\ncontent-type: application/json\r\n"
         b"content-length: " + str(len(body)).encode() + b"\r\nconnection: " + connection + b"\r\n\r\n" + body
     )
 

@@ -13,7 +13,7 @@ import anyio
 import httpx
 import openai
 import pytest
-from tests.router._raw_upstream import SSE_HEAD, Connection, chunk, raw_upstream
+from tests.router._raw_upstream import SSE_HEAD, Connection, chunk, json_response, raw_upstream
 from tests.router._stack import KEY, WAIT_S, Stack, chat, router_stack
 from tests.router._upstream import WORDS
 
@@ -228,3 +228,23 @@ async def test_a_stream_cut_by_the_upstream_ends_with_an_openai_error_event(stac
     with anyio.fail_after(WAIT_S):
         assert [await stack.stats.ended.receive() for _ in range(2)] == ["dying", "dying"]
     assert stack.stats.for_model("dying").failed == 2
+
+
+async def _agent_refuses(connection: Connection) -> None:
+    # The agent's own envelope, naming the model server's loopback URL on the node.
+    message = "upstream sent no usable response at http://127.0.0.1:8012/v1/chat/completions: reset"
+    body = json.dumps({"error": {"code": "upstream_unreachable", "message": message}}).encode()
+    while await connection.read_request() is not None:
+        await connection.send(json_response(body, status=b"502 Bad Gateway"))
+
+
+async def test_an_upstream_error_body_reaches_the_client_without_internal_urls(stack: Stack) -> None:
+    async with raw_upstream(_agent_refuses) as agent:
+        stack.resolver.add("refusing", Upstream(f"{agent.base_url}/", stack.upstream_client))
+        async with stack.client() as client:
+            with pytest.raises(openai.InternalServerError) as raised:
+                await chat(client, "refusing")
+    assert raised.value.status_code == 502
+    assert raised.value.code == "upstream_unreachable"
+    assert "127.0.0.1:8012" not in raised.value.message
+    assert "upstream sent no usable response at <internal address>: reset" in raised.value.message

@@ -6,6 +6,7 @@ The router's HTTP mapping lives here: one function per refusal, each with its st
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Final
@@ -25,8 +26,39 @@ NOT_READY_RETRY_AFTER_S = 30
 
 # Messages pass on text from the fleet (a node's error, a refused start); a URL in one would tell a /v1
 # client where the agents and model servers listen.
-_URL: Final = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s'\"<>]+", re.IGNORECASE)
+# A URL ends before the punctuation that follows it in a sentence.
+_URL: Final = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s'\"<>]*[^\s'\"<>.,:;)]", re.IGNORECASE)
 _HIDDEN_ADDRESS: Final = "<internal address>"
+# Where OpenAI-compatible servers, FastAPI and the agent put the words of an error.
+_MESSAGE_FIELDS: Final = ("message", "error", "detail")
+
+
+def hide_addresses(text: str) -> str:
+    """``text`` with every URL in it replaced by ``<internal address>``."""
+    return _URL.sub(_HIDDEN_ADDRESS, text)
+
+
+def hide_addresses_in_error_body(body: bytes) -> bytes:
+    """An upstream's JSON error body with the URLs in its messages hidden (the body itself otherwise).
+
+    The agent's own refusals name the model server's URL on the node, and the router passes upstream
+    errors on to /v1 clients as they are; only the human-readable fields are touched.
+    """
+    try:
+        payload = json.loads(body)
+    except (ValueError, RecursionError):
+        return body
+    if not isinstance(payload, dict):
+        return body
+    inner = payload.get("error")
+    targets = [payload, inner] if isinstance(inner, dict) else [payload]
+    changed = False
+    for target in targets:
+        for name in _MESSAGE_FIELDS:
+            value = target.get(name)
+            if isinstance(value, str) and (hidden := hide_addresses(value)) != value:
+                target[name], changed = hidden, True
+    return json.dumps(payload).encode() if changed else body
 
 
 def error_response(
@@ -43,7 +75,7 @@ def error_response(
     all_headers = dict(headers or {})
     if retry_after is not None:
         all_headers["Retry-After"] = str(retry_after)
-    body = openai_error(_URL.sub(_HIDDEN_ADDRESS, message), code=code, type=type, param=param)
+    body = openai_error(hide_addresses(message), code=code, type=type, param=param)
     return JSONResponse(body, status_code=status, headers=all_headers)
 
 
