@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Final
 
 import anyio
@@ -124,7 +124,8 @@ class UpstreamRelay(Response):
             # client sees an incomplete response instead of a short one that looks whole.
             return failure
         event = self._stream_error_event()
-        await send({"type": "http.response.body", "body": event, "more_body": False})
+        with suppress(OSError):  # the client may have left as well
+            await send({"type": "http.response.body", "body": event, "more_body": False})
         return failure
 
     def _stream_error_event(self) -> bytes:
