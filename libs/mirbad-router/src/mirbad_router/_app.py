@@ -2,8 +2,10 @@
 
 Each request passes the same gates in the same order, and the first that refuses answers in the OpenAI
 error shape: maintenance (503 ``maintenance``, before anything else, so a running benchmark sees no
-traffic) → API key (401) → body and ``model`` field (413, 400) → the model (404, or 503 while it is not
-Ready unless it starts on request) → the key's limits (429) → the upstream, streamed both ways.
+traffic) → API key (401) → the path (400 for one that could leave the upstream's ``v1/``) → body and
+``model`` field (413, 400) → the model (404, or 503 while it is not Ready unless it starts on request) →
+the key's limits (429; a token limit reserves the request's bound until it ends) → the upstream,
+streamed both ways. A method no route takes is 405, in the same shape.
 """
 
 from __future__ import annotations
