@@ -7,8 +7,8 @@ the upstream sends is handed to the ASGI server as it arrives, so server-sent ev
 token. A client that goes away cancels the upstream request (vLLM and llama-server then abort the
 generation); there is no read timeout unless the caller sets an idle timeout, because a long generation
 may legitimately take many minutes. A request that fails on a pooled keep-alive connection before any
-answer (the upstream closed it while it was idle) is sent once more, on a new connection: the body is in
-memory, and the upstream never handled the first one.
+answer (the upstream closed it while it was idle) is sent once more: the body is in memory, and the
+upstream never handled the first one. The pool opens a new connection unless another idle one is at hand.
 
 Nothing here sleeps or polls; every test of this module runs against real loopback servers.
 """
