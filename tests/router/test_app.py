@@ -6,16 +6,19 @@ chunk i), never by timing.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 
 import anyio
 import httpx
 import openai
 import pytest
+from tests.router._raw_upstream import SSE_HEAD, Connection, chunk, json_response, raw_upstream
 from tests.router._stack import KEY, WAIT_S, Stack, chat, router_stack
 from tests.router._upstream import WORDS
 
 from mirbad_protocol import ModelState
+from mirbad_router import Upstream
 
 pytestmark = pytest.mark.anyio
 
@@ -184,3 +187,64 @@ async def test_open_streams_are_in_flight_until_they_end(stack: Stack) -> None:
             await stack.stats.ended.receive()
     stats = stack.stats.for_model("tiny")
     assert (stats.total, stats.failed, stats.in_flight) == (count, 0, 0)
+
+
+def _sse_chunk(content: str) -> bytes:
+    payload = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "tiny"}
+    payload["choices"] = [{"index": 0, "delta": {"content": content}, "finish_reason": None}]
+    return f"data: {json.dumps(payload)}\n\n".encode()
+
+
+async def _dies_mid_stream(connection: Connection) -> None:
+    if await connection.read_request() is not None:
+        await connection.send(SSE_HEAD + chunk(_sse_chunk("Hello")) + chunk(_sse_chunk(" wor")))
+    # Returning closes the socket without the last chunk: the model's server died.
+
+
+async def test_a_stream_cut_by_the_upstream_ends_with_an_openai_error_event(stack: Stack) -> None:
+    async with raw_upstream(_dies_mid_stream) as dying:
+        stack.resolver.add("dying", Upstream(f"{dying.base_url}/", stack.upstream_client))
+        async with stack.client() as client:
+            stream = await chat(client, "dying", stream=True)
+            received: list[str] = []
+
+            async def read_all() -> None:
+                async for event in stream:
+                    received.append(event.choices[0].delta.content or "")
+
+            with pytest.raises(openai.APIError) as raised:
+                await read_all()
+        async with (
+            httpx.AsyncClient(base_url=stack.base_url, headers={"Authorization": f"Bearer {KEY}"}) as http,
+            http.stream("POST", "/v1/chat/completions", json={"model": "dying", "stream": True}) as raw,
+        ):
+            body = await raw.aread()  # a whole chunked body: no RemoteProtocolError
+    assert received == ["Hello", " wor"]
+    assert "stopped in the middle of the response" in raised.value.message
+    last = body.decode().strip().split("\n\n")[-1]
+    error = json.loads(last.removeprefix("data: "))["error"]
+    assert (error["type"], error["code"]) == ("server_error", "upstream_failed")
+    assert dying.base_url.removeprefix("http://") not in body.decode()
+    with anyio.fail_after(WAIT_S):
+        assert [await stack.stats.ended.receive() for _ in range(2)] == ["dying", "dying"]
+    assert stack.stats.for_model("dying").failed == 2
+
+
+async def _agent_refuses(connection: Connection) -> None:
+    # The agent's own envelope, naming the model server's loopback URL on the node.
+    message = "upstream sent no usable response at http://127.0.0.1:8012/v1/chat/completions: reset"
+    body = json.dumps({"error": {"code": "upstream_unreachable", "message": message}}).encode()
+    while await connection.read_request() is not None:
+        await connection.send(json_response(body, status=b"502 Bad Gateway"))
+
+
+async def test_an_upstream_error_body_reaches_the_client_without_internal_urls(stack: Stack) -> None:
+    async with raw_upstream(_agent_refuses) as agent:
+        stack.resolver.add("refusing", Upstream(f"{agent.base_url}/", stack.upstream_client))
+        async with stack.client() as client:
+            with pytest.raises(openai.InternalServerError) as raised:
+                await chat(client, "refusing")
+    assert raised.value.status_code == 502
+    assert raised.value.code == "upstream_unreachable"
+    assert "127.0.0.1:8012" not in raised.value.message
+    assert "upstream sent no usable response at <internal address>: reset" in raised.value.message

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import anyio
 import httpx
@@ -129,6 +130,41 @@ async def test_tokens_per_minute_limit_counts_streamed_usage(stack: Stack) -> No
     assert raised.value.response.headers["retry-after"] == "60"
 
 
+@pytest.mark.parametrize("max_tokens", [5, None])
+async def test_concurrent_requests_cannot_pass_the_token_limit_together(
+    stack: Stack, max_tokens: int | None
+) -> None:
+    stack.keys.add_key("sk-fifty", tokens_per_minute=50)
+    stack.upstream.stepped = True  # every admitted stream stays open until all 20 have their answer
+    answered_send, answered = anyio.create_memory_object_stream[str](20)
+    options: dict[str, Any] = {} if max_tokens is None else {"max_tokens": max_tokens}
+
+    async def one(client: openai.AsyncOpenAI) -> None:
+        try:
+            stream = await chat(client, stream=True, **options)
+        except openai.RateLimitError:
+            answered_send.send_nowait("refused")
+            return
+        answered_send.send_nowait("admitted")
+        _ = [chunk async for chunk in stream]
+
+    async with (
+        answered_send,
+        answered,
+        stack.client("sk-fifty") as client,
+        anyio.create_task_group() as group,
+    ):
+        for _ in range(20):
+            group.start_soon(one, client)
+        with anyio.fail_after(WAIT_S):
+            outcomes = [await answered.receive() for _ in range(20)]
+        stack.upstream.step(100)
+    used = sum(record.prompt_tokens + record.completion_tokens for record in stack.keys.usage)
+    assert outcomes.count("admitted") >= 1
+    assert used <= 50, f"{outcomes.count('admitted')} requests used {used} tokens"
+    assert used == 9 * outcomes.count("admitted")  # each settled to its real usage
+
+
 async def test_missing_model_and_unreadable_bodies_are_400(stack: Stack) -> None:
     async with httpx.AsyncClient(base_url=stack.base_url, headers={"Authorization": f"Bearer {KEY}"}) as http:
         missing = await http.post("/v1/chat/completions", json={"messages": []})
@@ -136,6 +172,9 @@ async def test_missing_model_and_unreadable_bodies_are_400(stack: Stack) -> None
             "/v1/chat/completions", content=b"{oops", headers={"Content-Type": "application/json"}
         )
         no_body = await http.get("/v1/files")
+        nested = await http.post("/v1/chat/completions", content=b"[" * 100_000 + b"]" * 100_000)
+    assert nested.status_code == 400
+    assert nested.json()["error"]["code"] == "invalid_request_body"
     assert missing.status_code == 400
     assert missing.json()["error"]["param"] == "model"
     assert broken.status_code == 400
@@ -192,6 +231,27 @@ async def test_an_unreachable_upstream_is_502(stack: Stack) -> None:
     assert raised.value.code == "upstream_unreachable"
     stats = stack.stats.for_model("gone")
     assert (stats.total, stats.failed, stats.in_flight) == (1, 1, 0)
+
+
+async def test_no_error_names_an_upstream_or_node_address(stack: Stack) -> None:
+    node = "https://10.0.0.7:9443/agent/v1"
+    stack.resolver.add("failed", state=ModelState.FAILED)
+    stack.resolver.set_state("failed", ModelState.FAILED, error=f"{node}/runtimes answered 500")
+    stack.resolver.add("refused", state=ModelState.STOPPED, auto_start_on_request=True)
+    stack.resolver.fail_next_start(MirbadError(f"the node at {node} cannot be reached"))
+    messages: list[str] = []
+    async with create_upstream_client() as client:
+        stack.resolver.add("gone", Upstream("https://127.0.0.1:9/agent/v1/proxy/gone/", client))
+        async with stack.client() as openai_client:
+            for model in ("gone", "failed", "refused"):
+                with pytest.raises(openai.APIStatusError) as raised:
+                    await chat(openai_client, model=model)
+                messages.append(raised.value.message)
+    assert len(messages) == 3
+    for message in messages:
+        assert "127.0.0.1" not in message
+        assert "10.0.0.7" not in message
+        assert "://" not in message
 
 
 # --------------------------------------------------------------------------------------- auto-start
@@ -252,3 +312,19 @@ async def test_an_auto_start_that_fails_is_503_with_the_reason(how: str) -> None
                 await chat(client, model="lazy")
     assert raised.value.status_code == 503
     assert raised.value.code == ("model_start_failed" if how == "refused" else "model_not_ready")
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("TRACE", "/v1/chat/completions"), ("OPTIONS", "/v1/chat/completions"), ("PROPFIND", "/v1/models")],
+)
+async def test_other_methods_are_405_in_the_openai_shape(stack: Stack, method: str, path: str) -> None:
+    async with httpx.AsyncClient(base_url=stack.base_url, headers={"Authorization": f"Bearer {KEY}"}) as http:
+        response = await http.request(method, path)
+    assert response.status_code == 405
+    assert response.headers["content-type"] == "application/json"
+    error = response.json()["error"]
+    assert (error["code"], error["type"]) == ("method_not_allowed", "invalid_request_error")
+    assert method in error["message"]
+    assert "GET" in response.headers["allow"]
+    assert stack.upstream.seen == []

@@ -41,6 +41,16 @@ def test_invalid_json_is_an_error() -> None:
         parse_request_body("application/json", b"{model")
 
 
+@pytest.mark.parametrize(
+    "content",
+    [b"[" * 100_000 + b"]" * 100_000, b'{"a":' * 100_000 + b"1" + b"}" * 100_000],
+    ids=["arrays", "objects"],
+)
+def test_deeply_nested_json_is_an_error_not_a_recursion_error(content: bytes) -> None:
+    with pytest.raises(InvalidRequestBodyError, match="nested too deeply"):
+        parse_request_body("application/json", content)
+
+
 def test_multipart_model_before_or_after_a_large_file() -> None:
     audio = bytes(range(256)) * 20_000  # ~5 MiB: fed in slices
     content_type, content = _multipart({"model": "whisper-small", "language": "en"}, {"file": audio})

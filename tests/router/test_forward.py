@@ -22,6 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from tests._support.asgi_server import announce_body, free_port, serve_asgi
 from tests._support.fake_upstream import CHUNKS, WAIT_S, FakeUpstream, event
+from tests.router._raw_upstream import Connection, RawUpstream, Script, json_response, raw_upstream
 
 from mirbad_router._forward import MAX_BODY_BYTES, create_upstream_client, forward, read_body, upstream_url
 from mirbad_router.exceptions import (
@@ -256,11 +257,13 @@ async def test_a_silent_upstream_ends_the_stream_after_the_idle_timeout(client: 
         async with client.stream("GET", f"{proxy}/first-then-wait") as response:
             assert response.status_code == 200
             chunks = response.aiter_raw()
-            await read_until(chunks, b"", event(0))
-            with pytest.raises(httpx.RemoteProtocolError):  # truncated, not silently complete
-                await read_until(chunks, b"", b"never sent")
+            buffer = await read_until(chunks, b"", event(0))
+            rest = b"".join([chunk async for chunk in chunks])  # complete, not truncated
         with anyio.fail_after(WAIT_S):
             await upstream.disconnected.wait()
+    # An event stream says it broke off with an OpenAI error event, not by stopping short.
+    last = (buffer + rest).split(b"\n\n")[-2]
+    assert json.loads(last.removeprefix(b"data: "))["error"]["code"] == "upstream_failed"
 
 
 async def test_an_upstream_silent_before_its_headers_is_a_timeout(client: httpx.AsyncClient) -> None:
@@ -300,3 +303,54 @@ def test_errors_share_the_router_root() -> None:
 )
 def test_upstream_url_joins_base_path_and_query(base: str, path: str, query: str, expected: str) -> None:
     assert upstream_url(base, path, query) == expected
+
+
+# ------------------------------------------------------------------------ stale keep-alive connections
+
+
+def _answer(connection: Connection, request: bytes) -> bytes:
+    return json_response(json.dumps({"connection": connection.index, "bytes": len(request)}).encode())
+
+
+async def _closes_its_first_connection_when_reused(connection: Connection) -> None:
+    # The first connection answers once, then closes when the next request arrives on it: what a
+    # server whose keep-alive timeout fires just as the pool reuses the connection looks like.
+    while (request := await connection.read_request()) is not None:
+        if connection.index == 0 and connection.requests > 1:
+            return
+        await connection.send(_answer(connection, request))
+
+
+async def _never_answers(connection: Connection) -> None:
+    await connection.read_request()
+
+
+@asynccontextmanager
+async def proxied_raw(script: Script) -> AsyncIterator[tuple[str, RawUpstream]]:
+    async with (
+        create_upstream_client() as client,
+        raw_upstream(script) as upstream,
+        serve_asgi(proxy_app(upstream.base_url, client, ProxyOptions())) as proxy,
+    ):
+        yield proxy, upstream
+
+
+@pytest.mark.parametrize("method", ["POST", "GET"])
+async def test_a_request_on_a_pooled_connection_the_upstream_closed_is_sent_again(
+    client: httpx.AsyncClient, method: str
+) -> None:
+    async with proxied_raw(_closes_its_first_connection_when_reused) as (proxy, upstream):
+        first = await client.request(method, f"{proxy}/v1/chat/completions", content=b"x" * 100)
+        second = await client.request(method, f"{proxy}/v1/chat/completions", content=b"y" * 100)
+    assert (first.status_code, second.status_code) == (200, 200)
+    assert first.json()["connection"] == 0
+    assert second.json()["connection"] == 1  # sent again, on a new connection, body and all
+    assert second.json()["bytes"] == first.json()["bytes"]
+    assert [connection.requests for connection in upstream.connections] == [2, 1]
+
+
+async def test_a_new_connection_closed_without_an_answer_is_not_retried(client: httpx.AsyncClient) -> None:
+    async with proxied_raw(_never_answers) as (proxy, upstream):
+        response = await client.post(f"{proxy}/v1/chat/completions", content=b"{}")
+    assert response.status_code == 502
+    assert [connection.requests for connection in upstream.connections] == [1]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mirbad_router import KeyGrant, LimitExceeded, RateLimiter
+from mirbad_router import KeyGrant, LimitExceeded, RateLimiter, TokenReservation
 
 
 class Clock:
@@ -125,3 +125,76 @@ def test_never_more_than_the_limit_in_any_window_and_retry_after_is_enough(
     for at in admitted:
         # The limiter allows a microsecond of clock slack (floating point), so compare with the same.
         assert sum(1 for other in admitted if 0 <= at - other < 60 - 1e-6) <= rpm
+
+
+# ------------------------------------------------------------------------------ token reservations
+
+
+def test_a_reservation_holds_its_tokens_until_it_is_settled() -> None:
+    clock = Clock()
+    limiter = RateLimiter(clock=clock)
+    grant = _grant(tpm=50)
+    first = limiter.reserve(grant, 30)
+    assert isinstance(first, TokenReservation)
+    assert limiter.reserve(grant, 30) == LimitExceeded("tokens", 50, 1.0)  # 30 + 30 > 50, none settled
+    second = limiter.reserve(grant, 20)
+    assert isinstance(second, TokenReservation)
+    first.settle(9)  # the unused 21 come back at once
+    third = limiter.reserve(grant, 21)
+    assert isinstance(third, TokenReservation)
+    refusal = limiter.reserve(grant, 1)
+    # 9 settled + 41 held: only the 9 leave with time, at +60 s from the settlement.
+    assert refusal == LimitExceeded("tokens", 50, 60.0)
+
+
+def test_a_failed_request_releases_its_whole_reservation_and_settling_twice_counts_once() -> None:
+    limiter = RateLimiter(clock=Clock())
+    grant = _grant(tpm=50)
+    reservation = limiter.reserve(grant, 50)
+    assert isinstance(reservation, TokenReservation)
+    reservation.release()
+    reservation.settle(50)  # already settled: ignored
+    again = limiter.reserve(grant, 50)
+    assert isinstance(again, TokenReservation)
+
+
+def test_an_unknown_or_oversized_bound_takes_what_is_left() -> None:
+    clock = Clock()
+    limiter = RateLimiter(clock=clock)
+    grant = _grant(tpm=50)
+    used = limiter.reserve(grant, 10)
+    assert isinstance(used, TokenReservation)
+    used.settle(10)
+    rest = limiter.reserve(grant, None)
+    assert isinstance(rest, TokenReservation)
+    assert rest.tokens == 40
+    assert isinstance(limiter.reserve(grant, 1), LimitExceeded)
+    rest.settle(5)
+    big = limiter.reserve(grant, 1000)
+    assert isinstance(big, TokenReservation)
+    assert big.tokens == 35
+
+
+@given(
+    st.lists(st.tuples(st.integers(1, 40), st.integers(0, 40), st.booleans()), max_size=40),
+    st.integers(min_value=1, max_value=100),
+)
+def test_settled_and_held_tokens_never_pass_the_limit_when_bounds_hold(
+    requests: list[tuple[int, int, bool]], tpm: int
+) -> None:
+    # Each request reserves its bound and, when it ends, uses at most that (or fails and uses none);
+    # whatever the interleaving, a minute never holds more than the limit.
+    limiter = RateLimiter(clock=Clock())
+    grant = _grant(tpm=tpm)
+    open_reservations: list[tuple[TokenReservation, int]] = []
+    settled = 0
+    for bound, used, ends_one in requests:
+        if ends_one and open_reservations:
+            reservation, its_bound = open_reservations.pop(0)
+            reservation.settle(min(used, its_bound))
+            settled += min(used, its_bound)
+        admitted = limiter.reserve(grant, min(bound, tpm))
+        if isinstance(admitted, TokenReservation):
+            open_reservations.append((admitted, admitted.tokens))
+        held = sum(tokens for _, tokens in open_reservations)
+        assert settled + held <= tpm

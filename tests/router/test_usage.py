@@ -134,3 +134,15 @@ def test_usage_is_requested_for_streamed_completions_only() -> None:
         request_stream_usage("chat/completions", {"stream": True, "stream_options": {"include_usage": True}})
         is None
     )
+
+
+def test_deeply_nested_upstream_json_has_no_usage_and_breaks_nothing() -> None:
+    nested = b'{"usage": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    json_tap = JsonUsageTap()
+    assert json_tap.feed(nested) == nested
+    json_tap.finish()
+    assert json_tap.usage is None
+    sse_tap = SseUsageTap(drop_usage_only=True)
+    event = b"data: " + nested + b"\n\n"
+    assert sse_tap.feed(event) == event
+    assert sse_tap.usage is None

@@ -9,6 +9,7 @@ contracts live in :mod:`mirbad_router.testing`.
 
 from ._app import create_router_app
 from ._body import RequestBody, parse_request_body
+from ._bounds import request_token_bound
 from ._contracts import (
     KeyGrant,
     KeyStore,
@@ -27,11 +28,13 @@ from ._forward import (
     MAX_BODY_BYTES,
     create_upstream_client,
     forward,
+    join_upstream_url,
     read_body,
     upstream_url,
 )
 from ._headers import HOP_BY_HOP_HEADERS, request_headers, response_headers
-from ._limits import LimitExceeded, RateLimiter
+from ._limits import LimitExceeded, RateLimiter, TokenReservation
+from ._paths import check_proxy_path, checked_path_param
 from ._relay import UpstreamRelay, wait_for_disconnect
 from ._stats import RouterStats
 from ._usage import JsonUsageTap, SseUsageTap, Usage, request_stream_usage, usage_from_object
@@ -39,6 +42,7 @@ from .exceptions import (
     InvalidRequestBodyError,
     MirbadRouterError,
     RequestTooLargeError,
+    UnsafeProxyPathError,
     UpstreamConnectError,
     UpstreamError,
     UpstreamResponseError,
@@ -68,6 +72,8 @@ __all__ = [
     "RouterStats",
     "SseUsageTap",
     "StatsSink",
+    "TokenReservation",
+    "UnsafeProxyPathError",
     "Upstream",
     "UpstreamConnectError",
     "UpstreamError",
@@ -75,13 +81,17 @@ __all__ = [
     "UpstreamResponseError",
     "UpstreamTimeoutError",
     "Usage",
+    "check_proxy_path",
+    "checked_path_param",
     "create_router_app",
     "create_upstream_client",
     "forward",
+    "join_upstream_url",
     "parse_request_body",
     "read_body",
     "request_headers",
     "request_stream_usage",
+    "request_token_bound",
     "response_headers",
     "upstream_url",
     "usage_from_object",

@@ -2,8 +2,10 @@
 
 Each request passes the same gates in the same order, and the first that refuses answers in the OpenAI
 error shape: maintenance (503 ``maintenance``, before anything else, so a running benchmark sees no
-traffic) → API key (401) → body and ``model`` field (413, 400) → the model (404, or 503 while it is not
-Ready unless it starts on request) → the key's limits (429) → the upstream, streamed both ways.
+traffic) → API key (401) → the path (400 for one that could leave the upstream's ``v1/``) → body and
+``model`` field (413, 400) → the model (404, or 503 while it is not Ready unless it starts on request) →
+the key's limits (429; a token limit reserves the request's bound until it ends) → the upstream,
+streamed both ways. A method no route takes is 405, in the same shape.
 """
 
 from __future__ import annotations
@@ -16,19 +18,22 @@ from datetime import UTC, datetime
 from functools import partial
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from . import _errors as errors
 from ._body import RequestBody, parse_request_body
+from ._bounds import request_token_bound
 from ._contracts import KeyGrant, KeyStore, MaintenanceGate, ModelResolver, Resolution, StatsSink
 from ._exchange import ExchangeOutcome, ObservedResponse
-from ._forward import CLIENT_CLOSED_REQUEST, MAX_BODY_BYTES, forward, read_body, upstream_url
-from ._limits import RateLimiter
+from ._forward import CLIENT_CLOSED_REQUEST, MAX_BODY_BYTES, forward, join_upstream_url, read_body
+from ._limits import LimitExceeded, RateLimiter, TokenReservation
+from ._paths import checked_path_param
 from ._startup import wait_until_ready
 from ._usage import request_stream_usage
-from .exceptions import InvalidRequestBodyError, RequestTooLargeError, UpstreamError
+from .exceptions import InvalidRequestBodyError, RequestTooLargeError, UnsafeProxyPathError, UpstreamError
 
 __all__ = ["create_router_app"]
 
@@ -87,7 +92,10 @@ def create_router_app(
             Route("/models", router.list_models, methods=["GET"]),
             Route("/models/{name:path}", router.retrieve_model, methods=["GET"]),
             Route("/{path:path}", router.proxy, methods=_METHODS),
-        ]
+        ],
+        # Starlette answers a method no route takes (TRACE, OPTIONS, ...) in plain text; OpenAI
+        # clients read errors from JSON.
+        exception_handlers={HTTPException: _http_error},
     )
 
 
@@ -133,15 +141,27 @@ class _Router:
     async def _proxy(self, request: Request) -> Response:
         grant = await self._admit(request)
         try:
+            path = checked_path_param(request)
+        except UnsafeProxyPathError as error:
+            return errors.unsafe_path(error)
+        try:
             body = await self._read_body(request)
         except ClientDisconnect:
             return Response(status_code=CLIENT_CLOSED_REQUEST)
         if body.model is None:
             return errors.missing_model()
         model = await self._ready_model(request, body.model, grant)
-        if grant is not None and (refusal := self.limiter.admit(grant)) is not None:
-            return errors.rate_limited(grant.name, refusal)
-        return await self._forward(request, body, model, grant)
+        if grant is None:
+            return await self._forward(request, path, body, model, None)
+        bound = request_token_bound(path, body, model.context_tokens)
+        admitted = self.limiter.reserve(grant, bound)
+        if isinstance(admitted, LimitExceeded):
+            return errors.rate_limited(grant.name, admitted)
+        try:
+            return await self._forward(request, path, body, model, (grant, admitted))
+        except BaseException:
+            admitted.release()  # nothing went upstream (settling twice counts once)
+            raise
 
     async def _admit(self, request: Request) -> KeyGrant | None:
         notice = await self.maintenance.current()
@@ -185,16 +205,22 @@ class _Router:
         return outcome
 
     async def _forward(
-        self, request: Request, body: RequestBody, model: Resolution, grant: KeyGrant | None
+        self,
+        request: Request,
+        path: str,
+        body: RequestBody,
+        model: Resolution,
+        admission: tuple[KeyGrant, TokenReservation] | None,
     ) -> Response:
         assert model.upstream is not None  # model.ready said so
-        path = request.path_params["path"]
+        grant, reservation = admission or (None, None)
         content, injected = body.content, False
         if grant is not None and body.json is not None:
             with_usage = request_stream_usage(path, body.json)
             if with_usage is not None:
                 content, injected = json.dumps(with_usage).encode(), True
-        url = upstream_url(model.upstream.base_url, f"v1/{path}", request.url.query)
+        # Only ever below the upstream's v1/: the path was checked, and the join checks it again.
+        url = join_upstream_url(model.upstream.base_url, f"v1/{path}", request.url.query)
         # Identity encoding keeps the body readable for usage; the hop is a LAN or loopback.
         headers = {"accept-encoding": "identity"} | {k.lower(): v for k, v in model.upstream.headers.items()}
         self.stats.begin(model.served_name)
@@ -203,19 +229,35 @@ class _Router:
                 _without_credentials(request), url, model.upstream.client, headers=headers, body=content
             )
         except UpstreamError as error:
-            self.stats.end(model.served_name, failed=True)
+            self._failed_before_answer(model.served_name, reservation)
+            # The client's message leaves the address out; the operator's log keeps it.
+            _log.warning("forwarding a request for %s failed: %s", model.served_name, error)
             return errors.upstream_failed(model.served_name, error)
         except BaseException:
-            self.stats.end(model.served_name, failed=True)
+            self._failed_before_answer(model.served_name, reservation)
             raise
-        report = partial(self._report, model.served_name, grant)
+        report = partial(self._report, model.served_name, grant, reservation)
         return ObservedResponse(relay, report, read_usage=grant is not None, drop_usage_only=injected)
 
-    async def _report(self, served_name: str, grant: KeyGrant | None, outcome: ExchangeOutcome) -> None:
+    def _failed_before_answer(self, served_name: str, reservation: TokenReservation | None) -> None:
+        self.stats.end(served_name, failed=True)
+        if reservation is not None:
+            reservation.release()
+
+    async def _report(
+        self,
+        served_name: str,
+        grant: KeyGrant | None,
+        reservation: TokenReservation | None,
+        outcome: ExchangeOutcome,
+    ) -> None:
         self.stats.end(served_name, failed=outcome.failed)
+        if reservation is not None:
+            # What the response reported stays in the window; without a report nothing was counted before
+            # either, so the reservation goes back whole.
+            reservation.settle(outcome.usage.total_tokens if outcome.usage is not None else 0)
         if grant is None or outcome.usage is None:
             return
-        self.limiter.add_tokens(grant, outcome.usage.total_tokens)
         try:
             await self.keys.record_usage(
                 grant, served_name, outcome.usage.prompt_tokens, outcome.usage.completion_tokens
@@ -230,6 +272,11 @@ async def _answer(handling: Awaitable[Response]) -> Response:
         return await handling
     except _Refused as refused:
         return refused.response
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)  # registered for HTTPException only
+    return errors.routing_refused(request.method, request.url.path, exc.status_code, exc.headers)
 
 
 def _bearer(authorization: str | None) -> str | None:

@@ -57,6 +57,9 @@ def parse_request_body(content_type: str | None, content: bytes) -> RequestBody:
         decoded = json.loads(content)
     except ValueError as error:
         raise InvalidRequestBodyError(f"the request body is not valid JSON: {error}") from None
+    except RecursionError:
+        # The decoder recurses once per nesting level; no OpenAI request is nested that deep.
+        raise InvalidRequestBodyError("the request body is JSON nested too deeply") from None
     if not isinstance(decoded, dict):
         return RequestBody(content, None)
     model = decoded.get("model")

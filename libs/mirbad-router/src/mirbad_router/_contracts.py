@@ -72,6 +72,8 @@ class Resolution:
         auto_start_on_request: whether a request for the model, when it is not running, starts it.
         upstream: where it answers; only used when ``state`` is Ready (None while it has no endpoint).
         error: why the model failed, shown to clients when ``state`` is Failed.
+        context_tokens: the model's context length in tokens, when known: what a key with a token
+            limit reserves for a request that sets no ``max_tokens``.
     """
 
     model_id: str
@@ -80,6 +82,7 @@ class Resolution:
     auto_start_on_request: bool = False
     upstream: Upstream | None = None
     error: str | None = None
+    context_tokens: int | None = None
 
     @property
     def ready(self) -> bool:
@@ -120,8 +123,9 @@ class KeyGrant:
         expires_at: when it stops working (timezone-aware); None never.
         requests_per_minute: the most requests it may send in any 60 s; None is unlimited.
         tokens_per_minute: the most prompt plus completion tokens it may use in any 60 s; None is
-            unlimited. Tokens are known only once a response ends, so a key may overshoot by the
-            responses already running; its next requests wait until the window is back under the limit.
+            unlimited. Each request reserves its upper bound (:func:`~mirbad_router.request_token_bound`)
+            when admitted and settles to its real usage when it ends, so concurrent requests cannot
+            together pass the limit; one whose bound is unknown takes all that is left and runs alone.
     """
 
     key_id: str

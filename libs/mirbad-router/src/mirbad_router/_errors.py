@@ -6,17 +6,59 @@ The router's HTTP mapping lives here: one function per refusal, each with its st
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Mapping
+from typing import Final
+from urllib.parse import urlsplit
+
 from starlette.responses import JSONResponse
 
 from mirbad_protocol import ModelState, openai_error
 
 from ._limits import LimitExceeded
-from .exceptions import UpstreamConnectError, UpstreamError, UpstreamTimeoutError
+from .exceptions import UnsafeProxyPathError, UpstreamConnectError, UpstreamError, UpstreamTimeoutError
 
 __all__ = ["NOT_READY_RETRY_AFTER_S"]
 
 NOT_READY_RETRY_AFTER_S = 30
 """The ``Retry-After`` of a 503 for a model that is known but not Ready."""
+
+# Messages pass on text from the fleet (a node's error, a refused start); a URL in one would tell a /v1
+# client where the agents and model servers listen.
+# A URL ends before the punctuation that follows it in a sentence.
+_URL: Final = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s'\"<>]*[^\s'\"<>.,:;)]", re.IGNORECASE)
+_HIDDEN_ADDRESS: Final = "<internal address>"
+# Where OpenAI-compatible servers, FastAPI and the agent put the words of an error.
+_MESSAGE_FIELDS: Final = ("message", "error", "detail")
+
+
+def hide_addresses(text: str) -> str:
+    """``text`` with every URL in it replaced by ``<internal address>``."""
+    return _URL.sub(_HIDDEN_ADDRESS, text)
+
+
+def hide_addresses_in_error_body(body: bytes) -> bytes:
+    """An upstream's JSON error body with the URLs in its messages hidden (the body itself otherwise).
+
+    The agent's own refusals name the model server's URL on the node, and the router passes upstream
+    errors on to /v1 clients as they are; only the human-readable fields are touched.
+    """
+    try:
+        payload = json.loads(body)
+    except (ValueError, RecursionError):
+        return body
+    if not isinstance(payload, dict):
+        return body
+    inner = payload.get("error")
+    targets = [payload, inner] if isinstance(inner, dict) else [payload]
+    changed = False
+    for target in targets:
+        for name in _MESSAGE_FIELDS:
+            value = target.get(name)
+            if isinstance(value, str) and (hidden := hide_addresses(value)) != value:
+                target[name], changed = hidden, True
+    return json.dumps(payload).encode() if changed else body
 
 
 def error_response(
@@ -33,7 +75,7 @@ def error_response(
     all_headers = dict(headers or {})
     if retry_after is not None:
         all_headers["Retry-After"] = str(retry_after)
-    body = openai_error(message, code=code, type=type, param=param)
+    body = openai_error(hide_addresses(message), code=code, type=type, param=param)
     return JSONResponse(body, status_code=status, headers=all_headers)
 
 
@@ -52,6 +94,28 @@ def unauthorized(message: str) -> JSONResponse:
 def invalid_body(message: str) -> JSONResponse:
     """400: a body that is neither JSON nor multipart/form-data."""
     return error_response(400, message, code="invalid_request_body")
+
+
+def unsafe_path(error: UnsafeProxyPathError) -> JSONResponse:
+    """400 ``invalid_path``: a path that could leave the upstream's ``v1/`` prefix is never forwarded."""
+    return error_response(
+        400,
+        f"The request path is refused: it has {error.reason}, which no /v1 endpoint has.",
+        code="invalid_path",
+    )
+
+
+def routing_refused(
+    method: str, path: str, status: int, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    """405 ``method_not_allowed`` (with Starlette's ``Allow``) or another status no route could take."""
+    if status == 405:
+        allowed = (headers or {}).get("Allow", "")
+        message = f"The method {method} is not allowed on {path}; use {allowed}."
+        code = "method_not_allowed"
+    else:
+        message, code = f"{method} {path} cannot be served here (HTTP {status}).", "invalid_request"
+    return error_response(status, message, code=code, headers=dict(headers or {}))
 
 
 def missing_model() -> JSONResponse:
@@ -130,6 +194,11 @@ def upstream_failed(served_name: str, error: UpstreamError) -> JSONResponse:
     """502 when the model cannot be reached or answers nothing usable; 504 when it stays silent."""
     status = 504 if isinstance(error, UpstreamTimeoutError) else 502
     code = "upstream_unreachable" if isinstance(error, UpstreamConnectError) else "upstream_failed"
+    # httpx's reasons can name the host (a TLS name mismatch does): it goes too.
+    detail = error.without_url
+    host = urlsplit(error.url).hostname
+    if host:
+        detail = detail.replace(host, _HIDDEN_ADDRESS)
     return error_response(
-        status, f"The model '{served_name}' did not answer: {error}", code=code, type="server_error"
+        status, f"The model '{served_name}' did not answer: {detail}", code=code, type="server_error"
     )

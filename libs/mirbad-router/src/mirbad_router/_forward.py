@@ -6,7 +6,9 @@ clean status instead of half a request. The response goes the other way without 
 the upstream sends is handed to the ASGI server as it arrives, so server-sent events flow token by
 token. A client that goes away cancels the upstream request (vLLM and llama-server then abort the
 generation); there is no read timeout unless the caller sets an idle timeout, because a long generation
-may legitimately take many minutes.
+may legitimately take many minutes. A request that fails on a pooled keep-alive connection before any
+answer (the upstream closed it while it was idle) is sent once more: the body is in memory, and the
+upstream never handled the first one. The pool opens a new connection unless another idle one is at hand.
 
 Nothing here sleeps or polls; every test of this module runs against real loopback servers.
 """
@@ -14,9 +16,11 @@ Nothing here sleeps or polls; every test of this module runs against real loopba
 from __future__ import annotations
 
 import http.cookiejar
+import logging
 import ssl
 from collections.abc import Mapping
-from typing import Final
+from dataclasses import dataclass
+from typing import Any, Final
 from urllib.parse import quote
 
 import anyio
@@ -26,6 +30,7 @@ from starlette.responses import Response
 from starlette.types import Receive
 
 from ._headers import request_headers
+from ._paths import check_proxy_path
 from ._relay import UpstreamRelay, single_errors, wait_for_disconnect
 from .exceptions import (
     RequestTooLargeError,
@@ -41,9 +46,12 @@ __all__ = [
     "MAX_BODY_BYTES",
     "create_upstream_client",
     "forward",
+    "join_upstream_url",
     "read_body",
     "upstream_url",
 ]
+
+_log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES: Final = 64 * 1024 * 1024
 """The largest request body the proxy forwards (64 MiB), chunked or with a Content-Length."""
@@ -52,6 +60,8 @@ CONNECT_TIMEOUT_S: Final = 10.0
 CLIENT_CLOSED_REQUEST: Final = 499
 """The status recorded when the client left before the upstream answered (nginx's convention)."""
 
+# httpcore's message for a connection closed before the first byte of a response.
+_NO_RESPONSE: Final = "Server disconnected without sending a response"
 # Characters left as they are when a decoded path is put back into a URL (RFC 3986 pchar and "/").
 _PATH_SAFE: Final = "/:@!$&'()*+,;=-._~"
 
@@ -77,16 +87,28 @@ def create_upstream_client(*, ssl_context: ssl.SSLContext | None = None) -> http
     )
 
 
-def upstream_url(base_url: str, path: str, query: str = "") -> str:
+def join_upstream_url(base_url: str, path: str, query: str = "") -> str:
     """Join an upstream base URL, a path below it and a raw query string.
+
+    The path is checked again here, whoever checked it before: a ``..`` segment put back into a URL is
+    resolved by httpx, and the request would leave ``base_url``.
 
     Args:
         base_url: the upstream's base, with or without a trailing slash (``http://127.0.0.1:8001/``).
         path: the decoded path below the base (``v1/chat/completions``); it is percent-encoded again.
         query: the raw query string without ``?`` (empty for none).
+
+    Raises:
+        UnsafeProxyPathError: ``path`` has a dot segment, a backslash or an encoded separator
+            (see :func:`check_proxy_path`).
     """
+    check_proxy_path(path)
     url = base_url.rstrip("/") + "/" + quote(path.lstrip("/"), safe=_PATH_SAFE)
     return f"{url}?{query}" if query else url
+
+
+upstream_url = join_upstream_url
+"""The former name of :func:`join_upstream_url`, kept for the callers that import it."""
 
 
 async def read_body(request: Request, *, limit: int = MAX_BODY_BYTES) -> bytes:
@@ -131,7 +153,7 @@ async def forward(
 
     Args:
         request: the incoming request; its method, headers (minus hop-by-hop ones) and body are sent.
-        url: the full upstream URL, query included (see :func:`upstream_url`).
+        url: the full upstream URL, query included (see :func:`join_upstream_url`).
         client: the shared upstream client (see :func:`create_upstream_client`).
         headers: headers to add upstream, each replacing the client's header of the same name.
         body: the body, when the caller has already read it with :func:`read_body` (the router reads
@@ -149,12 +171,12 @@ async def forward(
         content = await read_body(request, limit=limit) if body is None else body
     except ClientDisconnect:
         return Response(status_code=CLIENT_CLOSED_REQUEST)
-    outgoing = httpx.Request(
+    outgoing = _Outgoing(
         request.method,
         url,
-        headers=request_headers(request.headers.raw, headers),
-        content=content,
-        extensions={"timeout": _timeout(idle_timeout_s).as_dict()},
+        request_headers(request.headers.raw, headers),
+        content,
+        _timeout(idle_timeout_s).as_dict(),
     )
     upstream = await _send_unless_client_leaves(client, outgoing, request.receive)
     if upstream is None:
@@ -164,7 +186,7 @@ async def forward(
 
 
 async def _send_unless_client_leaves(
-    client: httpx.AsyncClient, outgoing: httpx.Request, receive: Receive
+    client: httpx.AsyncClient, outgoing: _Outgoing, receive: Receive
 ) -> httpx.Response | None:
     # A non-streaming generation sends no headers until it is done, so the client may leave while
     # we wait; cancelling the send closes the upstream connection, which aborts the generation.
@@ -175,7 +197,7 @@ async def _send_unless_client_leaves(
 
             async def send() -> None:
                 try:
-                    answer.append(await client.send(outgoing, stream=True))
+                    answer.append(await _send_again_if_stale(client, outgoing))
                 except httpx.TransportError as exc:
                     failure.append(exc)
                 group.cancel_scope.cancel()
@@ -184,8 +206,58 @@ async def _send_unless_client_leaves(
             await wait_for_disconnect(receive)
             group.cancel_scope.cancel()
     if failure:
-        raise _upstream_error(str(outgoing.url), failure[0])
+        raise _upstream_error(outgoing.url, failure[0])
     return answer[0] if answer else None
+
+
+@dataclass(frozen=True)
+class _Outgoing:
+    """An upstream request that can be built twice: its body is in memory."""
+
+    method: str
+    url: str
+    headers: list[tuple[bytes, bytes]]
+    content: bytes
+    timeout: dict[str, float | None]
+
+    def build(self, attempt: _Attempt) -> httpx.Request:
+        extensions = {"timeout": self.timeout, "trace": attempt.trace}
+        return httpx.Request(
+            self.method, self.url, headers=self.headers, content=self.content, extensions=extensions
+        )
+
+
+class _Attempt:
+    """What httpcore's trace says about one attempt: whether it opened its own connection."""
+
+    def __init__(self) -> None:
+        self.connected = False
+
+    async def trace(self, event: str, info: Mapping[str, Any]) -> None:
+        if event.startswith("connection.connect_tcp."):
+            self.connected = True
+
+
+async def _send_again_if_stale(client: httpx.AsyncClient, outgoing: _Outgoing) -> httpx.Response:
+    # An upstream may close an idle keep-alive connection just as the pool hands it out; the request
+    # then fails before any answer although the upstream never handled it. On a connection this request
+    # opened itself, the same failure means the upstream is broken, so only a reused one is retried.
+    attempt = _Attempt()
+    try:
+        return await client.send(outgoing.build(attempt), stream=True)
+    except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+        if attempt.connected or not _before_any_answer(exc):
+            raise
+        _log.info("%s closed a pooled connection before answering (%s); sending again", outgoing.url, exc)
+    return await client.send(outgoing.build(_Attempt()), stream=True)
+
+
+def _before_any_answer(exc: httpx.TransportError) -> bool:
+    # h11 reports a connection closed before the first response byte in exactly these words; other
+    # protocol errors mean the upstream did answer, badly. A reset or a failed write leaves no answer.
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return str(exc).startswith(_NO_RESPONSE)
+    return True
 
 
 def _upstream_error(url: str, exc: httpx.TransportError) -> UpstreamError:

@@ -1,4 +1,9 @@
-"""Per-key request and token limits over a sliding 60-second window."""
+"""Per-key request and token limits over a sliding 60-second window.
+
+Tokens are known only once a response ends, so a request reserves its upper bound when it is admitted
+and settles when it ends: the tokens it used stay in the window, the rest is released at once (all of it
+when it failed). Concurrent requests of one key therefore cannot together pass its token limit.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +17,11 @@ from typing import Literal
 
 from ._contracts import KeyGrant
 
-__all__ = ["LimitExceeded", "RateLimiter"]
+__all__ = ["LimitExceeded", "RateLimiter", "TokenReservation"]
+
+# While in-flight reservations alone keep a request out, it fits as soon as one of them settles, which
+# no clock predicts: the client is told to look again shortly.
+_IN_FLIGHT_RETRY_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -40,6 +49,7 @@ class _Window:
     requests: deque[float] = field(default_factory=deque)
     tokens: deque[tuple[float, int]] = field(default_factory=deque)
     token_sum: int = 0
+    reserved: int = 0
 
     def prune(self, horizon: float) -> None:
         # (t + 60) - 60 can land a hair below t in floating point: without the slack, a client that waited
@@ -52,7 +62,34 @@ class _Window:
 
     @property
     def empty(self) -> bool:
-        return not self.requests and not self.tokens
+        return not self.requests and not self.tokens and not self.reserved
+
+
+class TokenReservation:
+    """The tokens one admitted request holds against its key's limit until it ends.
+
+    Attributes:
+        tokens: the tokens held (0 for a key without a token limit).
+    """
+
+    def __init__(self, limiter: RateLimiter, key_id: str, tokens: int) -> None:
+        self.tokens = tokens
+        self._limiter = limiter
+        self._key_id = key_id
+        self._settled = False
+
+    def settle(self, used: int) -> None:
+        """The request ended having used ``used`` tokens: count them now and release the rest.
+
+        Only the first call counts, so every way a request can end may settle it.
+        """
+        if not self._settled:
+            self._settled = True
+            self._limiter._settle(self._key_id, self.tokens, max(0, used))
+
+    def release(self) -> None:
+        """The request failed before using tokens: release all of them."""
+        self.settle(0)
 
 
 _CLOCK_SLACK_S = 1e-6
@@ -78,17 +115,39 @@ class RateLimiter:
         self._last_sweep = clock()
 
     def admit(self, grant: KeyGrant) -> LimitExceeded | None:
-        """Count a request of ``grant``'s key, or return why it must wait (then nothing is counted)."""
+        """Count a request of ``grant``'s key, or return why it must wait (then nothing is counted).
+
+        It reserves no tokens; its usage is counted with :meth:`add_tokens`.
+        """
+        admitted = self.reserve(grant, 0)
+        return admitted if isinstance(admitted, LimitExceeded) else None
+
+    def reserve(self, grant: KeyGrant, tokens: int | None) -> TokenReservation | LimitExceeded:
+        """Count a request of ``grant``'s key and hold ``tokens`` for it, or return why it must wait.
+
+        A request needs at least one token free. One whose bound is unknown (``None``) or larger than
+        the key's limit takes all the tokens left instead, so it runs alone and the key overshoots by
+        at most what it uses past them.
+
+        Args:
+            grant: the key.
+            tokens: the most tokens (prompt plus completion) the request can use, or None if unknown.
+        """
         if grant.requests_per_minute is None and grant.tokens_per_minute is None:
-            return None
+            return TokenReservation(self, grant.key_id, 0)
         with self._lock:
             now = self._clock()
             self._sweep(now)
             window = self._window(grant.key_id, now)
-            refusal = _worst(self._over_requests(grant, window, now), self._over_tokens(grant, window, now))
-            if refusal is None and grant.requests_per_minute is not None:
+            held = self._tokens_to_hold(grant, window, tokens)
+            over_tokens = self._over_tokens(grant, window, now, max(held, 1))
+            refusal = _worst(self._over_requests(grant, window, now), over_tokens)
+            if refusal is not None:
+                return refusal
+            if grant.requests_per_minute is not None:
                 window.requests.append(now)
-            return refusal
+            window.reserved += held
+            return TokenReservation(self, grant.key_id, held)
 
     def add_tokens(self, grant: KeyGrant, tokens: int) -> None:
         """Count ``tokens`` (prompt plus completion) used by ``grant``'s key now."""
@@ -99,6 +158,23 @@ class RateLimiter:
             window = self._window(grant.key_id, now)
             window.tokens.append((now, tokens))
             window.token_sum += tokens
+
+    def _settle(self, key_id: str, reserved: int, used: int) -> None:
+        with self._lock:
+            now = self._clock()
+            window = self._window(key_id, now)
+            window.reserved -= reserved
+            if used:
+                window.tokens.append((now, used))
+                window.token_sum += used
+
+    def _tokens_to_hold(self, grant: KeyGrant, window: _Window, tokens: int | None) -> int:
+        limit = grant.tokens_per_minute
+        if limit is None or tokens == 0:
+            return 0
+        if tokens is not None and tokens <= limit:
+            return tokens
+        return max(0, limit - window.token_sum - window.reserved)
 
     def _window(self, key_id: str, now: float) -> _Window:
         window = self._windows.setdefault(key_id, _Window())
@@ -113,16 +189,19 @@ class RateLimiter:
         freeing = window.requests[len(window.requests) - limit]
         return LimitExceeded("requests", limit, freeing + self._window_s - now)
 
-    def _over_tokens(self, grant: KeyGrant, window: _Window, now: float) -> LimitExceeded | None:
+    def _over_tokens(self, grant: KeyGrant, window: _Window, now: float, wanted: int) -> LimitExceeded | None:
         limit = grant.tokens_per_minute
-        if limit is None or window.token_sum < limit:
+        if limit is None:
             return None
-        remaining = window.token_sum
+        excess = window.token_sum + window.reserved + wanted - limit
+        if excess <= 0:
+            return None
+        # Settled tokens leave the window oldest first; held ones only when their requests end.
         for at, tokens in window.tokens:
-            remaining -= tokens
-            if remaining < limit:
+            excess -= tokens
+            if excess <= 0:
                 return LimitExceeded("tokens", limit, at + self._window_s - now)
-        return LimitExceeded("tokens", limit, self._window_s)  # pragma: no cover - the loop always returns
+        return LimitExceeded("tokens", limit, _IN_FLIGHT_RETRY_S)
 
     def _sweep(self, now: float) -> None:
         # Once per window, drop the keys that have been idle for a whole window, so memory follows the

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Final
 
 import anyio
 import httpx
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
+
+from mirbad_protocol import openai_error
 
 from ._headers import response_headers
 
@@ -20,6 +23,11 @@ _log = logging.getLogger(__name__)
 
 # Closing a response only closes a socket; the bound keeps a wedged peer from holding the task.
 _CLOSE_TIMEOUT_S: Final = 5.0
+_EVENT_STREAM: Final = "text/event-stream"
+# What a client is told when the model's server dies mid-stream; the upstream's address stays out of it.
+_STREAM_CUT_MESSAGE: Final = (
+    "The model's server stopped in the middle of the response; the answer is incomplete."
+)
 
 
 @contextmanager
@@ -53,6 +61,9 @@ class UpstreamRelay(Response):
     Args:
         upstream: a response from ``client.send(request, stream=True)`` whose body is not read yet.
         url: the upstream URL, for the log line written when the upstream fails mid-response.
+
+    Attributes:
+        failure: why the upstream broke off mid-body, once it has; None while it has not.
     """
 
     def __init__(self, upstream: httpx.Response, url: str | None = None) -> None:
@@ -62,6 +73,9 @@ class UpstreamRelay(Response):
         self.background = None
         self._upstream = upstream
         self._url = url or str(upstream.request.url)
+        self._event_stream = upstream.headers.get("content-type", "").startswith(_EVENT_STREAM)
+        self._tail = b""
+        self.failure: str | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -70,11 +84,8 @@ class UpstreamRelay(Response):
             with anyio.move_on_after(_CLOSE_TIMEOUT_S, shield=True):
                 await self._upstream.aclose()
         if failure is not None:
-            # Returning without the final body message makes the server drop the connection, so the
-            # client sees an incomplete response instead of a short one that looks whole.
-            _log.warning(
-                "upstream %s failed mid-response (%s); closing the client connection", self._url, failure
-            )
+            self.failure = failure
+            _log.warning("upstream %s failed mid-response (%s)", self._url, failure)
 
     async def _relay_until_client_leaves(self, receive: Receive, send: Send) -> str | None:
         failures: list[str] = []
@@ -97,11 +108,29 @@ class UpstreamRelay(Response):
         try:
             async for chunk in self._upstream.aiter_raw():
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                self._tail = (self._tail + chunk)[-4:]
         except httpx.ReadTimeout:
-            return "silent for longer than the idle timeout"
+            return await self._broken_off("silent for longer than the idle timeout", send)
         except httpx.TransportError as exc:
-            return str(exc) or type(exc).__name__
+            return await self._broken_off(str(exc) or type(exc).__name__, send)
         except OSError:
             return None  # an ASGI 2.4 server reports a client that left by failing the send
         await send({"type": "http.response.body", "body": b"", "more_body": False})
         return None
+
+    async def _broken_off(self, failure: str, send: Send) -> str:
+        if not self._event_stream:
+            # Returning without the final body message makes the server drop the connection, so the
+            # client sees an incomplete response instead of a short one that looks whole.
+            return failure
+        event = self._stream_error_event()
+        with suppress(OSError):  # the client may have left as well
+            await send({"type": "http.response.body", "body": event, "more_body": False})
+        return failure
+
+    def _stream_error_event(self) -> bytes:
+        payload = openai_error(_STREAM_CUT_MESSAGE, code="upstream_failed", type="server_error")
+        event = b"data: " + json.dumps(payload).encode() + b"\n\n"
+        # A cut inside an event cannot be taken back; ending it first keeps the error event its own.
+        at_boundary = not self._tail or self._tail.endswith((b"\n\n", b"\r\n\r\n"))
+        return event if at_boundary else b"\n\n" + event

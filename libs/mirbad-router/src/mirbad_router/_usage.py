@@ -136,7 +136,7 @@ class SseUsageTap:
             return True
         try:
             payload = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the decoder's depth
             return True
         usage = usage_from_object(payload)
         if usage is None:
@@ -189,7 +189,7 @@ class JsonUsageTap:
         if not self._truncated:
             try:
                 return usage_from_object(json.loads(self._body))
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested past the decoder's depth
                 return None
         matches = list(_USAGE_KEY.finditer(self._body))
         if not matches:
@@ -197,6 +197,6 @@ class JsonUsageTap:
         tail = self._body[matches[-1].end() :].decode("utf-8", "replace")
         try:
             usage, _ = json.JSONDecoder().raw_decode(tail)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the decoder's depth
             return None
         return _usage_from_fields(usage)

@@ -53,6 +53,11 @@ class UpstreamError(MirbadRouterError):
 
     _summary = "upstream failed at"
 
+    @property
+    def without_url(self) -> str:
+        """The message without the upstream's URL, for a caller who must not learn where it listens."""
+        return f"{self._summary.removesuffix(' at')}: {self.reason}"
+
 
 class UpstreamConnectError(UpstreamError):
     """No connection to the upstream (refused, unresolvable, TLS refused, or no answer within 10 s)."""
@@ -81,3 +86,20 @@ class InvalidRequestBodyError(MirbadRouterError, ValueError):
 
     It is neither valid JSON nor valid multipart/form-data (the message says which and why).
     """
+
+
+__all__ += ["UnsafeProxyPathError"]
+
+
+class UnsafeProxyPathError(MirbadRouterError, ValueError):
+    """A request path that could resolve outside the proxy's upstream prefix; answer 400, never forward.
+
+    Attributes:
+        path: the path as received.
+        reason: what in it is refused.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"the request path has {reason}")
+        self.path = path
+        self.reason = reason

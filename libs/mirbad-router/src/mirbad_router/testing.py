@@ -62,6 +62,7 @@ class FakeResolver(ModelResolver):
         state: ModelState = ModelState.READY,
         auto_start_on_request: bool = False,
         created: int = 0,
+        context_tokens: int | None = None,
     ) -> Resolution:
         """Register a model (its id defaults to its served name) and return its resolution."""
         resolution = Resolution(
@@ -70,6 +71,7 @@ class FakeResolver(ModelResolver):
             state=state,
             auto_start_on_request=auto_start_on_request,
             upstream=upstream,
+            context_tokens=context_tokens,
         )
         self._models[resolution.model_id] = _Model(resolution, created)
         return resolution
