@@ -23,6 +23,7 @@ from ._errors import error_code_of, error_response
 from ._folders import DEFAULT_LISTING_LIMIT, ModelFolders, relative_parts
 from ._lifecycle import ModelLifecycle
 from ._proxy import PROXY_METHODS, RETRY_AFTER_S, Upstream, UpstreamLookup, proxy_route
+from ._proxy_paths import FORWARDED_PREFIX, checked_path, raw_tail
 from ._routes_models import model_routes
 from ._routes_node import node_routes
 from ._runtimes import ComposedDriver, NodeRuntimes
@@ -35,6 +36,7 @@ from .exceptions import (
     MirbadAgentError,
     PathNotFoundError,
     PathRefusedError,
+    ProxyPathError,
 )
 
 __all__ = [
@@ -42,6 +44,7 @@ __all__ = [
     "DEFAULT_LISTING_LIMIT",
     "EXIT_FAILED",
     "EXIT_REFUSED",
+    "FORWARDED_PREFIX",
     "PROXY_METHODS",
     "RETRY_AFTER_S",
     "AgentConfigError",
@@ -60,11 +63,13 @@ __all__ = [
     "PathNotFoundError",
     "PathRefusedError",
     "ProcessSettings",
+    "ProxyPathError",
     "TelemetryCollector",
     "Upstream",
     "UpstreamLookup",
     "add_enroll_arguments",
     "agent_version",
+    "checked_path",
     "compose_services",
     "connect_docker",
     "container_driver",
@@ -79,6 +84,7 @@ __all__ = [
     "node_routes",
     "process_driver",
     "proxy_route",
+    "raw_tail",
     "relative_parts",
     "run_agent",
     "run_enroll",
