@@ -24,6 +24,7 @@ from ._folders import DEFAULT_LISTING_LIMIT, ModelFolders, relative_parts
 from ._lifecycle import ModelLifecycle
 from ._proxy import PROXY_METHODS, RETRY_AFTER_S, Upstream, UpstreamLookup, proxy_route
 from ._proxy_paths import FORWARDED_PREFIX, checked_path, raw_tail
+from ._request_log import POLL_PATHS, REQUEST_LOGGER, QuietPollFilter, quiet_polls
 from ._routes_models import model_routes
 from ._routes_node import node_routes
 from ._runtimes import ComposedDriver, NodeRuntimes
@@ -45,7 +46,9 @@ __all__ = [
     "EXIT_FAILED",
     "EXIT_REFUSED",
     "FORWARDED_PREFIX",
+    "POLL_PATHS",
     "PROXY_METHODS",
+    "REQUEST_LOGGER",
     "RETRY_AFTER_S",
     "AgentConfigError",
     "AgentRequestError",
@@ -64,6 +67,7 @@ __all__ = [
     "PathRefusedError",
     "ProcessSettings",
     "ProxyPathError",
+    "QuietPollFilter",
     "TelemetryCollector",
     "Upstream",
     "UpstreamLookup",
@@ -84,6 +88,7 @@ __all__ = [
     "node_routes",
     "process_driver",
     "proxy_route",
+    "quiet_polls",
     "raw_tail",
     "relative_parts",
     "run_agent",

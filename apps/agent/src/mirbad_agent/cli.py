@@ -19,6 +19,7 @@ from mirbad_protocol import MirbadError
 
 from ._config import load_settings
 from ._enroll import add_enroll_arguments, run_enroll
+from ._request_log import quiet_polls
 from ._serve import load_credentials, run_agent
 
 __all__ = ["main"]
@@ -46,6 +47,7 @@ def _serve(arguments: argparse.Namespace) -> int:
     logging.basicConfig(
         level=arguments.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    quiet_polls()
     anyio.run(run_agent, settings, credentials)
     return 0
 
