@@ -14,7 +14,7 @@ from ._admission import (
 from ._container_driver import ContainerDriver
 from ._container_spec import MODEL_LABEL, ContainerDriverConfig, container_name
 from ._driver import FAILURE_LOG_LINES, RuntimeDriver
-from ._executables import CatalogedExecutable, ExecutableCatalog, sha256_of_file
+from ._executables import CatalogedExecutable, ExecutableCatalog, is_executable_name, sha256_of_file
 from ._gguf import aread_gguf_info, read_gguf_info
 from ._instance_keys import FileInstanceKeyProtector, InstanceKeyProtector, new_instance_key
 from ._memory_probe import DEFAULT_FAKE_TOTAL_GIB, MEMINFO_PATH, MemoryProbe, parse_meminfo
@@ -75,6 +75,7 @@ __all__ = [
     "aread_gguf_info",
     "check_admission",
     "container_name",
+    "is_executable_name",
     "new_instance_key",
     "parse_gpu_rows",
     "parse_meminfo",
