@@ -1,6 +1,6 @@
 """A raw ASGI app standing in for a model server behind a proxy, steered by anyio events.
 
-Paths:
+Paths (matched on their end, so a proxy that forwards only under ``/v1/`` reaches them too):
 - ``/sse``: an event stream of ``CHUNKS`` events; event ``i`` (after the first) is sent only once the
   test sets ``release[i]``, so a test proves a chunk arrived before the next one exists.
 - ``/first-then-wait``: headers and one event, then silence until the client disconnects.
@@ -79,13 +79,13 @@ class FakeUpstream:
         )
         self.requests.append(seen)
         self.arrived.set()
-        if scope["path"] == "/sse":
+        if scope["path"].endswith("/sse"):
             await self._sse(send)
-        elif scope["path"] == "/first-then-wait":
+        elif scope["path"].endswith("/first-then-wait"):
             await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
             await send({"type": "http.response.body", "body": event(0), "more_body": True})
             await self._wait_for_disconnect(receive)
-        elif scope["path"] == "/wait-before-headers":
+        elif scope["path"].endswith("/wait-before-headers"):
             await self._wait_for_disconnect(receive)
         else:
             await _echo(scope, seen, send)

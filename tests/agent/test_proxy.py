@@ -106,7 +106,7 @@ async def test_every_method_is_forwarded(client: httpx.AsyncClient, method: str)
 
 
 async def test_events_are_streamed_one_by_one(client: httpx.AsyncClient) -> None:
-    async with agent() as (proxy, upstream, _), client.stream("GET", f"{proxy}/m1/sse") as response:
+    async with agent() as (proxy, upstream, _), client.stream("GET", f"{proxy}/m1/v1/sse") as response:
         chunks = response.aiter_raw()
         buffer = b""
         for index in range(CHUNKS):
@@ -120,7 +120,7 @@ async def test_events_are_streamed_one_by_one(client: httpx.AsyncClient) -> None
 
 async def test_a_client_leaving_cancels_the_model_request(client: httpx.AsyncClient) -> None:
     async with agent() as (proxy, upstream, _):
-        async with client.stream("GET", f"{proxy}/m1/first-then-wait") as response:
+        async with client.stream("GET", f"{proxy}/m1/v1/first-then-wait") as response:
             with anyio.fail_after(WAIT_S):
                 assert event(0) in await anext(response.aiter_raw())
         with anyio.fail_after(WAIT_S):
@@ -181,7 +181,7 @@ async def test_a_model_server_that_refuses_connections_is_502(client: httpx.Asyn
 
 async def test_a_model_silent_past_the_idle_timeout_is_504(client: httpx.AsyncClient) -> None:
     async with agent(idle_timeout_s=0.2) as (proxy, upstream, _):
-        response = await client.get(f"{proxy}/m1/wait-before-headers")
+        response = await client.get(f"{proxy}/m1/v1/wait-before-headers")
         with anyio.fail_after(WAIT_S):
             await upstream.disconnected.wait()
 

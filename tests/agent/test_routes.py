@@ -532,3 +532,19 @@ async def test_the_proxy_forwards_to_the_model_and_refuses_unknown_models(node: 
     assert forwarded.json()["path"] == "/base/v1/chat/completions"
     assert forwarded.json()["query"] == "x=1"
     assert error_of(unknown)[:2] == (404, "model_not_found")
+
+
+async def test_telemetry_carries_the_measured_memory_where_the_runtime_has_it(node: Node) -> None:
+    await node.client.post("/models/big/start", json=body(container_spec()))
+    await node.client.post("/models/tiny/start", json=body(process_spec()))
+    node.containers.set_memory("big", 312 * 1024**2)
+    await node.services.telemetry.scrape_once()
+
+    models = TelemetrySnapshot.from_wire((await node.client.get("/telemetry")).json()).models
+    raw = (await node.client.get("/telemetry?model=big")).json()
+
+    assert {model.model_id: model.samples[-1].memory_bytes for model in models} == {
+        "big": 312 * 1024**2,
+        "tiny": None,
+    }
+    assert raw["models"][0]["samples"][0]["memoryBytes"] == 312 * 1024**2

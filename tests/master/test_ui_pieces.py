@@ -7,14 +7,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from mirbad_master._views import SettingChangeView
+from mirbad_master._views import ModelView, SettingChangeView
 from mirbad_master.ui._access import key_request, usage_totals
-from mirbad_master.ui._format import ago, gib, per_second, percent
+from mirbad_master.ui._fleet import ModelRow
+from mirbad_master.ui._format import ago, gib, memory_in_use, per_second, percent
 from mirbad_master.ui._memory_history import FLEET, MemoryHistory
 from mirbad_master.ui._model_dialogs import change_line
 from mirbad_master.ui._models import tags_query
 from mirbad_master.ui._nodes import runtime_text
-from mirbad_master.ui._overview import history_chart_options
+from mirbad_master.ui._overview import _model_row, history_chart_options
 from mirbad_master.ui._snippets import KEY_PLACEHOLDER, snippets
 from mirbad_orchestration import NodeState
 from mirbad_protocol import (
@@ -22,7 +23,12 @@ from mirbad_protocol import (
     ExecutableRef,
     KeyUsage,
     MemorySnapshot,
+    ModelDefinition,
+    ModelMetrics,
+    ModelState,
+    ModelStatus,
     ProcessRuntimeInfo,
+    RouterModelStats,
 )
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -135,3 +141,24 @@ def test_numbers_and_times_read_the_same_everywhere() -> None:
     assert ago(T0 - timedelta(minutes=5), T0) == "5 min ago"
     assert ago(T0 - timedelta(hours=5), T0) == "5 h ago"
     assert ago(T0 - timedelta(days=5), T0) == "5 d ago"
+
+
+def test_a_models_memory_reads_measured_where_reported_else_its_budget() -> None:
+    assert memory_in_use(312 * 1024**2, 0.5) == "312 MiB measured"
+    assert memory_in_use(int(9.44 * 1024**3), 24) == "9.4 GiB measured"
+    assert memory_in_use(None, 0.5) == "budget 512 MiB"
+    assert memory_in_use(None, 24) == "budget 24.0 GiB"
+    assert memory_in_use(None, None) == "—"
+
+
+def test_the_overview_row_says_which_memory_it_shows() -> None:
+    definition = ModelDefinition(id="tiny", served_name="tiny", model_path="tiny", memory_budget_gib=0.5)
+    status = ModelStatus(id="tiny", served_name="tiny", state=ModelState.READY, budget_gib=0.5)
+    view = ModelView(definition=definition, status=status)
+    router = RouterModelStats(served_name="tiny")
+    measured = ModelMetrics(model_id="tiny", at=T0, memory_bytes=312 * 1024**2)
+    unmeasured = ModelMetrics(model_id="tiny", at=T0)
+
+    assert _model_row(ModelRow(view, measured, router))["memory"] == "312 MiB measured"
+    assert _model_row(ModelRow(view, unmeasured, router))["memory"] == "budget 512 MiB"
+    assert _model_row(ModelRow(view, None, router))["memory"] == "budget 512 MiB"

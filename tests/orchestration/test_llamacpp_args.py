@@ -337,3 +337,51 @@ def test_any_extra_args_normalize_or_raise_a_field_error(extra: list[str]) -> No
         return
     assert refused.field
     assert refused.reason
+
+
+# ---------------------------------------------------------------- the prompt cache cap (issue 8)
+
+CACHE_RAM_SPELLINGS = [
+    ["--cache-ram", "512"],
+    ["-cram", "512"],
+    ["--cache_ram=512"],
+    ["--cache-ram 512"],
+]
+
+
+def _cache_ram(argv: list[str]) -> int:
+    return int(argv[argv.index("--cache-ram") + 1])
+
+
+@pytest.mark.parametrize(
+    ("budget_gib", "mib"), [(0.5, 128), (1.0, 256), (8.0, 2048), (32.0, 8192), (512.0, 8192)]
+)
+def test_the_prompt_cache_is_capped_from_the_budget(budget_gib: float, mib: int) -> None:
+    argv = build_llamacpp_args(_definition(memory_budget_gib=budget_gib))
+    assert _cache_ram(argv) == mib
+    assert argv.index("--cache-ram") == argv.index("--metrics") + 1
+
+
+@pytest.mark.parametrize("spelling", CACHE_RAM_SPELLINGS)
+def test_a_cache_ram_in_extra_args_is_the_only_one(spelling: list[str]) -> None:
+    argv = build_llamacpp_args(_definition(memory_budget_gib=0.5, extra_args=["--jinja", *spelling]))
+    assert argv[-len(spelling) :] == spelling
+    assert "--cache-ram" not in argv[: -len(spelling)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    DEFINITIONS,
+    st.floats(0.05, 1024.0),
+    st.none() | st.sampled_from([*CACHE_RAM_SPELLINGS, ["--cache-ram", "2048"], ["--cache-ram", "128"]]),
+)
+def test_any_budget_builds_parses_and_builds_to_the_same_argv(
+    definition: ModelDefinition, budget_gib: float, cache_ram: list[str] | None
+) -> None:
+    extra = [*definition.extra_args, *(cache_ram or [])]
+    changed = definition.model_copy(update={"memory_budget_gib": budget_gib, "extra_args": extra})
+    argv = build_llamacpp_args(changed)
+    parsed = parse_llamacpp_args(argv, model_id=changed.id, executable=EXE)
+    assert build_llamacpp_args(parsed) == argv
+    if cache_ram is None:
+        assert 0 <= _cache_ram(argv) <= budget_gib * 1024 / 4

@@ -75,3 +75,12 @@ def test_metrics_and_router_stats(snapshot_json: SnapshotAssertion) -> None:
 
 def test_state_values_are_the_spec_names() -> None:
     assert [state.value for state in ModelState] == ["Stopped", "Starting", "Ready", "Stopping", "Failed"]
+
+
+def test_measured_memory_is_an_additive_metrics_field(snapshot_json: SnapshotAssertion) -> None:
+    measured = ModelMetrics(model_id="m", at=AT, memory_bytes=327_155_712)
+    older = ModelMetrics.from_wire({"modelId": "m", "at": AT.isoformat()})
+    assert measured.to_wire() == snapshot_json
+    assert ModelMetrics.from_wire(measured.to_wire()) == measured
+    assert older.memory_bytes is None
+    assert "memoryBytes" not in older.to_wire()

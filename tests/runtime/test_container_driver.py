@@ -253,3 +253,20 @@ async def test_a_model_without_container_is_stopped_and_has_no_logs(config: Cont
             await driver.upstream_url("never-started")
 
     assert status.state is ModelState.STOPPED
+
+
+async def test_a_running_container_reports_its_memory_usage(
+    config: ContainerDriverConfig, image: str, run_id: str
+) -> None:
+    spec = _spec(image, run_id, "memory")
+    async with ContainerDriver(config) as driver:
+        await driver.start(spec)
+        await _wait_for(driver, spec.model_id, ModelState.READY)
+        measured = await driver.memory_bytes(spec.model_id)
+        await driver.stop(spec.model_id)
+        after = await driver.memory_bytes(spec.model_id)
+
+    # The fake vLLM is a Python process: a few MiB at least.
+    assert measured is not None
+    assert measured > 1024**2
+    assert after is None

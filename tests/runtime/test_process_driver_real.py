@@ -265,3 +265,15 @@ async def test_follow_logs_streams_what_the_model_writes(driver: ProcessDriver, 
     await driver.stop(spec.model_id)
 
     assert any("print_timing" in line for line in seen)
+
+
+async def test_a_running_model_reports_its_resident_set(driver: ProcessDriver, spec: ProcessLaunch) -> None:
+    await driver.start(spec)
+    await _wait_for(driver, spec.model_id, ModelState.READY)
+    measured = await driver.memory_bytes(spec.model_id)
+    await driver.stop(spec.model_id)
+
+    # llama-server with the tiny model holds a few MiB at least (its libraries alone).
+    assert measured is not None
+    assert measured > 1024**2
+    assert await driver.memory_bytes(spec.model_id) is None

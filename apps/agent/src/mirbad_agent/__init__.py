@@ -10,19 +10,35 @@ over :class:`AgentServices`; :func:`compose_services` builds those from :class:`
 from ._app import create_app
 from ._compose import compose_services, connect_docker, container_driver, process_driver
 from ._config import (
+    SETTINGS_FILE_NAME,
     AgentSettings,
     DockerSettings,
     ExecutableSettings,
     ProcessSettings,
+    default_settings_file,
     default_state_dir,
     load_settings,
+    read_settings_file,
+    validate_settings,
 )
 from ._enroll import add_enroll_arguments, run_enroll
 from ._enroll_client import AGENT_TLS_STEM, EXIT_FAILED, EXIT_REFUSED, EnrollFailedError, enroll_node
 from ._errors import error_code_of, error_response
+from ._executables_cli import add_executable, add_executables_arguments, run_executables, toml_string
 from ._folders import DEFAULT_LISTING_LIMIT, ModelFolders, relative_parts
 from ._lifecycle import ModelLifecycle
+from ._llama_server import (
+    LLAMA_SERVER_NAME,
+    UNKNOWN_VERSION,
+    LlamaServerFinder,
+    bundled_llama_server,
+    find_llama_server,
+    version_of,
+    with_found_llama_server,
+)
 from ._proxy import PROXY_METHODS, RETRY_AFTER_S, Upstream, UpstreamLookup, proxy_route
+from ._proxy_paths import FORWARDED_PREFIX, checked_path, raw_tail
+from ._request_log import POLL_PATHS, REQUEST_LOGGER, QuietPollFilter, quiet_polls
 from ._routes_models import model_routes
 from ._routes_node import node_routes
 from ._runtimes import ComposedDriver, NodeRuntimes
@@ -35,6 +51,7 @@ from .exceptions import (
     MirbadAgentError,
     PathNotFoundError,
     PathRefusedError,
+    ProxyPathError,
 )
 
 __all__ = [
@@ -42,8 +59,14 @@ __all__ = [
     "DEFAULT_LISTING_LIMIT",
     "EXIT_FAILED",
     "EXIT_REFUSED",
+    "FORWARDED_PREFIX",
+    "LLAMA_SERVER_NAME",
+    "POLL_PATHS",
     "PROXY_METHODS",
+    "REQUEST_LOGGER",
     "RETRY_AFTER_S",
+    "SETTINGS_FILE_NAME",
+    "UNKNOWN_VERSION",
     "AgentConfigError",
     "AgentRequestError",
     "AgentServices",
@@ -53,6 +76,7 @@ __all__ = [
     "EnrollFailedError",
     "ExecutableSettings",
     "GpuProbe",
+    "LlamaServerFinder",
     "MirbadAgentError",
     "ModelFolders",
     "ModelLifecycle",
@@ -60,27 +84,43 @@ __all__ = [
     "PathNotFoundError",
     "PathRefusedError",
     "ProcessSettings",
+    "ProxyPathError",
+    "QuietPollFilter",
     "TelemetryCollector",
     "Upstream",
     "UpstreamLookup",
     "add_enroll_arguments",
+    "add_executable",
+    "add_executables_arguments",
     "agent_version",
+    "bundled_llama_server",
+    "checked_path",
     "compose_services",
     "connect_docker",
     "container_driver",
     "create_app",
+    "default_settings_file",
     "default_state_dir",
     "enroll_node",
     "error_code_of",
     "error_response",
+    "find_llama_server",
     "load_credentials",
     "load_settings",
     "model_routes",
     "node_routes",
     "process_driver",
     "proxy_route",
+    "quiet_polls",
+    "raw_tail",
+    "read_settings_file",
     "relative_parts",
     "run_agent",
     "run_enroll",
+    "run_executables",
     "serve",
+    "toml_string",
+    "validate_settings",
+    "version_of",
+    "with_found_llama_server",
 ]

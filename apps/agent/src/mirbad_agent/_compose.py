@@ -39,6 +39,7 @@ from mirbad_runtime import (
 )
 
 from ._config import AgentSettings, DockerSettings
+from ._llama_server import LlamaServerFinder, find_llama_server, with_found_llama_server
 from ._runtimes import ComposedDriver, NodeRuntimes
 from ._services import AgentServices
 
@@ -64,6 +65,7 @@ async def compose_services(
     *,
     process_host: HostFactory = platform_process_host,
     key_protector: KeysFactory = _platform_keys,
+    llama_server: LlamaServerFinder = find_llama_server,
 ) -> AgentServices:
     """Build the agent's services from ``settings``: the drivers, the probes and everything above them.
 
@@ -71,7 +73,9 @@ async def compose_services(
         settings: the agent's settings.
         process_host: returns the platform's process host, or None where it has none.
         key_protector: returns the instance-key protector, or None where it has none.
+        llama_server: finds the llama-server to catalogue when the settings name none.
     """
+    settings = await with_found_llama_server(settings, llama_server)
     settings.state_dir.mkdir(mode=_STATE_DIR_MODE, parents=True, exist_ok=True)
     for root in settings.model_roots:
         if not root.is_dir():

@@ -6,13 +6,14 @@ being silently ignored. Relative paths in a file are taken relative to the file'
 
 from __future__ import annotations
 
+import copy
 import json
 import socket
 import sys
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Final, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -21,13 +22,20 @@ from mirbad_protocol import DEFAULT_AGENT_PORT
 from .exceptions import AgentConfigError
 
 __all__ = [
+    "SETTINGS_FILE_NAME",
     "AgentSettings",
     "DockerSettings",
     "ExecutableSettings",
     "ProcessSettings",
+    "default_settings_file",
     "default_state_dir",
     "load_settings",
+    "read_settings_file",
+    "validate_settings",
 ]
+
+SETTINGS_FILE_NAME: Final = "agent.toml"
+"""The settings file in the state folder, read when no ``--config`` names another."""
 
 _Port = Annotated[int, Field(ge=1, le=65535)]
 _Positive = Annotated[float, Field(gt=0)]
@@ -36,6 +44,15 @@ _Positive = Annotated[float, Field(gt=0)]
 def default_state_dir() -> Path:
     """Where the agent keeps its state unless told otherwise: ``~/.local/share/mirbad-agent``."""
     return Path.home() / ".local" / "share" / "mirbad-agent"
+
+
+def default_settings_file(state_dir: Path | None = None) -> Path:
+    """The settings file ``serve`` reads and ``executables add`` writes without ``--config``.
+
+    Args:
+        state_dir: the ``--state-dir`` given on the command line, else :func:`default_state_dir`.
+    """
+    return (state_dir if state_dir is not None else default_state_dir()).expanduser() / SETTINGS_FILE_NAME
 
 
 ProcessRuntime = Literal["llamacpp", "mlx"]
@@ -194,15 +211,35 @@ def load_settings(path: Path | None = None, overrides: Mapping[str, Any] | None 
     Raises:
         AgentConfigError: the file cannot be read or parsed, or a value is invalid (named in the message).
     """
-    data = _read_file(path) if path is not None else {}
+    return validate_settings(_read_file(path) if path is not None else {}, path, overrides)
+
+
+def validate_settings(
+    data: Mapping[str, Any], path: Path | None = None, overrides: Mapping[str, Any] | None = None
+) -> AgentSettings:
+    """The settings a file's parsed content describes (see :func:`load_settings`); ``data`` is not changed.
+
+    Raises:
+        AgentConfigError: a value is invalid (named in the message, after the file's path).
+    """
+    copied = copy.deepcopy(dict(data))
     if path is not None:
-        _anchor_paths(data, path.parent.absolute())
-    merged = _merge(data, dict(overrides or {}))
+        _anchor_paths(copied, path.parent.absolute())
+    merged = _merge(copied, dict(overrides or {}))
     try:
         settings = AgentSettings.model_validate(merged)
     except ValidationError as exc:
         raise AgentConfigError(_describe(exc, path)) from None
     return _expand_user(settings)
+
+
+def read_settings_file(path: Path) -> dict[str, Any]:
+    """The parsed content of a settings file (``.toml``, else JSON), not validated.
+
+    Raises:
+        AgentConfigError: the file cannot be read or parsed, or is not an object.
+    """
+    return _read_file(path)
 
 
 def _read_file(path: Path) -> dict[str, Any]:

@@ -29,6 +29,9 @@ from mirbad_protocol import (
 )
 from mirbad_router import RequestTooLargeError, UpstreamError, UpstreamTimeoutError, forward, upstream_url
 
+from ._proxy_paths import checked_path, raw_tail
+from .exceptions import ProxyPathError
+
 __all__ = ["PROXY_METHODS", "RETRY_AFTER_S", "Upstream", "UpstreamLookup", "proxy_route"]
 
 _log = logging.getLogger(__name__)
@@ -75,7 +78,9 @@ def proxy_route(
 ) -> Route:
     """The proxy route, to be mounted under ``/agent/v1``.
 
-    Answers: 404 ``model_not_found`` for an unknown model; 503 ``model_not_running`` with Retry-After
+    Answers: 400 ``invalid_request`` (field ``path``) for a path outside the model server's ``/v1/``
+    or one that could climb out of it (see :func:`~mirbad_agent.checked_path`); 404
+    ``model_not_found`` for an unknown model; 503 ``model_not_running`` with Retry-After
     when it has no running server; 413 ``request_too_large`` for a body over 64 MiB; 502
     ``upstream_unreachable`` when the model's server refuses or breaks the connection; 504
     ``upstream_timeout`` when it stays silent for ``idle_timeout_s`` before answering. Anything else is
@@ -91,6 +96,11 @@ def proxy_route(
     async def endpoint(request: Request) -> Response:
         model_id: str = request.path_params["model_id"]
         try:
+            # Checked before the lookup: a refused path learns nothing about the node's models.
+            path = checked_path(raw_tail(request))
+        except ProxyPathError as exc:
+            return _refusal(400, exc.code.value, exc.message, field=exc.field)
+        try:
             upstream = await lookup(model_id)
         except LookupError as exc:
             message = (
@@ -100,7 +110,7 @@ def proxy_route(
         if upstream is None:
             message = f"model {model_id} is not running on this node"
             return _refusal(503, _MODEL_NOT_RUNNING, message, {"Retry-After": str(RETRY_AFTER_S)})
-        url = upstream_url(upstream.base_url, request.path_params["path"], request.url.query)
+        url = upstream_url(upstream.base_url, path, request.url.query)
         return await _forward(request, url, client, upstream, idle_timeout_s)
 
     return Route(ROUTE_PROXY, endpoint, methods=list(PROXY_METHODS), name="proxy")
@@ -128,7 +138,14 @@ async def _forward(
         return _refusal(502, _UPSTREAM_UNREACHABLE, str(exc))
 
 
-def _refusal(status: int, code: str, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
+def _refusal(
+    status: int,
+    code: str,
+    message: str,
+    headers: Mapping[str, str] | None = None,
+    *,
+    field: str | None = None,
+) -> JSONResponse:
     # The one place the proxy shapes an error: the agent contract's envelope.
-    body = AgentErrorBody(error=AgentError(code=code, message=message)).to_wire()
+    body = AgentErrorBody(error=AgentError(code=code, message=message, field=field)).to_wire()
     return JSONResponse(body, status_code=status, headers=headers)

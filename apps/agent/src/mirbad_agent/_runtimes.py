@@ -170,6 +170,20 @@ class NodeRuntimes:
             raise unavailable
         raise ModelNotFoundError(model_id)
 
+    async def memory_bytes(self, model_id: str) -> int | None:
+        """The model's measured memory from the first driver that can measure it (None if none can).
+
+        A driver that cannot be asked measures nothing: telemetry reports no measure rather than failing.
+        """
+        for composed in self.drivers:
+            try:
+                measured = await composed.driver.memory_bytes(model_id)
+            except (ModelNotFoundError, RuntimeUnavailableError):
+                continue
+            if measured is not None:
+                return measured
+        return None
+
     async def adopt(self) -> list[ModelStatus]:
         """Let every driver take over what a previous agent left running; a failing driver is skipped.
 

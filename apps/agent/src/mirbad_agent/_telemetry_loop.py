@@ -1,4 +1,8 @@
-"""The agent's telemetry loop: every few seconds, each model's ``/metrics`` into the telemetry ring."""
+"""The agent's telemetry loop: every few seconds, each model's ``/metrics`` into the telemetry ring.
+
+Each sample also carries the memory the model's server measurably uses (its process's resident set,
+its container's usage), so the portal can show it beside the budget admission reserved.
+"""
 
 from __future__ import annotations
 
@@ -85,4 +89,13 @@ class TelemetryCollector:
             # A model between health checks (stopping, restarting) has no metrics; the next pass retries.
             logger.debug("no metrics from %s: %s", model_id, exc)
             return
-        self._ring.add(sample)
+        memory = await self._measured(model_id)
+        self._ring.add(sample.model_copy(update={"memory_bytes": memory}) if memory is not None else sample)
+
+    async def _measured(self, model_id: str) -> int | None:
+        try:
+            return await self._runtimes.memory_bytes(model_id)
+        except MirbadError as exc:
+            # A measure is extra: its failure must not cost the sample its metrics.
+            logger.debug("no memory measure of %s: %s", model_id, exc)
+            return None

@@ -1,4 +1,4 @@
-"""The ``mirbad-agent`` command: ``serve`` runs the agent, ``enroll`` obtains its certificate.
+"""The ``mirbad-agent`` command: ``serve``, ``enroll`` (the node's certificate), ``executables add``.
 
 Errors a user can fix (a bad setting, a missing certificate, a taken port) are printed as one line
 and exit with status 2.
@@ -17,8 +17,10 @@ import anyio
 
 from mirbad_protocol import MirbadError
 
-from ._config import load_settings
+from ._config import default_settings_file, load_settings
 from ._enroll import add_enroll_arguments, run_enroll
+from ._executables_cli import add_executables_arguments, run_executables
+from ._request_log import quiet_polls
 from ._serve import load_credentials, run_agent
 
 __all__ = ["main"]
@@ -34,6 +36,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if arguments.command == "serve":
             return _serve(arguments)
+        if arguments.command == "executables":
+            return run_executables(arguments)
         return int(run_enroll(arguments))
     except MirbadError as exc:
         print(f"{_PROGRAM}: error: {exc}", file=sys.stderr)
@@ -41,13 +45,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _serve(arguments: argparse.Namespace) -> int:
-    settings = load_settings(arguments.config, _overrides(arguments))
+    settings = load_settings(_settings_file(arguments), _overrides(arguments))
     credentials = load_credentials(settings)
     logging.basicConfig(
         level=arguments.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    quiet_polls()
     anyio.run(run_agent, settings, credentials)
     return 0
+
+
+def _settings_file(arguments: argparse.Namespace) -> Path | None:
+    if arguments.config is not None:
+        return Path(arguments.config)
+    # The file `executables add` writes by default, when there is one.
+    default = default_settings_file(arguments.state_dir)
+    return default if default.is_file() else None
 
 
 def _overrides(arguments: argparse.Namespace) -> dict[str, Any]:
@@ -73,7 +86,11 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=_PROGRAM, description="The Mirbad node agent.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve = commands.add_parser("serve", help="run the agent (mutual TLS, /agent/v1)")
-    serve.add_argument("--config", type=Path, help="settings file (.toml, else JSON)")
+    serve.add_argument(
+        "--config",
+        type=Path,
+        help="settings file (.toml, else JSON; default STATE_DIR/agent.toml if present)",
+    )
     serve.add_argument("--state-dir", type=Path, help="credentials, process records, logs and keys")
     serve.add_argument("--host", help="address to listen on (default 0.0.0.0)")
     serve.add_argument("--port", type=int, help="port to listen on (default 9443)")
@@ -91,4 +108,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     enroll = commands.add_parser("enroll", help="obtain this node's certificate from the master")
     add_enroll_arguments(enroll)
+    executables = commands.add_parser("executables", help="the catalogue of binaries the agent may launch")
+    add_executables_arguments(executables)
     return parser

@@ -10,6 +10,7 @@ __all__ = [
     "MirbadAgentError",
     "PathNotFoundError",
     "PathRefusedError",
+    "ProxyPathError",
 ]
 
 
@@ -61,5 +62,19 @@ class PathNotFoundError(MirbadAgentError, FileNotFoundError):
 
     def __init__(self, path: str, reason: str = "no such file or folder under the model roots") -> None:
         super().__init__(f"path {path!r}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class ProxyPathError(AgentRequestError):
+    """A path the proxy will not forward to a model's server (400 ``invalid_request``, field ``path``).
+
+    Attributes:
+        path: the path, at the decoding layer where it was refused.
+        reason: why it is refused.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(AgentErrorCode.INVALID_REQUEST, f"path {path!r} refused: {reason}", field="path")
         self.path = path
         self.reason = reason

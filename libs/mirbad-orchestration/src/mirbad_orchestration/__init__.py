@@ -47,7 +47,13 @@ from ._health_settings import (
     SkipCheck,
 )
 from ._llamacpp_args import build_llamacpp_args, llamacpp_ctx_size, normalize_llamacpp, parse_llamacpp_args
-from ._llamacpp_flags import LLAMACPP_CACHE_TYPES, LLAMACPP_MAX_SLOTS
+from ._llamacpp_flags import (
+    LLAMACPP_CACHE_RAM_MAX_MIB,
+    LLAMACPP_CACHE_TYPES,
+    LLAMACPP_MAX_SLOTS,
+    PROMPT_CACHE_SHARE,
+    llamacpp_cache_ram_mib,
+)
 from ._llamacpp_memory import (
     COMPUTE_ALLOWANCE_BYTES,
     estimate_llamacpp_definition_gib,
@@ -151,6 +157,7 @@ __all__ = [
     "DEFAULT_USAGE_FLUSH_SECONDS",
     "ENROLLMENT_TOKENS_FILE",
     "IDLE_UNLOAD_ACTOR",
+    "LLAMACPP_CACHE_RAM_MAX_MIB",
     "LLAMACPP_CACHE_TYPES",
     "LLAMACPP_MAX_SLOTS",
     "LOCAL_NODE_ID",
@@ -160,6 +167,7 @@ __all__ = [
     "NODE_ID_PATTERN",
     "NODE_NAME_PATTERN",
     "OTHER_MODELS",
+    "PROMPT_CACHE_SHARE",
     "RECOVERY_FILE_NAME",
     "REGISTRY_FILE_NAME",
     "REGISTRY_SCHEMA_VERSION",
@@ -267,6 +275,7 @@ __all__ = [
     "has_all",
     "launch_spec_for",
     "launch_total_gib",
+    "llamacpp_cache_ram_mib",
     "llamacpp_ctx_size",
     "llamacpp_kv_cache_bytes",
     "llamacpp_kv_cells",

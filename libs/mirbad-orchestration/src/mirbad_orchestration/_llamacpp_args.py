@@ -5,7 +5,7 @@ The argv carries only the model's own settings, in this order::
     --model {modelPath} --alias {servedName} --ctx-size {maxModelLen * maxNumSeqs}
     --parallel {maxNumSeqs} [--batch-size {maxNumBatchedTokens}]
     [--cache-type-k {kvCacheDtype} --cache-type-v {kvCacheDtype}] [--n-gpu-layers {gpuLayers}]
-    --metrics {extraArgs...}
+    --metrics [--cache-ram {a quarter of memoryBudgetGiB, in MiB}] {extraArgs...}
 
 The agent adds the plumbing it owns (``--host``, ``--port``, the per-instance key in ``LLAMA_API_KEY``)
 and starts the process in the node's model root, so ``--model`` is the relative ``modelPath``.
@@ -13,6 +13,10 @@ and starts the process in the node's model root, so ``--model`` is the relative 
 llama-server treats ``--ctx-size`` as the total of all slots: with an explicit ``--parallel N`` (and no
 ``--kv-unified``) each slot gets ``ctx-size / N`` tokens, so ``maxModelLen * maxNumSeqs`` gives every
 one of the ``maxNumSeqs`` slots ``maxModelLen`` tokens.
+
+``--cache-ram`` caps llama-server's prompt cache by the budget (see
+:func:`~mirbad_orchestration.llamacpp_cache_ram_mib`); a ``--cache-ram`` in ``extraArgs`` replaces it,
+and the parser drops the builder's own (the budget is not on the command line).
 
 Settings Mirbad owns live only in typed fields once normalized. ``extraArgs`` come last on the command
 line and llama-server keeps the last value of a repeated flag, so an owned flag found there (in any
@@ -23,23 +27,28 @@ typed value.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 from pydantic import ValidationError
 
 from mirbad_protocol import ExecutableRef, InvalidFieldError, ModelDefinition, field_error_from_validation
 
 from ._llamacpp_flags import (
+    CACHE_RAM,
     INT32_MAX,
     LLAMACPP_CACHE_TYPES,
     LLAMACPP_MAX_SLOTS,
     METRICS,
     EffectiveSettings,
+    llamacpp_cache_ram_mib,
     scan_flags,
+    sets_cache_ram,
 )
 from .exceptions import UnreadableFlagError
 
 __all__ = ["build_llamacpp_args", "llamacpp_ctx_size", "normalize_llamacpp", "parse_llamacpp_args"]
+
+_DEFAULT_BUDGET_GIB: Final[float] = ModelDefinition.model_fields["memory_budget_gib"].default
 
 
 def _check_runtime(definition: ModelDefinition) -> None:
@@ -135,7 +144,14 @@ def build_llamacpp_args(definition: ModelDefinition) -> list[str]:
         argv += ["--cache-type-k", model.kv_cache_dtype, "--cache-type-v", model.kv_cache_dtype]
     if model.gpu_layers is not None:
         argv += ["--n-gpu-layers", str(model.gpu_layers)]
-    return [*argv, METRICS, *model.extra_args]
+    return [*argv, METRICS, *_cache_cap(model), *model.extra_args]
+
+
+def _cache_cap(model: ModelDefinition) -> list[str]:
+    # Right after --metrics, so the parser finds (and drops) exactly the builder's own.
+    if sets_cache_ram(model.extra_args):
+        return []
+    return [CACHE_RAM, str(llamacpp_cache_ram_mib(model.memory_budget_gib))]
 
 
 def parse_llamacpp_args(argv: Sequence[str], *, model_id: str, executable: ExecutableRef) -> ModelDefinition:
@@ -155,6 +171,7 @@ def parse_llamacpp_args(argv: Sequence[str], *, model_id: str, executable: Execu
     if "modelPath" not in scan.identity:
         raise UnreadableFlagError("--model", "the command line names no model file")
     owned = [element for _, value, written in scan.owned for element in (written, value)]
+    rest = _without_builder_cache_cap(scan.rest)
     base = validated_definition(
         {
             "id": model_id,
@@ -162,7 +179,14 @@ def parse_llamacpp_args(argv: Sequence[str], *, model_id: str, executable: Execu
             "runtime": "llamacpp",
             "executable": executable,
             "model_path": scan.identity["modelPath"],
-            "extra_args": owned + scan.rest,
+            "extra_args": owned + rest,
         }
     )
     return normalize_llamacpp(base)
+
+
+def _without_builder_cache_cap(rest: list[str]) -> list[str]:
+    # The builder writes its cap first after --metrics; one that equals the cap of the parsed
+    # definition's budget (the default: the command line has none) is the builder's, not a setting.
+    derived = [CACHE_RAM, str(llamacpp_cache_ram_mib(_DEFAULT_BUDGET_GIB))]
+    return rest[2:] if rest[:2] == derived else rest

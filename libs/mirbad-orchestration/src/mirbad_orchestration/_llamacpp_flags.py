@@ -17,13 +17,28 @@ from mirbad_protocol import InvalidFieldError
 
 from .exceptions import UnreadableFlagError
 
-__all__ = ["LLAMACPP_CACHE_TYPES", "LLAMACPP_MAX_SLOTS"]
+__all__ = [
+    "LLAMACPP_CACHE_RAM_MAX_MIB",
+    "LLAMACPP_CACHE_TYPES",
+    "LLAMACPP_MAX_SLOTS",
+    "PROMPT_CACHE_SHARE",
+    "llamacpp_cache_ram_mib",
+]
 
 LLAMACPP_CACHE_TYPES: Final = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 """The KV cache types llama-server accepts for ``--cache-type-k`` / ``--cache-type-v``."""
 
 LLAMACPP_MAX_SLOTS: Final = 256
 """llama.cpp's limit on parallel sequences (``LLAMA_MAX_SEQ``)."""
+
+LLAMACPP_CACHE_RAM_MAX_MIB: Final = 8192
+"""llama-server's own ``--cache-ram`` default (MiB): the builder's cap never goes above it."""
+
+PROMPT_CACHE_SHARE: Final = 0.25
+"""The share of a model's memory budget its prompt cache (``--cache-ram``) may take."""
+
+CACHE_RAM: Final = "--cache-ram"
+_CACHE_RAM_SPELLINGS: Final = frozenset({"-cram", CACHE_RAM})
 
 INT32_MAX: Final = 2**31 - 1
 DEFAULT_CACHE_TYPE: Final = "f16"
@@ -120,6 +135,23 @@ def scan_flags(argv: Sequence[str], *, command_line: bool) -> FlagScan:
         elif name != METRICS or inline is not None:
             scan.rest.append(element)
     return scan
+
+
+def llamacpp_cache_ram_mib(budget_gib: float) -> int:
+    """The ``--cache-ram`` (MiB) the builder gives a model with a budget of ``budget_gib``.
+
+    llama-server keeps the prompts of idle slots in RAM up to ``--cache-ram``, 8 GiB unless told, so a
+    model in a 0.5 GiB budget grew far past it under load. The builder has no GGUF header, so it
+    cannot subtract the admission estimate (weights, KV cache, compute) from the budget; it gives the
+    cache :data:`PROMPT_CACHE_SHARE` of the budget instead, leaving the rest to what the estimate
+    counts, and never more than llama-server's own default.
+    """
+    return min(LLAMACPP_CACHE_RAM_MAX_MIB, max(0, int(budget_gib * 1024 * PROMPT_CACHE_SHARE)))
+
+
+def sets_cache_ram(extra_args: Sequence[str]) -> bool:
+    """Whether ``extra_args`` set ``--cache-ram`` themselves, in any spelling llama-server reads."""
+    return any(_canonical(split_flag(element)[0]) in _CACHE_RAM_SPELLINGS for element in extra_args)
 
 
 def _integer(written: str, value: str, *, minimum: int) -> int:

@@ -62,7 +62,11 @@ class MemorySnapshot(WireModel):
 
 
 class ModelMetrics(WireModel):
-    """One scrape of a model's /metrics; rates come from the difference of two consecutive scrapes."""
+    """One scrape of a model's /metrics; rates come from the difference of two consecutive scrapes.
+
+    ``memory_bytes`` is what the model's server measurably uses at the scrape (a native process's
+    resident set, a container's memory usage), None where the agent cannot measure it or is older.
+    """
 
     model_id: str
     at: datetime
@@ -73,6 +77,7 @@ class ModelMetrics(WireModel):
     generation_tokens_total: float | None = None
     prompt_tokens_per_second: float | None = None
     generation_tokens_per_second: float | None = None
+    memory_bytes: Annotated[int, Field(ge=0)] | None = None
 
 
 class RouterModelStats(WireModel):

@@ -14,10 +14,11 @@ from ._admission import (
 from ._container_driver import ContainerDriver
 from ._container_spec import MODEL_LABEL, ContainerDriverConfig, container_name
 from ._driver import FAILURE_LOG_LINES, RuntimeDriver
-from ._executables import CatalogedExecutable, ExecutableCatalog, sha256_of_file
+from ._executables import CatalogedExecutable, ExecutableCatalog, is_executable_name, sha256_of_file
 from ._gguf import aread_gguf_info, read_gguf_info
 from ._instance_keys import FileInstanceKeyProtector, InstanceKeyProtector, new_instance_key
 from ._memory_probe import DEFAULT_FAKE_TOTAL_GIB, MEMINFO_PATH, MemoryProbe, parse_meminfo
+from ._memory_usage import PROC_ROOT, container_memory_bytes, parse_vm_rss, process_rss_bytes
 from ._metrics_reader import METRIC_SERIES, parse_metrics, scrape, with_rates
 from ._nvidia_smi import NVIDIA_SMI_ARGS, NvidiaSmiProbe, parse_gpu_rows
 from ._process_driver import ProcessDriver
@@ -45,6 +46,7 @@ __all__ = [
     "METRIC_SERIES",
     "MODEL_LABEL",
     "NVIDIA_SMI_ARGS",
+    "PROC_ROOT",
     "AdmissionController",
     "AdmissionRequest",
     "CatalogedExecutable",
@@ -74,12 +76,16 @@ __all__ = [
     "WindowsProcessHost",
     "aread_gguf_info",
     "check_admission",
+    "container_memory_bytes",
     "container_name",
+    "is_executable_name",
     "new_instance_key",
     "parse_gpu_rows",
     "parse_meminfo",
     "parse_metrics",
+    "parse_vm_rss",
     "platform_process_host",
+    "process_rss_bytes",
     "read_gguf_info",
     "scrape",
     "sha256_of_file",

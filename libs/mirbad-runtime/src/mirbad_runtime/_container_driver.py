@@ -37,11 +37,13 @@ from ._docker_calls import (
     model_containers,
     next_chunk,
     read_logs,
+    read_stats,
     remove_container,
 )
 from ._docker_gateway import DockerGateway
 from ._docker_ports import ports_taken_by_containers
 from ._driver import FAILURE_LOG_LINES, RuntimeDriver
+from ._memory_usage import container_memory_bytes
 from ._ports import loopback_port_free, lowest_free_port
 from .exceptions import LaunchRejectedError, ModelNotFoundError
 
@@ -180,6 +182,16 @@ class ContainerDriver(RuntimeDriver):
     async def upstream_url(self, model_id: str) -> str:
         """``http://ss-{id}:8000/`` on the container network, else the published loopback port."""
         return self._upstream_of(container_labels_of(await self._require(model_id)))
+
+    async def memory_bytes(self, model_id: str) -> int | None:
+        """The container's memory usage less its inactive page cache (telemetry); None when not running."""
+        attrs = await self._inspect(model_id)
+        if attrs is None or container_phase(attrs) is not ContainerPhase.RUNNING:
+            return None
+        stats = await self._docker.call(
+            f"read the memory of {model_id}", lambda client: read_stats(client, attrs["Id"])
+        )
+        return container_memory_bytes(stats)
 
     async def aclose(self) -> None:
         """Close the Docker and HTTP clients; the containers keep running."""

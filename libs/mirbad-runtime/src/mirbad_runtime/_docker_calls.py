@@ -103,6 +103,20 @@ def read_logs(client: DockerClient, container_id: str, tail: int) -> bytes:
         return b""
 
 
+def read_stats(client: DockerClient, container_id: str) -> Mapping[str, Any]:
+    """One stats document of a running container (empty when it is gone or going)."""
+    try:
+        # one_shot: answer at once instead of waiting a second to sample the CPU twice.
+        stats: Mapping[str, Any] = client.api.stats(container_id, stream=False, one_shot=True)
+    except docker.errors.NotFound:
+        return {}
+    except docker.errors.APIError as exc:
+        if exc.status_code != 409:
+            raise
+        return {}
+    return stats
+
+
 def next_chunk(stream: Any) -> bytes | None:
     """The next chunk of a log stream, or ``None`` at its end."""
     return next(stream, None)

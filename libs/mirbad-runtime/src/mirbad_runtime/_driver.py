@@ -78,6 +78,14 @@ class RuntimeDriver(ABC):
         """
         return {}
 
+    async def memory_bytes(self, model_id: str) -> int | None:
+        """The memory the model's server uses now, measured by the runtime (None where it cannot tell).
+
+        A native process reports its resident set, a container its memory usage. The default measures
+        nothing; so does a model that is not running.
+        """
+        return None
+
     async def aclose(self) -> None:  # noqa: B027 - optional hook; a driver without clients keeps it
         """Release the driver's clients; running models keep running."""
 

@@ -23,7 +23,7 @@ from mirbad_protocol import ExecutableRef
 
 from .exceptions import DuplicateExecutableError, ExecutableIntegrityError, UnknownExecutableError
 
-__all__ = ["CatalogedExecutable", "ExecutableCatalog", "sha256_of_file"]
+__all__ = ["CatalogedExecutable", "ExecutableCatalog", "is_executable_name", "sha256_of_file"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class CatalogedExecutable:
     sha256: str
 
     def __post_init__(self) -> None:
-        if not _NAME.fullmatch(self.name):
+        if not is_executable_name(self.name):
             raise ValueError(f"{self.name!r} is not a logical executable name")
         if not self.version.strip():
             raise ValueError(f"executable {self.name} has a blank version")
@@ -56,6 +56,11 @@ class CatalogedExecutable:
             raise ValueError(f"executable {self.name} {self.version}: {self.path} is not an absolute path")
         if not _SHA256.fullmatch(self.sha256):
             raise ValueError(f"executable {self.name} {self.version}: sha256 must be 64 lowercase hex digits")
+
+
+def is_executable_name(name: str) -> bool:
+    """Whether ``name`` can be a logical executable name: a letter or digit, then letters, digits, ``._-``."""
+    return _NAME.fullmatch(name) is not None
 
 
 def sha256_of_file(path: Path) -> str:

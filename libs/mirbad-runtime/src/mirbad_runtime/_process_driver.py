@@ -25,6 +25,7 @@ from mirbad_protocol import ContainerLaunch, ModelState, ModelStatus, ProcessLau
 from ._driver import RuntimeDriver
 from ._executables import ExecutableCatalog
 from ._instance_keys import InstanceKeyProtector, new_instance_key
+from ._memory_usage import process_rss_bytes
 from ._ports import loopback_port_free, lowest_free_port
 from ._process_host import ProcessHost, ProcessIdentity
 from ._process_launch import (
@@ -188,6 +189,14 @@ class ProcessDriver(RuntimeDriver):
             InstanceKeyError: its stored key cannot be read back or trusted.
         """
         return await self._observer.bearer((await self._require(model_id)).model_id)
+
+    async def memory_bytes(self, model_id: str) -> int | None:
+        """The resident set of the model's process (telemetry), None when it is not running or unreadable."""
+        record = await self._records.get(model_id)
+        # The identity check first: a pid reused by another process must not be measured as the model.
+        if record is None or not await self._observer.alive(record.identity):
+            return None
+        return await anyio.to_thread.run_sync(process_rss_bytes, record.pid)
 
     async def aclose(self) -> None:
         """Close the HTTP client; the model processes keep running."""

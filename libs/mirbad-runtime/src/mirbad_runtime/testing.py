@@ -72,6 +72,7 @@ class FakeDriver(RuntimeDriver):
         self.closed = False
         self._instances: dict[str, _Instance] = {}
         self._upstreams: dict[str, str] = {}
+        self._memory: dict[str, int | None] = {}
         self._next_failure: BaseException | None = None
 
     def fail_next_start(self, error: BaseException) -> None:
@@ -89,6 +90,10 @@ class FakeDriver(RuntimeDriver):
         instance = self._instance(model_id)
         instance.lines.extend(lines)
         instance.touch()
+
+    def set_memory(self, model_id: str, memory_bytes: int | None) -> None:
+        """Make :meth:`memory_bytes` report ``memory_bytes`` for this model while it runs."""
+        self._memory[model_id] = memory_bytes
 
     def set_upstream(self, model_id: str, url: str) -> None:
         """Make :meth:`upstream_url` return ``url`` for this model."""
@@ -148,6 +153,13 @@ class FakeDriver(RuntimeDriver):
         """The URL set with :meth:`set_upstream`, else ``http://{upstream_host}:{port}/``."""
         instance = self._instance(model_id)
         return self._upstreams.get(model_id, f"http://{self.upstream_host}:{instance.port}/")
+
+    async def memory_bytes(self, model_id: str) -> int | None:
+        """The value given with :meth:`set_memory` while the model runs, else None."""
+        instance = self._instances.get(model_id)
+        if instance is None or instance.state not in _RUNNING:
+            return None
+        return self._memory.get(model_id)
 
     async def aclose(self) -> None:
         """Note that the driver was closed."""

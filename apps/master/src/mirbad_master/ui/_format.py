@@ -13,6 +13,7 @@ __all__ = [
     "STATE_COLORS",
     "ago",
     "gib",
+    "memory_in_use",
     "pause_text",
     "per_second",
     "percent",
@@ -42,6 +43,18 @@ def gib(value: float | None, *, digits: int = 1) -> str:
     if value is None:
         return DASH
     return f"{value:.{digits}f} GiB"
+
+
+def memory_in_use(measured_bytes: int | None, budget_gib: float | None) -> str:
+    """``312 MiB measured`` where the agent measured the model, else ``budget 512 MiB``: it says which."""
+    if measured_bytes is not None:
+        return f"{_size(measured_bytes / 1024**3)} measured"
+    return f"budget {_size(budget_gib)}" if budget_gib is not None else DASH
+
+
+def _size(value_gib: float) -> str:
+    # Small models are budgeted in fractions of a GiB, which read better in MiB.
+    return f"{value_gib * 1024:.0f} MiB" if value_gib < 1 else gib(value_gib)
 
 
 def percent(part: float | None, whole: float | None) -> float:

@@ -10,7 +10,7 @@ from nicegui import ui
 from mirbad_master._views import NodeSummary
 
 from ._fleet import FleetSnapshot, ModelRow, fleet_snapshot
-from ._format import DASH, gib, pause_text, per_second, percent, state_color
+from ._format import DASH, gib, memory_in_use, pause_text, per_second, percent, state_color
 from ._marks import testid
 from ._memory_history import FLEET, MemoryHistory, MemorySample
 from ._portal import Portal
@@ -155,7 +155,7 @@ def _model_row(row: ModelRow) -> dict[str, Any]:
         "color": state_color(row.state),
         "note": pause_text(row.view.pause) if row.view.pause is not None else "",
         "node": row.view.status.node_id or DASH,
-        "memory": gib(budget) if row.running else DASH,
+        "memory": memory_in_use(metrics.memory_bytes if metrics else None, budget) if row.running else DASH,
         "running": f"{metrics.requests_running:g}" if metrics else DASH,
         "waiting": f"{metrics.requests_waiting:g}" if metrics else DASH,
         "generation": per_second(metrics.generation_tokens_per_second if metrics else None),
