@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mirbad_master._fleet_of_one import banner
+from mirbad_master._fleet_of_one import banner, goodbye
 from mirbad_master._local_agent import (
     LLAMA_SERVER_NAME,
     LLAMA_SERVER_VERSION,
@@ -24,7 +24,7 @@ from mirbad_master._local_pki import (
     load_or_issue_master_identity,
 )
 from mirbad_master._settings import MasterSettings
-from mirbad_protocol import certificates_to_pem, spki_pin
+from mirbad_protocol import ModelState, ModelStatus, certificates_to_pem, spki_pin
 
 
 def test_the_banner_shows_the_password_on_the_first_run_only(tmp_path: Path) -> None:
@@ -112,3 +112,19 @@ def test_an_unreadable_operator_file_is_one_error(tmp_path: Path) -> None:
 
     with pytest.raises(LocalAgentError, match="must be an object"):
         write_agent_settings(settings, 9555)
+
+
+def _running(model_id: str, pid: int | None) -> ModelStatus:
+    return ModelStatus(id=model_id, served_name=model_id, state=ModelState.READY, pid=pid)
+
+
+def test_the_last_line_names_the_models_stopped_and_left_with_their_pids() -> None:
+    stopped = [_running("tiny", 4242), _running("fake", None)]
+
+    assert goodbye(stopped, []) == (
+        "Mirbad stopped (2 model(s) stopped: tiny (pid 4242), fake; none left running)."
+    )
+    assert goodbye([], [_running("stuck", 77)]) == (
+        "Mirbad stopped (0 model(s) stopped: none; left running: stuck (pid 77))."
+    )
+    assert "could not be listed" in goodbye([], [], "the agent did not answer")

@@ -64,6 +64,7 @@ class ProcessObserver:
             state=ModelState.STOPPING,
             runtime=record.runtime,
             port=record.port,
+            pid=record.pid,
             config_hash=record.config_hash,
             budget_gib=record.budget_gib,
             started_at=record.started_at,
