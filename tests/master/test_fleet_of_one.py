@@ -128,3 +128,16 @@ def test_the_last_line_names_the_models_stopped_and_left_with_their_pids() -> No
         "Mirbad stopped (0 model(s) stopped: none; left running: stuck (pid 77))."
     )
     assert "could not be listed" in goodbye([], [], "the agent did not answer")
+
+
+def test_the_banner_says_how_other_machines_join_or_why_they_cannot(tmp_path: Path) -> None:
+    loopback = banner(MasterSettings(data_dir=tmp_path, enroll_port=8444), None)
+    everywhere = banner(MasterSettings(data_dir=tmp_path, host="0.0.0.0", enroll_port=8444), None)
+    address = banner(MasterSettings(data_dir=tmp_path, host="10.1.2.3", enroll_port=8444), None)
+
+    assert "https://127.0.0.1:8444 (--enroll-port) is on loopback only" in loopback
+    assert "start with --host 0.0.0.0" in loopback
+    assert "mirbad-agent enroll --master https://10.1.2.3:8444 --token TOKEN" in address
+    assert "port 8444 is --enroll-port" in address
+    assert "0.0.0.0" not in everywhere.split("Enroll other nodes:")[1].splitlines()[0]
+    assert "use its address where other machines cannot resolve it" in everywhere

@@ -48,8 +48,9 @@ from ._local_pki import (
     load_or_issue_master_identity,
 )
 from ._services import MasterServices
-from ._serving import Server, bind, free_loopback_port
-from ._settings import MasterSettings
+from ._serving import Server, free_loopback_port
+from ._settings import LOCAL_ADDRESSES, MasterSettings
+from ._up_preflight import bind_port, claim_data_dir, probe_port
 
 __all__ = ["DUPLICATE_SIGNAL_S", "FleetOfOne", "banner", "goodbye"]
 
@@ -70,6 +71,7 @@ def banner(settings: MasterSettings, password: str | None) -> str:
         f"  Portal and admin API: {settings.base_url}/  (API docs: {settings.base_url}/api/docs)",
         f"  OpenAI base URL:      {settings.base_url}/v1",
         f"  Data directory:       {settings.data_dir}",
+        *_enroll_lines(settings),
     ]
     if password is not None:
         lines += [
@@ -83,6 +85,27 @@ def banner(settings: MasterSettings, password: str | None) -> str:
         )
     lines.append("  Ctrl-C stops Mirbad and the models it runs; the next `mirbad up` starts them again.")
     return "\n".join(lines)
+
+
+def _enroll_lines(settings: MasterSettings) -> list[str]:
+    """How other machines join, or why they cannot: the enroll listener shares ``--host``."""
+    if settings.host in LOCAL_ADDRESSES:
+        return [
+            f"  Enroll listener:      https://{_dial(settings.host)}:{settings.enroll_port} (--enroll-port) "
+            "is on loopback only:",
+            "                        other machines cannot join; start with --host 0.0.0.0 (or this "
+            "machine's address) to let them",
+        ]
+    lines = [
+        f"  Enroll other nodes:   mirbad-agent enroll --master {settings.enroll_url} --token TOKEN",
+        f"                        (port {settings.enroll_port} is --enroll-port; tokens on the Nodes page)",
+    ]
+    if settings.host in ("0.0.0.0", "::", ""):  # noqa: S104
+        lines.append(
+            f"                        ({settings.advertised_host} is this machine's name: "
+            "use its address where other machines cannot resolve it)"
+        )
+    return lines
 
 
 def goodbye(stopped: Sequence[ModelStatus], left: Sequence[ModelStatus], unlisted: str | None = None) -> str:
@@ -140,7 +163,10 @@ class FleetOfOne:
         self._stopping = anyio.Event()
         self._startup = anyio.CancelScope()
         try:
-            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            with (
+                claim_data_dir(self.settings.data_dir),
+                anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals,
+            ):
                 async with anyio.create_task_group() as tasks:
                     tasks.start_soon(self._watch, signals)
                     try:
@@ -160,10 +186,16 @@ class FleetOfOne:
         password = auth.ensure_password()
         authority = load_or_create_authority(settings.data_dir / PKI_FOLDER)
         identity = load_or_issue_master_identity(settings.data_dir / PKI_FOLDER, authority)
-        # Both ports are bound before anything starts, so a taken port fails at once and cleanly.
+        # The ports are claimed before anything starts, so a taken port fails at once and cleanly.
         with contextlib.ExitStack() as sockets:
-            web = sockets.enter_context(bind(settings.host, settings.port, "the portal, /api and /v1"))
-            enroll = sockets.enter_context(bind(settings.host, settings.enroll_port, "the enroll listener"))
+            web = sockets.enter_context(
+                bind_port(settings.host, settings.port, "the portal, /api and /v1", "port")
+            )
+            enroll = sockets.enter_context(
+                bind_port(settings.host, settings.enroll_port, "the enroll listener", "enroll_port")
+            )
+            if settings.agent_port is not None:
+                probe_port("127.0.0.1", settings.agent_port, "the local agent", "agent_port")
             self._services = services = MasterServices(
                 settings,
                 clients=AgentClients.mutual_tls(identity),
