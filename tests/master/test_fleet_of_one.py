@@ -8,8 +8,10 @@ import stat
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from mirbad_master._fleet_of_one import banner, goodbye
+from mirbad_master._fleet_of_one import DUPLICATE_SIGNAL_S, StopSignals, banner, goodbye
 from mirbad_master._local_agent import (
     LLAMA_SERVER_NAME,
     LLAMA_SERVER_VERSION,
@@ -141,3 +143,26 @@ def test_the_banner_says_how_other_machines_join_or_why_they_cannot(tmp_path: Pa
     assert "port 8444 is --enroll-port" in address
     assert "0.0.0.0" not in everywhere.split("Enroll other nodes:")[1].splitlines()[0]
     assert "use its address where other machines cannot resolve it" in everywhere
+
+
+@given(gaps=st.lists(st.floats(min_value=0, max_value=5, allow_nan=False), max_size=8))
+def test_one_ctrl_c_delivered_twice_stops_once_and_only_a_later_one_hurries(gaps: list[float]) -> None:
+    arrivals = StopSignals()
+    times = [sum(gaps[: index + 1]) for index in range(len(gaps))]
+
+    kinds = [arrivals.classify(at) for at in [0.0, *times]]
+
+    assert kinds[0] == "stop"
+    assert kinds.count("hurry") <= 1
+    for at, kind in zip(times, kinds[1:], strict=True):
+        assert (kind == "duplicate") == (at < DUPLICATE_SIGNAL_S)
+    later = [kind for at, kind in zip(times, kinds[1:], strict=True) if at >= DUPLICATE_SIGNAL_S]
+    assert later[:1] == (["hurry"] if later else [])
+    assert set(later[1:]) <= {"again"}
+
+
+def test_the_doubled_sigint_of_a_group_ctrl_c_under_uv_run_is_one_stop() -> None:
+    """The delivery issue 17 saw: SIGINT twice within milliseconds; the second must not hurry."""
+    arrivals = StopSignals()
+
+    assert [arrivals.classify(t) for t in (50.0, 50.15)] == ["stop", "duplicate"]

@@ -72,4 +72,5 @@ def test_a_second_mirbad_up_on_a_taken_port_fails_before_starting_anything(
     assert status == 1
     assert f"cannot listen on 127.0.0.1:{taken} for the portal, /api and /v1" in error
     assert "--port (or MIRBAD_PORT)" in error
-    assert not (data / "agent").exists()  # no agent enrolled or started
+    # Nothing made or started, not even the first run's password (it would be lost, never shown).
+    assert sorted(path.name for path in data.iterdir()) == ["up.lock"]

@@ -28,7 +28,7 @@ import signal
 import socket
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import timedelta
-from typing import Final
+from typing import Final, Literal
 
 import anyio
 from anyio.abc import TaskGroup
@@ -52,7 +52,7 @@ from ._serving import Server, free_loopback_port
 from ._settings import LOCAL_ADDRESSES, MasterSettings
 from ._up_preflight import bind_port, claim_data_dir, probe_port
 
-__all__ = ["DUPLICATE_SIGNAL_S", "FleetOfOne", "banner", "goodbye"]
+__all__ = ["DUPLICATE_SIGNAL_S", "FleetOfOne", "StopSignals", "banner", "goodbye"]
 
 DUPLICATE_SIGNAL_S: Final = 1.0
 """Stop signals closer together than this are one delivery seen twice, not a second Ctrl-C."""
@@ -170,6 +170,7 @@ class FleetOfOne:
                 async with anyio.create_task_group() as tasks:
                     tasks.start_soon(self._watch, signals)
                     try:
+                        self._probe_ports()
                         await self._run(tasks)
                     finally:
                         tasks.cancel_scope.cancel()
@@ -179,6 +180,15 @@ class FleetOfOne:
                 raise group.exceptions[0] from None
             raise
 
+    def _probe_ports(self) -> None:
+        # Before any file is made: a first run that fails here must not have made (and lost) the
+        # administrator password, which is shown only once.
+        settings = self.settings
+        probe_port(settings.host, settings.port, "the portal, /api and /v1", "port")
+        probe_port(settings.host, settings.enroll_port, "the enroll listener", "enroll_port")
+        if settings.agent_port is not None:
+            probe_port("127.0.0.1", settings.agent_port, "the local agent", "agent_port")
+
     async def _run(self, tasks: TaskGroup) -> None:
         settings = self.settings
         settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -186,7 +196,7 @@ class FleetOfOne:
         password = auth.ensure_password()
         authority = load_or_create_authority(settings.data_dir / PKI_FOLDER)
         identity = load_or_issue_master_identity(settings.data_dir / PKI_FOLDER, authority)
-        # The ports are claimed before anything starts, so a taken port fails at once and cleanly.
+        # Bound before anything starts (and probed before even the first run's password is made).
         with contextlib.ExitStack() as sockets:
             web = sockets.enter_context(
                 bind_port(settings.host, settings.port, "the portal, /api and /v1", "port")
@@ -194,8 +204,6 @@ class FleetOfOne:
             enroll = sockets.enter_context(
                 bind_port(settings.host, settings.enroll_port, "the enroll listener", "enroll_port")
             )
-            if settings.agent_port is not None:
-                probe_port("127.0.0.1", settings.agent_port, "the local agent", "agent_port")
             self._services = services = MasterServices(
                 settings,
                 clients=AgentClients.mutual_tls(identity),
@@ -274,19 +282,18 @@ class FleetOfOne:
         return server
 
     async def _watch(self, signals: AsyncIterator[int]) -> None:
-        first: float | None = None
+        arrivals = StopSignals()
         async for received in signals:
             name = signal.Signals(received).name
-            now = anyio.current_time()
-            if first is None:
-                first = now
+            kind = arrivals.classify(anyio.current_time())
+            if kind == "stop":
                 _logger.info("%s: stopping (models first, then the agent)", name)
                 self._stopping.set()
                 self._startup.cancel()
-            elif now - first < DUPLICATE_SIGNAL_S:
+            elif kind == "duplicate":
                 # The terminal's group signal and a forwarding parent's copy (uv run): one Ctrl-C.
                 _logger.debug("%s again within %g s: the same stop request", name, DUPLICATE_SIGNAL_S)
-            elif not self._hurried:
+            elif kind == "hurry":
                 _logger.warning(
                     "%s again: not waiting for open requests or the agent's graceful exit; "
                     "the models are still stopped",
@@ -295,6 +302,35 @@ class FleetOfOne:
                 self._hurried = True
                 for server in self._servers:
                     server.force()
+
+
+class StopSignals:
+    """Sorts the stop signals of one run by when they arrive.
+
+    The first one stops; any within ``window_s`` of it is the same delivery seen twice (a terminal
+    signals the whole process group, and a parent such as ``uv run`` forwards its copy too); the first
+    one after that hurries the shutdown; later ones change nothing more.
+
+    Args:
+        window_s: how close to the first a signal counts as the same one.
+    """
+
+    def __init__(self, window_s: float = DUPLICATE_SIGNAL_S) -> None:
+        self._window_s = window_s
+        self._first: float | None = None
+        self._hurried = False
+
+    def classify(self, now: float) -> Literal["stop", "duplicate", "hurry", "again"]:
+        """What a signal arriving at ``now`` (a monotonic clock, in seconds) asks for."""
+        if self._first is None:
+            self._first = now
+            return "stop"
+        if now - self._first < self._window_s:
+            return "duplicate"
+        if self._hurried:
+            return "again"
+        self._hurried = True
+        return "hurry"
 
 
 def _dial(host: str) -> str:
