@@ -17,7 +17,9 @@ def kill_recorded_processes(records_path: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
         for entry in json.loads(records_path.read_text())["processes"]:
             record = ProcessRecord.model_validate(entry)
-            if linux_identity(record.pid) == record.identity:
+            live = linux_identity(record.pid)
+            # Not ==: a wrapper script that exec'd the server runs another image under the same identity.
+            if live is not None and record.identity.same_process(live):
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(record.pid, signal.SIGKILL)
             # Collect the exit of a model this test process spawned itself, or it lingers as a zombie

@@ -8,8 +8,10 @@ import stat
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from mirbad_master._fleet_of_one import banner
+from mirbad_master._fleet_of_one import DUPLICATE_SIGNAL_S, StopSignals, banner, goodbye
 from mirbad_master._local_agent import (
     LLAMA_SERVER_NAME,
     LLAMA_SERVER_VERSION,
@@ -24,7 +26,7 @@ from mirbad_master._local_pki import (
     load_or_issue_master_identity,
 )
 from mirbad_master._settings import MasterSettings
-from mirbad_protocol import certificates_to_pem, spki_pin
+from mirbad_protocol import ModelState, ModelStatus, certificates_to_pem, spki_pin
 
 
 def test_the_banner_shows_the_password_on_the_first_run_only(tmp_path: Path) -> None:
@@ -112,3 +114,55 @@ def test_an_unreadable_operator_file_is_one_error(tmp_path: Path) -> None:
 
     with pytest.raises(LocalAgentError, match="must be an object"):
         write_agent_settings(settings, 9555)
+
+
+def _running(model_id: str, pid: int | None) -> ModelStatus:
+    return ModelStatus(id=model_id, served_name=model_id, state=ModelState.READY, pid=pid)
+
+
+def test_the_last_line_names_the_models_stopped_and_left_with_their_pids() -> None:
+    stopped = [_running("tiny", 4242), _running("fake", None)]
+
+    assert goodbye(stopped, []) == (
+        "Mirbad stopped (2 model(s) stopped: tiny (pid 4242), fake; none left running)."
+    )
+    assert goodbye([], [_running("stuck", 77)]) == (
+        "Mirbad stopped (0 model(s) stopped: none; left running: stuck (pid 77))."
+    )
+    assert "could not be listed" in goodbye([], [], "the agent did not answer")
+
+
+def test_the_banner_says_how_other_machines_join_or_why_they_cannot(tmp_path: Path) -> None:
+    loopback = banner(MasterSettings(data_dir=tmp_path, enroll_port=8444), None)
+    everywhere = banner(MasterSettings(data_dir=tmp_path, host="0.0.0.0", enroll_port=8444), None)
+    address = banner(MasterSettings(data_dir=tmp_path, host="10.1.2.3", enroll_port=8444), None)
+
+    assert "https://127.0.0.1:8444 (--enroll-port) is on loopback only" in loopback
+    assert "start with --host 0.0.0.0" in loopback
+    assert "mirbad-agent enroll --master https://10.1.2.3:8444 --token TOKEN" in address
+    assert "port 8444 is --enroll-port" in address
+    assert "0.0.0.0" not in everywhere.split("Enroll other nodes:")[1].splitlines()[0]
+    assert "use its address where other machines cannot resolve it" in everywhere
+
+
+@given(gaps=st.lists(st.floats(min_value=0, max_value=5, allow_nan=False), max_size=8))
+def test_one_ctrl_c_delivered_twice_stops_once_and_only_a_later_one_hurries(gaps: list[float]) -> None:
+    arrivals = StopSignals()
+    times = [sum(gaps[: index + 1]) for index in range(len(gaps))]
+
+    kinds = [arrivals.classify(at) for at in [0.0, *times]]
+
+    assert kinds[0] == "stop"
+    assert kinds.count("hurry") <= 1
+    for at, kind in zip(times, kinds[1:], strict=True):
+        assert (kind == "duplicate") == (at < DUPLICATE_SIGNAL_S)
+    later = [kind for at, kind in zip(times, kinds[1:], strict=True) if at >= DUPLICATE_SIGNAL_S]
+    assert later[:1] == (["hurry"] if later else [])
+    assert set(later[1:]) <= {"again"}
+
+
+def test_the_doubled_sigint_of_a_group_ctrl_c_under_uv_run_is_one_stop() -> None:
+    """The delivery issue 17 saw: SIGINT twice within milliseconds; the second must not hurry."""
+    arrivals = StopSignals()
+
+    assert [arrivals.classify(t) for t in (50.0, 50.15)] == ["stop", "duplicate"]

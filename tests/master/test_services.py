@@ -97,7 +97,8 @@ async def test_leaving_stops_the_node_models_but_keeps_them_listed(tmp_path: Pat
         await master.admin.post("/api/models", json=ON_DEMAND)
         await master.admin.post("/api/models/qwen/start")
 
-    assert master.services.stopped_on_exit == ["qwen"]
+    assert [status.id for status in master.services.stopped_on_exit] == ["qwen"]
+    assert master.services.left_on_exit == []
     assert master.local.driver.stops == ["qwen"]
     assert await master.services.recovery.running("local") == {"qwen"}
 

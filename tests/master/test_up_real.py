@@ -36,7 +36,6 @@ from tests._support.real_parts import llama_server_path
 from tests._support.tiny_gguf import TINY, TINY_MODEL_PATH, write_tiny_gguf
 
 pytestmark = [
-    pytest.mark.docker,
     pytest.mark.llamacpp,
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="checks processes through /proc"),
     pytest.mark.timeout(300),
@@ -81,9 +80,14 @@ class Up:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> list[str]:
-        """Run ``mirbad up`` and return its banner."""
+    def start(self, *, parent: list[str] | None = None) -> list[str]:
+        """Run ``mirbad up`` (under ``parent``, a command that runs the rest, when given); return its banner.
+
+        It runs in a process group of its own, as a terminal's foreground job does, so
+        :meth:`interrupt_group` can do what Ctrl-C does.
+        """
         command = [
+            *(parent or []),
             *_mirbad(),
             "up",
             "--data-dir",
@@ -97,7 +101,13 @@ class Up:
         ]
         with (self.data_dir.parent / "master.log").open("a") as log:
             self.process = subprocess.Popen(
-                command, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True, env=self.env
+                command,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                stdin=subprocess.DEVNULL,
+                text=True,
+                env=self.env,
+                start_new_session=True,
             )
         self.lines = queue.Queue()
         self.reader = threading.Thread(target=self._read, args=(self.process, self.lines), daemon=True)
@@ -128,12 +138,25 @@ class Up:
         self._close()
         return status
 
+    def interrupt_group(self) -> int:
+        """Ctrl-C exactly as a terminal sends it: SIGINT to the whole foreground process group."""
+        assert self.process is not None
+        os.killpg(self.process.pid, signal.SIGINT)
+        try:
+            status = self.process.wait(WAIT_S * 2)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"mirbad up did not stop after Ctrl-C to its group:\n{self.log()}")
+        self._close()
+        return status
+
     def log(self) -> str:
         return (self.data_dir.parent / "master.log").read_text(errors="replace")[-6000:]
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
-            self.process.kill()
+            # The whole group: a forwarding parent and mirbad up under it.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(WAIT_S)
         self._close()
 
@@ -295,6 +318,7 @@ def closing() -> Iterator[contextlib.ExitStack]:
         yield stack
 
 
+@pytest.mark.docker
 def test_mirbad_up_serves_openai_restarts_crashes_and_keeps_its_data(
     up: Up, names: Names, closing: contextlib.ExitStack
 ) -> None:
@@ -419,3 +443,110 @@ def _drain(up: Up) -> list[str]:
         while (line := up.lines.get_nowait()) != "":
             rest.append(line)
     return rest
+
+
+FORWARDING_PARENT = """
+import signal, subprocess, sys
+child = subprocess.Popen(sys.argv[1:])
+# What uv run does: the child stays in the terminal's group and gets each SIGINT forwarded as well.
+signal.signal(signal.SIGINT, lambda signum, frame: child.send_signal(signal.SIGINT))
+sys.exit(child.wait())
+"""
+
+
+@pytest.fixture
+def up_llama(tmp_path: Path) -> Iterator[Up]:
+    """``mirbad up`` with llama-server only (no Docker), catalogued as a wrapper that execs it."""
+    server = llama_server_path()
+    assert server is not None
+    data_dir = tmp_path / "data"
+    write_tiny_gguf(data_dir / "models" / TINY_MODEL_PATH)
+    wrapper = tmp_path / "bin" / "llama-server"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\nexec "{server}" "$@"\n')
+    wrapper.chmod(0o755)
+    first = min(_free_port(), 65_000)
+    agent_config = tmp_path / "agent-extra.json"
+    agent_config.write_text(
+        json.dumps(
+            {
+                "telemetry_interval_s": 0.5,
+                "graceful_shutdown_s": 2,
+                "docker": {"enabled": False},
+                "process": {"port_range_start": first, "port_range_end": first + 19, "stop_timeout_s": 5},
+            }
+        )
+    )
+    env = {
+        **os.environ,
+        "MIRBAD_HEALTH_POLL_S": "0.3",
+        "MIRBAD_CRASH_BACKOFF_S": "0.3",
+        "MIRBAD_TELEMETRY_INTERVAL_S": "1",
+        "MIRBAD_LLAMA_SERVER": str(wrapper),
+    }
+    started = Up(data_dir, _free_port(), _free_port(), agent_config, env)
+    try:
+        yield started
+    finally:
+        started.kill()
+        _kill_agent(data_dir)
+        kill_recorded_processes(data_dir / "agent" / "processes.json")
+
+
+def _agent_pid(data_dir: Path) -> int:
+    return int((data_dir / "agent" / "agent.pid").read_text())
+
+
+@pytest.mark.parametrize("parent", ["direct", "forwarding-parent"])
+def test_ctrl_c_to_the_group_stops_the_models_even_when_the_agent_died(
+    up_llama: Up, names: Names, closing: contextlib.ExitStack, tmp_path: Path, parent: str
+) -> None:
+    """Ctrl-C as a terminal sends it, straight to ``mirbad up`` or under a parent that forwards it.
+
+    ``uv run`` may not run against the test environment, so a stand-in parent plays it: it stays in
+    the group and forwards each SIGINT to its child, so ``mirbad up`` gets two within milliseconds.
+    On the way, the agent is killed: it comes back and adopts the running model; killed again right
+    before Ctrl-C, it is brought back once more to stop the model. Nothing is left running.
+    """
+    up = up_llama
+    forwarding = tmp_path / "forwarding_parent.py"
+    forwarding.write_text(FORWARDING_PARENT)
+    banner = up.start(parent=[sys.executable, str(forwarding)] if parent != "direct" else None)
+    password = next(line.split(":", 1)[1].strip() for line in banner if "Admin password:" in line)
+    admin = Admin(up.base_url, password)
+    closing.callback(admin.close)
+    [node] = admin.ok("GET", "/api/nodes")
+    [executable] = next(r for r in node["info"]["runtimes"] if r["runtime"] == "llamacpp")["executables"]
+    llama = {
+        "id": names.llama,
+        "servedName": "tiny-chat",
+        "runtime": "llamacpp",
+        "executable": executable,
+        "modelPath": TINY_MODEL_PATH,
+        "maxModelLen": TINY.context,
+        "memoryBudgetGiB": 0.25,
+        "extraArgs": ["--threads", "1"],
+    }
+    admin.ok("POST", "/api/models", json=llama)
+    admin.ok("POST", f"/api/models/{names.llama}/start")
+    ready = admin.wait_ready(names.llama)
+    pid = _llama_pid(up.data_dir, names.llama)
+
+    # A dead agent is restarted and adopts the model: same process, still Ready, never restarted.
+    first_agent = _agent_pid(up.data_dir)
+    os.killpg(first_agent, signal.SIGKILL)
+    _until(
+        lambda: _agent_pid(up.data_dir) != first_agent and admin.ok("GET", "/api/nodes")[0]["reachable"],
+        lambda: f"the agent did not come back:\n{up.log()}",
+    )
+    assert admin.wait_ready(names.llama)["startedAt"] == ready["startedAt"]
+    assert _llama_pid(up.data_dir, names.llama) == pid
+
+    os.killpg(_agent_pid(up.data_dir), signal.SIGKILL)
+    assert up.interrupt_group() == 0
+
+    last = [*up.seen, *_drain(up)][-1]
+    assert last == f"Mirbad stopped (1 model(s) stopped: {names.llama} (pid {pid}); none left running)."
+    assert not _alive(pid)
+    assert json.loads((up.data_dir / "agent" / "processes.json").read_text())["processes"] == []
+    assert "SIGINT again" not in up.log()

@@ -15,6 +15,9 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as settings_of_hypothesis
+from hypothesis import strategies as st
 from tests._support import process_driver_child
 from tests._support.process_driver_child import driver_from
 from tests._support.processes import kill_recorded_processes
@@ -277,3 +280,62 @@ async def test_a_running_model_reports_its_resident_set(driver: ProcessDriver, s
     assert measured is not None
     assert measured > 1024**2
     assert await driver.memory_bytes(spec.model_id) is None
+
+
+def _wrapped(settings: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
+    """``settings`` with llama-server catalogued as a ``#!/bin/sh`` wrapper that ``exec``s the binary."""
+    wrapper = tmp_path / "bin" / "llama-server"
+    wrapper.parent.mkdir(exist_ok=True)
+    wrapper.write_text(f'#!/bin/sh\nexec "{settings["executable"]["path"]}" "$@"\n')
+    wrapper.chmod(0o755)
+    executable = {**settings["executable"], "path": str(wrapper), "sha256": sha256_of_file(wrapper)}
+    return {**settings, "executable": executable}
+
+
+async def test_a_wrapper_script_that_execs_llama_server_is_ready_and_started_once(
+    settings: dict[str, Any], spec: ProcessLaunch, tmp_path: Path
+) -> None:
+    async with driver_from(_wrapped(settings, tmp_path)) as driver:
+        await driver.start(spec)
+        ready = await _wait_for(driver, spec.model_id, ModelState.READY)
+        record = await _only_record(driver)
+        again = await driver.start(spec)  # a crash restart's question: it must launch nothing
+        assert ready.port is not None
+        servers = _servers_on(ready.port)
+        await driver.stop(spec.model_id)
+
+    assert again.state is ModelState.READY
+    assert servers == [record.pid]
+    assert linux_identity(record.pid) is None
+    assert _servers_on(ready.port) == []
+
+
+_REAL_STEPS = st.lists(st.sampled_from(["start", "crash", "stop"]), min_size=1, max_size=4)
+
+
+@settings_of_hypothesis(
+    max_examples=3,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(steps=_REAL_STEPS)
+async def test_at_most_one_real_llama_server_per_model_at_every_step(
+    settings: dict[str, Any], spec: ProcessLaunch, tmp_path: Path, steps: list[str]
+) -> None:
+    """Few examples of start/crash/restart/stop on the real server (each costs a launch or two)."""
+    async with driver_from(_wrapped(settings, tmp_path)) as driver:
+        for step in steps:
+            record = await driver.records.get(spec.model_id)
+            if step == "start":
+                status = await driver.start(spec)
+                await _wait_for(driver, spec.model_id, ModelState.READY)
+            elif step == "stop":
+                await driver.stop(spec.model_id)
+            elif record is not None and linux_identity(record.pid) is not None:
+                os.kill(record.pid, signal.SIGKILL)
+                await _wait_for(driver, spec.model_id, ModelState.FAILED)
+            status = await driver.status(spec.model_id)
+            running = _servers_on(status.port) if status.port is not None else []
+            assert len(running) <= 1, (step, running)
+        await driver.stop(spec.model_id)
+        assert await driver.records.all() == []

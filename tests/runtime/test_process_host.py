@@ -8,6 +8,7 @@ import signal
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -132,14 +133,74 @@ def test_kill_ends_the_whole_process_group(tmp_path: Path, host: PosixProcessHos
 
 def test_a_reused_pid_is_never_taken_for_the_recorded_process(tmp_path: Path, host: PosixProcessHost) -> None:
     identity = _python(tmp_path, host, SLEEPER)
-    earlier_start = ProcessIdentity(pid=identity.pid, start_time="0:1", executable=identity.executable)
-    other_image = ProcessIdentity(pid=identity.pid, start_time=identity.start_time, executable="/bin/other")
+    earlier_start = replace(identity, start_time="0:1")
 
-    for stale in (earlier_start, other_image):
-        assert not host.is_alive(stale)
-        assert not host.terminate(stale)
-        assert not host.kill(stale)
+    assert not host.is_alive(earlier_start)
+    assert not host.lingers(earlier_start)
+    assert not host.terminate(earlier_start)
+    assert not host.kill(earlier_start)
     assert host.is_alive(identity)
+
+
+def test_a_process_that_no_longer_matches_but_started_then_is_ours_to_stop(
+    tmp_path: Path, host: PosixProcessHost
+) -> None:
+    """A record without a group (an older agent) and another image: not the model, yet not a stranger."""
+    identity = _python(tmp_path, host, SLEEPER)
+    changed = replace(identity, executable="/bin/other", group=None)
+
+    assert not host.is_alive(changed)
+    assert host.lingers(changed)
+    assert host.kill(changed)
+    _wait_until(lambda: not host.runs(changed) and not host.is_alive(identity))
+
+
+def test_the_spawned_identity_names_the_group_the_host_made(tmp_path: Path, host: PosixProcessHost) -> None:
+    identity = _python(tmp_path, host, SLEEPER)
+
+    assert identity.group == identity.pid
+    assert identity.same_process(replace(identity, executable="/bin/other"))
+    assert not identity.same_process(replace(identity, group=identity.pid + 1))
+
+
+def test_a_wrapper_script_that_execs_stays_the_same_process(tmp_path: Path, host: PosixProcessHost) -> None:
+    """``#!/bin/sh`` + ``exec``: the image changes after spawn, pid, start time and group do not."""
+    wrapper = tmp_path / "wrapper"
+    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} -c "{SLEEPER}"\n')
+    wrapper.chmod(0o755)
+    identity = host.spawn([str(wrapper)], cwd=tmp_path, env={}, log_path=tmp_path / "w.log")
+    _wait_until(lambda: "up" in (tmp_path / "w.log").read_text())
+
+    live = host.identity(identity.pid)
+    assert live is not None
+    assert live.executable == PYTHON
+    assert host.is_alive(identity)
+    assert not host.lingers(identity)
+    assert host.terminate(identity)
+    _wait_until(lambda: not host.runs(identity))
+
+
+def test_what_lingers_of_a_group_after_its_leader_died_is_found_and_stopped(
+    tmp_path: Path, host: PosixProcessHost
+) -> None:
+    """A wrapper that forks the server instead of exec-ing it, then dies: the server stays in the group."""
+    pid_file = tmp_path / "server.pid"
+    code = (
+        "import pathlib, subprocess, sys, time; "
+        f"child = subprocess.Popen([sys.executable, '-c', {SLEEPER!r}]); "
+        f"pathlib.Path({str(pid_file)!r}).write_text(str(child.pid)); time.sleep(120)"
+    )
+    identity = _python(tmp_path, host, code)
+    _wait_until(lambda: pid_file.exists() and pid_file.read_text().isdigit())
+    server = int(pid_file.read_text())
+    os.kill(identity.pid, signal.SIGKILL)
+    _wait_until(lambda: not host.is_alive(identity))
+
+    assert host.lingers(identity)
+    assert host.runs(identity)
+    assert host.kill(identity)
+    _wait_until(lambda: not host.runs(identity))
+    _wait_until(lambda: linux_identity(server) is None)
 
 
 def test_start_time_carries_the_boot_id(tmp_path: Path, host: PosixProcessHost) -> None:
@@ -175,16 +236,19 @@ def test_a_missing_executable_raises(tmp_path: Path, host: PosixProcessHost) -> 
 
 
 def test_ps_output_parses_into_an_identity() -> None:
-    output = "S    Mon Jan  1 09:08:07 2024     /Applications/My App/llama-server\n"
+    output = "S       41 Mon Jan  1 09:08:07 2024     /Applications/My App/llama-server\n"
 
     identity = parse_ps_identity(41, output)
 
     assert identity == ProcessIdentity(
-        pid=41, start_time="Mon Jan 1 09:08:07 2024", executable="/Applications/My App/llama-server"
+        pid=41, start_time="Mon Jan 1 09:08:07 2024", executable="/Applications/My App/llama-server", group=41
     )
 
 
-@pytest.mark.parametrize("output", ["", "Z    Mon Jan  1 09:08:07 2024 /bin/x", "S Mon Jan 1"])
+@pytest.mark.parametrize(
+    "output",
+    ["", "Z  41  Mon Jan  1 09:08:07 2024 /bin/x", "S 41 Mon Jan 1", "S x Mon Jan  1 09:08:07 2024 /b"],
+)
 def test_ps_output_of_a_zombie_or_junk_is_no_identity(output: str) -> None:
     assert parse_ps_identity(41, output) is None
 

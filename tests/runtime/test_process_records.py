@@ -28,6 +28,7 @@ def _record(model_id: str = "tiny", **changes: Any) -> ProcessRecord:
         "pid": 4242,
         "start_time": "boot:1234",
         "executable": "/opt/llama/llama-server",
+        "group": 4242,
         "executable_ref": ExecutableRef(name="llama-server", version="b6000"),
         "port": 8100,
         "log_path": f"/state/logs/{model_id}.log",
@@ -143,6 +144,13 @@ def test_a_record_gives_its_identity_and_log_file() -> None:
     record = _record()
 
     assert record.identity == ProcessIdentity(
-        pid=4242, start_time="boot:1234", executable="/opt/llama/llama-server"
+        pid=4242, start_time="boot:1234", executable="/opt/llama/llama-server", group=4242
     )
     assert record.log_file == Path("/state/logs/tiny.log")
+
+
+def test_a_record_of_an_older_agent_without_a_group_still_reads() -> None:
+    wire = _record().model_dump(mode="json", by_alias=True)
+    del wire["group"]
+
+    assert ProcessRecord.model_validate(wire).identity.group is None

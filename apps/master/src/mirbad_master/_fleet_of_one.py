@@ -6,10 +6,17 @@ enrolls through that listener over loopback with a join token, as any node would
 as a child process, is waited for over mutual TLS, registered as node ``local``, and the master serves
 the portal, ``/api`` and ``/v1`` on one port and prints how to reach and sign in to it.
 
+While it serves, the agent is supervised: one that dies is restarted with back-off (bounded, logged)
+and adopts the models that still run.
+
 Ctrl-C (or SIGTERM) stops serving, stops the background work, stops every model on the local node
 (they stay listed in the recovery state, so the next ``mirbad up`` brings the same set back), then
-stops the agent: nothing is left running. A second signal skips the waiting. Rerunning keeps every
-file of the data directory: CA, registry, keys, pauses.
+stops the agent: nothing is left running. A dead agent is started once more for that, since only the
+agent stops models. One Ctrl-C often arrives twice (the terminal signals the whole process group and
+a parent such as ``uv run`` forwards it too): deliveries within :data:`DUPLICATE_SIGNAL_S` count as
+one. A second Ctrl-C that comes later stops waiting for open requests and for the agent's graceful
+exit, but never skips stopping the models. The last line names the models stopped and any left
+running, with their pids. Rerunning keeps every file of the data directory: CA, registry, keys, pauses.
 """
 
 from __future__ import annotations
@@ -19,16 +26,18 @@ import logging
 import secrets
 import signal
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import timedelta
-from typing import Final
+from typing import Final, Literal
 
 import anyio
 from anyio.abc import TaskGroup
 
 from mirbad_orchestration import LOCAL_NODE_ID, AgentClients, NodeRecord
+from mirbad_protocol import ModelStatus
 
 from ._admin_auth import AdminAuth
+from ._agent_supervisor import AgentSupervisor
 from ._app import UiInstaller, create_master_app
 from ._enroll_listener import create_enroll_app, enroll_server_context, issue_enroll_server_credentials
 from ._local_agent import AGENT_FOLDER, LocalAgent, is_enrolled, write_agent_settings
@@ -39,13 +48,18 @@ from ._local_pki import (
     load_or_issue_master_identity,
 )
 from ._services import MasterServices
-from ._serving import Server, bind, free_loopback_port
-from ._settings import MasterSettings
+from ._serving import Server, free_loopback_port
+from ._settings import LOCAL_ADDRESSES, MasterSettings
+from ._up_preflight import bind_port, claim_data_dir, probe_port
 
-__all__ = ["FleetOfOne", "banner"]
+__all__ = ["DUPLICATE_SIGNAL_S", "FleetOfOne", "StopSignals", "banner", "goodbye"]
+
+DUPLICATE_SIGNAL_S: Final = 1.0
+"""Stop signals closer together than this are one delivery seen twice, not a second Ctrl-C."""
 
 _logger = logging.getLogger("mirbad_master")
 _AGENT_READY_TIMEOUT_S: Final = 60.0
+_HURRIED_AGENT_GRACE_S: Final = 2.0
 
 Announce = Callable[[str], None]
 
@@ -57,6 +71,7 @@ def banner(settings: MasterSettings, password: str | None) -> str:
         f"  Portal and admin API: {settings.base_url}/  (API docs: {settings.base_url}/api/docs)",
         f"  OpenAI base URL:      {settings.base_url}/v1",
         f"  Data directory:       {settings.data_dir}",
+        *_enroll_lines(settings),
     ]
     if password is not None:
         lines += [
@@ -70,6 +85,51 @@ def banner(settings: MasterSettings, password: str | None) -> str:
         )
     lines.append("  Ctrl-C stops Mirbad and the models it runs; the next `mirbad up` starts them again.")
     return "\n".join(lines)
+
+
+def _enroll_lines(settings: MasterSettings) -> list[str]:
+    """How other machines join, or why they cannot: the enroll listener shares ``--host``."""
+    if settings.host in LOCAL_ADDRESSES:
+        return [
+            f"  Enroll listener:      https://{_dial(settings.host)}:{settings.enroll_port} (--enroll-port) "
+            "is on loopback only:",
+            "                        other machines cannot join; start with --host 0.0.0.0 (or this "
+            "machine's address) to let them",
+        ]
+    lines = [
+        f"  Enroll other nodes:   mirbad-agent enroll --master {settings.enroll_url} --token TOKEN",
+        f"                        (port {settings.enroll_port} is --enroll-port; tokens on the Nodes page)",
+    ]
+    if settings.host in ("0.0.0.0", "::", ""):  # noqa: S104
+        lines.append(
+            f"                        ({settings.advertised_host} is this machine's name: "
+            "use its address where other machines cannot resolve it)"
+        )
+    return lines
+
+
+def goodbye(stopped: Sequence[ModelStatus], left: Sequence[ModelStatus], unlisted: str | None = None) -> str:
+    """The last line of ``mirbad up``: the models it stopped and any it left running, with their pids.
+
+    Args:
+        stopped: the models stopped on the way out (as they were before: their pids).
+        left: the models that ran and could not be stopped.
+        unlisted: why the models could not even be listed, if they could not.
+    """
+    line = f"Mirbad stopped ({len(stopped)} model(s) stopped: {_names(stopped) or 'none'}"
+    if left:
+        return f"{line}; left running: {_names(left)})."
+    if unlisted is not None:
+        return f"{line}; the models could not be listed, so any still running are left: {unlisted})."
+    return f"{line}; none left running)."
+
+
+def _names(statuses: Sequence[ModelStatus]) -> str:
+    return ", ".join(_named(status) for status in statuses)
+
+
+def _named(status: ModelStatus) -> str:
+    return f"{status.id} (pid {status.pid})" if status.pid is not None else status.id
 
 
 class FleetOfOne:
@@ -89,6 +149,8 @@ class FleetOfOne:
         self._ui = ui
         self._servers: list[Server] = []
         self._services: MasterServices | None = None
+        self._supervisor: AgentSupervisor | None = None
+        self._hurried = False
 
     async def run(self) -> None:
         """Serve until SIGINT or SIGTERM, then stop everything this run started.
@@ -101,10 +163,14 @@ class FleetOfOne:
         self._stopping = anyio.Event()
         self._startup = anyio.CancelScope()
         try:
-            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            with (
+                claim_data_dir(self.settings.data_dir),
+                anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals,
+            ):
                 async with anyio.create_task_group() as tasks:
                     tasks.start_soon(self._watch, signals)
                     try:
+                        self._probe_ports()
                         await self._run(tasks)
                     finally:
                         tasks.cancel_scope.cancel()
@@ -114,6 +180,15 @@ class FleetOfOne:
                 raise group.exceptions[0] from None
             raise
 
+    def _probe_ports(self) -> None:
+        # Before any file is made: a first run that fails here must not have made (and lost) the
+        # administrator password, which is shown only once.
+        settings = self.settings
+        probe_port(settings.host, settings.port, "the portal, /api and /v1", "port")
+        probe_port(settings.host, settings.enroll_port, "the enroll listener", "enroll_port")
+        if settings.agent_port is not None:
+            probe_port("127.0.0.1", settings.agent_port, "the local agent", "agent_port")
+
     async def _run(self, tasks: TaskGroup) -> None:
         settings = self.settings
         settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -121,10 +196,14 @@ class FleetOfOne:
         password = auth.ensure_password()
         authority = load_or_create_authority(settings.data_dir / PKI_FOLDER)
         identity = load_or_issue_master_identity(settings.data_dir / PKI_FOLDER, authority)
-        # Both ports are bound before anything starts, so a taken port fails at once and cleanly.
+        # Bound before anything starts (and probed before even the first run's password is made).
         with contextlib.ExitStack() as sockets:
-            web = sockets.enter_context(bind(settings.host, settings.port, "the portal, /api and /v1"))
-            enroll = sockets.enter_context(bind(settings.host, settings.enroll_port, "the enroll listener"))
+            web = sockets.enter_context(
+                bind_port(settings.host, settings.port, "the portal, /api and /v1", "port")
+            )
+            enroll = sockets.enter_context(
+                bind_port(settings.host, settings.enroll_port, "the enroll listener", "enroll_port")
+            )
             self._services = services = MasterServices(
                 settings,
                 clients=AgentClients.mutual_tls(identity),
@@ -141,16 +220,18 @@ class FleetOfOne:
             agent = LocalAgent(settings.data_dir / AGENT_FOLDER, write_agent_settings(settings, agent_port))
             try:
                 with self._startup:
-                    await self._bring_up_agent(agent, agent_port, services, authority.pin)
+                    await self._bring_up_agent(tasks, agent, agent_port, services, authority.pin)
                 if not self._startup.cancel_called:
                     await self._serve_until_stopped(tasks, services, auth, web, password)
             finally:
                 with anyio.CancelScope(shield=True):
-                    await agent.stop()
+                    if self._supervisor is not None:
+                        await self._supervisor.stop(_HURRIED_AGENT_GRACE_S if self._hurried else None)
+                    else:
+                        await agent.stop()
                     for server in self._servers:
                         await server.stop()
-        stopped = services.stopped_on_exit
-        self._announce(f"Mirbad stopped ({len(stopped)} model(s) stopped: {', '.join(stopped) or 'none'}).")
+        self._announce(goodbye(services.stopped_on_exit, services.left_on_exit, services.unlisted_on_exit))
 
     async def _serve_until_stopped(
         self,
@@ -167,9 +248,14 @@ class FleetOfOne:
             await self._stopping.wait()
             # Serving stops first, then the monitors, then the models (the services' exit), then the agent.
             await server.stop()
+            if self._supervisor is not None:
+                # Only the agent stops models: a dead one comes back (and adopts them) to do it.
+                self._supervisor.hurry()
+                with anyio.CancelScope(shield=True):
+                    await self._supervisor.ensure_answering()
 
     async def _bring_up_agent(
-        self, agent: LocalAgent, port: int, services: MasterServices, ca_pin: str
+        self, tasks: TaskGroup, agent: LocalAgent, port: int, services: MasterServices, ca_pin: str
     ) -> None:
         state_dir = self.settings.data_dir / AGENT_FOLDER
         if not is_enrolled(state_dir, ca_pin):
@@ -184,8 +270,11 @@ class FleetOfOne:
             certificate_name=LOCAL_NODE_ID,
             local=True,
         )
-        await agent.wait_until_answering(services.clients.client_for(record), _AGENT_READY_TIMEOUT_S)
+        client = services.clients.client_for(record)
+        await agent.wait_until_answering(client, _AGENT_READY_TIMEOUT_S)
         await services.nodes.ensure_local(record.agent_url, LOCAL_NODE_ID)
+        self._supervisor = AgentSupervisor(agent, client, answer_timeout_s=_AGENT_READY_TIMEOUT_S)
+        tasks.start_soon(self._supervisor.run)
 
     async def _serve(self, tasks: TaskGroup, server: Server) -> Server:
         self._servers.append(server)
@@ -193,18 +282,55 @@ class FleetOfOne:
         return server
 
     async def _watch(self, signals: AsyncIterator[int]) -> None:
+        arrivals = StopSignals()
         async for received in signals:
             name = signal.Signals(received).name
-            if self._stopping.is_set():
-                _logger.warning("%s again: not waiting any longer", name)
+            kind = arrivals.classify(anyio.current_time())
+            if kind == "stop":
+                _logger.info("%s: stopping (models first, then the agent)", name)
+                self._stopping.set()
+                self._startup.cancel()
+            elif kind == "duplicate":
+                # The terminal's group signal and a forwarding parent's copy (uv run): one Ctrl-C.
+                _logger.debug("%s again within %g s: the same stop request", name, DUPLICATE_SIGNAL_S)
+            elif kind == "hurry":
+                _logger.warning(
+                    "%s again: not waiting for open requests or the agent's graceful exit; "
+                    "the models are still stopped",
+                    name,
+                )
+                self._hurried = True
                 for server in self._servers:
                     server.force()
-                if self._services is not None:
-                    self._services.abandon_exit_work()
-                continue
-            _logger.info("%s: stopping (models first, then the agent)", name)
-            self._stopping.set()
-            self._startup.cancel()
+
+
+class StopSignals:
+    """Sorts the stop signals of one run by when they arrive.
+
+    The first one stops; any within ``window_s`` of it is the same delivery seen twice (a terminal
+    signals the whole process group, and a parent such as ``uv run`` forwards its copy too); the first
+    one after that hurries the shutdown; later ones change nothing more.
+
+    Args:
+        window_s: how close to the first a signal counts as the same one.
+    """
+
+    def __init__(self, window_s: float = DUPLICATE_SIGNAL_S) -> None:
+        self._window_s = window_s
+        self._first: float | None = None
+        self._hurried = False
+
+    def classify(self, now: float) -> Literal["stop", "duplicate", "hurry", "again"]:
+        """What a signal arriving at ``now`` (a monotonic clock, in seconds) asks for."""
+        if self._first is None:
+            self._first = now
+            return "stop"
+        if now - self._first < self._window_s:
+            return "duplicate"
+        if self._hurried:
+            return "again"
+        self._hurried = True
+        return "hurry"
 
 
 def _dial(host: str) -> str:

@@ -24,12 +24,12 @@ import tomllib
 from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import anyio
 from anyio.abc import Process
 
-from mirbad_orchestration import LOCAL_NODE_ID, AgentClient
+from mirbad_orchestration import LOCAL_NODE_ID
 from mirbad_protocol import MirbadError, certificates_from_pem, spki_pin, write_json_atomic
 
 from ._settings import MasterSettings
@@ -38,6 +38,7 @@ __all__ = [
     "AGENT_FOLDER",
     "LLAMA_SERVER_NAME",
     "LLAMA_SERVER_VERSION",
+    "AgentProbe",
     "LocalAgent",
     "LocalAgentError",
     "agent_command",
@@ -61,6 +62,17 @@ _STOP_GRACE_S: Final = 15.0
 
 class LocalAgentError(MirbadError):
     """The local agent could not be enrolled or started; the message says why (with its log's tail)."""
+
+
+class AgentProbe(Protocol):
+    """How to learn that the agent answers (an :class:`~mirbad_orchestration.AgentClient` is one)."""
+
+    async def info(self) -> Any:
+        """A call that succeeds only while the agent serves.
+
+        Raises:
+            MirbadError: it does not answer (yet).
+        """
 
 
 def agent_command() -> list[str]:
@@ -156,11 +168,24 @@ class LocalAgent:
         settings_path: the settings file :func:`write_agent_settings` wrote.
     """
 
-    def __init__(self, state_dir: Path, settings_path: Path) -> None:
+    def __init__(self, state_dir: Path, settings_path: Path, *, command: list[str] | None = None) -> None:
         self._state_dir = state_dir
         self._settings_path = settings_path
+        self._command = command
         self._process: Process | None = None
         self.log_path = state_dir / "agent.log"
+
+    @property
+    def running(self) -> bool:
+        """Whether the agent's process was started and has not exited."""
+        return self._process is not None and self._process.returncode is None
+
+    async def wait_exit(self) -> int | None:
+        """Wait until the agent's process exits and return its status (None when none was started)."""
+        process = self._process
+        if process is None:
+            return None
+        return await process.wait()
 
     async def enroll(self, master_url: str, token: str) -> None:
         """Run ``mirbad-agent enroll`` against the master's enroll listener (bounded in time).
@@ -180,9 +205,17 @@ class LocalAgent:
             raise LocalAgentError(f"enrolling the local agent failed ({result.returncode}): {output}")
 
     async def start(self) -> None:
-        """Start ``mirbad-agent serve`` (stopping one a crashed master may have left behind first)."""
+        """Start ``mirbad-agent serve`` (stopping one a crashed master may have left behind first).
+
+        The child gets its own session, so the terminal's Ctrl-C (a signal to the whole foreground
+        process group) reaches the master only: the agent must live until the master has stopped the
+        models through it.
+        """
+        exited, self._process = self._process, None
+        if exited is not None:
+            await exited.aclose()
         await self._stop_leftover()
-        command = [*agent_command(), "serve", "--config", str(self._settings_path)]
+        command = [*(self._command or agent_command()), "serve", "--config", str(self._settings_path)]
         with self.log_path.open("ab") as log:
             self._process = await anyio.open_process(
                 command,
@@ -194,7 +227,7 @@ class LocalAgent:
             )
         (self._state_dir / "agent.pid").write_text(f"{self._process.pid}\n")
 
-    async def wait_until_answering(self, client: AgentClient, timeout_s: float) -> None:
+    async def wait_until_answering(self, client: AgentProbe, timeout_s: float) -> None:
         """Wait until the agent answers over mutual TLS.
 
         Raises:
@@ -215,17 +248,17 @@ class LocalAgent:
             f"the local agent did not answer within {timeout_s:g} s ({last}):\n{self.log_tail()}"
         )
 
-    async def stop(self) -> int | None:
-        """SIGTERM, a bounded wait, then SIGKILL; returns the exit status (None when it never ran)."""
+    async def stop(self, grace_s: float = _STOP_GRACE_S) -> int | None:
+        """SIGTERM, a wait of ``grace_s``, then SIGKILL; returns the exit status (None when it never ran)."""
         process, self._process = self._process, None
         if process is None:
             return None
         with contextlib.suppress(ProcessLookupError):
             process.terminate()
-        with anyio.move_on_after(_STOP_GRACE_S):
+        with anyio.move_on_after(grace_s):
             await process.wait()
         if process.returncode is None:
-            _logger.warning("the local agent did not stop within %g s; killing it", _STOP_GRACE_S)
+            _logger.warning("the local agent did not stop within %g s; killing it", grace_s)
             with contextlib.suppress(ProcessLookupError):
                 process.kill()
             await process.wait()

@@ -35,7 +35,7 @@ from mirbad_orchestration import (
     StartLanes,
     StatusCache,
 )
-from mirbad_protocol import CertificateAuthority, MirbadError, ModelState
+from mirbad_protocol import CertificateAuthority, MirbadError, ModelState, ModelStatus
 
 from ._maintenance import MaintenanceMode
 from ._master_runtime import MasterRuntime
@@ -51,6 +51,7 @@ SHUTDOWN_ACTOR: Final = "system:shutdown"
 
 _logger = logging.getLogger("mirbad_master")
 _STOP_MODELS_TIMEOUT_S: Final = 180.0
+_LIST_MODELS_TIMEOUT_S: Final = 30.0
 
 
 class MasterServices:
@@ -66,7 +67,9 @@ class MasterServices:
             monitors, so the stops are not taken for crashes); they stay in the recovery state.
 
     Attributes:
-        stopped_on_exit: the models stopped on the way out.
+        stopped_on_exit: the models stopped on the way out, as they were before (their pids).
+        left_on_exit: the models that ran on the way out and could not be stopped.
+        unlisted_on_exit: why the models could not even be listed on the way out, else None.
     """
 
     def __init__(
@@ -117,10 +120,10 @@ class MasterServices:
         )
         self.resolver = FleetResolver(self.endpoints, self.cache, self._start_on_request)
         self.key_gate = ApiKeyGate(self.keys)
-        self.stopped_on_exit: list[str] = []
+        self.stopped_on_exit: list[ModelStatus] = []
+        self.left_on_exit: list[ModelStatus] = []
+        self.unlisted_on_exit: str | None = None
         self._stop_models_of = stop_models_on_exit
-        self._exit_work: anyio.CancelScope | None = None
-        self._abandoned = False
         self._stack: AsyncExitStack | None = None
 
     async def __aenter__(self) -> Self:
@@ -162,40 +165,41 @@ class MasterServices:
                 self.idle_ttls[model.id] = ttl
         self.telemetry.retain(model.id for model in models)
 
-    def abandon_exit_work(self) -> None:
-        """Stop waiting for the models to stop on the way out (a second Ctrl-C)."""
-        self._abandoned = True
-        if self._exit_work is not None:
-            self._exit_work.cancel()
-
     async def _stop_models(self, node_id: str) -> None:
         """Stop every model running on ``node_id``, leaving them listed in the recovery state.
 
         This is how a fleet of one shuts down: its models stop with it, and since they stay listed,
         the next start brings the same set back. Runs after the monitors stopped, shielded and bounded,
-        so it finishes even when the master is being cancelled; a model that cannot be stopped is
-        logged and left.
+        so it finishes even when the master is being cancelled; the models stop side by side (the
+        wait is the slowest stop, not their sum); one that cannot be stopped is logged and reported in
+        :attr:`left_on_exit`. Nothing skips it: a hurried shutdown still stops the models.
         """
-        if self._abandoned:
-            return
-        with anyio.CancelScope(shield=True) as self._exit_work, anyio.move_on_after(_STOP_MODELS_TIMEOUT_S):
+        with anyio.CancelScope(shield=True):
             try:
-                # Asked afresh, not from the cache: a launch cancelled on the way out may have landed.
-                client = self.clients.client_for(await self.nodes.get(node_id))
-                statuses = await client.statuses()
-            except MirbadError as exc:
+                with anyio.fail_after(_LIST_MODELS_TIMEOUT_S):
+                    # Asked afresh, not from the cache: a launch cancelled on the way out may have landed.
+                    client = self.clients.client_for(await self.nodes.get(node_id))
+                    statuses = await client.statuses()
+            except (MirbadError, TimeoutError) as exc:
+                self.unlisted_on_exit = str(exc) or type(exc).__name__
                 _logger.warning("cannot list the models of node %s to stop them: %s", node_id, exc)
                 return
-            for status in statuses:
-                if status.state is ModelState.STOPPED:
-                    continue
-                try:
-                    await self.runtime.stop(status.id)
-                except MirbadError as exc:
-                    _logger.warning("could not stop model %s: %s", status.id, exc)
-                    continue
-                await self.audit.record(SHUTDOWN_ACTOR, "model.stop", status.id, node_id=node_id)
-                self.stopped_on_exit.append(status.id)
+            running = [status for status in statuses if status.state is not ModelState.STOPPED]
+            with anyio.move_on_after(_STOP_MODELS_TIMEOUT_S):
+                async with anyio.create_task_group() as stops:
+                    for status in running:
+                        stops.start_soon(self._stop_on_exit, node_id, status)
+            stopped = {status.id for status in self.stopped_on_exit}
+            self.left_on_exit = [status for status in running if status.id not in stopped]
+
+    async def _stop_on_exit(self, node_id: str, status: ModelStatus) -> None:
+        try:
+            await self.runtime.stop(status.id)
+        except MirbadError as exc:
+            _logger.warning("could not stop model %s: %s", status.id, exc)
+            return
+        self.stopped_on_exit.append(status)
+        await self.audit.record(SHUTDOWN_ACTOR, "model.stop", status.id, node_id=node_id)
 
     async def _start_background(self, tasks: TaskGroup) -> None:
         # The first node poll fills the cache before the health monitor looks at it.

@@ -33,6 +33,8 @@ class ModelStatus(WireModel):
     runtime: RuntimeKind = "vllm"
     node_id: str | None = None
     port: int | None = None
+    # The process id of a native model (the process driver's), so an operator can find it; additive.
+    pid: int | None = None
     error: str | None = None
     restart_pending: bool = False
     config_hash: str | None = None

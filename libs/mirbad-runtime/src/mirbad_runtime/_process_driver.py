@@ -1,10 +1,13 @@
 """The process driver: llama-server and MLX models as native processes the agent outlives.
 
 Each launch is written to ``processes.json``; every status is derived on read from that record, the
-process table (is the very process still there: pid, start time and image) and a ``GET /health``:
+process table (is the very process still there: pid, start time and the process group the driver
+created, which survive a wrapper script's ``exec``) and a ``GET /health``:
 
 * no record: Stopped (Starting while a launch is in flight);
 * the process is gone: Failed, with the last lines of its log file, until a stop or a new start;
+  whatever still runs of it (its process group) is stopped before a new start, so a model never
+  runs twice;
 * it runs and /health answers 200: Ready; it runs and /health does not (llama-server answers 503
   while loading): Starting; a stop in flight: Stopping.
 """
@@ -118,6 +121,8 @@ class ProcessDriver(RuntimeDriver):
                 if existing is not None and await self._observer.alive(existing.identity):
                     record = existing
                 else:
+                    if existing is not None:
+                        await self._end_leftovers(existing)
                     await self._forget(model_id)
                     record = await self._launch(spec)
         finally:
@@ -250,6 +255,16 @@ class ProcessDriver(RuntimeDriver):
             raise LaunchRejectedError(f"no free port in {start}-{end}")
         return port
 
+    async def _end_leftovers(self, record: ProcessRecord) -> None:
+        # A second instance beside what is left of the first would serve one model twice.
+        if await anyio.to_thread.run_sync(self._host.lingers, record.identity):
+            logger.warning(
+                "model %s: its process %s ended but its process group still runs; stopping it first",
+                record.model_id,
+                record.pid,
+            )
+            await self._end(record)
+
     async def _end(self, record: ProcessRecord) -> None:
         identity = record.identity
         if await anyio.to_thread.run_sync(self._host.terminate, identity):
@@ -263,7 +278,7 @@ class ProcessDriver(RuntimeDriver):
     async def _gone_within(self, identity: ProcessIdentity, timeout_s: float) -> bool:
         with anyio.move_on_after(timeout_s):
             # Polling is the only way: a process this agent did not spawn signals nothing when it ends.
-            while await self._observer.alive(identity):  # noqa: ASYNC110
+            while await self._observer.runs(identity):  # noqa: ASYNC110
                 await anyio.sleep(self._config.poll_interval_s)
             return True
         return False

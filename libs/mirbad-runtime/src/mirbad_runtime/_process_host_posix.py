@@ -1,6 +1,8 @@
 """The process host of Linux and macOS: a new session per model, signals to its process group.
 
-Identities come from ``/proc/<pid>/stat`` and ``/proc/<pid>/exe`` on Linux and from ``ps`` on macOS.
+Identities come from ``/proc/<pid>/stat`` and ``/proc/<pid>/exe`` on Linux and from ``ps`` on macOS,
+with the process group: every model leads the group its ``setsid`` made, which survives an ``exec`` in
+the child (a wrapper script that ``exec``s llama-server), so the image is not needed to tell it apart.
 Only the Linux reader is exercised by the test suite; the macOS reader is kept to one ``ps`` call whose
 output parser is tested on sample text.
 """
@@ -72,7 +74,9 @@ class PosixProcessHost(ProcessHost):
         if found is not None:
             return found
         # It already ended: an identity that can never match a live process, so it reads as Failed.
-        return ProcessIdentity(pid=process.pid, start_time="exited", executable=os.path.realpath(argv[0]))
+        return ProcessIdentity(
+            pid=process.pid, start_time="exited", executable=os.path.realpath(argv[0]), group=process.pid
+        )
 
     def identity(self, pid: int) -> ProcessIdentity | None:
         """The identity of ``pid`` from the process table, reaping it if it is our ended child."""
@@ -91,6 +95,20 @@ class PosixProcessHost(ProcessHost):
         """Send SIGKILL to the model's process group."""
         return self._signal_group(identity, signal.SIGKILL)
 
+    def lingers(self, identity: ProcessIdentity) -> bool:
+        """Whether something this host started for ``identity`` runs although the identity no longer matches.
+
+        Either the process itself, changed (same pid and start time, another group: it called
+        ``setsid`` itself), or members of its process group after it ended (a wrapper that forked the
+        server instead of ``exec``-ing it).
+        """
+        live = self._reader(identity.pid)
+        if live is not None:
+            # A pid someone else runs now (another start time) names their group, not ours: the kernel
+            # never hands out a pid that still names a process group, so ours has no members left.
+            return live.start_time == identity.start_time and not identity.same_process(live)
+        return _group_has_members(identity.group or identity.pid)
+
     def exit_code(self, identity: ProcessIdentity) -> int | None:
         """The exit status of a child of this agent process once it has ended (negative: a signal)."""
         _reap(identity.pid)
@@ -98,14 +116,49 @@ class PosixProcessHost(ProcessHost):
             return _exit_codes.get(identity.pid)
 
     def _signal_group(self, identity: ProcessIdentity, signum: signal.Signals) -> bool:
-        if not self.is_alive(identity):
+        if not self.runs(identity):
             return False
-        try:
+        signalled = False
+        if not self.is_alive(identity) and self._reader(identity.pid) is not None:
+            # Ours but changed (see lingers): it may have left the group, so it is signalled itself.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(identity.pid, signum)
+                signalled = True
+        with contextlib.suppress(ProcessLookupError):
             # The model is its session's and group's leader (setsid), so its pid names the group.
-            os.killpg(identity.pid, signum)
+            os.killpg(identity.group or identity.pid, signum)
+            signalled = True
+        return signalled
+
+
+def _group_has_members(group: int) -> bool:
+    """Whether a live (not zombie) process is in process group ``group``."""
+    if not sys.platform.startswith("linux"):
+        try:
+            # Signal 0 checks only; a zombie member still counts here, which errs towards stopping it.
+            os.killpg(group, 0)
         except ProcessLookupError:
             return False
+        except PermissionError:
+            return True
         return True
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = _stat_fields(int(entry.name))
+        if fields is not None and fields[0] not in ("Z", "X") and fields[2] == str(group):
+            return True
+    return False
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state first), or None when gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    # The command name in parentheses may itself hold spaces and parentheses; fields follow the last ')'.
+    return stat[stat.rfind(")") + 2 :].split()
 
 
 def _reap(pid: int, *, grace_s: float = 0.0) -> None:
@@ -124,20 +177,20 @@ def _reap(pid: int, *, grace_s: float = 0.0) -> None:
 
 
 def linux_identity(pid: int) -> ProcessIdentity | None:
-    """Read a live pid's identity from ``/proc``: boot id + start ticks, and the executable link."""
+    """Read a live pid's identity from ``/proc``: boot id + start ticks, process group, executable link."""
+    fields = _stat_fields(pid)
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
         executable = os.readlink(f"/proc/{pid}/exe")
     except OSError:
         # Gone, a zombie (its exe link is unreadable) or another user's process: not one of ours.
         return None
-    # The command name in parentheses may itself hold spaces and parentheses; fields follow the last ')'.
-    fields = stat[stat.rfind(")") + 2 :].split()
-    if len(fields) < 20 or fields[0] in ("Z", "X"):
+    if fields is None or len(fields) < 20 or fields[0] in ("Z", "X"):
         return None
     # An upgrade that replaced the binary leaves the running image marked deleted; it is still the model.
     executable = executable.removesuffix(_DELETED_SUFFIX)
-    return ProcessIdentity(pid=pid, start_time=f"{_boot_id()}:{fields[19]}", executable=executable)
+    return ProcessIdentity(
+        pid=pid, start_time=f"{_boot_id()}:{fields[19]}", executable=executable, group=int(fields[2])
+    )
 
 
 @functools.cache
@@ -150,10 +203,10 @@ def _boot_id() -> str:
 
 
 def macos_identity(pid: int) -> ProcessIdentity | None:
-    """Read a live pid's identity with ``ps`` (state, start time to the second, executable path)."""
+    """Read a live pid's identity with ``ps`` (state, group, start time to the second, executable path)."""
     with contextlib.suppress(OSError, subprocess.SubprocessError):
         result = subprocess.run(
-            ["/bin/ps", "-o", "stat=,lstart=,comm=", "-p", str(pid)],
+            ["/bin/ps", "-o", "stat=,pgid=,lstart=,comm=", "-p", str(pid)],
             capture_output=True,
             text=True,
             timeout=_PS_TIMEOUT_S,
@@ -166,12 +219,12 @@ def macos_identity(pid: int) -> ProcessIdentity | None:
 
 
 def parse_ps_identity(pid: int, output: str) -> ProcessIdentity | None:
-    """Parse ``ps -o stat=,lstart=,comm=`` output (C locale) into an identity; None for a zombie or junk.
+    """Parse ``ps -o stat=,pgid=,lstart=,comm=`` output (C locale) into an identity; None: zombie, junk.
 
     ``lstart`` is always five words (``Mon Jan  1 00:00:00 2024``) and ``comm`` is the rest of the line,
     so an executable path with spaces survives.
     """
-    parts = output.strip().split(maxsplit=6)
-    if len(parts) != 7 or parts[0].startswith("Z"):
+    parts = output.strip().split(maxsplit=7)
+    if len(parts) != 8 or parts[0].startswith("Z") or not parts[1].isdigit():
         return None
-    return ProcessIdentity(pid=pid, start_time=" ".join(parts[1:6]), executable=parts[6])
+    return ProcessIdentity(pid=pid, start_time=" ".join(parts[2:7]), executable=parts[7], group=int(parts[1]))

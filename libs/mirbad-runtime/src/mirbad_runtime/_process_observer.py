@@ -49,8 +49,12 @@ class ProcessObserver:
         self._key_cache: dict[str, str | None] = {}
 
     async def alive(self, identity: ProcessIdentity) -> bool:
-        """Whether that very process (pid, start time, image) still runs."""
+        """Whether that very process still runs (pid, start time and group; see :class:`ProcessIdentity`)."""
         return await anyio.to_thread.run_sync(self._host.is_alive, identity)
+
+    async def runs(self, identity: ProcessIdentity) -> bool:
+        """Whether anything of it still runs: the process, or what lingers of it (``ProcessHost.lingers``)."""
+        return await anyio.to_thread.run_sync(self._host.runs, identity)
 
     async def status_of(self, record: ProcessRecord, *, stopping: bool = False) -> ModelStatus:
         """Stopping while a stop is in flight, else Failed, Starting or Ready (see the driver)."""
@@ -60,6 +64,7 @@ class ProcessObserver:
             state=ModelState.STOPPING,
             runtime=record.runtime,
             port=record.port,
+            pid=record.pid,
             config_hash=record.config_hash,
             budget_gib=record.budget_gib,
             started_at=record.started_at,
@@ -98,6 +103,11 @@ class ProcessObserver:
     async def _failure(self, record: ProcessRecord) -> str:
         code = await anyio.to_thread.run_sync(self._host.exit_code, record.identity)
         headline = f"the process exited with code {code}" if code is not None else "the process is gone"
+        if await anyio.to_thread.run_sync(self._host.lingers, record.identity):
+            headline += (
+                f"; what is left of it (process group {record.group or record.pid}) still runs "
+                "and is stopped before the model starts again"
+            )
         lines = await anyio.to_thread.run_sync(read_log_tail, record.log_file, FAILURE_LOG_LINES)
         return "\n".join([headline, *lines])
 

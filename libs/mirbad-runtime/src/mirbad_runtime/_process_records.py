@@ -47,7 +47,9 @@ class ProcessRecord(WireModel):
         runtime: llamacpp or mlx.
         pid: the process id.
         start_time: the operating system's start-time token (see :class:`ProcessIdentity`).
-        executable: the image path the operating system reported for the process.
+        executable: the image path the operating system reported for the process when it was spawned
+            (a wrapper's shell or a script's interpreter, or the binary it ``exec``-ed into).
+        group: the process group the driver created for it (None in records of older agents).
         executable_ref: the catalogue entry it was launched from.
         port: the loopback port it listens on.
         log_path: the file receiving its stdout and stderr.
@@ -65,6 +67,7 @@ class ProcessRecord(WireModel):
     pid: Annotated[int, Field(gt=0)]
     start_time: str
     executable: str
+    group: int | None = None
     executable_ref: ExecutableRef
     port: Annotated[int, Field(gt=0, lt=65536)]
     log_path: str
@@ -94,6 +97,7 @@ class ProcessRecord(WireModel):
             pid=identity.pid,
             start_time=identity.start_time,
             executable=identity.executable,
+            group=identity.group,
             executable_ref=spec.executable,
             port=port,
             log_path=str(log_path),
@@ -113,7 +117,9 @@ class ProcessRecord(WireModel):
     @property
     def identity(self) -> ProcessIdentity:
         """The identity that adoption and signalling compare against the live process."""
-        return ProcessIdentity(pid=self.pid, start_time=self.start_time, executable=self.executable)
+        return ProcessIdentity(
+            pid=self.pid, start_time=self.start_time, executable=self.executable, group=self.group
+        )
 
 
 class ProcessRecordStore:

@@ -3,23 +3,30 @@
 :class:`FakeDriver` implements :class:`~mirbad_runtime.RuntimeDriver` in memory, the way httpx's
 ``MockTransport`` stands in for a network: callers (the agent's routes, admission, the health loop)
 test against it without Docker or processes, then steer it (a state change, a failing start, log lines)
-and read back what they asked of it.
+and read back what they asked of it. :class:`FakeProcessHost` stands in for the operating system
+behind the process driver: a process table in memory that tests crash, ``exec`` and fork into
+(nothing is spawned or signalled for real).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+import itertools
+import signal
+import threading
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 
 import anyio
 
 from mirbad_protocol import ContainerLaunch, ModelState, ModelStatus, ProcessLaunch
 
 from ._driver import RuntimeDriver
+from ._process_host import ProcessHost, ProcessIdentity
 from .exceptions import ModelNotFoundError
 
-__all__ = ["FakeDriver"]
+__all__ = ["FakeDriver", "FakeProcess", "FakeProcessHost"]
 
 _RUNNING = (ModelState.STARTING, ModelState.READY)
 
@@ -191,4 +198,136 @@ def _status(instance: _Instance) -> ModelStatus:
         config_hash=spec.config_hash,
         budget_gib=spec.budget_gib,
         started_at=instance.started_at,
+    )
+
+
+@dataclass
+class FakeProcess:
+    """One entry of the fake process table.
+
+    Attributes:
+        pid: its process id.
+        group: its process group.
+        start_time: its start-time token (unique per spawn or fork).
+        executable: the image it runs now.
+        argv: the command line it was started with.
+        log_path: where its output would go.
+        exit_code: None while it runs, then its status (negative: the signal that ended it).
+        ignores_sigterm: SIGTERM leaves it running (only SIGKILL ends it).
+    """
+
+    pid: int
+    group: int
+    start_time: str
+    executable: str
+    argv: list[str]
+    log_path: Path
+    exit_code: int | None = None
+    ignores_sigterm: bool = False
+
+    @property
+    def running(self) -> bool:
+        """Whether it has not ended."""
+        return self.exit_code is None
+
+
+@dataclass
+class FakeProcessHost(ProcessHost):
+    """A :class:`ProcessHost` over a process table in memory (thread-safe: the driver calls it from threads).
+
+    Attributes:
+        processes: every process ever spawned or forked, by pid (ended ones stay, with their exit code).
+    """
+
+    processes: dict[int, FakeProcess] = field(default_factory=dict)
+    _pids: itertools.count[int] = field(default_factory=lambda: itertools.count(1000))
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def spawn(
+        self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log_path: Path
+    ) -> ProcessIdentity:
+        """Enter a new group leader running ``argv[0]``; FileNotFoundError when that file is missing."""
+        if not Path(argv[0]).is_file():
+            raise FileNotFoundError(argv[0])
+        log_path.touch()
+        with self._lock:
+            pid = next(self._pids)
+            process = FakeProcess(pid, pid, f"t{pid}", argv[0], list(argv), log_path)
+            self.processes[pid] = process
+        return _identity_of(process)
+
+    def identity(self, pid: int) -> ProcessIdentity | None:
+        """The identity of the running process ``pid``, else None."""
+        with self._lock:
+            process = self.processes.get(pid)
+            return _identity_of(process) if process is not None and process.running else None
+
+    def lingers(self, identity: ProcessIdentity) -> bool:
+        """The POSIX rule: ours but changed (same start), or running members of its group after it ended."""
+        live = self.identity(identity.pid)
+        if live is not None:
+            return live.start_time == identity.start_time and not identity.same_process(live)
+        return bool(self._members(identity.group or identity.pid))
+
+    def terminate(self, identity: ProcessIdentity) -> bool:
+        """SIGTERM to the group (and to the process itself when it left the group)."""
+        return self._signal(identity, signal.SIGTERM)
+
+    def kill(self, identity: ProcessIdentity) -> bool:
+        """SIGKILL to the group (and to the process itself when it left the group)."""
+        return self._signal(identity, signal.SIGKILL)
+
+    def exit_code(self, identity: ProcessIdentity) -> int | None:
+        """The exit status of the recorded process once it ended."""
+        with self._lock:
+            process = self.processes.get(identity.pid)
+            matches = process is not None and process.start_time == identity.start_time
+            return process.exit_code if process is not None and matches else None
+
+    def crash(self, pid: int, code: int = -signal.SIGKILL) -> None:
+        """End ``pid`` alone (as an OOM kill or a segfault would); its group's other members go on."""
+        with self._lock:
+            self.processes[pid].exit_code = code
+
+    def exec_image(self, pid: int, executable: str) -> None:
+        """``exec`` in ``pid``: another image, the same pid, start time and group."""
+        with self._lock:
+            self.processes[pid].executable = executable
+
+    def fork(self, pid: int) -> int:
+        """A child of ``pid`` in its group, running the same image; returns the child's pid."""
+        with self._lock:
+            parent = self.processes[pid]
+            child = next(self._pids)
+            self.processes[child] = FakeProcess(
+                child, parent.group, f"t{child}", parent.executable, parent.argv, parent.log_path
+            )
+            return child
+
+    def running(self) -> list[FakeProcess]:
+        """Every process that has not ended."""
+        with self._lock:
+            return [process for process in self.processes.values() if process.running]
+
+    def _members(self, group: int) -> list[FakeProcess]:
+        with self._lock:
+            return [p for p in self.processes.values() if p.running and p.group == group]
+
+    def _signal(self, identity: ProcessIdentity, signum: signal.Signals) -> bool:
+        if not self.runs(identity):
+            return False
+        targets = self._members(identity.group or identity.pid)
+        with self._lock:
+            own = self.processes.get(identity.pid)
+            if own is not None and own.running and own.start_time == identity.start_time:
+                targets.append(own)
+            for process in targets:
+                if signum is signal.SIGKILL or not process.ignores_sigterm:
+                    process.exit_code = -signum
+        return True
+
+
+def _identity_of(process: FakeProcess) -> ProcessIdentity:
+    return ProcessIdentity(
+        pid=process.pid, start_time=process.start_time, executable=process.executable, group=process.group
     )
