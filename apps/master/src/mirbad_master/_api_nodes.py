@@ -103,10 +103,24 @@ def nodes_router(services: MasterServices) -> APIRouter:
         return JSONResponse(dump(node_summary(record, services.cache.node(node_id))))
 
     @router.delete("/{node_id}", status_code=204, summary="Remove a node from the fleet")
-    async def remove_node(node_id: str, request: Request) -> Response:
+    async def remove_node(node_id: str, request: Request, unplace: bool = False) -> Response:
         record = await services.nodes.get(node_id)
         if record.local:
             raise ApiError(409, "local_node", f"node {node_id!r} is the master's own agent; it stays")
+        placed = [model.id for model in await services.models.placed_on(node_id)]
+        if placed and not unplace:
+            # Models left pointing at a node that is gone could never start again, silently.
+            names = ", ".join(repr(model_id) for model_id in sorted(placed))
+            raise ApiError(
+                409,
+                "node_has_models",
+                f"models are placed on node {node_id!r}: {names}; move or delete them, "
+                "or remove the node with ?unplace=true to clear their placement",
+            )
+        if placed:
+            for model in await services.models.unplace(node_id):
+                await services.audit.record(actor_of(request), "model.unplace", model.id, node_id=node_id)
+            await services.sync_models()
         await services.nodes.remove(node_id)
         services.cache.forget(node_id)
         await services.clients.forget(node_id)
