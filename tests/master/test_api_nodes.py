@@ -44,3 +44,27 @@ async def test_removing_a_node_with_unplace_clears_its_models_placement(tmp_path
     error_of(gone, 404, "node_not_found")
     assert model["definition"]["placement"] is None
     assert stored.placement is None
+
+
+async def test_models_on_an_unreachable_node_read_unknown_in_every_view(tmp_path: Path) -> None:
+    async with running_master(tmp_path, "local", "gpu-1") as master:
+        await create(master, ON_GPU_1)
+        await master.admin.post("/api/models/qwen/start")
+        master.agents.down.add("gpu-1")
+        await master.services.node_monitor.poll_all()
+        view = (await master.admin.get("/api/models/qwen")).json()
+        listed = (await master.admin.get("/api/models")).json()
+        report = (await master.admin.get("/api/status")).json()
+        chat = await master.admin.post(
+            "/v1/chat/completions",
+            json={"model": "Qwen3-8B", "messages": [{"role": "user", "content": "hi"}]},
+        )
+
+    assert view["status"]["state"] == "Unknown"
+    assert "node 'gpu-1' is unreachable" in view["status"]["error"]
+    assert [item["status"] for item in listed if item["definition"]["id"] == "qwen"] == [view["status"]]
+    assert [model for model in report["models"] if model["id"] == "qwen"] == [
+        {**view["status"], "restartPending": False}
+    ]
+    assert chat.status_code == 503
+    assert "state Unknown: node 'gpu-1' is unreachable" in chat.json()["error"]["message"]

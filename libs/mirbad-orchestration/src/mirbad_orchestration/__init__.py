@@ -57,6 +57,7 @@ from ._llamacpp_memory import (
 )
 from ._mlx_args import build_mlx_args, normalize_mlx, parse_mlx_args
 from ._model_rules import Normalizer, check_served_name, prepare_definition
+from ._model_status import model_node, model_status
 from ._node_monitor import DEFAULT_POLL_INTERVAL_S, NodeMonitor, NodeState, StatusCache
 from ._nodes import LOCAL_NODE_ID, NODE_ID_PATTERN, NODES_FILE_NAME, NodeRecord, NodeRegistry
 from ._recovery_state import RECOVERY_FILE_NAME, RecoveryState
@@ -270,6 +271,8 @@ __all__ = [
     "llamacpp_ctx_size",
     "llamacpp_kv_cache_bytes",
     "llamacpp_kv_cells",
+    "model_node",
+    "model_status",
     "normalize_definition",
     "normalize_llamacpp",
     "normalize_mlx",
