@@ -68,3 +68,24 @@ async def test_models_on_an_unreachable_node_read_unknown_in_every_view(tmp_path
     ]
     assert chat.status_code == 503
     assert "state Unknown: node 'gpu-1' is unreachable" in chat.json()["error"]["message"]
+
+
+async def test_a_token_for_an_existing_nodes_name_is_409_unless_re_enrolling(tmp_path: Path) -> None:
+    async with running_master(tmp_path, "local", "gpu-1") as master:
+        local = await master.admin.post("/api/nodes/enrollment-tokens", json={"nodeName": "local"})
+        taken = await master.admin.post("/api/nodes/enrollment-tokens", json={"nodeName": "gpu-1"})
+        again = await master.admin.post(
+            "/api/nodes/enrollment-tokens", json={"nodeName": "gpu-1", "reenroll": True}
+        )
+        unknown = await master.admin.post(
+            "/api/nodes/enrollment-tokens", json={"nodeName": "gpu-9", "reenroll": True}
+        )
+        bad_url = await master.admin.post(
+            "/api/nodes/enrollment-tokens", json={"nodeName": "gpu-2", "agentUrl": "http://gpu-2:9443"}
+        )
+
+    assert "'local'" in error_of(local, 409, "node_exists")["message"]
+    assert "'gpu-1'" in error_of(taken, 409, "node_exists")["message"]
+    assert again.status_code == 201
+    error_of(unknown, 404, "node_not_found")
+    assert error_of(bad_url, 400, "invalid_request")["field"] == "agentUrl"
