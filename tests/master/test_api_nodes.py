@@ -1,4 +1,5 @@
-"""``/api/nodes`` over a real master composition and fake agents: removal, tokens for taken names."""
+"""The fleet in the admin API over a real master and fake agents: node removal, tokens for taken names,
+and what the views say of models on an unreachable node."""
 
 from __future__ import annotations
 

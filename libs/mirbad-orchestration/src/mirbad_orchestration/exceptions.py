@@ -67,12 +67,14 @@ class StoreFileError(MirbadOrchestrationError):
     Attributes:
         path: the file.
         reason: what is wrong with it.
+        disk_full: whether it failed because its disk (or the quota) is full.
     """
 
-    def __init__(self, path: Path, reason: str) -> None:
+    def __init__(self, path: Path, reason: str, *, disk_full: bool = False) -> None:
         super().__init__(f"{path}: {reason}")
         self.path = path
         self.reason = reason
+        self.disk_full = disk_full
 
 
 class RegistryError(MirbadOrchestrationError):
