@@ -101,9 +101,19 @@ async def test_re_enrolling_an_unknown_node_is_refused(store: EnrollmentTokens) 
         await store.issue("gpu-9", reenroll=True)
 
 
-async def test_the_local_node_is_never_re_enrolled_by_token(store: EnrollmentTokens) -> None:
-    with pytest.raises(DuplicateNodeError, match="local node"):
-        await store.issue("local", reenroll=True)
+async def test_the_local_node_is_re_enrolled_only_when_asked(
+    store: EnrollmentTokens, nodes: NodeRegistry
+) -> None:
+    # What a fleet of one does when its agent lost its identity: the local node exists already.
+    with pytest.raises(DuplicateNodeError):
+        await store.issue("local")
+
+    enrollment = await store.redeem(
+        await store.issue("local", reenroll=True), csr_pem(generate_private_key())
+    )
+
+    assert enrollment.node_id == LOCAL_NODE_ID
+    assert (await nodes.get(LOCAL_NODE_ID)).pin_sha256 == spki_pin(enrollment.certificate)
 
 
 async def test_a_name_taken_after_the_token_was_issued_leaves_the_token_unspent(

@@ -167,7 +167,7 @@ class EnrollmentTokens:
         Raises:
             InvalidFieldError: the node name, lifetime or agent URL is unusable (field ``nodeName``,
                 ``ttl`` or ``agentUrl``).
-            DuplicateNodeError: a node has that name and ``reenroll`` is not set, or it is the local node.
+            DuplicateNodeError: a node has that name and ``reenroll`` is not set.
             UnknownNodeError: ``reenroll`` is set but no node has that name.
             NodeRegistryError: the node registry cannot be read.
             EnrollmentStoreError: the token file cannot be read or written.
@@ -213,7 +213,7 @@ class EnrollmentTokens:
 
         Raises:
             InvalidFieldError: the node name, lifetime or agent URL is unusable.
-            DuplicateNodeError: a node has that name and ``reenroll`` is not set, or it is the local node.
+            DuplicateNodeError: a node has that name and ``reenroll`` is not set.
             UnknownNodeError: ``reenroll`` is set but no node has that name.
             NodeRegistryError: the node registry cannot be read.
             EnrollmentStoreError: the token file cannot be read or written.
@@ -279,11 +279,6 @@ class EnrollmentTokens:
         holder = _holder(await self._nodes.list(), node_name)
         if holder is None:
             raise UnknownNodeError(node_name.lower())
-        if holder.local:
-            # Its certificate is the master's own doing (a fleet of one issues it at every start).
-            raise DuplicateNodeError(
-                holder.id, f"node {holder.id!r} is the local node; it is never re-enrolled by token"
-            )
         return holder.id
 
     async def _register(
