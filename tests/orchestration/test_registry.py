@@ -352,8 +352,9 @@ async def test_a_failed_write_is_a_registry_error_and_changes_nothing(tmp_path: 
     reg = registry(tmp_path)
     await reg.list()
     failing = registry(tmp_path, before_replace=disk_full)
-    with pytest.raises(RegistryError, match="No space left"):
+    with pytest.raises(RegistryError, match="No space left") as refused:
         await failing.delete("ornith-9b-fp8")
+    assert refused.value.disk_full  # the admin API answers 507 for it
     assert [m.id for m in await failing.list()] == ["ornith-9b-fp8"]
     assert [m.id for m in await registry(tmp_path).list()] == ["ornith-9b-fp8"]
 

@@ -110,7 +110,7 @@ async def _mirbad_error(request: Request, exc: Exception) -> Response:
     if isinstance(exc, ApiError):
         return error_response(exc.status, exc.code, str(exc), field=exc.field)
     status, code = next(((s, c) for kind, s, c in _TABLE if isinstance(exc, kind)), (500, "internal_error"))
-    if isinstance(exc, StoreFileError) and exc.disk_full:
+    if isinstance(exc, StoreFileError | RegistryError) and exc.disk_full:
         # Not the server's bug: someone has to make room; the message names the file.
         status, code = 507, "insufficient_storage"
     field = exc.field if isinstance(exc, InvalidFieldError) else None

@@ -25,6 +25,7 @@ from pydantic import Field, ValidationError, field_validator
 
 from mirbad_protocol import DEFAULT_AGENT_PORT, WireModel, remove_stale_temp_files, write_json_atomic
 
+from ._state_file import is_disk_full
 from .exceptions import DuplicateNodeError, NodeRegistryError, UnknownNodeError
 
 __all__ = [
@@ -249,7 +250,8 @@ class NodeRegistry:
             self._path.parent.mkdir(parents=True, exist_ok=True)
             write_json_atomic(self._path, document, mode=_FILE_MODE)
         except OSError as exc:
-            raise NodeRegistryError(self._path, f"cannot write it: {exc.strerror or exc}") from exc
+            reason = f"cannot write it: {exc.strerror or exc}"
+            raise NodeRegistryError(self._path, reason, disk_full=is_disk_full(exc)) from exc
 
 
 def _decode(path: Path, raw: bytes) -> list[NodeRecord]:

@@ -22,6 +22,7 @@ from ._commandline import normalize_definition
 from ._model_rules import Normalizer, check_served_name, prepare_definition
 from ._registry_file import decode_registry, encode_registry
 from ._seed import SEED_MODEL
+from ._state_file import is_disk_full
 from .exceptions import RegistryError, UnknownModelError
 
 __all__ = ["REGISTRY_FILE_NAME", "ModelRegistry"]
@@ -181,7 +182,8 @@ class ModelRegistry:
             self._path.parent.mkdir(parents=True, exist_ok=True)
             write_json_atomic(self._path, document, mode=_FILE_MODE, before_replace=self._before_replace)
         except OSError as exc:
-            raise RegistryError(f"cannot write {self._path}: {exc.strerror or exc}") from exc
+            reason = f"cannot write {self._path}: {exc.strerror or exc}"
+            raise RegistryError(reason, disk_full=is_disk_full(exc)) from exc
 
 
 def _is_on(model: ModelDefinition, node_id: str) -> bool:

@@ -36,6 +36,11 @@ _FILE_MODE: Final = 0o644
 _DISK_FULL: Final = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
+def is_disk_full(exc: OSError) -> bool:
+    """Whether ``exc`` says the disk (or the quota) is full: someone must make room, no bug to fix."""
+    return exc.errno in _DISK_FULL
+
+
 class StateFile(Generic[DocumentT]):
     """One pydantic document stored at ``path``; one anyio lock serializes its changes.
 
@@ -118,4 +123,4 @@ class StateFile(Generic[DocumentT]):
             write_json_atomic(self._path, data, mode=_FILE_MODE, before_replace=self._before_replace)
         except OSError as exc:
             reason = f"cannot write it: {exc.strerror or exc}"
-            raise StateFileError(self._path, reason, disk_full=exc.errno in _DISK_FULL) from exc
+            raise StateFileError(self._path, reason, disk_full=is_disk_full(exc)) from exc

@@ -78,7 +78,15 @@ class StoreFileError(MirbadOrchestrationError):
 
 
 class RegistryError(MirbadOrchestrationError):
-    """The registry file cannot be read or written."""
+    """The registry file cannot be read or written.
+
+    Attributes:
+        disk_full: whether a write failed because the disk (or the quota) is full.
+    """
+
+    def __init__(self, message: str, *, disk_full: bool = False) -> None:
+        super().__init__(message)
+        self.disk_full = disk_full
 
 
 class UnknownModelError(MirbadOrchestrationError, KeyError):
