@@ -14,8 +14,15 @@ from tests._support.asgi_server import free_port, serve_asgi
 from tests._support.enroll_master import EnrollMaster, enroll_master
 from tests.agent.test_enroll import enroll
 
-from mirbad_agent import AGENT_TLS_STEM, AgentServices, ComposedDriver, NodeRuntimes, create_app
-from mirbad_orchestration import AgentClients, NodeMonitor, NodeRegistry
+from mirbad_agent import (
+    AGENT_TLS_STEM,
+    EXIT_REFUSED,
+    AgentServices,
+    ComposedDriver,
+    NodeRuntimes,
+    create_app,
+)
+from mirbad_orchestration import AgentClients, NodeMonitor, NodeRecord, NodeRegistry
 from mirbad_protocol import ContainerRuntimeInfo, TlsCredentials, spki_pin
 from mirbad_runtime import MemoryProbe
 from mirbad_runtime.testing import FakeDriver
@@ -96,3 +103,22 @@ async def test_after_a_re_enrollment_the_old_certificate_is_refused(tmp_path: Pa
     assert refused.error is not None
     assert "pinned" in refused.error
     assert accepted.reachable
+
+
+async def test_a_name_registered_since_the_token_was_issued_is_409_and_the_token_stays_usable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "master").mkdir()
+    nodes = NodeRegistry(tmp_path / "master")
+    with anyio.fail_after(WAIT_S):
+        async with enroll_master(tmp_path / "master", nodes=nodes) as master:
+            token = await master.tokens.issue_join_token("gpu-1", agent_url="https://127.0.0.1:9443")
+            await nodes.add(NodeRecord(id="gpu-1", name="gpu-1", agent_url="https://gpu-1.lan:9443"))
+            refused = await enroll(master.url, token, tmp_path / "refused")
+            await nodes.remove("gpu-1")
+            accepted = await enroll(master.url, token, tmp_path / "accepted")
+
+    assert refused == EXIT_REFUSED
+    assert "(409)" in capsys.readouterr().err
+    assert accepted == 0
+    assert (await nodes.get("gpu-1")).agent_url == "https://127.0.0.1:9443"
