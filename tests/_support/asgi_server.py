@@ -47,10 +47,14 @@ async def serve_asgi(
     *,
     ssl_context: ssl.SSLContext | None = None,
     http: Literal["auto", "h11", "httptools"] = "auto",
+    port: int = 0,
 ) -> AsyncIterator[str]:
-    """Serve ``app`` on 127.0.0.1 and yield its base URL (``http://127.0.0.1:PORT``, no trailing slash)."""
+    """Serve ``app`` on 127.0.0.1 and yield its base URL (``http://127.0.0.1:PORT``, no trailing slash).
+
+    ``port`` 0 takes a free one; a test that must name the URL beforehand passes :func:`free_port`'s.
+    """
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
+    sock.bind(("127.0.0.1", port))
     port = sock.getsockname()[1]
     config = uvicorn.Config(
         app,

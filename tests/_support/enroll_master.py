@@ -17,6 +17,7 @@ from mirbad_master._enroll_listener import (
     issue_enroll_server_credentials,
 )
 from mirbad_orchestration._enrollment import ENROLLMENT_TOKENS_FILE, EnrollmentTokens
+from mirbad_orchestration._nodes import NodeRegistry
 from mirbad_protocol import CertificateAuthority, TlsCredentials
 
 
@@ -47,12 +48,19 @@ class EnrollMaster:
 
 @asynccontextmanager
 async def enroll_master(
-    data_dir: Path, *, names: Sequence[str] = ("127.0.0.1",), ca: CertificateAuthority | None = None
+    data_dir: Path,
+    *,
+    names: Sequence[str] = ("127.0.0.1",),
+    ca: CertificateAuthority | None = None,
+    nodes: NodeRegistry | None = None,
 ) -> AsyncIterator[EnrollMaster]:
-    """Serve the enroll listener over TLS on 127.0.0.1 with a server certificate for ``names``."""
+    """Serve the enroll listener over TLS on 127.0.0.1 with a server certificate for ``names``.
+
+    With ``nodes``, enrollment checks names against that registry and registers enrolled nodes there.
+    """
     authority = ca or CertificateAuthority.create("Enroll test CA")
     clock = FakeClock()
-    tokens = EnrollmentTokens(data_dir / ENROLLMENT_TOKENS_FILE, authority, clock=clock)
+    tokens = EnrollmentTokens(data_dir / ENROLLMENT_TOKENS_FILE, authority, clock=clock, nodes=nodes)
     server = issue_enroll_server_credentials(authority, names)
     recorder = Recorder(create_enroll_app(tokens, authority.certificate))
     async with serve_asgi(recorder, ssl_context=enroll_server_context(server)) as url:

@@ -21,21 +21,37 @@ from mirbad_orchestration._nodes import NodeRecord, NodeRegistry
 
 @dataclass
 class Fleet:
-    """Fake agents by node id; a node in ``down`` refuses connections."""
+    """Fake agents by node id; a node in ``down`` refuses connections.
+
+    ``stale`` counts, per node, the transports (connection pools) whose first request meets a kept-alive
+    connection the agent already closed; ``transports`` counts the transports built per node.
+    """
 
     agents: dict[str, FakeAgent] = field(default_factory=dict)
     down: set[str] = field(default_factory=set)
+    stale: dict[str, int] = field(default_factory=dict)
+    transports: dict[str, int] = field(default_factory=dict)
 
     def transport(self, record: NodeRecord) -> httpx.AsyncBaseTransport:
-        return _Switch(self, record.id)
+        self.transports[record.id] = self.transports.get(record.id, 0) + 1
+        stale = self.stale.get(record.id, 0) > 0
+        if stale:
+            self.stale[record.id] -= 1
+        return _Switch(self, record.id, stale=stale)
 
 
 class _Switch(httpx.AsyncBaseTransport):
-    def __init__(self, fleet: Fleet, node_id: str) -> None:
+    def __init__(self, fleet: Fleet, node_id: str, *, stale: bool = False) -> None:
         self._fleet = fleet
         self._node_id = node_id
+        self._stale = stale
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self._stale:
+            # What httpx raises when a reused connection was closed by the server meanwhile.
+            self._stale = False
+            message = "Server disconnected without sending a response."
+            raise httpx.RemoteProtocolError(message, request=request)
         agent = self._fleet.agents.get(self._node_id)
         if agent is None or self._node_id in self._fleet.down:
             raise httpx.ConnectError("[Errno 111] Connection refused", request=request)

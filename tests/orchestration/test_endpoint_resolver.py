@@ -111,7 +111,7 @@ async def test_an_unreachable_node_makes_the_state_unknown(tmp_path: Path) -> No
         endpoint = await setup.resolver.resolve("Qwen3-8B")
 
     assert endpoint is not None
-    assert endpoint.state is None
+    assert endpoint.state is ModelState.UNKNOWN
     assert endpoint.error is not None
     assert "unreachable" in endpoint.error
     assert not endpoint.ready
@@ -122,7 +122,7 @@ async def test_a_node_not_polled_yet(tmp_path: Path) -> None:
         endpoint = await setup.resolver.resolve("Qwen3-8B")
 
     assert endpoint is not None
-    assert endpoint.state is None
+    assert endpoint.state is ModelState.UNKNOWN
     assert endpoint.error == "node 'local' has not been polled yet"
 
 
@@ -135,7 +135,7 @@ async def test_a_placement_on_an_unregistered_node(tmp_path: Path) -> None:
     assert endpoint is not None
     assert (endpoint.node_id, endpoint.state, endpoint.base_url, endpoint.client) == (
         "gone",
-        None,
+        ModelState.UNKNOWN,
         None,
         None,
     )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -17,7 +19,7 @@ from mirbad_orchestration._health_monitor import HealthMonitor
 from mirbad_orchestration._health_settings import HealthSettings
 from mirbad_orchestration._recovery_state import RecoveryState
 from mirbad_orchestration._restart_pauses import RestartPause, RestartPauses
-from mirbad_orchestration.exceptions import NodeConflictError
+from mirbad_orchestration.exceptions import NodeConflictError, StateFileError
 from mirbad_orchestration.testing import FakeClock, FakeRuntime
 from mirbad_protocol import ModelDefinition, ModelState, Placement
 
@@ -43,6 +45,17 @@ def model(model_id: str, node: str | None = None, *, auto_start: bool = False) -
 
 
 @dataclass
+class Disk:
+    """The recovery file's disk: while ``full``, every write of it fails as a full disk does."""
+
+    full: bool = False
+
+    def write(self, temp: Path) -> None:
+        if self.full:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(temp))
+
+
+@dataclass
 class Fleet:
     """A fake fleet, its master-side stores in ``data`` and a way to run monitors over them."""
 
@@ -53,6 +66,7 @@ class Fleet:
     owned: set[str] = field(default_factory=set)
     last_used: dict[str, datetime] = field(default_factory=dict)
     clock: FakeClock = field(default_factory=FakeClock)
+    disk: Disk = field(default_factory=Disk)
 
     def __post_init__(self) -> None:
         self.runtime = FakeRuntime(self.nodes, clock=self.clock.now)
@@ -66,7 +80,7 @@ class Fleet:
         return HealthMonitor(
             self.runtime,
             self.definitions,
-            recovery=RecoveryState(self.data),
+            recovery=RecoveryState(self.data, before_replace=self.disk.write),
             pauses=RestartPauses(self.data),
             audit=self.audit,
             settings=self.settings,
@@ -200,6 +214,41 @@ async def test_an_explicit_stop_is_never_restarted(tmp_path: Path) -> None:
         ("user:admin", "model.start", "ok"),
         ("user:admin", "model.stop", "ok"),
     ]
+
+
+async def test_with_the_disk_full_a_stop_still_stops_and_says_which_file_failed(tmp_path: Path) -> None:
+    fleet = Fleet(tmp_path, [model("m")])
+    recovery = RecoveryState(tmp_path)
+    async with fleet.running() as monitor:
+        await monitor.start(fleet.models[0], actor="user:admin")
+        await fleet.ready("m")
+        fleet.disk.full = True
+        with pytest.raises(StateFileError) as refused:
+            await monitor.stop("m", actor="user:admin")
+        await fleet.clock.advance(300)  # the stop is not taken for a crash meanwhile
+        still_listed = await recovery.running("local")
+        fleet.disk.full = False
+        await fleet.clock.advance(POLL)
+
+    assert fleet.runtime.stops == ["m"]
+    assert fleet.runtime.running("local") == {}
+    assert fleet.started() == ["m"]
+    assert refused.value.disk_full
+    assert refused.value.path == recovery.path
+    assert "'m' was stopped" in str(refused.value)
+    assert still_listed == frozenset({"m"})  # the file as it was: memory never ran ahead of it
+    assert await RecoveryState(tmp_path).running("local") == frozenset()  # written once it could be
+
+
+async def test_with_the_disk_full_a_start_is_refused_before_it_reaches_the_node(tmp_path: Path) -> None:
+    fleet = Fleet(tmp_path, [model("m")])
+    async with fleet.running() as monitor:
+        fleet.disk.full = True
+        with pytest.raises(StateFileError) as refused:
+            await monitor.start(fleet.models[0], actor="user:admin")
+
+    assert refused.value.disk_full
+    assert fleet.started() == []
 
 
 async def test_a_stop_during_the_backoff_cancels_the_restart(tmp_path: Path) -> None:

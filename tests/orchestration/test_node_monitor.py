@@ -12,6 +12,7 @@ from tests.orchestration._fleet import fleet_of
 
 from mirbad_orchestration import launch_spec_for
 from mirbad_orchestration._node_monitor import NodeMonitor, NodeState, StatusCache
+from mirbad_orchestration.exceptions import NodeUnreachableError
 from mirbad_orchestration.testing import FakeClock
 from mirbad_protocol import MemorySnapshot, ModelDefinition, ModelState, ModelStatus
 from mirbad_protocol._agent import AgentErrorCode, AgentInfo
@@ -74,6 +75,41 @@ async def test_an_unreachable_node_keeps_its_last_known_state(tmp_path: Path) ->
     assert back.reachable
     assert back.error is None
     assert back.last_seen == seen.last_seen + timedelta(seconds=10)
+
+
+async def test_a_dropped_kept_alive_connection_is_retried_on_a_fresh_one(tmp_path: Path) -> None:
+    async with fleet_of(tmp_path, "spark-1") as (fleet, registry, clients):
+        fleet.stale["spark-1"] = 1
+        monitor = NodeMonitor(registry, clients)
+
+        state = (await monitor.poll_all())[0]
+
+    assert (state.reachable, state.error) == (True, None)
+    assert fleet.transports["spark-1"] == 2  # the retry did not reuse the pool that failed
+
+
+async def test_a_node_whose_fresh_connection_drops_too_is_unreachable(tmp_path: Path) -> None:
+    async with fleet_of(tmp_path, "spark-1") as (fleet, registry, clients):
+        fleet.stale["spark-1"] = 2
+        monitor = NodeMonitor(registry, clients)
+
+        state = (await monitor.poll_all())[0]
+
+    assert not state.reachable
+    assert state.error is not None
+    assert "Server disconnected" in state.error
+
+
+async def test_a_start_on_a_dropped_connection_is_never_sent_again(tmp_path: Path) -> None:
+    async with fleet_of(tmp_path, "spark-1") as (fleet, registry, clients):
+        fleet.stale["spark-1"] = 1
+        client = clients.client_for(await registry.get("spark-1"))
+
+        with pytest.raises(NodeUnreachableError):
+            await client.start(launch_spec_for(QWEN))
+
+    assert fleet.transports["spark-1"] == 1
+    assert await fleet.agents["spark-1"].driver.list_statuses() == []
 
 
 async def test_a_failing_memory_probe_keeps_the_node_reachable(tmp_path: Path) -> None:

@@ -156,6 +156,24 @@ async def test_find_by_served_name_ignores_case(tmp_path: Path) -> None:
     assert await reg.find_by_served_name("qwen3") is None
 
 
+async def test_unplace_clears_the_placement_of_a_nodes_models_in_one_write(tmp_path: Path) -> None:
+    reg = registry(tmp_path)
+    await reg.upsert(model("a", placement={"nodeId": "gpu-1"}))
+    await reg.upsert(model("b", placement={"nodeId": "gpu-2"}))
+    await reg.upsert(model("c", placement={"nodeId": "gpu-1", "gpuUuids": ["GPU-1"]}))
+
+    placed = [m.id for m in await reg.placed_on("gpu-1")]
+    unplaced = [m.id for m in await reg.unplace("gpu-1")]
+
+    assert placed == unplaced == ["a", "c"]
+    assert await reg.placed_on("gpu-1") == []
+    by_id = {m["id"]: m for m in stored(tmp_path)["models"]}
+    assert "placement" not in by_id["a"]
+    assert "placement" not in by_id["c"]
+    assert by_id["b"]["placement"]["nodeId"] == "gpu-2"
+    assert await reg.unplace("gpu-1") == []
+
+
 async def test_a_bare_array_reads_and_becomes_the_object_form_at_the_next_save(tmp_path: Path) -> None:
     write_document(tmp_path, [entry("hand-written")])
     reg = registry(tmp_path)
@@ -334,8 +352,9 @@ async def test_a_failed_write_is_a_registry_error_and_changes_nothing(tmp_path: 
     reg = registry(tmp_path)
     await reg.list()
     failing = registry(tmp_path, before_replace=disk_full)
-    with pytest.raises(RegistryError, match="No space left"):
+    with pytest.raises(RegistryError, match="No space left") as refused:
         await failing.delete("ornith-9b-fp8")
+    assert refused.value.disk_full  # the admin API answers 507 for it
     assert [m.id for m in await failing.list()] == ["ornith-9b-fp8"]
     assert [m.id for m in await registry(tmp_path).list()] == ["ornith-9b-fp8"]
 

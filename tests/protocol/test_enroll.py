@@ -102,6 +102,7 @@ def test_enroll_bodies_are_camel_case_on_the_wire() -> None:
         (EnrollErrorCode.TOKEN_UNKNOWN, 401),
         (EnrollErrorCode.TOKEN_USED, 409),
         (EnrollErrorCode.TOKEN_EXPIRED, 410),
+        (EnrollErrorCode.NODE_CONFLICT, 409),
         (EnrollErrorCode.REQUEST_TOO_LARGE, 413),
         (EnrollErrorCode.INTERNAL_ERROR, 500),
     ],

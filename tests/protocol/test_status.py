@@ -74,7 +74,14 @@ def test_metrics_and_router_stats(snapshot_json: SnapshotAssertion) -> None:
 
 
 def test_state_values_are_the_spec_names() -> None:
-    assert [state.value for state in ModelState] == ["Stopped", "Starting", "Ready", "Stopping", "Failed"]
+    assert [state.value for state in ModelState] == [
+        "Stopped",
+        "Starting",
+        "Ready",
+        "Stopping",
+        "Failed",
+        "Unknown",
+    ]
 
 
 def test_measured_memory_is_an_additive_metrics_field(snapshot_json: SnapshotAssertion) -> None:

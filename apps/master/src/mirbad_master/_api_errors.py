@@ -2,8 +2,9 @@
 
 Every refusal of ``/api`` has the agent envelope's shape, ``{"error": {"code", "message"[, "field"]}}``:
 400 names the invalid field (wire spelling), 404 an unknown id, 409 a conflict (memory admission,
-another start, a taken id or served name), 422 a launch the node cannot run, and a node's own trouble
-503 (unreachable) or 504 (timed out). The table is searched in order, so subclasses come first.
+another start, a taken id or served name), 422 a launch the node cannot run, a node's own trouble
+503 (unreachable) or 504 (timed out), and 507 a store file that cannot be written for a full disk.
+The table is searched in order, so subclasses come first.
 """
 
 from __future__ import annotations
@@ -109,6 +110,9 @@ async def _mirbad_error(request: Request, exc: Exception) -> Response:
     if isinstance(exc, ApiError):
         return error_response(exc.status, exc.code, str(exc), field=exc.field)
     status, code = next(((s, c) for kind, s, c in _TABLE if isinstance(exc, kind)), (500, "internal_error"))
+    if isinstance(exc, StoreFileError | RegistryError) and exc.disk_full:
+        # Not the server's bug: someone has to make room; the message names the file.
+        status, code = 507, "insufficient_storage"
     field = exc.field if isinstance(exc, InvalidFieldError) else None
     headers = {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, TooManyAttemptsError) else None
     if status == 401:

@@ -1,8 +1,10 @@
 """``/api/nodes``: the fleet's nodes, their enrollment tokens, adding and removing them.
 
-A new machine joins in two steps: the operator asks for an enrollment token here and runs the
-returned ``installCommand`` on the machine (its agent trades the token for a certificate at the
-master's enroll listener), then registers the node with the URL its agent answers at.
+A new machine joins in one step: the operator asks for an enrollment token here, naming where the
+node's agent will answer (``address`` or ``agentUrl``), and runs the returned ``installCommand`` on the
+machine; its agent trades the token for a certificate at the master's enroll listener, which registers
+the node. Without an address the node is registered by hand afterwards (``POST /api/nodes``). A token
+for a name a node already has is refused unless ``reenroll`` asks for a new certificate for it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
-from mirbad_orchestration import NODE_ID_PATTERN, EnrollmentTokenIssued, NodeRecord
+from mirbad_orchestration import NODE_ID_PATTERN, EnrollmentTokenIssued, NodeRecord, agent_url_for
 from mirbad_protocol import WireModel
 
 from ._api_errors import ApiError
@@ -35,12 +37,18 @@ class EnrollmentTokenRequest(WireModel):
         node_name: the name the node's certificate will carry.
         ttl_seconds: how long the token may be used (once).
         address: the DNS name or IP address the master will reach the node's agent at; it goes into
-            the install command (``--san``), so the agent's certificate is valid for it.
+            the install command (``--san``), so the agent's certificate is valid for it, and the node is
+            registered at ``https://{address}:9443`` when it enrolls.
+        agent_url: where the node's agent answers, when not ``https://{address}:9443``.
+        reenroll: the name is an existing node's: its new certificate replaces the old one, which the
+            master refuses from the enrollment on.
     """
 
     node_name: str
     ttl_seconds: Annotated[int, Field(ge=60, le=_MAX_TOKEN_TTL_S)] = 3600
     address: Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9.:-]+$")] | None = None
+    agent_url: str | None = None
+    reenroll: bool = False
 
 
 class NodeCreate(WireModel):
@@ -83,7 +91,12 @@ def nodes_router(services: MasterServices) -> APIRouter:
     )
     async def issue_token(body: EnrollmentTokenRequest, request: Request) -> Response:
         ttl = timedelta(seconds=body.ttl_seconds)
-        token = await services.enrollment.issue_join_token(body.node_name, ttl)
+        agent_url = body.agent_url
+        if agent_url is None and body.address is not None:
+            agent_url = agent_url_for(body.address)
+        token = await services.enrollment.issue_join_token(
+            body.node_name, ttl, agent_url=agent_url, reenroll=body.reenroll
+        )
         command = ["mirbad-agent", "enroll", "--master", services.settings.enroll_url, "--token", token]
         command += ["--name", body.node_name]
         if body.address is not None:
@@ -103,10 +116,24 @@ def nodes_router(services: MasterServices) -> APIRouter:
         return JSONResponse(dump(node_summary(record, services.cache.node(node_id))))
 
     @router.delete("/{node_id}", status_code=204, summary="Remove a node from the fleet")
-    async def remove_node(node_id: str, request: Request) -> Response:
+    async def remove_node(node_id: str, request: Request, unplace: bool = False) -> Response:
         record = await services.nodes.get(node_id)
         if record.local:
             raise ApiError(409, "local_node", f"node {node_id!r} is the master's own agent; it stays")
+        placed = [model.id for model in await services.models.placed_on(node_id)]
+        if placed and not unplace:
+            # Models left pointing at a node that is gone could never start again, silently.
+            names = ", ".join(repr(model_id) for model_id in sorted(placed))
+            raise ApiError(
+                409,
+                "node_has_models",
+                f"models are placed on node {node_id!r}: {names}; move or delete them, "
+                "or remove the node with ?unplace=true to clear their placement",
+            )
+        if placed:
+            for model in await services.models.unplace(node_id):
+                await services.audit.record(actor_of(request), "model.unplace", model.id, node_id=node_id)
+            await services.sync_models()
         await services.nodes.remove(node_id)
         services.cache.forget(node_id)
         await services.clients.forget(node_id)

@@ -28,6 +28,8 @@ from mirbad_orchestration import (
     EnrollmentTokenExpiredError,
     EnrollmentTokens,
     EnrollmentTokenUsedError,
+    NodeError,
+    NodeRegistryError,
     UnknownEnrollmentTokenError,
 )
 from mirbad_protocol import (
@@ -71,6 +73,7 @@ _REFUSALS: Final[tuple[tuple[type[Exception], EnrollErrorCode], ...]] = (
     (EnrollmentTokenUsedError, EnrollErrorCode.TOKEN_USED),
     (EnrollmentTokenExpiredError, EnrollErrorCode.TOKEN_EXPIRED),
     (CertificateRequestError, EnrollErrorCode.CSR_REJECTED),
+    (NodeError, EnrollErrorCode.NODE_CONFLICT),
 )
 
 
@@ -80,7 +83,10 @@ def create_enroll_app(tokens: EnrollmentTokens, ca_certificate: x509.Certificate
     Routes: ``GET /api/nodes/enroll/ca`` (the CA certificate PEM, public) and ``POST
     /api/nodes/enroll`` (``{token, csr}`` to ``{nodeName, certificate, caCertificate}``). Refusals use
     the enrollment error envelope: 400 for a bad body or CSR, 401 for an unknown or forged token, 409
-    for a used one, 410 for an expired one, 413 for an oversized body, 500 when the token store fails.
+    for a used one or a node that cannot be registered (``node_conflict``), 410 for an expired one, 413
+    for an oversized body, 500 when the token store or the node registry fails. An accepted enrollment
+    registers the node when its token named the agent's URL (see
+    :class:`~mirbad_orchestration.EnrollmentTokens`).
 
     Args:
         tokens: the master's token store (it holds the CA that certifies nodes).
@@ -115,17 +121,21 @@ async def _enroll(request: Request, tokens: EnrollmentTokens) -> Response:
     try:
         # PEM is ASCII; anything else becomes "?", which the CSR reader then refuses (400, not 500).
         enrollment = await tokens.redeem(body.token, body.csr.encode("ascii", "replace"))
-    except EnrollmentStoreError as exc:
+    except (EnrollmentStoreError, NodeRegistryError) as exc:
         _log.error("enrollment from %s failed: %s", peer, exc)
-        return _refusal(EnrollErrorCode.INTERNAL_ERROR, "the master cannot use its token store; see its log")
-    except (EnrollmentTokenError, CertificateRequestError) as exc:
+        return _refusal(
+            EnrollErrorCode.INTERNAL_ERROR,
+            "the master cannot use its token store or node registry; see its log",
+        )
+    except (EnrollmentTokenError, CertificateRequestError, NodeError) as exc:
         _log.warning("enrollment from %s refused: %s", peer, exc)
         return _refusal(_code_of(exc), str(exc))
     _log.info(
-        "enrolled node %s from %s (key pin-sha256 %s)",
+        "enrolled node %s from %s (key pin-sha256 %s)%s",
         enrollment.node_name,
         peer,
         spki_pin(enrollment.certificate),
+        f", registered as node {enrollment.node_id}" if enrollment.node_id else "",
     )
     answer = EnrollResponse(
         node_name=enrollment.node_name,

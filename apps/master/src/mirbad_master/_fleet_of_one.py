@@ -259,7 +259,10 @@ class FleetOfOne:
     ) -> None:
         state_dir = self.settings.data_dir / AGENT_FOLDER
         if not is_enrolled(state_dir, ca_pin):
-            token = await services.enrollment.issue_join_token(LOCAL_NODE_ID, timedelta(minutes=5))
+            # A local node registered by an earlier run is re-enrolled: a token for a taken name is refused.
+            known = any(node.id == LOCAL_NODE_ID for node in await services.nodes.list())
+            ttl = timedelta(minutes=5)
+            token = await services.enrollment.issue_join_token(LOCAL_NODE_ID, ttl, reenroll=known)
             await agent.enroll(f"https://{_dial(self.settings.host)}:{self.settings.enroll_port}", token)
             _logger.info("the local agent enrolled over loopback")
         await agent.start()

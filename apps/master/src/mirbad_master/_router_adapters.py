@@ -23,7 +23,7 @@ from mirbad_orchestration import (
     ApiKeyStore,
     StatusCache,
 )
-from mirbad_protocol import MirbadError, ModelState
+from mirbad_protocol import MirbadError
 from mirbad_router import KeyGrant, KeyStore, ModelResolver, Resolution, RoutedModel, RouterStats, Upstream
 
 __all__ = ["ApiKeyGate", "FleetResolver", "MasterStats", "StartPausedError"]
@@ -58,7 +58,7 @@ class FleetResolver(ModelResolver):
         ]
 
     async def resolve(self, served_name: str) -> Resolution | None:
-        """The model served as ``served_name``; an unknown state (node down) reads as Failed."""
+        """The model served as ``served_name``, in the state every view shows (Unknown: its node is down)."""
         endpoint = await self._endpoints.resolve(served_name)
         if endpoint is None:
             return None
@@ -68,7 +68,7 @@ class FleetResolver(ModelResolver):
         return Resolution(
             model_id=endpoint.model_id,
             served_name=endpoint.served_name,
-            state=endpoint.state or ModelState.FAILED,
+            state=endpoint.state,
             auto_start_on_request=endpoint.auto_start_on_request,
             upstream=upstream,
             error=endpoint.error,

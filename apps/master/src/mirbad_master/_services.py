@@ -91,7 +91,8 @@ class MasterServices:
         self.audit = AuditLog(data_dir)
         self.recovery = RecoveryState(data_dir)
         self.pauses = RestartPauses(data_dir)
-        self.enrollment = EnrollmentTokens(data_dir / ENROLLMENT_TOKENS_FILE, authority)
+        # With the registry: a name is enrolled once, and an enrolled node is registered and pinned.
+        self.enrollment = EnrollmentTokens(data_dir / ENROLLMENT_TOKENS_FILE, authority, nodes=self.nodes)
         self.maintenance = MaintenanceMode(data_dir)
         self.lanes = StartLanes()
         self.cache = StatusCache()

@@ -1,8 +1,9 @@
 """What the admin API answers: the views (mirbad_orchestration's models) built from the services.
 
 Views are read from what the master already knows (the registry, the status cache, the pauses), so a
-listing never waits on a node; a node that stops answering keeps its models' last known states, with
-an error saying so. Views go out whole (every field, defaults included), unlike the agent envelopes.
+listing never waits on a node; the models of a node that stops answering read Unknown, with the
+reason, exactly as ``/v1`` tells them (:func:`mirbad_orchestration.model_status`). Views go out whole
+(every field, defaults included), unlike the agent envelopes.
 """
 
 from __future__ import annotations
@@ -20,13 +21,9 @@ from mirbad_orchestration import (
     StatusReport,
     changed_settings,
     launch_total_gib,
+    model_status,
 )
-from mirbad_protocol import (
-    ModelDefinition,
-    ModelState,
-    ModelStatus,
-    WireModel,
-)
+from mirbad_protocol import ModelDefinition, ModelState, ModelStatus, WireModel
 
 from ._services import MasterServices
 
@@ -112,22 +109,9 @@ async def status_report(services: MasterServices) -> StatusReport:
 
 
 def _status_of(services: MasterServices, definition: ModelDefinition) -> tuple[ModelStatus, NodeState | None]:
-    holder = services.cache.locate(definition.id)
-    status = holder.model(definition.id) if holder is not None else None
-    node_id = holder.node_id if holder is not None else services.runtime.node_for(definition)
-    node = services.cache.node(node_id)
-    if status is None:
-        status = ModelStatus(
-            id=definition.id,
-            served_name=definition.served_name,
-            state=ModelState.STOPPED,
-            runtime=definition.runtime,
-            node_id=node_id,
-        )
-    if node is not None and not node.reachable and node.polled_at is not None:
-        # Its models are unknown, not stopped: keep the last known state and say why it may be stale.
-        status = status.model_copy(update={"error": f"node {node_id!r} is unreachable: {node.error}"})
-    return status, node
+    # The one rule /v1 resolves with too, so a view never says Ready where a request is refused.
+    status = model_status(services.cache, definition, services.runtime.default_node_id)
+    return status, services.cache.node(status.node_id or services.runtime.default_node_id)
 
 
 def _total_gib(definition: ModelDefinition, node: NodeState | None) -> float:

@@ -63,8 +63,17 @@ from ._llamacpp_memory import (
 )
 from ._mlx_args import build_mlx_args, normalize_mlx, parse_mlx_args
 from ._model_rules import Normalizer, check_served_name, prepare_definition
+from ._model_status import model_node, model_status
 from ._node_monitor import DEFAULT_POLL_INTERVAL_S, NodeMonitor, NodeState, StatusCache
-from ._nodes import LOCAL_NODE_ID, NODE_ID_PATTERN, NODES_FILE_NAME, NodeRecord, NodeRegistry
+from ._nodes import (
+    LOCAL_NODE_ID,
+    NODE_ID_PATTERN,
+    NODES_FILE_NAME,
+    NodeRecord,
+    NodeRegistry,
+    agent_url_for,
+    check_agent_url,
+)
 from ._recovery_state import RECOVERY_FILE_NAME, RecoveryState
 from ._registry import REGISTRY_FILE_NAME, ModelRegistry
 from ._registry_file import REGISTRY_SCHEMA_VERSION
@@ -259,12 +268,14 @@ __all__ = [
     "UnknownModelError",
     "UnknownNodeError",
     "UnreadableFlagError",
+    "agent_url_for",
     "build_args",
     "build_llamacpp_args",
     "build_mlx_args",
     "build_vllm_args",
     "canonicalize_vllm_args",
     "changed_settings",
+    "check_agent_url",
     "check_served_name",
     "config_hash",
     "detect_runtime",
@@ -279,6 +290,8 @@ __all__ = [
     "llamacpp_ctx_size",
     "llamacpp_kv_cache_bytes",
     "llamacpp_kv_cells",
+    "model_node",
+    "model_status",
     "normalize_definition",
     "normalize_llamacpp",
     "normalize_mlx",

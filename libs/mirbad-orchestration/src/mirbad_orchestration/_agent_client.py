@@ -13,7 +13,7 @@ Every call carries an explicit timeout (:class:`AgentTimeouts`). Whatever goes w
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Final, TypeVar
@@ -65,6 +65,9 @@ __all__ = ["AgentClient", "AgentTimeouts"]
 
 _WireT = TypeVar("_WireT", bound=WireModel)
 _LOG_EVENT: Final = TypeAdapter[LogLine | LogEnd](Annotated[LogLine | LogEnd, Field(discriminator="kind")])
+# How a kept-alive connection the agent closed meanwhile fails: the request may never have reached it.
+# A failure to connect is not among them: that connection was fresh already.
+_DROPPED_CONNECTION: Final = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,9 @@ class AgentClient:
         transport: how requests travel: the mutual-TLS transport of
             :class:`~mirbad_orchestration.AgentClients` in production, anything httpx accepts in tests.
         timeouts: the seconds each kind of call may take.
+        fresh_transport: builds a transport with no pooled connection; a read (GET) whose kept-alive
+            connection dropped is sent once more through it before the node counts as unreachable.
+            None: no such retry.
     """
 
     def __init__(
@@ -104,10 +110,12 @@ class AgentClient:
         transport: httpx.AsyncBaseTransport,
         *,
         timeouts: AgentTimeouts | None = None,
+        fresh_transport: Callable[[], httpx.AsyncBaseTransport] | None = None,
     ) -> None:
         self.node_id = node_id
         self.agent_url = agent_url.rstrip("/")
         self.timeouts = timeouts or AgentTimeouts()
+        self._fresh_transport = fresh_transport
         # trust_env off: no proxy, netrc or extra CA from the environment ever stands between the two.
         self._http = httpx.AsyncClient(
             base_url=self.agent_url, transport=transport, trust_env=False, follow_redirects=False
@@ -259,7 +267,13 @@ class AgentClient:
     ) -> _WireT:
         timeout = httpx.Timeout(read_s, connect=self.timeouts.connect_s)
         try:
-            answer = await self._http.request(method, path, json=json, params=params, timeout=timeout)
+            try:
+                answer = await self._http.request(method, path, json=json, params=params, timeout=timeout)
+            except _DROPPED_CONNECTION:
+                # Only reads are sent twice: a start or stop must never run twice behind the caller.
+                if method != "GET" or self._fresh_transport is None:
+                    raise
+                answer = await self._get_on_fresh_connection(self._fresh_transport(), path, params, timeout)
         except httpx.HTTPError as exc:
             raise transport_error(self.node_id, self.agent_url, exc) from exc
         if answer.is_error:
@@ -270,6 +284,21 @@ class AgentClient:
             raise AgentProtocolError(
                 self.node_id, f"node {self.node_id!r} answered {method} {path} outside the contract: {exc}"
             ) from None
+
+    async def _get_on_fresh_connection(
+        self,
+        transport: httpx.AsyncBaseTransport,
+        path: str,
+        params: Mapping[str, str | int] | None,
+        limits: httpx.Timeout,
+    ) -> httpx.Response:
+        # A pool of its own: the shared one may hold more connections the agent closed at the same moment.
+        async with httpx.AsyncClient(
+            base_url=self.agent_url, transport=transport, trust_env=False, follow_redirects=False
+        ) as once:
+            answer = await once.get(path, params=params, timeout=limits)
+            await answer.aread()
+            return answer
 
     def _log_event(self, text: str) -> LogLine | LogEnd:
         try:

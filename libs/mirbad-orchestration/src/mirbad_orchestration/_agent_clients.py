@@ -48,7 +48,13 @@ class AgentClients:
         if known is not None:
             # Requests may still run on the old client (a proxied stream): it is closed with the pool.
             self._retired.append(known[1])
-        client = AgentClient(record.id, record.agent_url, self._transports(record), timeouts=self._timeouts)
+        client = AgentClient(
+            record.id,
+            record.agent_url,
+            self._transports(record),
+            timeouts=self._timeouts,
+            fresh_transport=partial(self._transports, record),
+        )
         self._clients[record.id] = (record, client)
         return client
 

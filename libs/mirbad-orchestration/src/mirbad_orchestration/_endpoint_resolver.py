@@ -15,6 +15,7 @@ import httpx
 from mirbad_protocol import ModelDefinition, ModelState
 
 from ._agent_clients import AgentClients
+from ._model_status import model_node, model_status
 from ._node_monitor import StatusCache
 from ._nodes import LOCAL_NODE_ID, NodeRegistry
 from ._registry import ModelRegistry
@@ -31,8 +32,8 @@ class AgentEndpoint:
         model_id: the registry id.
         served_name: the name as registered (a request may use another case).
         node_id: the node that runs it, or would run it when started.
-        state: its state on that node; None when unknown (the node is unreachable, unregistered or not
-            polled yet).
+        state: its state on that node (:func:`~mirbad_orchestration.model_status`, the state every
+            view shows); Unknown when the node is unreachable, unregistered or not polled yet.
         error: why the model failed, or why its state is unknown.
         auto_start_on_request: whether a request for the model starts it when it is not running.
         base_url: the agent's proxy URL for the model (ending in ``/``; ``v1/...`` is appended);
@@ -44,7 +45,7 @@ class AgentEndpoint:
     model_id: str
     served_name: str
     node_id: str
-    state: ModelState | None
+    state: ModelState
     error: str | None = None
     auto_start_on_request: bool = False
     base_url: str | None = None
@@ -94,12 +95,12 @@ class AgentEndpointResolver:
 
     async def endpoint(self, definition: ModelDefinition) -> AgentEndpoint:
         """Where ``definition`` runs (or would run) and how to reach it."""
-        node_id = self._node_of(definition)
+        node_id = model_node(self._cache, definition, self._default_node_id)
         unknown = AgentEndpoint(
             definition.id,
             definition.served_name,
             node_id,
-            state=None,
+            state=ModelState.UNKNOWN,
             auto_start_on_request=definition.auto_start_on_request,
         )
         try:
@@ -107,24 +108,6 @@ class AgentEndpointResolver:
         except UnknownNodeError:
             return replace(unknown, error=f"node {node_id!r} is not registered")
         client = self._clients.client_for(record)
-        state, error = self._state(definition.id, node_id)
+        status = model_status(self._cache, definition, self._default_node_id)
         base_url = client.proxy_base_url(definition.id)
-        return replace(unknown, state=state, error=error, base_url=base_url, client=client.http)
-
-    def _node_of(self, definition: ModelDefinition) -> str:
-        located = self._cache.locate(definition.id)
-        running = located.model(definition.id) if located is not None else None
-        if located is not None and running is not None and running.state is not ModelState.STOPPED:
-            return located.node_id
-        return definition.placement.node_id if definition.placement else self._default_node_id
-
-    def _state(self, model_id: str, node_id: str) -> tuple[ModelState | None, str | None]:
-        node = self._cache.node(node_id)
-        if node is None:
-            return None, f"node {node_id!r} has not been polled yet"
-        if not node.reachable:
-            return None, f"node {node_id!r} is unreachable: {node.error}"
-        status = node.model(model_id)
-        if status is None:
-            return ModelState.STOPPED, None
-        return status.state, status.error
+        return replace(unknown, state=status.state, error=status.error, base_url=base_url, client=client.http)

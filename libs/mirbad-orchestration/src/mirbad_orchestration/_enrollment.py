@@ -8,6 +8,11 @@ a slow KDF is enough here because a token carries 256 random bits, not a guessab
 
 What the operator copies is a join token (:meth:`EnrollmentTokens.issue_join_token`): the secret with
 the CA key pin in front, so the node can verify the master before it sends the secret.
+
+With the node registry at hand, a name is enrolled once: a token for a name a node already has is
+refused unless it is asked for as a re-enrollment, and redeeming a token registers the node (when the
+token says where its agent answers) pinned to the key just certified. Re-enrolling pins the new key,
+so the master stops accepting the node's old certificate at once, although the CA still vouches for it.
 """
 
 from __future__ import annotations
@@ -36,14 +41,18 @@ from mirbad_protocol import (
     WireModel,
     certificate_request_from_pem,
     field_error_from_validation,
+    spki_pin,
     write_json_atomic,
 )
 
+from ._nodes import NodeRecord, NodeRegistry, check_agent_url
 from .exceptions import (
+    DuplicateNodeError,
     EnrollmentStoreError,
     EnrollmentTokenExpiredError,
     EnrollmentTokenUsedError,
     UnknownEnrollmentTokenError,
+    UnknownNodeError,
 )
 
 __all__ = [
@@ -78,11 +87,14 @@ class Enrollment:
         node_name: the node name the token was issued for (the certificate's common name).
         certificate: the node's new certificate.
         ca_certificate: the fleet CA, which the node pins from now on.
+        node_id: the node registered (or re-enrolled) with this certificate; None when nothing was
+            registered (the token named no agent URL, or the store has no node registry).
     """
 
     node_name: str
     certificate: x509.Certificate
     ca_certificate: x509.Certificate
+    node_id: str | None = None
 
 
 class _TokenRecord(WireModel):
@@ -91,6 +103,8 @@ class _TokenRecord(WireModel):
     issued_at: datetime
     expires_at: datetime
     used_at: datetime | None = None
+    agent_url: str | None = None
+    reenroll_node_id: str | None = None
 
 
 class _TokenFile(WireModel):
@@ -108,6 +122,8 @@ class EnrollmentTokens:
         certificate_validity: how long an enrolled node's certificate is valid.
         clock: the source of the current time.
         retention: how long used and expired records are kept before they are pruned.
+        nodes: the node registry: names are checked against it at issue and redeem, and enrolled
+            nodes are registered in it. None: tokens are checked against nothing and register nothing.
     """
 
     def __init__(
@@ -119,8 +135,10 @@ class EnrollmentTokens:
         certificate_validity: timedelta = DEFAULT_LEAF_VALIDITY,
         clock: _Clock | None = None,
         retention: timedelta = _DEFAULT_RETENTION,
+        nodes: NodeRegistry | None = None,
     ) -> None:
         self._path = path
+        self._nodes = nodes
         self._authority = authority
         self._san_policy = san_policy or SanPolicy()
         self._certificate_validity = certificate_validity
@@ -128,40 +146,80 @@ class EnrollmentTokens:
         self._retention = retention
         self._lock = anyio.Lock()
 
-    async def issue(self, node_name: str, ttl: timedelta = DEFAULT_TOKEN_TTL) -> str:
+    async def issue(
+        self,
+        node_name: str,
+        ttl: timedelta = DEFAULT_TOKEN_TTL,
+        *,
+        agent_url: str | None = None,
+        reenroll: bool = False,
+    ) -> str:
         """Create a token that enrolls ``node_name`` once within ``ttl``; show it to the operator once.
 
+        Args:
+            node_name: the name the certificate will carry.
+            ttl: how long the token may be used.
+            agent_url: where the node's agent will answer (``https://host:9443``): redeeming the token
+                then registers the node there. None: the operator registers it (``POST /api/nodes``).
+            reenroll: the name is an existing node's, which gets a new certificate: redeeming the token
+                pins the node to the new key, so its old certificate is refused from then on.
+
         Raises:
-            InvalidFieldError: the node name or the lifetime is unusable (field ``nodeName`` or ``ttl``).
+            InvalidFieldError: the node name, lifetime or agent URL is unusable (field ``nodeName``,
+                ``ttl`` or ``agentUrl``).
+            DuplicateNodeError: a node has that name and ``reenroll`` is not set.
+            UnknownNodeError: ``reenroll`` is set but no node has that name.
+            NodeRegistryError: the node registry cannot be read.
             EnrollmentStoreError: the token file cannot be read or written.
         """
         if not re.fullmatch(NODE_NAME_PATTERN, node_name):
             raise InvalidFieldError("nodeName", f"{node_name!r} must match {NODE_NAME_PATTERN}")
         if ttl <= timedelta(0):
             raise InvalidFieldError("ttl", "a token must live for a positive time")
+        if agent_url is not None:
+            agent_url = _checked_agent_url(agent_url)
+        reenroll_node_id = await self._node_to_reenroll(node_name) if reenroll else None
+        if not reenroll:
+            await self._check_name_free(node_name)
         token = secrets.token_urlsafe(_TOKEN_BYTES)
         async with self._lock:
             now = self._clock()
             kept = [record for record in (await self._load()).tokens if not self._prunable(record, now)]
             kept.append(
                 _TokenRecord(
-                    token_sha256=_digest(token), node_name=node_name, issued_at=now, expires_at=now + ttl
+                    token_sha256=_digest(token),
+                    node_name=node_name,
+                    issued_at=now,
+                    expires_at=now + ttl,
+                    agent_url=agent_url,
+                    reenroll_node_id=reenroll_node_id,
                 )
             )
             await self._save(_TokenFile(tokens=tuple(kept)))
         return token
 
-    async def issue_join_token(self, node_name: str, ttl: timedelta = DEFAULT_TOKEN_TTL) -> str:
+    async def issue_join_token(
+        self,
+        node_name: str,
+        ttl: timedelta = DEFAULT_TOKEN_TTL,
+        *,
+        agent_url: str | None = None,
+        reenroll: bool = False,
+    ) -> str:
         """Issue a token as :meth:`issue` does and return it as a join token carrying the CA key pin.
 
         The node checks the pin against the master's CA before it sends the secret, so a token typed
         against the wrong URL (or intercepted on the way) is never spent there.
 
         Raises:
-            InvalidFieldError: the node name or the lifetime is unusable (field ``nodeName`` or ``ttl``).
+            InvalidFieldError: the node name, lifetime or agent URL is unusable.
+            DuplicateNodeError: a node has that name and ``reenroll`` is not set.
+            UnknownNodeError: ``reenroll`` is set but no node has that name.
+            NodeRegistryError: the node registry cannot be read.
             EnrollmentStoreError: the token file cannot be read or written.
         """
-        return JoinToken(self._authority.pin, await self.issue(node_name, ttl)).encode()
+        secret = await self.issue(node_name, ttl, agent_url=agent_url, reenroll=reenroll)
+        return JoinToken(self._authority.pin, secret).encode()
 
     async def redeem(self, token: str, csr_pem: bytes) -> Enrollment:
         """Spend ``token`` and certify the key of ``csr_pem`` under the token's node name.
@@ -175,6 +233,9 @@ class EnrollmentTokens:
             EnrollmentTokenUsedError: the token already enrolled a node.
             EnrollmentTokenExpiredError: the token's lifetime is over.
             CertificateRequestError: the CSR is unreadable, badly signed, or asks for refused names.
+            DuplicateNodeError: a node took the name (or the agent URL) since the token was issued.
+            UnknownNodeError: the node to re-enroll was removed since the token was issued.
+            NodeRegistryError: the node registry cannot be read or written.
             EnrollmentStoreError: the token file cannot be read or written.
         """
         request = certificate_request_from_pem(csr_pem)
@@ -196,9 +257,56 @@ class EnrollmentTokens:
                 validity=self._certificate_validity,
                 now=now,
             )
+            node_id = await self._register(record, certificate, now)
             spent = record.model_copy(update={"used_at": now})
             await self._save(_TokenFile(tokens=tuple(spent if r is record else r for r in document.tokens)))
-        return Enrollment(record.node_name, certificate, self._authority.certificate)
+        return Enrollment(record.node_name, certificate, self._authority.certificate, node_id)
+
+    async def _check_name_free(self, node_name: str) -> None:
+        if self._nodes is None:
+            return
+        holder = _holder(await self._nodes.list(), node_name)
+        if holder is not None:
+            raise DuplicateNodeError(
+                holder.id,
+                f"node {holder.id!r} already has the name {node_name!r}; re-enroll it explicitly "
+                "(reenroll) to give it a new certificate, or choose another name",
+            )
+
+    async def _node_to_reenroll(self, node_name: str) -> str | None:
+        if self._nodes is None:
+            return None
+        holder = _holder(await self._nodes.list(), node_name)
+        if holder is None:
+            raise UnknownNodeError(node_name.lower())
+        return holder.id
+
+    async def _register(
+        self, record: _TokenRecord, certificate: x509.Certificate, now: datetime
+    ) -> str | None:
+        if self._nodes is None:
+            return None
+        pin = spki_pin(certificate)
+        if record.reenroll_node_id is not None:
+            current = await self._nodes.get(record.reenroll_node_id)
+            update = {"pin_sha256": pin, "certificate_name": record.node_name}
+            if record.agent_url is not None:
+                update["agent_url"] = record.agent_url
+            await self._nodes.update(current.model_copy(update=update))
+            return current.id
+        await self._check_name_free(record.node_name)
+        if record.agent_url is None:
+            return None
+        node = NodeRecord(
+            id=record.node_name.lower(),
+            name=record.node_name,
+            agent_url=record.agent_url,
+            certificate_name=record.node_name,
+            pin_sha256=pin,
+            enrolled_at=now,
+        )
+        await self._nodes.add(node)
+        return node.id
 
     def _secret_of(self, token: str) -> str:
         if not JoinToken.is_join_token(token):
@@ -236,6 +344,23 @@ class EnrollmentTokens:
             await anyio.to_thread.run_sync(lambda: write_json_atomic(self._path, value))
         except OSError as exc:
             raise EnrollmentStoreError(self._path, f"cannot write: {exc.strerror or exc}") from None
+
+
+def _holder(nodes: list[NodeRecord], node_name: str) -> NodeRecord | None:
+    # Case-insensitive: ids are lowercase, and "Local" must not slip past "local".
+    wanted = node_name.casefold()
+    for node in nodes:
+        names = (node.id, node.name, node.expected_certificate_name)
+        if any(name.casefold() == wanted for name in names):
+            return node
+    return None
+
+
+def _checked_agent_url(agent_url: str) -> str:
+    try:
+        return check_agent_url(agent_url)
+    except ValueError as exc:
+        raise InvalidFieldError("agentUrl", str(exc)) from None
 
 
 def _digest(token: str) -> str:

@@ -42,7 +42,7 @@ from ._recovery_state import RecoveryState
 from ._restart_pauses import RestartPauses
 from ._runtime import ModelRuntime, NodeView
 from ._start_lanes import StartLanes
-from .exceptions import NodeError
+from .exceptions import NodeError, StateFileError
 
 __all__ = ["HealthMonitor"]
 
@@ -112,6 +112,7 @@ class HealthMonitor:
         self._busy: set[_Key] = set()  # a launch, restart or unload of the monitor's own is under way
         self._reachable: dict[str, bool] = {}
         self._boot_ids: dict[str, str | None] = {}
+        self._unlisting: set[str] = set()  # stopped explicitly; the recovery file has not taken it yet
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Monitor until cancelled; ``task_status`` is signalled after the first poll."""
@@ -144,10 +145,15 @@ class HealthMonitor:
     async def stop(self, model_id: str, *, actor: str) -> None:
         """Stop a model explicitly: unlisted first, so its going down is never taken for a crash.
 
+        A stop never waits on the disk: when the recovery state cannot be written (a full disk), the
+        model is still stopped, the monitor keeps its unlisting in memory (so it is neither restarted
+        nor relaunched) and writes it on every poll until the file takes it.
+
         Raises:
             MirbadError: the runtime failed the stop (the model stays unlisted: it was asked to stop).
+            StateFileError: the model was stopped, but the recovery state could not record it.
         """
-        await self._recovery.remove(model_id)
+        unrecorded = await self._unlist(model_id)
         self._ledger.forget(model_id)
         try:
             await self._runtime.stop(model_id)
@@ -155,6 +161,36 @@ class HealthMonitor:
             await audit_model(self._audit, actor, "model.stop", model_id, None, "failed", str(exc))
             raise
         await audit_model(self._audit, actor, "model.stop", model_id, None, "ok")
+        if unrecorded is not None:
+            raise StateFileError(
+                unrecorded.path,
+                f"model {model_id!r} was stopped, but its stop could not be recorded ({unrecorded.reason}); "
+                "it is written as soon as there is room again, and until then a restart of the master "
+                "would bring the model back",
+                disk_full=unrecorded.disk_full,
+            )
+
+    async def _unlist(self, model_id: str) -> StateFileError | None:
+        try:
+            await self._recovery.remove(model_id)
+        except StateFileError as exc:
+            self._unlisting.add(model_id)
+            return exc
+        self._unlisting.discard(model_id)
+        return None
+
+    async def _listed(self, node_id: str) -> frozenset[str]:
+        # Minus the stops the file has not taken yet: those models are not wanted, whatever it says.
+        return await self._recovery.running(node_id) - self._unlisting
+
+    async def _write_pending_unlistings(self) -> None:
+        for model_id in sorted(self._unlisting):
+            try:
+                await self._recovery.remove(model_id)
+            except StateFileError:
+                return  # still no room; the next poll tries again
+            self._unlisting.discard(model_id)
+            _logger.info("model %s: its stop is recorded in the recovery state at last", model_id)
 
     async def _by_hand(
         self,
@@ -167,6 +203,7 @@ class HealthMonitor:
         node_id = self._runtime.node_for(definition)
         await self._ledger.forgive(definition.id, by=actor)
         await self._recovery.add(node_id, definition.id)
+        self._unlisting.discard(definition.id)
         try:
             status: ModelStatus = await call(definition, force=force)
         except MirbadError as exc:
@@ -185,6 +222,7 @@ class HealthMonitor:
             _logger.exception("health poll failed; next try in %gs", self._settings.poll_interval)
 
     async def _poll(self) -> None:
+        await self._write_pending_unlistings()
         for node in await self._runtime.nodes():
             statuses = await self._read_node(node.node_id) if node.reachable else None
             self._note_reachability(node.node_id, statuses is not None)
@@ -210,7 +248,7 @@ class HealthMonitor:
     async def _observe_node(self, node: NodeView, current: dict[str, ModelStatus]) -> None:
         await self._check_boot(node, running={m for m, status in current.items() if status.state in RUNNING})
         now = self._clock()
-        listed = await self._recovery.running(node.node_id)
+        listed = await self._listed(node.node_id)
         known = {model_id for node_id, model_id in self._states if node_id == node.node_id}
         for model_id in sorted(current.keys() | listed | known):
             await self._observe_model((node.node_id, model_id), current.get(model_id), listed, now)
@@ -274,7 +312,7 @@ class HealthMonitor:
         self._boot_ids[node_id] = node.boot_id
 
     async def _queue_launches(self, node_id: str, *, relaunch: bool, running: set[str]) -> None:
-        listed = await self._recovery.running(node_id) if relaunch else frozenset()
+        listed = await self._listed(node_id) if relaunch else frozenset()
         queue = [
             definition.id
             for definition in await self._definitions()
@@ -321,7 +359,7 @@ class HealthMonitor:
         try:
             await self._sleep(delay)
             # An explicit stop during the backoff unlisted the model: it is no longer wanted.
-            if key[1] in await self._recovery.running(key[0]):
+            if key[1] in await self._listed(key[0]):
                 outcome = await self._launch(key)
         finally:
             self._busy.discard(key)

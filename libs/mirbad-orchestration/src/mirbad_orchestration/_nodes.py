@@ -23,11 +23,20 @@ import anyio
 import anyio.to_thread
 from pydantic import Field, ValidationError, field_validator
 
-from mirbad_protocol import WireModel, remove_stale_temp_files, write_json_atomic
+from mirbad_protocol import DEFAULT_AGENT_PORT, WireModel, remove_stale_temp_files, write_json_atomic
 
+from ._state_file import is_disk_full
 from .exceptions import DuplicateNodeError, NodeRegistryError, UnknownNodeError
 
-__all__ = ["LOCAL_NODE_ID", "NODES_FILE_NAME", "NODE_ID_PATTERN", "NodeRecord", "NodeRegistry"]
+__all__ = [
+    "LOCAL_NODE_ID",
+    "NODES_FILE_NAME",
+    "NODE_ID_PATTERN",
+    "NodeRecord",
+    "NodeRegistry",
+    "agent_url_for",
+    "check_agent_url",
+]
 
 NODES_FILE_NAME: Final = "nodes.json"
 """The node registry's file name inside the data directory."""
@@ -67,17 +76,32 @@ class NodeRecord(WireModel):
     @field_validator("agent_url")
     @classmethod
     def _check_agent_url(cls, value: str) -> str:
-        parts = urlsplit(value)
-        if parts.scheme != "https" or not parts.hostname:
-            raise ValueError("an agent URL is https://host[:port]; agents only speak mutual TLS")
-        if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username:
-            raise ValueError("an agent URL has no path, query, fragment or credentials")
-        return value.rstrip("/")
+        return check_agent_url(value)
 
     @property
     def expected_certificate_name(self) -> str:
         """The common name the agent's certificate must carry."""
         return self.certificate_name or self.name
+
+
+def check_agent_url(value: str) -> str:
+    """``value`` as an agent URL (``https://host[:port]``, any trailing ``/`` dropped).
+
+    Raises:
+        ValueError: it is not https, has no host, or has a path, query, fragment or credentials.
+    """
+    parts = urlsplit(value)
+    if parts.scheme != "https" or not parts.hostname:
+        raise ValueError("an agent URL is https://host[:port]; agents only speak mutual TLS")
+    if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username:
+        raise ValueError("an agent URL has no path, query, fragment or credentials")
+    return value.rstrip("/")
+
+
+def agent_url_for(address: str, port: int = DEFAULT_AGENT_PORT) -> str:
+    """The agent URL of a node reached at ``address`` (a host name or an IP address, IPv6 bracketed)."""
+    host = f"[{address}]" if ":" in address else address
+    return f"https://{host}:{port}"
 
 
 class _NodesFile(WireModel):
@@ -226,7 +250,8 @@ class NodeRegistry:
             self._path.parent.mkdir(parents=True, exist_ok=True)
             write_json_atomic(self._path, document, mode=_FILE_MODE)
         except OSError as exc:
-            raise NodeRegistryError(self._path, f"cannot write it: {exc.strerror or exc}") from exc
+            reason = f"cannot write it: {exc.strerror or exc}"
+            raise NodeRegistryError(self._path, reason, disk_full=is_disk_full(exc)) from exc
 
 
 def _decode(path: Path, raw: bytes) -> list[NodeRecord]:

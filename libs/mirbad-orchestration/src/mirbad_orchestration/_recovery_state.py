@@ -13,7 +13,7 @@ from typing import Final, Literal
 
 from pydantic import Field
 
-from mirbad_protocol import WireModel
+from mirbad_protocol import BeforeReplace, WireModel
 
 from ._state_file import StateFile
 
@@ -44,10 +44,14 @@ class RecoveryState:
 
     Args:
         data_dir: the data directory; the file is ``data_dir / "running-models.json"``.
+        before_replace: test seam (see :func:`mirbad_protocol.write_json_atomic`): raising there makes
+            a write fail, as on a full disk.
     """
 
-    def __init__(self, data_dir: Path) -> None:
-        self._file = StateFile(data_dir / RECOVERY_FILE_NAME, _RecoveryDocument())
+    def __init__(self, data_dir: Path, *, before_replace: BeforeReplace | None = None) -> None:
+        self._file = StateFile(
+            data_dir / RECOVERY_FILE_NAME, _RecoveryDocument(), before_replace=before_replace
+        )
 
     @property
     def path(self) -> Path:

@@ -22,6 +22,7 @@ from ._commandline import normalize_definition
 from ._model_rules import Normalizer, check_served_name, prepare_definition
 from ._registry_file import decode_registry, encode_registry
 from ._seed import SEED_MODEL
+from ._state_file import is_disk_full
 from .exceptions import RegistryError, UnknownModelError
 
 __all__ = ["REGISTRY_FILE_NAME", "ModelRegistry"]
@@ -125,6 +126,31 @@ class ModelRegistry:
             await self._save([model for model in models if model.id != model_id])
         return removed
 
+    async def placed_on(self, node_id: str) -> builtins.list[ModelDefinition]:
+        """Every model whose placement names ``node_id``, in stored order.
+
+        Raises:
+            RegistryError: the file cannot be read or holds an invalid entry.
+        """
+        async with self._lock:
+            return [model for model in await self._loaded() if _is_on(model, node_id)]
+
+    async def unplace(self, node_id: str) -> builtins.list[ModelDefinition]:
+        """Clear the placement of every model placed on ``node_id`` in one write; return them as stored.
+
+        An unplaced model runs on the local node from its next start.
+
+        Raises:
+            RegistryError: the file cannot be read or written; nothing changed.
+        """
+        async with self._lock:
+            models = await self._loaded()
+            changed = [m.model_copy(update={"placement": None}) for m in models if _is_on(m, node_id)]
+            if changed:
+                by_id = {model.id: model for model in changed}
+                await self._save([by_id.get(model.id, model) for model in models])
+        return changed
+
     async def _loaded(self) -> builtins.list[ModelDefinition]:
         # A failed load is not cached: once the file is fixed by hand the next call reads it.
         if self._models is None:
@@ -156,7 +182,12 @@ class ModelRegistry:
             self._path.parent.mkdir(parents=True, exist_ok=True)
             write_json_atomic(self._path, document, mode=_FILE_MODE, before_replace=self._before_replace)
         except OSError as exc:
-            raise RegistryError(f"cannot write {self._path}: {exc.strerror or exc}") from exc
+            reason = f"cannot write {self._path}: {exc.strerror or exc}"
+            raise RegistryError(reason, disk_full=is_disk_full(exc)) from exc
+
+
+def _is_on(model: ModelDefinition, node_id: str) -> bool:
+    return model.placement is not None and model.placement.node_id == node_id
 
 
 def _find(models: builtins.list[ModelDefinition], model_id: str) -> ModelDefinition:

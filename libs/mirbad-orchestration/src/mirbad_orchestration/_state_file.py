@@ -9,6 +9,7 @@ empty. Failing to write one, on the other hand, is reported: the caller's change
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 from collections.abc import Callable
@@ -20,7 +21,7 @@ import anyio
 import anyio.to_thread
 from pydantic import ValidationError
 
-from mirbad_protocol import WireModel, remove_stale_temp_files, write_json_atomic
+from mirbad_protocol import BeforeReplace, WireModel, remove_stale_temp_files, write_json_atomic
 
 from .exceptions import StateFileError
 
@@ -32,6 +33,12 @@ DocumentT = TypeVar("DocumentT", bound=WireModel)
 _logger = logging.getLogger(__name__)
 # Nothing secret lives in these files; operators read them like any configuration file.
 _FILE_MODE: Final = 0o644
+_DISK_FULL: Final = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def is_disk_full(exc: OSError) -> bool:
+    """Whether ``exc`` says the disk (or the quota) is full: someone must make room, no bug to fix."""
+    return exc.errno in _DISK_FULL
 
 
 class StateFile(Generic[DocumentT]):
@@ -40,11 +47,14 @@ class StateFile(Generic[DocumentT]):
     Args:
         path: the file; its folder is created on the first write.
         empty: the document a missing (or unreadable) file stands for.
+        before_replace: test seam passed to :func:`write_json_atomic`: raising there makes the write
+            fail (a full disk) with the file left as it was.
     """
 
-    def __init__(self, path: Path, empty: DocumentT) -> None:
+    def __init__(self, path: Path, empty: DocumentT, *, before_replace: BeforeReplace | None = None) -> None:
         self._path = path
         self._empty = empty
+        self._before_replace = before_replace
         self._lock = anyio.Lock()
         self._document: DocumentT | None = None
 
@@ -110,6 +120,7 @@ class StateFile(Generic[DocumentT]):
         try:
             self._path.parent.mkdir(parents=True, exist_ok=True)
             data = document.model_dump(mode="json", by_alias=True)
-            write_json_atomic(self._path, data, mode=_FILE_MODE)
+            write_json_atomic(self._path, data, mode=_FILE_MODE, before_replace=self._before_replace)
         except OSError as exc:
-            raise StateFileError(self._path, f"cannot write it: {exc.strerror or exc}") from exc
+            reason = f"cannot write it: {exc.strerror or exc}"
+            raise StateFileError(self._path, reason, disk_full=is_disk_full(exc)) from exc

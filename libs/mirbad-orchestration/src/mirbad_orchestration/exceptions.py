@@ -67,16 +67,26 @@ class StoreFileError(MirbadOrchestrationError):
     Attributes:
         path: the file.
         reason: what is wrong with it.
+        disk_full: whether it failed because its disk (or the quota) is full.
     """
 
-    def __init__(self, path: Path, reason: str) -> None:
+    def __init__(self, path: Path, reason: str, *, disk_full: bool = False) -> None:
         super().__init__(f"{path}: {reason}")
         self.path = path
         self.reason = reason
+        self.disk_full = disk_full
 
 
 class RegistryError(MirbadOrchestrationError):
-    """The registry file cannot be read or written."""
+    """The registry file cannot be read or written.
+
+    Attributes:
+        disk_full: whether a write failed because the disk (or the quota) is full.
+    """
+
+    def __init__(self, message: str, *, disk_full: bool = False) -> None:
+        super().__init__(message)
+        self.disk_full = disk_full
 
 
 class UnknownModelError(MirbadOrchestrationError, KeyError):

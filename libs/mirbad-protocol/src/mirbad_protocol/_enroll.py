@@ -149,6 +149,9 @@ class EnrollErrorCode(StrEnum):
     """409: the token already enrolled a node."""
     TOKEN_EXPIRED = "token_expired"  # noqa: S105 - an error code
     """410: the token's lifetime is over."""
+    NODE_CONFLICT = "node_conflict"
+    """409: the node cannot be registered: another node took its name or agent URL since the token was
+    issued, or the node being re-enrolled was removed. The token stays unspent."""
     REQUEST_TOO_LARGE = "request_too_large"
     """413: the body is far larger than any enrollment request."""
     INTERNAL_ERROR = "internal_error"
@@ -166,6 +169,7 @@ _HTTP_STATUS: Final = {
     EnrollErrorCode.TOKEN_UNKNOWN: 401,
     EnrollErrorCode.TOKEN_USED: 409,
     EnrollErrorCode.TOKEN_EXPIRED: 410,
+    EnrollErrorCode.NODE_CONFLICT: 409,
     EnrollErrorCode.REQUEST_TOO_LARGE: 413,
     EnrollErrorCode.INTERNAL_ERROR: 500,
 }

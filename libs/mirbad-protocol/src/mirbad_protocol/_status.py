@@ -15,13 +15,18 @@ __all__ = ["GpuMemory", "MemorySnapshot", "ModelMetrics", "ModelState", "ModelSt
 
 
 class ModelState(StrEnum):
-    """The life-cycle state of a model, always derived from the runtime (Docker, the process table)."""
+    """The life-cycle state of a model, always derived from the runtime (Docker, the process table).
+
+    ``Unknown`` is the master's, never an agent's: the model's node does not answer, so nobody can say
+    (the status's ``error`` says why).
+    """
 
     STOPPED = "Stopped"
     STARTING = "Starting"
     READY = "Ready"
     STOPPING = "Stopping"
     FAILED = "Failed"
+    UNKNOWN = "Unknown"
 
 
 class ModelStatus(WireModel):

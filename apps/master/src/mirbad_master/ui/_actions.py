@@ -14,7 +14,7 @@ from typing import Final
 
 from mirbad_master._admin_auth import ADMIN_USER
 from mirbad_master._services import MasterServices
-from mirbad_orchestration import NodeRecord, UnknownModelError
+from mirbad_orchestration import NodeRecord, UnknownModelError, agent_url_for
 from mirbad_protocol import (
     ApiKeyCreate,
     ApiKeyCreated,
@@ -144,7 +144,9 @@ async def issue_enrollment(
     Raises:
         InvalidFieldError: the node name or the lifetime is unusable (``nodeName``, ``ttl``).
     """
-    token = await services.enrollment.issue_join_token(node_name, ttl)
+    # With an address the node is registered when it enrolls, as through the API.
+    agent_url = agent_url_for(address) if address else None
+    token = await services.enrollment.issue_join_token(node_name, ttl, agent_url=agent_url)
     await services.audit.record(ACTOR, "node.enrollment-token", node_name)
     command = install_command(services.settings.enroll_url, token, node_name, address)
     return EnrollmentIssued(node_name, token, datetime.now(UTC) + ttl, command)

@@ -1,0 +1,60 @@
+"""A full disk under the admin API: a stop or a delete still stops the model; the answer names the file."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.master._stack import running_master
+from tests.master.test_api import QWEN, create, error_of
+
+from mirbad_orchestration import RECOVERY_FILE_NAME, _registry, _state_file
+from mirbad_protocol import write_json_atomic
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_with_the_disk_full_a_stop_reaches_the_node_and_is_507_naming_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full_disk(path: Path, value: object, **options: Any) -> None:
+        if path.name == RECOVERY_FILE_NAME:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        write_json_atomic(path, value, **options)
+
+    async with running_master(tmp_path) as master:
+        await create(master, QWEN)
+        await master.admin.post("/api/models/qwen/start")
+        monkeypatch.setattr(_state_file, "write_json_atomic", full_disk)
+        stopped = await master.admin.post("/api/models/qwen/stop")
+        running = await master.local.driver.list_statuses()
+        listed = await master.services.recovery.running("local")
+
+    error = error_of(stopped, 507, "insufficient_storage")
+    assert str(master.services.recovery.path) in error["message"]
+    assert "'qwen' was stopped" in error["message"]
+    assert running == []
+    assert listed == frozenset({"qwen"})  # memory kept to what the file says
+
+
+async def test_with_the_disk_full_deleting_a_model_stops_it_and_is_507_naming_the_registry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full_disk(path: Path, value: object, **options: Any) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    async with running_master(tmp_path) as master:
+        await create(master, QWEN)
+        await master.admin.post("/api/models/qwen/start")
+        monkeypatch.setattr(_registry, "write_json_atomic", full_disk)
+        deleted = await master.admin.delete("/api/models/qwen")
+        running = await master.local.driver.list_statuses()
+        kept = await master.services.models.get("qwen")
+
+    error = error_of(deleted, 507, "insufficient_storage")
+    assert str(master.services.models.path) in error["message"]
+    assert running == []
+    assert kept.id == "qwen"  # still registered, in memory as on disk
