@@ -49,6 +49,7 @@ ENVIRONMENT: Final[Mapping[str, str]] = {
     "idle_unload_s": "MIRBAD_IDLE_UNLOAD_S",
     "telemetry_interval_s": "MIRBAD_TELEMETRY_INTERVAL_S",
     "usage_flush_s": "MIRBAD_USAGE_FLUSH_S",
+    "metrics_key_ids": "MIRBAD_METRICS_KEY_IDS",
 }
 """Setting name -> the environment variable that sets it."""
 
@@ -85,6 +86,7 @@ class MasterSettings(BaseModel):
             this long without a request (a model's own ``idleUnloadSeconds`` wins); ``None``: no default.
         telemetry_interval_s: how often the agents' telemetry rings are read.
         usage_flush_s: how often API key usage is written to disk.
+        metrics_key_ids: label ``/metrics``' key usage with key ids (off: summed per served name).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -105,6 +107,7 @@ class MasterSettings(BaseModel):
     idle_unload_s: _Seconds | None = None
     telemetry_interval_s: _Seconds = 10.0
     usage_flush_s: _Seconds = 30.0
+    metrics_key_ids: bool = False
 
     @field_validator("crash_backoff_s", mode="before")
     @classmethod
