@@ -31,6 +31,7 @@ from mirbad_orchestration import LOCAL_NODE_ID, AgentClients, NodeRecord
 
 from ._admin_auth import AdminAuth
 from ._app import UiInstaller, create_master_app
+from ._connections import ConnectionLimits, default_max_connections
 from ._data_dir import prepare_data_dir, write_initial_password
 from ._enroll_listener import create_enroll_app, enroll_server_context, issue_enroll_server_credentials
 from ._local_agent import AGENT_FOLDER, LocalAgent, is_enrolled, write_agent_settings
@@ -48,6 +49,7 @@ __all__ = ["FleetOfOne", "banner"]
 
 _logger = logging.getLogger("mirbad_master")
 _AGENT_READY_TIMEOUT_S: Final = 60.0
+_ENROLL_CONNECTIONS: Final = 64  # joining nodes, one at a time: a flood there must not eat the descriptors
 
 Announce = Callable[[str], None]
 
@@ -161,7 +163,10 @@ class FleetOfOne:
                 issue_enroll_server_credentials(authority, enroll_listener_names(settings.host))
             )
             enroll_app = create_enroll_app(services.enrollment, authority.certificate)
-            await self._serve(tasks, Server.create(enroll_app, enroll, ssl_context=enroll_tls))
+            enroll_limits = _limits(settings, _ENROLL_CONNECTIONS)
+            await self._serve(
+                tasks, Server.create(enroll_app, enroll, ssl_context=enroll_tls, limits=enroll_limits)
+            )
             agent_port = settings.agent_port or free_loopback_port()
             agent = LocalAgent(settings.data_dir / AGENT_FOLDER, write_agent_settings(settings, agent_port))
             try:
@@ -187,7 +192,7 @@ class FleetOfOne:
     ) -> None:
         async with services:
             app = create_master_app(services, auth, ui=self._ui)
-            server = await self._serve(tasks, Server.create(app, web))
+            server = await self._serve(tasks, Server.create(app, web, limits=_limits(self.settings)))
             self._announce(banner(self.settings, password, password_file=self._password_file))
             await self._stopping.wait()
             # Serving stops first, then the monitors, then the models (the services' exit), then the agent.
@@ -230,6 +235,15 @@ class FleetOfOne:
             _logger.info("%s: stopping (models first, then the agent)", name)
             self._stopping.set()
             self._startup.cancel()
+
+
+def _limits(settings: MasterSettings, max_connections: int | None = None) -> ConnectionLimits:
+    """The header and body timeouts of ``settings`` with a connection limit (default: the main port's)."""
+    return ConnectionLimits(
+        header_timeout_s=settings.header_timeout_s,
+        body_timeout_s=settings.body_timeout_s,
+        max_connections=max_connections or settings.max_connections or default_max_connections(),
+    )
 
 
 def _dial(host: str) -> str:

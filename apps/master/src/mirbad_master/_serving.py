@@ -2,6 +2,9 @@
 
 The master handles SIGINT and SIGTERM itself (it must stop models before the agent), so uvicorn's own
 signal handling is switched off; a server says when it listens with an event, and stops when asked.
+Every server runs uvicorn's httptools protocol with the guards of :mod:`._connections` (header and
+body timeouts, a connection limit, HTTP/1.0 without chunked encoding) and the loop reports failed
+accepts at most once per interval.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from anyio.abc import TaskGroup
 from starlette.types import ASGIApp
 
 from mirbad_protocol import MirbadError
+
+from ._connections import ConnectionLimits, GuardedConfig, install_accept_error_log
 
 __all__ = ["ServeError", "Server", "bind", "free_loopback_port"]
 
@@ -58,7 +63,7 @@ def free_loopback_port() -> int:
 
 
 class _Uvicorn(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config) -> None:
+    def __init__(self, config: GuardedConfig) -> None:
         super().__init__(config)
         self.listening = anyio.Event()
         self.finished = anyio.Event()
@@ -82,11 +87,24 @@ class Server:
 
     @classmethod
     def create(
-        cls, app: ASGIApp, listener: socket.socket, *, ssl_context: ssl.SSLContext | None = None
+        cls,
+        app: ASGIApp,
+        listener: socket.socket,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        limits: ConnectionLimits | None = None,
     ) -> Server:
-        """A server for ``app`` on ``listener`` (TLS with ``ssl_context`` when given)."""
-        config = uvicorn.Config(
+        """A server for ``app`` on ``listener`` (TLS with ``ssl_context`` when given).
+
+        Args:
+            app: the ASGI app.
+            listener: a bound, listening socket (see :func:`bind`).
+            ssl_context: serve TLS with it.
+            limits: timeouts and the connection limit (default: :class:`ConnectionLimits`' defaults).
+        """
+        config = GuardedConfig(
             app,
+            limits=limits or ConnectionLimits(),
             lifespan="on",
             log_config=None,
             access_log=False,
@@ -102,6 +120,7 @@ class Server:
         Raises:
             ServeError: it stopped during start-up (its log says why) or took too long.
         """
+        install_accept_error_log()
         tasks.start_soon(self._serve)
         with anyio.move_on_after(_STARTUP_TIMEOUT_S):
             async with anyio.create_task_group() as either:

@@ -50,6 +50,9 @@ ENVIRONMENT: Final[Mapping[str, str]] = {
     "telemetry_interval_s": "MIRBAD_TELEMETRY_INTERVAL_S",
     "usage_flush_s": "MIRBAD_USAGE_FLUSH_S",
     "metrics_key_ids": "MIRBAD_METRICS_KEY_IDS",
+    "header_timeout_s": "MIRBAD_HEADER_TIMEOUT_S",
+    "body_timeout_s": "MIRBAD_BODY_TIMEOUT_S",
+    "max_connections": "MIRBAD_MAX_CONNECTIONS",
 }
 """Setting name -> the environment variable that sets it."""
 
@@ -87,6 +90,11 @@ class MasterSettings(BaseModel):
         telemetry_interval_s: how often the agents' telemetry rings are read.
         usage_flush_s: how often API key usage is written to disk.
         metrics_key_ids: label ``/metrics``' key usage with key ids (off: summed per served name).
+        header_timeout_s: a request's header must be complete this long after its first byte.
+        body_timeout_s: the longest pause between two pieces of a request body (a steady upload of
+            any length is never cut).
+        max_connections: open connections on the main port at most (a new one replaces the
+            longest-idle one); ``None``: three quarters of the descriptor limit.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -108,6 +116,9 @@ class MasterSettings(BaseModel):
     telemetry_interval_s: _Seconds = 10.0
     usage_flush_s: _Seconds = 30.0
     metrics_key_ids: bool = False
+    header_timeout_s: _Seconds = 10.0
+    body_timeout_s: _Seconds = 60.0
+    max_connections: Annotated[int, Field(ge=16)] | None = None
 
     @field_validator("crash_backoff_s", mode="before")
     @classmethod

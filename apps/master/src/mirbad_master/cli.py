@@ -105,6 +105,13 @@ def _add_up(commands: Any) -> None:
         default=None,
         help="label /metrics' API key usage with key ids (default: summed per model; MIRBAD_METRICS_KEY_IDS)",
     )
+    up.add_argument("--header-timeout-s", type=float, help="seconds a request header may take (default 10)")
+    up.add_argument(
+        "--body-timeout-s", type=float, help="longest pause within a request body, in seconds (default 60)"
+    )
+    up.add_argument(
+        "--max-connections", type=int, help="open connections at most (default: 3/4 of the descriptor limit)"
+    )
     up.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
 
@@ -130,6 +137,9 @@ def _run_up(ns: argparse.Namespace) -> int:
         "model_roots": ns.model_root,
         "llama_server": ns.llama_server,
         "metrics_key_ids": ns.metrics_key_ids,
+        "header_timeout_s": ns.header_timeout_s,
+        "body_timeout_s": ns.body_timeout_s,
+        "max_connections": ns.max_connections,
     }
     settings = load_master_settings(os.environ, flags)
     logging.basicConfig(level=ns.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -1,0 +1,268 @@
+"""Guarding the master's sockets: header and body timeouts, a connection limit, quiet accept errors.
+
+uvicorn bounds only the wait between two requests on a kept-alive connection: a client that sends half
+a request header and stalls, or a body that stops arriving, holds its socket forever, and enough of
+them use up the process's descriptors (and then every accept fails, and each failure is logged).
+:class:`GuardedHttpProtocol` is uvicorn's httptools protocol with:
+
+* a **header deadline**: a request's header must be complete within ``header_timeout_s`` of its first
+  byte (or of the connection, for a client that sends nothing);
+* a **body idle timeout**: a request body may pause for at most ``body_timeout_s`` between two pieces,
+  so an upload at any steady rate is never cut, but a stalled one is (a pause the application caused
+  by not reading counts for nothing);
+* a **connection limit** below the descriptor limit: when it is reached a new connection takes the
+  place of the longest-idle one (kept alive, or still sending its header); a connection whose request
+  is being answered is never dropped for it. So a flood of idle sockets cannot keep ``/healthz`` or
+  ``/v1`` out;
+* **HTTP/1.0** answers without chunked encoding (HTTP/1.0 has none): a body of unknown length runs
+  until the connection closes.
+
+:class:`AcceptErrorLog` reports failed accepts at most once per interval, with a count, instead of
+once per failure with a traceback.
+"""
+
+from __future__ import annotations
+
+# uvicorn's protocols are asyncio protocols: their timers and the loop's exception handler are asyncio's.
+import asyncio  # noqa: TID251
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
+from uvicorn.server import ServerState
+
+__all__ = [
+    "AcceptErrorLog",
+    "ConnectionLimits",
+    "GuardedConfig",
+    "GuardedHttpProtocol",
+    "default_max_connections",
+    "install_accept_error_log",
+]
+
+_logger = logging.getLogger("mirbad_master")
+_FALLBACK_DESCRIPTORS: Final = 1024
+_UNLIMITED_DESCRIPTORS: Final = 65536  # what "no limit" is taken for
+_LENGTH_HEADERS: Final = (b"content-length", b"transfer-encoding")
+
+
+def default_max_connections() -> int:
+    """A connection limit that leaves a quarter of the descriptor limit (at least 128) to everything else."""
+    soft = _descriptor_limit()
+    return max(16, soft - max(128, soft // 4))
+
+
+def _descriptor_limit() -> int:
+    try:
+        import resource  # POSIX only
+    except ImportError:
+        return _FALLBACK_DESCRIPTORS
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return _UNLIMITED_DESCRIPTORS if soft == resource.RLIM_INFINITY or soft <= 0 else soft
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """How long a client may take and how many connections one server keeps.
+
+    Attributes:
+        header_timeout_s: a request's header must be complete this long after its first byte.
+        body_timeout_s: the longest pause between two pieces of a request body.
+        max_connections: open connections at most (a new one replaces the longest-idle one).
+    """
+
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 60.0
+    max_connections: int = field(default_factory=default_max_connections)
+
+
+class GuardedConfig(uvicorn.Config):
+    """uvicorn's configuration with :class:`ConnectionLimits`, served by :class:`GuardedHttpProtocol`.
+
+    Args:
+        app: the ASGI app.
+        limits: the timeouts and the connection limit.
+        **options: uvicorn's own options (``http`` is always :class:`GuardedHttpProtocol`).
+    """
+
+    def __init__(self, app: Any, *, limits: ConnectionLimits, **options: Any) -> None:
+        super().__init__(app, http=GuardedHttpProtocol, **options)
+        self.limits = limits
+        # Connections not answering a request, oldest first: the ones a new connection may replace.
+        self.idle: dict[GuardedHttpProtocol, None] = {}
+
+
+class GuardedHttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with the deadlines, the limit and the HTTP/1.0 rule above."""
+
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        server_state: ServerState,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        super().__init__(config, server_state, app_state, _loop)
+        if not isinstance(config, GuardedConfig):
+            raise TypeError("GuardedHttpProtocol needs a GuardedConfig")
+        self._guard = config
+        self._timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        """Admit the connection (at the limit, in place of the longest-idle one) and start its deadline."""
+        super().connection_made(transport)
+        if len(self.connections) > self._guard.limits.max_connections and not self._evict_one():
+            transport.close()  # every other connection is answering a request: this one waits its turn
+            return
+        self._guard.idle[self] = None
+        self._arm(self._guard.limits.header_timeout_s, self._header_timed_out)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Forget the connection."""
+        self._disarm()
+        self._guard.idle.pop(self, None)
+        super().connection_lost(exc)
+
+    def on_message_begin(self) -> None:
+        """A request's first byte: its header deadline starts (unless the connection's is still running)."""
+        super().on_message_begin()
+        if self._timer is None:
+            self._arm(self._guard.limits.header_timeout_s, self._header_timed_out)
+
+    def on_headers_complete(self) -> None:
+        """The header is in: the request is being answered, and its body may pause only so long."""
+        super().on_headers_complete()
+        self._disarm()
+        if self.parser.should_upgrade() and self._should_upgrade():
+            return
+        self._guard.idle.pop(self, None)
+        self._arm(self._guard.limits.body_timeout_s, self._body_timed_out)
+        if self.scope["http_version"] == "1.0" and type(self.cycle) is RequestResponseCycle:
+            # The cycle's task has not run yet: it picks up the HTTP/1.0 send() below.
+            self.cycle.__class__ = _CloseDelimitedCycle
+
+    def on_body(self, body: bytes) -> None:
+        """A piece of the body arrived: the pause allowed starts over."""
+        super().on_body(body)
+        self._arm(self._guard.limits.body_timeout_s, self._body_timed_out)
+
+    def on_message_complete(self) -> None:
+        """The whole request arrived."""
+        super().on_message_complete()
+        self._disarm()
+
+    def on_response_complete(self) -> None:
+        """Answered: the connection is idle (kept alive) again."""
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self._guard.idle[self] = None
+
+    def handle_websocket_upgrade(self) -> None:
+        """A websocket takes the connection over: it is no longer this protocol's to time or evict."""
+        self._disarm()
+        self._guard.idle.pop(self, None)
+        super().handle_websocket_upgrade()
+
+    def _evict_one(self) -> bool:
+        for victim in self._guard.idle:
+            if victim is not self:
+                del self._guard.idle[victim]
+                victim.transport.close()
+                return True
+        return False
+
+    def _arm(self, delay_s: float, callback: Callable[[], None]) -> None:
+        self._disarm()
+        self._timer = self.loop.call_later(delay_s, callback)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _header_timed_out(self) -> None:
+        self._timer = None
+        self.transport.close()
+
+    def _body_timed_out(self) -> None:
+        self._timer = None
+        if self.flow.read_paused:
+            # The application is not reading: the client is not the one stalling.
+            self._arm(self._guard.limits.body_timeout_s, self._body_timed_out)
+        else:
+            self.transport.close()
+
+
+class _CloseDelimitedCycle(RequestResponseCycle):
+    """An HTTP/1.0 exchange: a body without a Content-Length runs until the connection closes."""
+
+    _close_delimited = False
+
+    async def send(self, message: Any) -> None:
+        if message["type"] == "http.response.start" and not self.response_started:
+            names = {name.lower() for name, _value in message.get("headers", ())}
+            self._close_delimited = not names.intersection(_LENGTH_HEADERS)
+            if self._close_delimited:
+                self.chunked_encoding = False  # uvicorn would choose chunked; keep_alive is off for 1.0
+        elif self._close_delimited and message["type"] == "http.response.body":
+            # uvicorn counts a body against its Content-Length; this one has none, so each piece fits.
+            self.expected_content_length = len(message.get("body", b""))
+        await super().send(message)
+
+
+class AcceptErrorLog:
+    """An event loop exception handler that reports failed accepts at most once per ``interval_s``.
+
+    Other contexts go to the handler it replaces (or the loop's default).
+
+    Args:
+        previous: the loop's handler before this one (``None``: the default handler).
+        interval_s: the shortest time between two reports.
+        clock: monotonic seconds (tests pass a fake).
+    """
+
+    def __init__(
+        self,
+        previous: Callable[[asyncio.AbstractEventLoop, dict[str, Any]], object] | None,
+        *,
+        interval_s: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._previous = previous
+        self._interval_s = interval_s
+        self._clock = clock
+        self._last: float | None = None
+        self._unreported = 0
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """Handle one exception context of ``loop``."""
+        if not str(context.get("message", "")).startswith("socket.accept()"):
+            if self._previous is not None:
+                self._previous(loop, context)
+            else:
+                loop.default_exception_handler(context)
+            return
+        self._unreported += 1
+        now = self._clock()
+        if self._last is not None and now - self._last < self._interval_s:
+            return
+        _logger.error(
+            "cannot accept connections: %s (%d time(s) since the last report; the next in %.0f s or later)",
+            context.get("exception") or context.get("message"),
+            self._unreported,
+            self._interval_s,
+        )
+        self._last = now
+        self._unreported = 0
+
+
+def install_accept_error_log() -> None:
+    """Put an :class:`AcceptErrorLog` in front of the running loop's exception handler (once per loop)."""
+    loop = asyncio.get_running_loop()
+    current = loop.get_exception_handler()
+    if not isinstance(current, AcceptErrorLog):
+        loop.set_exception_handler(AcceptErrorLog(current))
