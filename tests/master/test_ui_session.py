@@ -73,6 +73,21 @@ async def test_a_wrong_password_goes_back_to_the_form_and_the_sixth_in_a_minute_
     assert SESSION_COOKIE not in locked.headers.get("set-cookie", "")
 
 
+async def test_a_signed_in_browser_signs_in_again_while_its_address_is_locked(tmp_path: Path) -> None:
+    async with portal(tmp_path) as (client, password, _):
+        await client.post("/login", data={"password": password})
+        session = client.cookies[SESSION_COOKIE]
+        client.cookies.clear()  # someone else at the same address guesses
+        guesses = [await client.post("/login", data={"password": "nope"}) for _ in range(6)]
+        stranger = await client.post("/login", data={"password": password})
+        client.cookies.set(SESSION_COOKIE, session)
+        again = await client.post("/login", data={"password": password, "next": "/whoami"})
+
+    assert query_of(guesses[-1])["error"] == ["locked"]
+    assert again.headers["location"] == "/whoami"  # a live session: judged by nothing but its password
+    assert query_of(stranger)["error"] == ["locked"]
+
+
 async def test_signing_out_ends_the_session(tmp_path: Path) -> None:
     async with portal(tmp_path) as (client, password, auth):
         await client.post("/login", data={"password": password})
@@ -106,8 +121,6 @@ def test_only_paths_of_this_site_are_followed_after_signing_in(wanted: str | Non
 def test_the_login_page_says_why_an_attempt_was_refused() -> None:
     assert login_message(None, None) is None
     assert login_message("wrong", None) == "That is not the administrator password."
-    assert login_message("locked", "42") == (
-        "Too many wrong passwords (5 a minute at most); try again in 42 s."
-    )
+    assert login_message("locked", "42") == "Too many wrong passwords; try again in 42 s."
     assert login_message("locked", "<script>") is not None
     assert "<script>" not in (login_message("locked", "<script>") or "")

@@ -192,7 +192,12 @@ class FleetOfOne:
     ) -> None:
         async with services:
             app = create_master_app(services, auth, ui=self._ui)
-            server = await self._serve(tasks, Server.create(app, web, limits=_limits(self.settings)))
+            server = await self._serve(
+                tasks,
+                Server.create(
+                    app, web, limits=_limits(self.settings), trusted_proxies=self.settings.trusted_proxies
+                ),
+            )
             self._announce(banner(self.settings, password, password_file=self._password_file))
             await self._stopping.wait()
             # Serving stops first, then the monitors, then the models (the services' exit), then the agent.

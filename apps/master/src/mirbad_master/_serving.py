@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import ssl
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Final
 
 import anyio
@@ -93,6 +93,7 @@ class Server:
         *,
         ssl_context: ssl.SSLContext | None = None,
         limits: ConnectionLimits | None = None,
+        trusted_proxies: Sequence[str] = (),
     ) -> Server:
         """A server for ``app`` on ``listener`` (TLS with ``ssl_context`` when given).
 
@@ -101,6 +102,8 @@ class Server:
             listener: a bound, listening socket (see :func:`bind`).
             ssl_context: serve TLS with it.
             limits: timeouts and the connection limit (default: :class:`ConnectionLimits`' defaults).
+            trusted_proxies: peers (addresses, networks) whose ``X-Forwarded-*`` headers are believed;
+                none by default, so a client cannot pick the address it is throttled under.
         """
         config = GuardedConfig(
             app,
@@ -109,6 +112,9 @@ class Server:
             log_config=None,
             access_log=False,
             server_header=False,
+            # uvicorn believes X-Forwarded-For from loopback by default: never, unless configured.
+            proxy_headers=bool(trusted_proxies),
+            forwarded_allow_ips=list(trusted_proxies) or "",
             timeout_graceful_shutdown=_GRACEFUL_SHUTDOWN_S,
             ssl_context_factory=(lambda _config, _default: ssl_context) if ssl_context is not None else None,
         )

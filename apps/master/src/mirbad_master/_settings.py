@@ -6,6 +6,7 @@ container or a test sets a master up without a file; a flag given on the command
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 from collections.abc import Mapping
 from pathlib import Path
@@ -53,6 +54,7 @@ ENVIRONMENT: Final[Mapping[str, str]] = {
     "header_timeout_s": "MIRBAD_HEADER_TIMEOUT_S",
     "body_timeout_s": "MIRBAD_BODY_TIMEOUT_S",
     "max_connections": "MIRBAD_MAX_CONNECTIONS",
+    "trusted_proxies": "MIRBAD_TRUSTED_PROXIES",
 }
 """Setting name -> the environment variable that sets it."""
 
@@ -95,6 +97,9 @@ class MasterSettings(BaseModel):
             any length is never cut).
         max_connections: open connections on the main port at most (a new one replaces the
             longest-idle one); ``None``: three quarters of the descriptor limit.
+        trusted_proxies: addresses or networks of reverse proxies whose ``X-Forwarded-For`` and
+            ``X-Forwarded-Proto`` are believed; none by default (a client's own headers are ignored,
+            since the sign-in throttle counts by address).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -119,13 +124,24 @@ class MasterSettings(BaseModel):
     header_timeout_s: _Seconds = 10.0
     body_timeout_s: _Seconds = 60.0
     max_connections: Annotated[int, Field(ge=16)] | None = None
+    trusted_proxies: tuple[str, ...] = ()
 
-    @field_validator("crash_backoff_s", mode="before")
+    @field_validator("crash_backoff_s", "trusted_proxies", mode="before")
     @classmethod
-    def _split_backoff(cls, value: Any) -> Any:
+    def _split_list(cls, value: Any) -> Any:
         # The environment spells a list as "10,30,60".
         if isinstance(value, str):
             return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _check_networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(f"not an IP address or network: {entry!r}") from None
         return value
 
     @property

@@ -112,6 +112,12 @@ def _add_up(commands: Any) -> None:
     up.add_argument(
         "--max-connections", type=int, help="open connections at most (default: 3/4 of the descriptor limit)"
     )
+    up.add_argument(
+        "--trusted-proxy",
+        action="append",
+        help="a reverse proxy (address or network) whose X-Forwarded-For is believed (repeatable; "
+        "default none; MIRBAD_TRUSTED_PROXIES)",
+    )
     up.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
 
@@ -140,6 +146,7 @@ def _run_up(ns: argparse.Namespace) -> int:
         "header_timeout_s": ns.header_timeout_s,
         "body_timeout_s": ns.body_timeout_s,
         "max_connections": ns.max_connections,
+        "trusted_proxies": ns.trusted_proxy,
     }
     settings = load_master_settings(os.environ, flags)
     logging.basicConfig(level=ns.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")

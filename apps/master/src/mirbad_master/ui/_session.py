@@ -3,8 +3,8 @@
 The login page is a plain HTML form posting to ``/login``, so the session cookie is set by an ordinary
 HTTP answer (HttpOnly: the page's scripts never see it) and signing in works without a websocket. The
 cookie is the one ``/api`` accepts (:data:`SESSION_COOKIE`), so the portal and the API share a session.
-Wrong passwords count against the client's five attempts a minute; the password is compared in
-constant time by :class:`AdminAuth`.
+Wrong passwords are throttled per address and per account by :class:`AdminAuth`, which compares
+the password in constant time.
 """
 
 from __future__ import annotations
@@ -65,8 +65,10 @@ def install_session_routes(app: FastAPI, auth: AdminAuth) -> None:
         form = await request.form()
         password = form.get("password")
         target = safe_next(str(form.get("next") or ""))
+        given = password if isinstance(password, str) else ""
+        signed_in = await auth.has_session(request.cookies.get(SESSION_COOKIE))
         try:
-            token = await auth.sign_in(password if isinstance(password, str) else "", client_address(request))
+            token = await auth.sign_in(given, client_address(request), signed_in=signed_in)
         except TooManyAttemptsError as exc:
             return _back_to_login(target, error="locked", retry=str(exc.retry_after_s))
         except AdminAuthError:
