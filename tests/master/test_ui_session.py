@@ -13,6 +13,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse, Response
 
 from mirbad_master._admin_auth import SESSION_COOKIE, AdminAuth, WrongPasswordError
+from mirbad_master._origin_guard import OriginGuard
 from mirbad_master.ui._login import login_message
 from mirbad_master.ui._session import install_session_routes, login_redirect, safe_next, signed_in
 
@@ -24,6 +25,7 @@ async def portal(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, str, 
     auth = AdminAuth(tmp_path)
     password = auth.reset_password()
     app = FastAPI()
+    app.add_middleware(OriginGuard)
     install_session_routes(app, auth)
 
     @app.get("/whoami")
@@ -33,7 +35,9 @@ async def portal(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, str, 
         return PlainTextResponse("admin")
 
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://portal") as client:
+    # The browser names the page's origin on every form post.
+    origin = {"Origin": "http://portal"}
+    async with httpx.AsyncClient(transport=transport, base_url="http://portal", headers=origin) as client:
         yield client, password, auth
 
 
@@ -92,7 +96,7 @@ async def test_signing_out_ends_the_session(tmp_path: Path) -> None:
     async with portal(tmp_path) as (client, password, auth):
         await client.post("/login", data={"password": password})
         token = client.cookies[SESSION_COOKIE]
-        answer = await client.get("/logout")
+        answer = await client.post("/logout")
         after = await client.get("/whoami")
 
     assert answer.headers["location"] == "/login"

@@ -1,4 +1,4 @@
-"""Signing in to the portal: the login form's POST, signing out, and the check every page runs first.
+"""Signing in to the portal: the login form's POST, signing out (POST), and the check every page runs first.
 
 The login page is a plain HTML form posting to ``/login``, so the session cookie is set by an ordinary
 HTTP answer (HttpOnly: the page's scripts never see it) and signing in works without a websocket. The
@@ -28,7 +28,7 @@ __all__ = ["LOGIN_PATH", "LOGOUT_PATH", "install_session_routes", "login_redirec
 LOGIN_PATH: Final = "/login"
 """The login page (GET) and its form's target (POST)."""
 LOGOUT_PATH: Final = "/logout"
-"""Signs out and goes back to the login page."""
+"""``POST``: signs out and goes back to the login page (a GET changes nothing: a link cannot sign out)."""
 
 
 def safe_next(value: str | None) -> str:
@@ -58,7 +58,10 @@ async def signed_in(request: Request, auth: AdminAuth) -> bool:
 
 
 def install_session_routes(app: FastAPI, auth: AdminAuth) -> None:
-    """Add ``POST /login`` and ``GET /logout`` to ``app`` (before the portal's catch-all mount)."""
+    """Add ``POST /login`` and ``POST /logout`` to ``app`` (before the portal's catch-all mount).
+
+    Both are checked for their origin by the master's :class:`~mirbad_master._origin_guard.OriginGuard`.
+    """
 
     @app.post(LOGIN_PATH, include_in_schema=False)
     async def sign_in(request: Request) -> Response:
@@ -77,7 +80,7 @@ def install_session_routes(app: FastAPI, auth: AdminAuth) -> None:
         set_session_cookie(answer, token, request)
         return answer
 
-    @app.get(LOGOUT_PATH, include_in_schema=False)
+    @app.post(LOGOUT_PATH, include_in_schema=False)
     async def sign_out(request: Request) -> Response:
         token = request.cookies.get(SESSION_COOKIE)
         if token:
