@@ -164,6 +164,18 @@ async def test_idle_sockets_beyond_the_limit_do_not_keep_healthz_out() -> None:
     assert oldest_closed  # the longest-idle one made room
 
 
+async def test_pipelined_requests_are_all_answered() -> None:
+    async with (
+        serving(ConnectionLimits(header_timeout_s=WAIT_S, max_connections=16)) as (host, port),
+        await anyio.connect_tcp(host, port) as client,
+    ):
+        request = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+        await client.send(request * 3 + b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        answers = await read_all(client)
+
+    assert answers.count(b"HTTP/1.1 200 OK") == 4
+
+
 async def test_http_1_0_gets_the_body_without_chunked_encoding_then_the_close() -> None:
     async with serving(ConnectionLimits()) as (host, port):
         async with await anyio.connect_tcp(host, port) as client:
