@@ -7,9 +7,15 @@ bound; no test asserts how long anything took.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import resource
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 
 import anyio
 import httpx
@@ -20,7 +26,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from mirbad_master._connections import AcceptErrorLog, ConnectionLimits
+from mirbad_master._accept_errors import AcceptErrorLog
+from mirbad_master._connections import ConnectionLimits
 from mirbad_master._serving import Server, bind
 
 pytestmark = pytest.mark.anyio
@@ -204,6 +211,89 @@ async def test_http_1_1_still_streams_chunked() -> None:
         streamed = await read_all(client)
 
     assert b"transfer-encoding: chunked" in streamed.lower()
+
+
+# ---------------------------------------------------------------- descriptors, in a child process
+
+CHILD_NOFILE = 512  # the default limit is then 128 connections
+FLOOD = 600
+
+
+@contextmanager
+def child_server(max_connections: int) -> Iterator[tuple[int, subprocess.Popen[str]]]:
+    """The guarded server in a child process whose descriptor limit is :data:`CHILD_NOFILE`."""
+    command = [
+        sys.executable,
+        "-m",
+        "tests.master._guarded_server_child",
+        str(CHILD_NOFILE),
+        str(max_connections),
+    ]
+    child = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None
+        yield int(child.stdout.readline()), child
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.communicate(timeout=WAIT_S)
+
+
+def flood(port: int) -> list[socket.socket]:
+    """Open :data:`FLOOD` idle connections (those the kernel queue takes)."""
+    opened = []
+    for _ in range(FLOOD):
+        # A connection the full listen queue refused uses nothing of the server's.
+        with contextlib.suppress(OSError):
+            opened.append(socket.create_connection(("127.0.0.1", port), timeout=1))
+    return opened
+
+
+def healthz_over(port: int) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=WAIT_S) as probe:
+        probe.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        return probe.recv(64)
+
+
+def stop(child: subprocess.Popen[str]) -> str:
+    _out, err = child.communicate("", timeout=WAIT_S)
+    return err
+
+
+needs_descriptors = pytest.mark.skipif(
+    resource.getrlimit(resource.RLIMIT_NOFILE)[0] < FLOOD + 200, reason="the test process needs descriptors"
+)
+
+
+@needs_descriptors
+def test_a_flood_of_idle_sockets_leaves_descriptors_and_healthz_answering() -> None:
+    with child_server(0) as (port, child):
+        sockets = flood(port)
+        try:
+            answer = healthz_over(port)
+        finally:
+            for each in sockets:
+                each.close()
+        log = stop(child)
+
+    assert answer.startswith(b"HTTP/1.1 200")
+    assert "cannot accept" not in log
+
+
+@needs_descriptors
+def test_accept_errors_past_the_descriptor_limit_are_logged_once_not_per_attempt() -> None:
+    with child_server(4 * CHILD_NOFILE) as (port, child):  # a limit above the descriptors: misconfigured
+        sockets = flood(port)
+        time.sleep(2.5)  # asyncio retries a failed accept after a second: let it fail a few times
+        for each in sockets:
+            each.close()
+        log = stop(child)
+
+    assert log.count("cannot accept connections") == 1
+    assert "Traceback" not in log
+    assert len(log) < 2000
 
 
 class Clock:

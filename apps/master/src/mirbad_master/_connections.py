@@ -17,17 +17,13 @@ them use up the process's descriptors (and then every accept fails, and each fai
 * **HTTP/1.0** answers without chunked encoding (HTTP/1.0 has none): a body of unknown length runs
   until the connection closes.
 
-:class:`AcceptErrorLog` reports failed accepts at most once per interval, with a count, instead of
-once per failure with a traceback.
+Failed accepts are :mod:`._accept_errors`' business.
 """
 
 from __future__ import annotations
 
 # uvicorn's protocols are asyncio protocols: their timers and the loop's exception handler are asyncio's.
 import asyncio  # noqa: TID251
-import logging
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -36,24 +32,33 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResp
 from uvicorn.server import ServerState
 
 __all__ = [
-    "AcceptErrorLog",
+    "ACCEPT_BURST",
+    "LISTEN_QUEUE",
     "ConnectionLimits",
     "GuardedConfig",
     "GuardedHttpProtocol",
     "default_max_connections",
-    "install_accept_error_log",
 ]
 
-_logger = logging.getLogger("mirbad_master")
+ACCEPT_BURST: Final = 64
+"""How many connections asyncio accepts in one turn of the loop (uvicorn's ``backlog`` sets it)."""
+LISTEN_QUEUE: Final = 1024
+"""The kernel's queue of connections waiting to be accepted (set on the socket once serving)."""
+_BURSTS_IN_FLIGHT: Final = 4  # turns of the loop between an accept and the close of what it replaced
 _FALLBACK_DESCRIPTORS: Final = 1024
 _UNLIMITED_DESCRIPTORS: Final = 65536  # what "no limit" is taken for
 _LENGTH_HEADERS: Final = (b"content-length", b"transfer-encoding")
 
 
 def default_max_connections() -> int:
-    """A connection limit that leaves a quarter of the descriptor limit (at least 128) to everything else."""
+    """A connection limit that leaves room below the descriptor limit for everything else.
+
+    The room is what the loop accepts before the first of those connections has replaced an idle one
+    and that one's descriptor is closed (a few turns of :data:`ACCEPT_BURST`: measured, not assumed),
+    plus an eighth of the limit (at least 128) for the agent clients, files and the rest.
+    """
     soft = _descriptor_limit()
-    return max(16, soft - max(128, soft // 4))
+    return max(16, soft - _BURSTS_IN_FLIGHT * ACCEPT_BURST - max(128, soft // 8))
 
 
 def _descriptor_limit() -> int:
@@ -246,57 +251,3 @@ class _CloseDelimitedCycle(RequestResponseCycle):
             # uvicorn counts a body against its Content-Length; this one has none, so each piece fits.
             self.expected_content_length = len(message.get("body", b""))
         await super().send(message)
-
-
-class AcceptErrorLog:
-    """An event loop exception handler that reports failed accepts at most once per ``interval_s``.
-
-    Other contexts go to the handler it replaces (or the loop's default).
-
-    Args:
-        previous: the loop's handler before this one (``None``: the default handler).
-        interval_s: the shortest time between two reports.
-        clock: monotonic seconds (tests pass a fake).
-    """
-
-    def __init__(
-        self,
-        previous: Callable[[asyncio.AbstractEventLoop, dict[str, Any]], object] | None,
-        *,
-        interval_s: float = 10.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._previous = previous
-        self._interval_s = interval_s
-        self._clock = clock
-        self._last: float | None = None
-        self._unreported = 0
-
-    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-        """Handle one exception context of ``loop``."""
-        if not str(context.get("message", "")).startswith("socket.accept()"):
-            if self._previous is not None:
-                self._previous(loop, context)
-            else:
-                loop.default_exception_handler(context)
-            return
-        self._unreported += 1
-        now = self._clock()
-        if self._last is not None and now - self._last < self._interval_s:
-            return
-        _logger.error(
-            "cannot accept connections: %s (%d time(s) since the last report; the next in %.0f s or later)",
-            context.get("exception") or context.get("message"),
-            self._unreported,
-            self._interval_s,
-        )
-        self._last = now
-        self._unreported = 0
-
-
-def install_accept_error_log() -> None:
-    """Put an :class:`AcceptErrorLog` in front of the running loop's exception handler (once per loop)."""
-    loop = asyncio.get_running_loop()
-    current = loop.get_exception_handler()
-    if not isinstance(current, AcceptErrorLog):
-        loop.set_exception_handler(AcceptErrorLog(current))

@@ -22,7 +22,8 @@ from starlette.types import ASGIApp
 
 from mirbad_protocol import MirbadError
 
-from ._connections import ConnectionLimits, GuardedConfig, install_accept_error_log
+from ._accept_errors import install_accept_error_log
+from ._connections import ACCEPT_BURST, LISTEN_QUEUE, ConnectionLimits, GuardedConfig
 
 __all__ = ["ServeError", "Server", "bind", "free_loopback_port"]
 
@@ -47,7 +48,7 @@ def bind(host: str, port: int, purpose: str) -> socket.socket:
     try:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind((host, port))
-        listener.listen(128)
+        listener.listen(LISTEN_QUEUE)
     except OSError as exc:
         listener.close()
         raise ServeError(f"cannot listen on {host}:{port} for {purpose}: {exc.strerror or exc}") from None
@@ -75,6 +76,10 @@ class _Uvicorn(uvicorn.Server):
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
+        # asyncio listens with the accept burst as the queue's length: give the kernel's queue its
+        # own, longer one, so a burst of clients waits there instead of being refused.
+        for listener in sockets or ():
+            listener.listen(LISTEN_QUEUE)
         self.listening.set()
 
 
@@ -108,6 +113,9 @@ class Server:
         config = GuardedConfig(
             app,
             limits=limits or ConnectionLimits(),
+            # uvicorn's 2048 is also how many sockets asyncio accepts per turn, before any can replace
+            # an idle one: bursts that size could use up the descriptors the limit keeps free.
+            backlog=ACCEPT_BURST,
             lifespan="on",
             log_config=None,
             access_log=False,
