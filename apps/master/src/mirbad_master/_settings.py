@@ -96,7 +96,8 @@ class MasterSettings(BaseModel):
         body_timeout_s: the longest pause between two pieces of a request body (a steady upload of
             any length is never cut).
         max_connections: open connections on the main port at most (a new one replaces the
-            longest-idle one); ``None``: three quarters of the descriptor limit.
+            longest-idle one); ``None``: the descriptor limit less room for accept bursts and the rest
+            (640 for the usual 1024).
         trusted_proxies: addresses or networks of reverse proxies whose ``X-Forwarded-For`` and
             ``X-Forwarded-Proto`` are believed; none by default (a client's own headers are ignored,
             since the sign-in throttle counts by address).

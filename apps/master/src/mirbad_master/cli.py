@@ -110,7 +110,9 @@ def _add_up(commands: Any) -> None:
         "--body-timeout-s", type=float, help="longest pause within a request body, in seconds (default 60)"
     )
     up.add_argument(
-        "--max-connections", type=int, help="open connections at most (default: 3/4 of the descriptor limit)"
+        "--max-connections",
+        type=int,
+        help="open connections at most (default: the descriptor limit less room for the rest)",
     )
     up.add_argument(
         "--trusted-proxy",
