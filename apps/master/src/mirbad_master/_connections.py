@@ -1,4 +1,4 @@
-"""Guarding the master's sockets: header and body timeouts, a connection limit, quiet accept errors.
+"""Guarding the master's sockets: header and body timeouts, a connection limit, HTTP/1.0 bodies.
 
 uvicorn bounds only the wait between two requests on a kept-alive connection: a client that sends half
 a request header and stalls, or a body that stops arriving, holds its socket forever, and enough of
@@ -22,7 +22,7 @@ Failed accepts are :mod:`._accept_errors`' business.
 
 from __future__ import annotations
 
-# uvicorn's protocols are asyncio protocols: their timers and the loop's exception handler are asyncio's.
+# uvicorn's protocols are asyncio protocols: their transports and the loop's clock are asyncio's.
 import asyncio  # noqa: TID251
 from dataclasses import dataclass, field
 from typing import Any, Final
