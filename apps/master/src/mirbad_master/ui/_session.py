@@ -80,6 +80,11 @@ def install_session_routes(app: FastAPI, auth: AdminAuth) -> None:
         set_session_cookie(answer, token, request)
         return answer
 
+    @app.get(LOGOUT_PATH, include_in_schema=False)
+    async def sign_out_by_link() -> Response:
+        # An old bookmark or a link on another page: it goes home, the session stays (POST signs out).
+        return RedirectResponse("/", status_code=303)
+
     @app.post(LOGOUT_PATH, include_in_schema=False)
     async def sign_out(request: Request) -> Response:
         token = request.cookies.get(SESSION_COOKIE)
