@@ -99,6 +99,9 @@ async def running_master(
         httpx.AsyncClient(
             transport=transport, base_url="http://master", headers={"Authorization": f"Bearer {password}"}
         ) as admin,
-        httpx.AsyncClient(transport=transport, base_url="http://master") as anonymous,
+        # A browser's requests name their origin: the cookie-authenticated calls need it (OriginGuard).
+        httpx.AsyncClient(
+            transport=transport, base_url="http://master", headers={"Origin": "http://master"}
+        ) as anonymous,
     ):
         yield Master(services, auth, password, agents, admin, anonymous)

@@ -1,4 +1,4 @@
-"""The administrator's password: made once, kept as an scrypt hash, limited to five wrong tries a minute."""
+"""The administrator's password: made once, kept as an scrypt hash, throttled per address and account."""
 
 from __future__ import annotations
 
@@ -6,16 +6,25 @@ import json
 import stat
 from pathlib import Path
 
+import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from mirbad_master import _admin_auth
 from mirbad_master._admin_auth import (
-    ATTEMPT_WINDOW_S,
-    MAX_FAILED_ATTEMPTS,
     SESSION_LIFETIME_S,
     AdminAuth,
     AdminAuthError,
     TooManyAttemptsError,
     WrongPasswordError,
+)
+from mirbad_master._sign_in_throttle import (
+    ACCOUNT_LOCK_CAP_S,
+    FIRST_LOCK_S,
+    FREE_STRIKES_PER_ACCOUNT,
+    FREE_STRIKES_PER_ADDRESS,
+    SignInThrottle,
 )
 from mirbad_master.cli import main
 
@@ -56,22 +65,120 @@ async def test_right_and_wrong_passwords(tmp_path: Path) -> None:
         await auth.check_password("", "10.0.0.1")
 
 
-async def test_five_wrong_tries_a_minute_then_429_for_that_client_only(tmp_path: Path) -> None:
+async def test_five_wrong_tries_lock_the_address_then_each_strike_doubles_the_lock(tmp_path: Path) -> None:
     clock = Clock()
     auth = AdminAuth(tmp_path, clock=clock)
     password = auth.reset_password()
-    for _ in range(MAX_FAILED_ATTEMPTS):
+    for _ in range(FREE_STRIKES_PER_ADDRESS):
         with pytest.raises(WrongPasswordError):
             await auth.check_password("guess", "10.0.0.1")
         clock.now += 1
 
     with pytest.raises(TooManyAttemptsError) as refused:
-        await auth.check_password(password, "10.0.0.1")
-    assert refused.value.retry_after_s == ATTEMPT_WINDOW_S - MAX_FAILED_ATTEMPTS
+        await auth.check_password(password, "10.0.0.1")  # locked: not even the right one is looked at
+    assert refused.value.retry_after_s == FIRST_LOCK_S - 1
     await auth.check_password(password, "10.0.0.2")
 
-    clock.now += ATTEMPT_WINDOW_S
-    await auth.check_password(password, "10.0.0.1")
+    clock.now += FIRST_LOCK_S
+    with pytest.raises(WrongPasswordError):
+        await auth.check_password("guess", "10.0.0.1")
+    with pytest.raises(TooManyAttemptsError) as doubled:
+        await auth.check_password(password, "10.0.0.1")
+    assert doubled.value.retry_after_s == 2 * FIRST_LOCK_S
+
+    clock.now += 2 * FIRST_LOCK_S
+    await auth.check_password(password, "10.0.0.1")  # right: the address starts clean
+    with pytest.raises(WrongPasswordError):
+        await auth.check_password("typo", "10.0.0.1")
+
+
+async def test_guesses_spread_over_addresses_lock_the_account_but_not_the_administrator(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    auth = AdminAuth(tmp_path, clock=clock)
+    password = auth.reset_password()
+    await auth.check_password(password, "192.168.1.10")  # the administrator's machine, known from now on
+    session = await auth.sign_in(password, "192.168.1.11")
+    for attempt in range(FREE_STRIKES_PER_ACCOUNT):
+        with pytest.raises(WrongPasswordError):
+            await auth.check_password("guess", f"203.0.113.{attempt}")
+
+    with pytest.raises(TooManyAttemptsError):
+        await auth.check_password(password, "203.0.113.200")  # a fresh address: the account is locked
+    await auth.check_password(password, "192.168.1.10")  # signed in lately from here
+    assert await auth.has_session(session)
+    await auth.sign_in(password, "198.51.100.7", signed_in=True)  # a live session's request
+
+    clock.now += ACCOUNT_LOCK_CAP_S
+    await auth.check_password(password, "203.0.113.200")
+
+
+async def test_every_wrong_guess_takes_the_full_scrypt_even_after_a_good_sign_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    auth = AdminAuth(tmp_path)
+    password = auth.reset_password()
+    derivations: list[str] = []
+    real = _admin_auth._derive
+
+    def counting(secret: str, salt: bytes, n: int, r: int, p: int) -> bytes:
+        derivations.append(secret)
+        return real(secret, salt, n, r, p)
+
+    monkeypatch.setattr(_admin_auth, "_derive", counting)
+    await auth.check_password(password, "client")
+    await auth.check_password(password, "client")  # the verified password: recognised cheaply
+    for guess in ("a", password + "x", ""):
+        with pytest.raises(WrongPasswordError):
+            await auth.check_password(guess, "client")
+
+    assert derivations == [password, "a", password + "x", ""]
+
+
+async def test_concurrent_guesses_cannot_slip_past_the_lock(tmp_path: Path) -> None:
+    auth = AdminAuth(tmp_path)
+    auth.reset_password()
+    outcomes: list[type[Exception]] = []
+
+    async def guess(number: int) -> None:
+        try:
+            await auth.check_password(f"guess-{number}", "10.0.0.9")
+        except AdminAuthError as exc:
+            outcomes.append(type(exc))
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tasks:
+            for number in range(3 * FREE_STRIKES_PER_ADDRESS):
+                tasks.start_soon(guess, number)
+
+    assert outcomes.count(WrongPasswordError) == FREE_STRIKES_PER_ADDRESS
+    assert outcomes.count(TooManyAttemptsError) == 2 * FREE_STRIKES_PER_ADDRESS
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(min_value=0, max_value=60), st.floats(min_value=0, max_value=300)),
+        max_size=300,
+    )
+)
+def test_no_spread_of_addresses_guesses_faster_than_the_account_allows(
+    attempts: list[tuple[int, float]],
+) -> None:
+    clock = Clock()
+    throttle = SignInThrottle(clock=clock, known_for_s=SESSION_LIFETIME_S)
+    start = clock.now
+    checked = 0
+    for address, pause in attempts:
+        clock.now += pause
+        if throttle.locked_for(f"10.1.0.{address}") == 0:
+            throttle.strike(f"10.1.0.{address}")
+            checked += 1
+
+    elapsed = clock.now - start
+    # 20 free, then locks of 60, 120, 240, 480 s and the 900 s cap: at most a handful more per cap.
+    assert checked <= FREE_STRIKES_PER_ACCOUNT + 6 + elapsed / ACCOUNT_LOCK_CAP_S
 
 
 async def test_sessions_last_until_idle_signed_out_or_reset(tmp_path: Path) -> None:

@@ -72,6 +72,26 @@ async def test_the_sixth_wrong_password_in_a_minute_is_refused(tmp_path: Path) -
     error_of(login, 429, "too_many_attempts")
 
 
+async def test_a_live_session_is_not_locked_out_by_guesses_from_its_address(tmp_path: Path) -> None:
+    async with running_master(tmp_path) as master:
+        await master.anonymous.post("/api/session", json={"password": master.password})
+        session = master.anonymous.cookies["mirbad_session"]
+        master.anonymous.cookies.clear()  # someone else at the same address guesses
+        bad = {"Authorization": "Bearer wrong"}
+        guesses = [await master.anonymous.get("/api/status", headers=bad) for _ in range(6)]
+        stranger = await master.anonymous.post("/api/session", json={"password": master.password})
+        master.anonymous.cookies.set("mirbad_session", session)
+        again = await master.anonymous.post("/api/session", json={"password": master.password})
+        scripted = await master.anonymous.get(
+            "/api/status", headers={"Authorization": f"Bearer {master.password}"}
+        )
+
+    assert [guess.status_code for guess in guesses] == [401] * 5 + [429]
+    assert again.status_code == 204
+    assert scripted.status_code == 200
+    error_of(stranger, 429, "too_many_attempts")
+
+
 async def test_a_portal_session_opens_the_api_until_signed_out(tmp_path: Path) -> None:
     async with running_master(tmp_path) as master:
         wrong = await master.anonymous.post("/api/session", json={"password": "nope"})

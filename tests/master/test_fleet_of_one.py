@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import stat
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mirbad_master._data_dir import INITIAL_PASSWORD_FILE, prepare_data_dir, write_initial_password
 from mirbad_master._fleet_of_one import DUPLICATE_SIGNAL_S, StopSignals, banner, goodbye
 from mirbad_master._local_agent import (
     LLAMA_SERVER_NAME,
@@ -39,6 +41,55 @@ def test_the_banner_shows_the_password_on_the_first_run_only(tmp_path: Path) -> 
     assert "Admin password:       s3cret" in first
     assert "s3cret" not in later
     assert "mirbad admin reset-password" in later
+
+
+def test_the_banner_names_the_password_file_when_stdout_is_no_terminal(tmp_path: Path) -> None:
+    settings = MasterSettings(data_dir=tmp_path)
+    path = write_initial_password(tmp_path, "s3cret")
+
+    text = banner(settings, None, password_file=path)
+
+    assert "s3cret" not in text
+    assert str(tmp_path / INITIAL_PASSWORD_FILE) in text
+    assert path.read_text() == "s3cret\n"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_a_stale_password_file_is_replaced_owner_only(tmp_path: Path) -> None:
+    stale = tmp_path / INITIAL_PASSWORD_FILE
+    stale.write_text("old")
+    stale.chmod(0o644)
+
+    write_initial_password(tmp_path, "new")
+
+    assert stale.read_text() == "new\n"
+    assert stat.S_IMODE(stale.stat().st_mode) == 0o600
+
+
+def test_an_existing_data_dir_is_tightened_to_0700_and_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir(mode=0o755)
+    data.chmod(0o755)
+
+    with caplog.at_level(logging.WARNING, logger="mirbad_master"):
+        prepare_data_dir(data)
+    tightened = [record.getMessage() for record in caplog.records]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="mirbad_master"):
+        prepare_data_dir(data)
+
+    assert stat.S_IMODE(data.stat().st_mode) == 0o700
+    assert len(tightened) == 1
+    assert "0755" in tightened[0]
+    assert caplog.records == []  # already right: nothing to say
+
+
+def test_a_new_data_dir_is_made_owner_only(tmp_path: Path) -> None:
+    prepare_data_dir(tmp_path / "new" / "data")
+
+    assert stat.S_IMODE((tmp_path / "new" / "data").stat().st_mode) == 0o700
 
 
 def test_the_ca_is_made_once_and_the_master_identity_follows_it(tmp_path: Path) -> None:

@@ -52,10 +52,36 @@ async def test_metrics_expose_the_fleet_without_sign_in(tmp_path: Path) -> None:
     assert found[("mirbad_node_reachable", (("node", "local"),))] == 1
     assert found[("mirbad_node_memory_total_bytes", (("node", "local"),))] == 128 * GIB
     assert found[("mirbad_node_memory_available_bytes", (("node", "local"),))] == 100 * GIB
-    usage = (("key_id", key_id), ("model", "Qwen3-8B"))
+    assert key_id not in answer.text  # key ids only when asked for (metrics_key_ids)
+    usage = (("model", "Qwen3-8B"),)
     assert found[("mirbad_api_key_prompt_tokens_total", usage)] == 10
     assert found[("mirbad_api_key_completion_tokens_total", usage)] == 5
     assert found[("mirbad_api_key_requests_total", usage)] == 1
+
+
+async def test_key_ids_label_the_usage_only_when_asked_for(tmp_path: Path) -> None:
+    async with running_master(tmp_path, metrics_key_ids=True) as master:
+        for name in ("a", "b"):
+            await master.admin.post("/api/keys", json={"name": name})
+        ids = [key["id"] for key in (await master.admin.get("/api/keys")).json()]
+        for key_id in ids:
+            master.services.keys.record_usage(key_id, "m", 3, 1)
+        found = samples((await master.anonymous.get("/metrics")).text)
+
+    for key_id in ids:
+        assert found[("mirbad_api_key_prompt_tokens_total", (("key_id", key_id), ("model", "m")))] == 3
+
+
+async def test_without_key_ids_the_usage_of_all_keys_is_summed_per_model(tmp_path: Path) -> None:
+    async with running_master(tmp_path) as master:
+        for name in ("a", "b"):
+            await master.admin.post("/api/keys", json={"name": name})
+        for key in (await master.admin.get("/api/keys")).json():
+            master.services.keys.record_usage(key["id"], "m", 3, 1)
+        found = samples((await master.anonymous.get("/metrics")).text)
+
+    assert found[("mirbad_api_key_prompt_tokens_total", (("model", "m"),))] == 6
+    assert found[("mirbad_api_key_requests_total", (("model", "m"),))] == 2
 
 
 async def test_a_pause_is_exposed(tmp_path: Path) -> None:

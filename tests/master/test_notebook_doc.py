@@ -97,7 +97,7 @@ def test_the_notebook_runs_against_mirbad_up(
     up: Up, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     banner = up.start()
-    password = next(line.split(":", 1)[1].strip() for line in banner if "Admin password:" in line)
+    password = up.first_run_password(banner)
     monkeypatch.setenv("MIRBAD_URL", up.base_url)
     monkeypatch.setenv("MIRBAD_PASSWORD", password)
     namespace: dict[str, Any] = {"__name__": "__notebook__"}

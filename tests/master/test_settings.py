@@ -53,3 +53,16 @@ def test_urls_for_a_master_listening_everywhere() -> None:
     assert settings.enroll_url.startswith("https://")
     assert settings.enroll_url.endswith(":8444")
     assert "0.0.0.0" not in settings.enroll_url
+
+
+def test_trusted_proxies_are_addresses_or_networks() -> None:
+    settings = load_master_settings({"MIRBAD_TRUSTED_PROXIES": "10.0.0.1, 192.168.0.0/16"})
+    flagged = load_master_settings({}, {"trusted_proxies": ["::1"]})
+    with pytest.raises(InvalidFieldError) as refused:
+        load_master_settings({"MIRBAD_TRUSTED_PROXIES": "10.0.0.1,proxy.lan"})
+
+    assert settings.trusted_proxies == ("10.0.0.1", "192.168.0.0/16")
+    assert flagged.trusted_proxies == ("::1",)
+    assert MasterSettings().trusted_proxies == ()
+    assert refused.value.field == "MIRBAD_TRUSTED_PROXIES"
+    assert "proxy.lan" in refused.value.reason

@@ -13,6 +13,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse, Response
 
 from mirbad_master._admin_auth import SESSION_COOKIE, AdminAuth, WrongPasswordError
+from mirbad_master._origin_guard import OriginGuard
 from mirbad_master.ui._login import login_message
 from mirbad_master.ui._session import install_session_routes, login_redirect, safe_next, signed_in
 
@@ -24,6 +25,7 @@ async def portal(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, str, 
     auth = AdminAuth(tmp_path)
     password = auth.reset_password()
     app = FastAPI()
+    app.add_middleware(OriginGuard)
     install_session_routes(app, auth)
 
     @app.get("/whoami")
@@ -33,7 +35,9 @@ async def portal(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, str, 
         return PlainTextResponse("admin")
 
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://portal") as client:
+    # The browser names the page's origin on every form post.
+    origin = {"Origin": "http://portal"}
+    async with httpx.AsyncClient(transport=transport, base_url="http://portal", headers=origin) as client:
         yield client, password, auth
 
 
@@ -73,11 +77,26 @@ async def test_a_wrong_password_goes_back_to_the_form_and_the_sixth_in_a_minute_
     assert SESSION_COOKIE not in locked.headers.get("set-cookie", "")
 
 
+async def test_a_signed_in_browser_signs_in_again_while_its_address_is_locked(tmp_path: Path) -> None:
+    async with portal(tmp_path) as (client, password, _):
+        await client.post("/login", data={"password": password})
+        session = client.cookies[SESSION_COOKIE]
+        client.cookies.clear()  # someone else at the same address guesses
+        guesses = [await client.post("/login", data={"password": "nope"}) for _ in range(6)]
+        stranger = await client.post("/login", data={"password": password})
+        client.cookies.set(SESSION_COOKIE, session)
+        again = await client.post("/login", data={"password": password, "next": "/whoami"})
+
+    assert query_of(guesses[-1])["error"] == ["locked"]
+    assert again.headers["location"] == "/whoami"  # a live session: judged by nothing but its password
+    assert query_of(stranger)["error"] == ["locked"]
+
+
 async def test_signing_out_ends_the_session(tmp_path: Path) -> None:
     async with portal(tmp_path) as (client, password, auth):
         await client.post("/login", data={"password": password})
         token = client.cookies[SESSION_COOKIE]
-        answer = await client.get("/logout")
+        answer = await client.post("/logout")
         after = await client.get("/whoami")
 
     assert answer.headers["location"] == "/login"
@@ -106,8 +125,6 @@ def test_only_paths_of_this_site_are_followed_after_signing_in(wanted: str | Non
 def test_the_login_page_says_why_an_attempt_was_refused() -> None:
     assert login_message(None, None) is None
     assert login_message("wrong", None) == "That is not the administrator password."
-    assert login_message("locked", "42") == (
-        "Too many wrong passwords (5 a minute at most); try again in 42 s."
-    )
+    assert login_message("locked", "42") == "Too many wrong passwords; try again in 42 s."
     assert login_message("locked", "<script>") is not None
     assert "<script>" not in (login_message("locked", "<script>") or "")

@@ -17,6 +17,7 @@ import os
 import queue
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -116,6 +117,15 @@ class Up:
         while "Ctrl-C" not in banner[-1]:
             banner.append(self.next_line())
         return banner
+
+    def first_run_password(self, banner: list[str]) -> str:
+        """The first run's password: stdout is a pipe, so it is in the owner-only file the banner names."""
+        password_file = self.data_dir / "initial-admin-password"
+        assert any(f"Admin password:       in {password_file}" in line for line in banner)
+        assert stat.S_IMODE(password_file.stat().st_mode) == 0o600
+        password = password_file.read_text().strip()
+        assert password not in "".join(banner)
+        return password
 
     def next_line(self, timeout_s: float = 90.0) -> str:
         try:
@@ -323,7 +333,7 @@ def test_mirbad_up_serves_openai_restarts_crashes_and_keeps_its_data(
     up: Up, names: Names, closing: contextlib.ExitStack
 ) -> None:
     banner = up.start()
-    password = next(line.split(":", 1)[1].strip() for line in banner if "Admin password:" in line)
+    password = up.first_run_password(banner)
     assert any(f"{up.base_url}/v1" in line for line in banner)
     admin = Admin(up.base_url, password)
     closing.callback(admin.close)

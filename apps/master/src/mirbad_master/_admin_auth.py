@@ -2,9 +2,10 @@
 
 The password is generated on the first run and shown once (the banner of ``mirbad up``); only its
 scrypt hash is kept, in ``{data_dir}/admin.json`` (owner-only). ``mirbad admin reset-password`` makes a
-new one. Every check compares in constant time, and a client that gets it wrong five times within a
-minute is refused (429) for the rest of that minute, the right password included, so guessing never
-goes faster than five tries a minute.
+new one. Every check compares in constant time and every wrong password costs one full scrypt
+derivation (only the password already verified is recognised cheaply, by its SHA-256). Guessing is
+throttled per address and per account with a growing lock (:mod:`._sign_in_throttle`): a locked client
+is refused (429) without its password being looked at.
 
 ``/api`` accepts ``Authorization: Bearer <password>`` (scripts and notebooks) or the session cookie the
 portal's sign-in sets (:data:`SESSION_COOKIE`, HttpOnly). Sessions live in memory: a restarted master
@@ -14,10 +15,10 @@ signs everyone out, and a password reset ends every session.
 from __future__ import annotations
 
 import base64
-import collections
 import hashlib
 import hmac
 import json
+import math
 import secrets
 import time
 from collections.abc import Callable
@@ -30,11 +31,11 @@ import anyio.to_thread
 
 from mirbad_protocol import MirbadError, write_json_atomic
 
+from ._sign_in_throttle import SignInThrottle
+
 __all__ = [
     "ADMIN_FILE_NAME",
     "ADMIN_USER",
-    "ATTEMPT_WINDOW_S",
-    "MAX_FAILED_ATTEMPTS",
     "SESSION_COOKIE",
     "SESSION_LIFETIME_S",
     "AdminAuth",
@@ -51,13 +52,10 @@ SESSION_COOKIE: Final = "mirbad_session"
 """The portal's session cookie (HttpOnly, SameSite=Strict)."""
 SESSION_LIFETIME_S: Final = 12 * 3600.0
 """How long a session lasts without being used."""
-MAX_FAILED_ATTEMPTS: Final = 5
-"""Wrong passwords one client may send per :data:`ATTEMPT_WINDOW_S`."""
-ATTEMPT_WINDOW_S: Final = 60.0
-"""The window the failed attempts are counted in."""
 
 # scrypt at N=2^14, r=8: 16 MiB and some tens of milliseconds per check, which is why a verified
-# password is remembered (as its SHA-256) for the cheap checks of later requests.
+# password is remembered (as its SHA-256) for the cheap checks of later requests. Only a match is
+# cheap: anything else still takes the full derivation, so no wrong guess is ever cheaper than another.
 _SCRYPT_N: Final = 2**14
 _SCRYPT_R: Final = 8
 _SCRYPT_P: Final = 1
@@ -74,7 +72,7 @@ class WrongPasswordError(AdminAuthError):
 
 
 class TooManyAttemptsError(AdminAuthError):
-    """Too many wrong passwords from this client lately (HTTP 429).
+    """Too many wrong passwords from this client or for the account lately (HTTP 429).
 
     Attributes:
         retry_after_s: seconds until the client may try again.
@@ -115,7 +113,7 @@ class AdminAuth:
     def __init__(self, data_dir: Path, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._path = data_dir / ADMIN_FILE_NAME
         self._clock = clock
-        self._failures: dict[str, collections.deque[float]] = {}
+        self._throttle = SignInThrottle(clock=clock, known_for_s=SESSION_LIFETIME_S)
         self._sessions: dict[str, _Session] = {}
         self._verified: tuple[bytes, bytes] | None = None  # (salt, SHA-256 of the verified password)
 
@@ -146,31 +144,54 @@ class AdminAuth:
         self._sessions.clear()
         return password
 
-    async def sign_in(self, password: str, client: str) -> str:
+    async def sign_in(self, password: str, client: str, *, signed_in: bool = False) -> str:
         """Check ``password`` for ``client`` (an address) and open a session; returns its token.
+
+        Args:
+            password: the password given.
+            client: the address the attempt is counted under.
+            signed_in: the request carries a live session (never locked out; see :mod:`._sign_in_throttle`).
 
         Raises:
             TooManyAttemptsError: the client has used up its attempts for now.
             WrongPasswordError: the password is wrong (the attempt is counted).
         """
-        salt = await self.check_password(password, client)
+        salt = await self.check_password(password, client, signed_in=signed_in)
         token = secrets.token_urlsafe(32)
         self._sessions[token] = _Session(self._clock() + SESSION_LIFETIME_S, salt)
         return token
 
-    async def check_password(self, password: str, client: str) -> bytes:
+    async def check_password(self, password: str, client: str, *, signed_in: bool = False) -> bytes:
         """Check ``password`` for ``client``, counting a wrong one; returns the current hash's salt.
 
+        Args:
+            password: the password given.
+            client: the address the attempt is counted under.
+            signed_in: the request carries a live session (never locked out; see :mod:`._sign_in_throttle`).
+
         Raises:
-            TooManyAttemptsError: the client has used up its attempts for now.
+            TooManyAttemptsError: the client or the account has used up its attempts for now.
             WrongPasswordError: the password is wrong.
         """
-        self._refuse_if_locked(client)
+        wait = self._throttle.locked_for(client, signed_in=signed_in)
+        if wait > 0:
+            raise TooManyAttemptsError(max(1, math.ceil(wait)))
+        self._throttle.strike(client)  # counted first: concurrent guesses see it at once
         salt = await anyio.to_thread.run_sync(self._verify, password)
         if salt is None:
-            self._failures.setdefault(client, collections.deque()).append(self._clock())
             raise WrongPasswordError("the administrator password is wrong")
+        self._throttle.forgive(client)
         return salt
+
+    async def has_session(self, token: str | None) -> bool:
+        """Whether ``token`` is a live session (as :meth:`check_session` judges it, without raising)."""
+        if not token:
+            return False
+        try:
+            await self.check_session(token)
+        except AdminAuthError:
+            return False
+        return True
 
     async def check_session(self, token: str) -> None:
         """Accept a live session (its lifetime starts over).
@@ -193,24 +214,13 @@ class AdminAuth:
         """End a session (an unknown token is ignored)."""
         self._sessions.pop(token, None)
 
-    def _refuse_if_locked(self, client: str) -> None:
-        failures = self._failures.get(client)
-        if failures is None:
-            return
-        now = self._clock()
-        while failures and now - failures[0] >= ATTEMPT_WINDOW_S:
-            failures.popleft()
-        if not failures:
-            del self._failures[client]
-        elif len(failures) >= MAX_FAILED_ATTEMPTS:
-            raise TooManyAttemptsError(max(1, round(ATTEMPT_WINDOW_S - (now - failures[0]))))
-
     def _verify(self, password: str) -> bytes | None:
         stored = self._load()
         digest = hashlib.sha256(password.encode("utf-8", "surrogatepass")).digest()
         remembered = self._verified
-        if remembered is not None and hmac.compare_digest(remembered[0], stored.salt):
-            return stored.salt if hmac.compare_digest(remembered[1], digest) else None
+        same_salt = remembered is not None and hmac.compare_digest(remembered[0], stored.salt)
+        if same_salt and remembered is not None and hmac.compare_digest(remembered[1], digest):
+            return stored.salt
         if not stored.matches(password):
             return None
         self._verified = (stored.salt, digest)

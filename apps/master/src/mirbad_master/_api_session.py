@@ -1,8 +1,9 @@
 """Who may call ``/api``: the administrator, by password (scripts) or by the portal's session cookie.
 
 :func:`admin_guard` is the dependency every protected route runs first; it records the caller as the
-audit actor in ``request.state``. :func:`session_router` signs the portal in and out; signing in with a
-wrong password spends one of the client's attempts, a request carrying a live session spends none.
+audit actor in ``request.state``. :func:`session_router` signs the portal in and out. Every password
+given (Bearer or sign-in) is throttled by address and account; one sent with a live session cookie is
+never refused, so guessing elsewhere cannot lock a signed-in administrator out.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ def admin_guard(auth: AdminAuth) -> Callable[..., Awaitable[None]]:
         session: Annotated[str | None, Depends(_cookie_scheme)],
     ) -> None:
         if bearer is not None:
-            await auth.check_password(bearer.credentials, client_address(request))
+            signed_in = await auth.has_session(session)
+            await auth.check_password(bearer.credentials, client_address(request), signed_in=signed_in)
         elif session:
             await auth.check_session(session)
         else:
@@ -63,7 +65,11 @@ def actor_of(request: Request) -> str:
 
 
 def client_address(request: Request) -> str:
-    """The address failed attempts are counted under."""
+    """The address failed attempts are counted under.
+
+    uvicorn takes it from ``X-Forwarded-For`` only when the peer is one of the master's configured
+    trusted proxies (``--trusted-proxy``; none by default), so a client cannot choose it.
+    """
     return request.client.host if request.client is not None else "unknown"
 
 
@@ -73,7 +79,8 @@ def session_router(auth: AdminAuth) -> APIRouter:
 
     @router.post("/session", status_code=204, summary="Sign in to the portal (sets the session cookie)")
     async def sign_in(body: SignIn, request: Request) -> Response:
-        token = await auth.sign_in(body.password, client_address(request))
+        signed_in = await auth.has_session(request.cookies.get(SESSION_COOKIE))
+        token = await auth.sign_in(body.password, client_address(request), signed_in=signed_in)
         answer = Response(status_code=204)
         set_session_cookie(answer, token, request)
         return answer

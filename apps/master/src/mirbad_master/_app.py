@@ -5,7 +5,8 @@ router is mounted at ``/v1``. The portal (NiceGUI, itself built on FastAPI) is a
 ``ui`` installer, e.g. one calling ``nicegui.ui.run_with(app)``: its catch-all mount at ``/`` must come
 after every other route. NiceGUI is never imported here, so the API runs and is tested without it.
 ``/healthz`` and ``/metrics`` need no sign-in: they carry no secret and monitoring has no password; the
-master listens on loopback unless told otherwise.
+master listens on loopback unless told otherwise. :class:`OriginGuard` wraps everything: the session
+cookie does nothing state-changing for a page of another origin (another port of this host included).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ._admin_auth import AdminAuth
 from ._api import api_router
 from ._api_errors import install_error_handlers
 from ._metrics import METRICS_MEDIA_TYPE, collect_metrics, render_metrics
+from ._origin_guard import OriginGuard
 from ._services import MasterServices
 
 __all__ = ["UiInstaller", "create_master_app"]
@@ -59,6 +61,7 @@ def create_master_app(services: MasterServices, auth: AdminAuth, *, ui: UiInstal
         redoc_url=None,
     )
     install_error_handlers(app)
+    app.add_middleware(OriginGuard)
     app.include_router(api_router(services, auth), prefix="/api")
 
     @app.get("/healthz", tags=["operations"], summary="Liveness (no sign-in)")

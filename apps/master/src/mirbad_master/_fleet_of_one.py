@@ -28,6 +28,7 @@ import signal
 import socket
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import timedelta
+from pathlib import Path
 from typing import Final, Literal
 
 import anyio
@@ -39,6 +40,8 @@ from mirbad_protocol import ModelStatus
 from ._admin_auth import AdminAuth
 from ._agent_supervisor import AgentSupervisor
 from ._app import UiInstaller, create_master_app
+from ._connections import ConnectionLimits, default_max_connections
+from ._data_dir import prepare_data_dir, write_initial_password
 from ._enroll_listener import create_enroll_app, enroll_server_context, issue_enroll_server_credentials
 from ._local_agent import AGENT_FOLDER, LocalAgent, is_enrolled, write_agent_settings
 from ._local_pki import (
@@ -60,12 +63,19 @@ DUPLICATE_SIGNAL_S: Final = 1.0
 _logger = logging.getLogger("mirbad_master")
 _AGENT_READY_TIMEOUT_S: Final = 60.0
 _HURRIED_AGENT_GRACE_S: Final = 2.0
+_ENROLL_CONNECTIONS: Final = 64  # joining nodes, one at a time: a flood there must not eat the descriptors
 
 Announce = Callable[[str], None]
 
 
-def banner(settings: MasterSettings, password: str | None) -> str:
-    """What ``mirbad up`` prints once it serves: where it is and how to sign in."""
+def banner(settings: MasterSettings, password: str | None, *, password_file: Path | None = None) -> str:
+    """What ``mirbad up`` prints once it serves: where it is and how to sign in.
+
+    Args:
+        settings: the master's settings.
+        password: the first run's password, shown; ``None`` on later runs.
+        password_file: where the first run's password was written instead of being shown.
+    """
     lines = [
         "Mirbad is up: a fleet of one (the master and this machine's agent).",
         f"  Portal and admin API: {settings.base_url}/  (API docs: {settings.base_url}/api/docs)",
@@ -77,6 +87,11 @@ def banner(settings: MasterSettings, password: str | None) -> str:
         lines += [
             f"  Admin password:       {password}",
             "  (shown this once: only its hash is kept; `mirbad admin reset-password` makes a new one)",
+        ]
+    elif password_file is not None:
+        lines += [
+            f"  Admin password:       in {password_file} (owner-only; stdout is not a terminal)",
+            "  (read it, then delete the file; `mirbad admin reset-password` makes a new one)",
         ]
     else:
         lines.append(
@@ -139,12 +154,21 @@ class FleetOfOne:
         settings: the master's settings.
         announce: prints a message for the operator (the banner, the goodbye).
         ui: attaches the portal to the app (see :func:`create_master_app`).
+        password_to_terminal: show the first run's password in the banner (stdout is a terminal);
+            otherwise it goes to ``{data_dir}/initial-admin-password`` (0600), named in the log.
     """
 
     def __init__(
-        self, settings: MasterSettings, *, announce: Announce, ui: UiInstaller | None = None
+        self,
+        settings: MasterSettings,
+        *,
+        announce: Announce,
+        ui: UiInstaller | None = None,
+        password_to_terminal: bool = False,
     ) -> None:
         self.settings = settings
+        self._password_to_terminal = password_to_terminal
+        self._password_file: Path | None = None
         self._announce = announce
         self._ui = ui
         self._servers: list[Server] = []
@@ -191,9 +215,12 @@ class FleetOfOne:
 
     async def _run(self, tasks: TaskGroup) -> None:
         settings = self.settings
-        settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        prepare_data_dir(settings.data_dir)
         auth = AdminAuth(settings.data_dir)
         password = auth.ensure_password()
+        if password is not None and not self._password_to_terminal:
+            self._password_file = write_initial_password(settings.data_dir, password)
+            password = None
         authority = load_or_create_authority(settings.data_dir / PKI_FOLDER)
         identity = load_or_issue_master_identity(settings.data_dir / PKI_FOLDER, authority)
         # Bound before anything starts (and probed before even the first run's password is made).
@@ -215,7 +242,10 @@ class FleetOfOne:
                 issue_enroll_server_credentials(authority, enroll_listener_names(settings.host))
             )
             enroll_app = create_enroll_app(services.enrollment, authority.certificate)
-            await self._serve(tasks, Server.create(enroll_app, enroll, ssl_context=enroll_tls))
+            enroll_limits = _limits(settings, _ENROLL_CONNECTIONS)
+            await self._serve(
+                tasks, Server.create(enroll_app, enroll, ssl_context=enroll_tls, limits=enroll_limits)
+            )
             agent_port = settings.agent_port or free_loopback_port()
             agent = LocalAgent(settings.data_dir / AGENT_FOLDER, write_agent_settings(settings, agent_port))
             try:
@@ -243,8 +273,13 @@ class FleetOfOne:
     ) -> None:
         async with services:
             app = create_master_app(services, auth, ui=self._ui)
-            server = await self._serve(tasks, Server.create(app, web))
-            self._announce(banner(self.settings, password))
+            server = await self._serve(
+                tasks,
+                Server.create(
+                    app, web, limits=_limits(self.settings), trusted_proxies=self.settings.trusted_proxies
+                ),
+            )
+            self._announce(banner(self.settings, password, password_file=self._password_file))
             await self._stopping.wait()
             # Serving stops first, then the monitors, then the models (the services' exit), then the agent.
             await server.stop()
@@ -334,6 +369,15 @@ class StopSignals:
             return "again"
         self._hurried = True
         return "hurry"
+
+
+def _limits(settings: MasterSettings, max_connections: int | None = None) -> ConnectionLimits:
+    """The header and body timeouts of ``settings`` with a connection limit (default: the main port's)."""
+    return ConnectionLimits(
+        header_timeout_s=settings.header_timeout_s,
+        body_timeout_s=settings.body_timeout_s,
+        max_connections=max_connections or settings.max_connections or default_max_connections(),
+    )
 
 
 def _dial(host: str) -> str:

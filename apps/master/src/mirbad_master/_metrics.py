@@ -8,7 +8,9 @@ What is exposed (memory in bytes, the Prometheus base unit):
   ``mirbad_model_restart_paused`` 1 while a model's automatic restarts are paused;
 * ``mirbad_node_reachable`` and ``mirbad_node_memory_{total,available,reserve}_bytes`` per node;
 * ``mirbad_api_key_requests_total``, ``mirbad_api_key_prompt_tokens_total`` and
-  ``mirbad_api_key_completion_tokens_total`` per key id and served name (ids, never names or secrets).
+  ``mirbad_api_key_completion_tokens_total`` per served name, summed over the keys; per key id and
+  served name only with the ``metrics_key_ids`` setting (``/metrics`` needs no sign-in, and a key id
+  tells a scraper who uses the fleet and how much). Never names or secrets.
 
 Each scrape gathers one snapshot (asynchronously: key usage is read from its store) and renders it
 through a registry of its own, so nothing is global and two masters in one process never mix.
@@ -16,6 +18,7 @@ through a registry of its own, so nothing is global and two masters in one proce
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final
@@ -39,15 +42,26 @@ _GIB: Final = 1024**3
 
 @dataclass(frozen=True)
 class MetricsSnapshot:
-    """Everything one scrape exposes."""
+    """Everything one scrape exposes.
+
+    Attributes:
+        status: the fleet's status.
+        usage: the API keys' usage.
+        key_ids: label the key usage with key ids (else it is summed per served name).
+    """
 
     status: StatusReport
     usage: list[KeyUsage]
+    key_ids: bool = False
 
 
 async def collect_metrics(services: MasterServices) -> MetricsSnapshot:
     """Read what the next scrape exposes (caches and the key usage counted so far)."""
-    return MetricsSnapshot(status=await status_report(services), usage=await services.keys.usage())
+    return MetricsSnapshot(
+        status=await status_report(services),
+        usage=await services.keys.usage(),
+        key_ids=services.settings.metrics_key_ids,
+    )
 
 
 def render_metrics(snapshot: MetricsSnapshot) -> bytes:
@@ -123,7 +137,7 @@ class _SnapshotCollector(Collector):
         yield from memory.values()
 
     def _keys(self) -> Iterator[Metric]:
-        labels = ["key_id", "model"]
+        labels = ["key_id", "model"] if self._snapshot.key_ids else ["model"]
         requests = CounterMetricFamily(
             "mirbad_api_key_requests", "Requests per API key and model.", labels=labels
         )
@@ -133,8 +147,17 @@ class _SnapshotCollector(Collector):
         completion = CounterMetricFamily(
             "mirbad_api_key_completion_tokens", "Completion tokens per API key.", labels=labels
         )
+        totals: dict[tuple[str, ...], Counter[str]] = {}
         for usage in self._snapshot.usage:
-            requests.add_metric([usage.key_id, usage.served_name], usage.requests)
-            prompt.add_metric([usage.key_id, usage.served_name], usage.prompt_tokens)
-            completion.add_metric([usage.key_id, usage.served_name], usage.completion_tokens)
+            key: tuple[str, ...] = (
+                (usage.key_id, usage.served_name) if self._snapshot.key_ids else (usage.served_name,)
+            )
+            total = totals.setdefault(key, Counter())
+            total.update(
+                requests=usage.requests, prompt=usage.prompt_tokens, completion=usage.completion_tokens
+            )
+        for labelled, total in totals.items():
+            requests.add_metric(list(labelled), total["requests"])
+            prompt.add_metric(list(labelled), total["prompt"])
+            completion.add_metric(list(labelled), total["completion"])
         yield from (requests, prompt, completion)

@@ -2,6 +2,9 @@
 
 The master handles SIGINT and SIGTERM itself (it must stop models before the agent), so uvicorn's own
 signal handling is switched off; a server says when it listens with an event, and stops when asked.
+Every server runs uvicorn's httptools protocol with the guards of :mod:`._connections` (header and
+body timeouts, a connection limit, HTTP/1.0 without chunked encoding) and the loop reports failed
+accepts at most once per interval.
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import ssl
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Final
 
 import anyio
@@ -18,6 +21,9 @@ from anyio.abc import TaskGroup
 from starlette.types import ASGIApp
 
 from mirbad_protocol import MirbadError
+
+from ._accept_errors import install_accept_error_log
+from ._connections import ACCEPT_BURST, LISTEN_QUEUE, ConnectionLimits, GuardedConfig
 
 __all__ = ["ServeError", "Server", "bind", "free_loopback_port"]
 
@@ -42,7 +48,7 @@ def bind(host: str, port: int, purpose: str) -> socket.socket:
     try:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind((host, port))
-        listener.listen(128)
+        listener.listen(LISTEN_QUEUE)
     except OSError as exc:
         listener.close()
         raise ServeError(f"cannot listen on {host}:{port} for {purpose}: {exc.strerror or exc}") from None
@@ -58,7 +64,7 @@ def free_loopback_port() -> int:
 
 
 class _Uvicorn(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config) -> None:
+    def __init__(self, config: GuardedConfig) -> None:
         super().__init__(config)
         self.listening = anyio.Event()
         self.finished = anyio.Event()
@@ -70,6 +76,10 @@ class _Uvicorn(uvicorn.Server):
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
+        # asyncio listens with the accept burst as the queue's length: give the kernel's queue its
+        # own, longer one, so a burst of clients waits there instead of being refused.
+        for listener in sockets or ():
+            listener.listen(LISTEN_QUEUE)
         self.listening.set()
 
 
@@ -82,15 +92,37 @@ class Server:
 
     @classmethod
     def create(
-        cls, app: ASGIApp, listener: socket.socket, *, ssl_context: ssl.SSLContext | None = None
+        cls,
+        app: ASGIApp,
+        listener: socket.socket,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        limits: ConnectionLimits | None = None,
+        trusted_proxies: Sequence[str] = (),
     ) -> Server:
-        """A server for ``app`` on ``listener`` (TLS with ``ssl_context`` when given)."""
-        config = uvicorn.Config(
+        """A server for ``app`` on ``listener`` (TLS with ``ssl_context`` when given).
+
+        Args:
+            app: the ASGI app.
+            listener: a bound, listening socket (see :func:`bind`).
+            ssl_context: serve TLS with it.
+            limits: timeouts and the connection limit (default: :class:`ConnectionLimits`' defaults).
+            trusted_proxies: peers (addresses, networks) whose ``X-Forwarded-*`` headers are believed;
+                none by default, so a client cannot pick the address it is throttled under.
+        """
+        config = GuardedConfig(
             app,
+            limits=limits or ConnectionLimits(),
+            # uvicorn's 2048 is also how many sockets asyncio accepts per turn, before any can replace
+            # an idle one: bursts that size could use up the descriptors the limit keeps free.
+            backlog=ACCEPT_BURST,
             lifespan="on",
             log_config=None,
             access_log=False,
             server_header=False,
+            # uvicorn believes X-Forwarded-For from loopback by default: never, unless configured.
+            proxy_headers=bool(trusted_proxies),
+            forwarded_allow_ips=list(trusted_proxies) or "",
             timeout_graceful_shutdown=_GRACEFUL_SHUTDOWN_S,
             ssl_context_factory=(lambda _config, _default: ssl_context) if ssl_context is not None else None,
         )
@@ -102,6 +134,7 @@ class Server:
         Raises:
             ServeError: it stopped during start-up (its log says why) or took too long.
         """
+        install_accept_error_log()
         tasks.start_soon(self._serve)
         with anyio.move_on_after(_STARTUP_TIMEOUT_S):
             async with anyio.create_task_group() as either:

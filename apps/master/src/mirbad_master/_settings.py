@@ -6,6 +6,7 @@ container or a test sets a master up without a file; a flag given on the command
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 from collections.abc import Mapping
 from pathlib import Path
@@ -49,6 +50,11 @@ ENVIRONMENT: Final[Mapping[str, str]] = {
     "idle_unload_s": "MIRBAD_IDLE_UNLOAD_S",
     "telemetry_interval_s": "MIRBAD_TELEMETRY_INTERVAL_S",
     "usage_flush_s": "MIRBAD_USAGE_FLUSH_S",
+    "metrics_key_ids": "MIRBAD_METRICS_KEY_IDS",
+    "header_timeout_s": "MIRBAD_HEADER_TIMEOUT_S",
+    "body_timeout_s": "MIRBAD_BODY_TIMEOUT_S",
+    "max_connections": "MIRBAD_MAX_CONNECTIONS",
+    "trusted_proxies": "MIRBAD_TRUSTED_PROXIES",
 }
 """Setting name -> the environment variable that sets it."""
 
@@ -85,6 +91,16 @@ class MasterSettings(BaseModel):
             this long without a request (a model's own ``idleUnloadSeconds`` wins); ``None``: no default.
         telemetry_interval_s: how often the agents' telemetry rings are read.
         usage_flush_s: how often API key usage is written to disk.
+        metrics_key_ids: label ``/metrics``' key usage with key ids (off: summed per served name).
+        header_timeout_s: a request's header must be complete this long after its first byte.
+        body_timeout_s: the longest pause between two pieces of a request body (a steady upload of
+            any length is never cut).
+        max_connections: open connections on the main port at most (a new one replaces the
+            longest-idle one); ``None``: the descriptor limit less room for accept bursts and the rest
+            (640 for the usual 1024).
+        trusted_proxies: addresses or networks of reverse proxies whose ``X-Forwarded-For`` and
+            ``X-Forwarded-Proto`` are believed; none by default (a client's own headers are ignored,
+            since the sign-in throttle counts by address).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -105,13 +121,28 @@ class MasterSettings(BaseModel):
     idle_unload_s: _Seconds | None = None
     telemetry_interval_s: _Seconds = 10.0
     usage_flush_s: _Seconds = 30.0
+    metrics_key_ids: bool = False
+    header_timeout_s: _Seconds = 10.0
+    body_timeout_s: _Seconds = 60.0
+    max_connections: Annotated[int, Field(ge=16)] | None = None
+    trusted_proxies: tuple[str, ...] = ()
 
-    @field_validator("crash_backoff_s", mode="before")
+    @field_validator("crash_backoff_s", "trusted_proxies", mode="before")
     @classmethod
-    def _split_backoff(cls, value: Any) -> Any:
+    def _split_list(cls, value: Any) -> Any:
         # The environment spells a list as "10,30,60".
         if isinstance(value, str):
             return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _check_networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(f"not an IP address or network: {entry!r}") from None
         return value
 
     @property

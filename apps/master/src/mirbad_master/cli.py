@@ -24,6 +24,7 @@ from mirbad_protocol import ExecutableRef, InvalidFieldError, MirbadError, Model
 
 from ._admin_auth import AdminAuth
 from ._app import UiInstaller
+from ._data_dir import INITIAL_PASSWORD_FILE
 from ._fleet_of_one import FleetOfOne
 from ._settings import DEFAULT_ENROLL_PORT, DEFAULT_PORT, load_master_settings
 
@@ -98,6 +99,27 @@ def _add_up(commands: Any) -> None:
     up.add_argument("--agent-config", type=Path, help="extra settings for the local agent (JSON or TOML)")
     up.add_argument("--model-root", type=Path, action="append", help="a model folder (repeatable)")
     up.add_argument("--llama-server", type=Path, help="the llama-server binary (default: found on PATH)")
+    up.add_argument(
+        "--metrics-key-ids",
+        action="store_true",
+        default=None,
+        help="label /metrics' API key usage with key ids (default: summed per model; MIRBAD_METRICS_KEY_IDS)",
+    )
+    up.add_argument("--header-timeout-s", type=float, help="seconds a request header may take (default 10)")
+    up.add_argument(
+        "--body-timeout-s", type=float, help="longest pause within a request body, in seconds (default 60)"
+    )
+    up.add_argument(
+        "--max-connections",
+        type=int,
+        help="open connections at most (default: the descriptor limit less room for the rest)",
+    )
+    up.add_argument(
+        "--trusted-proxy",
+        action="append",
+        help="a reverse proxy (address or network) whose X-Forwarded-For is believed (repeatable; "
+        "default none; MIRBAD_TRUSTED_PROXIES)",
+    )
     up.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
 
@@ -122,13 +144,19 @@ def _run_up(ns: argparse.Namespace) -> int:
         "agent_config": ns.agent_config,
         "model_roots": ns.model_root,
         "llama_server": ns.llama_server,
+        "metrics_key_ids": ns.metrics_key_ids,
+        "header_timeout_s": ns.header_timeout_s,
+        "body_timeout_s": ns.body_timeout_s,
+        "max_connections": ns.max_connections,
+        "trusted_proxies": ns.trusted_proxy,
     }
     settings = load_master_settings(os.environ, flags)
     logging.basicConfig(level=ns.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # One line per agent call every few seconds would drown what matters.
     for chatty in ("httpx", "httpcore"):
         logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLogger().level))
-    fleet = FleetOfOne(settings, announce=_announce, ui=_portal())
+    # A password printed into a pipe ends up in a journal or a container log: only a terminal sees it.
+    fleet = FleetOfOne(settings, announce=_announce, ui=_portal(), password_to_terminal=sys.stdout.isatty())
     try:
         anyio.run(fleet.run)
     except (MirbadError, OSError) as exc:
@@ -140,6 +168,8 @@ def _run_up(ns: argparse.Namespace) -> int:
 def _run_admin(ns: argparse.Namespace) -> None:
     settings = load_master_settings(os.environ, {"data_dir": ns.data_dir})
     password = AdminAuth(settings.data_dir).reset_password()
+    # The first run's password file (if any) no longer opens anything; it would only mislead.
+    (settings.data_dir / INITIAL_PASSWORD_FILE).unlink(missing_ok=True)
     print(f"new administrator password: {password}")
     print("(only its hash is kept; a running master ends every portal session and uses it at once)")
 

@@ -78,10 +78,12 @@ def frame(portal: Portal, request: Request, current: str) -> Iterator[ui.column]
         ui.space()
         badge = _attention_badge()
         _theme_button(dark)
-        logout = testid(ui.link(target=LOGOUT_PATH).classes("no-underline text-white"), "logout")
-        with logout, ui.row().classes("items-center gap-1 no-wrap"):
-            ui.icon("logout", size="xs")
-            ui.label("Sign out")
+        # A form posting to /logout: signing out changes state, so it is never a GET a link could trigger.
+        with ui.element("form").props(f"method=post action={LOGOUT_PATH}"):
+            sign_out = ui.button("Sign out", icon="logout").props(
+                "type=submit flat dense no-caps color=white"
+            )
+            testid(sign_out, "logout")
     with ui.column().classes("w-full max-w-screen-xl mx-auto p-4 gap-4") as body:
         yield body
 

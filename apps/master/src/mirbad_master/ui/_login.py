@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import Request
 from nicegui import ui
 
-from mirbad_master._admin_auth import ATTEMPT_WINDOW_S, MAX_FAILED_ATTEMPTS
+from mirbad_master._sign_in_throttle import FIRST_LOCK_S
 
 from ._layout import apply_theme
 from ._marks import testid
@@ -19,8 +19,8 @@ def login_message(error: str | None, retry: str | None) -> str | None:
     if error == "wrong":
         return "That is not the administrator password."
     if error == "locked":
-        wait = retry if retry and retry.isdigit() else str(int(ATTEMPT_WINDOW_S))
-        return f"Too many wrong passwords ({MAX_FAILED_ATTEMPTS} a minute at most); try again in {wait} s."
+        wait = retry if retry and retry.isdigit() else str(int(FIRST_LOCK_S))
+        return f"Too many wrong passwords; try again in {wait} s."
     return None
 
 

@@ -1,10 +1,10 @@
-"""Signing in to the portal: the login form's POST, signing out, and the check every page runs first.
+"""Signing in to the portal: the login form's POST, signing out (POST), and the check every page runs first.
 
 The login page is a plain HTML form posting to ``/login``, so the session cookie is set by an ordinary
 HTTP answer (HttpOnly: the page's scripts never see it) and signing in works without a websocket. The
 cookie is the one ``/api`` accepts (:data:`SESSION_COOKIE`), so the portal and the API share a session.
-Wrong passwords count against the client's five attempts a minute; the password is compared in
-constant time by :class:`AdminAuth`.
+Wrong passwords are throttled per address and per account by :class:`AdminAuth`, which compares
+the password in constant time.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ __all__ = ["LOGIN_PATH", "LOGOUT_PATH", "install_session_routes", "login_redirec
 LOGIN_PATH: Final = "/login"
 """The login page (GET) and its form's target (POST)."""
 LOGOUT_PATH: Final = "/logout"
-"""Signs out and goes back to the login page."""
+"""``POST``: signs out and goes back to the login page (a GET changes nothing: a link cannot sign out)."""
 
 
 def safe_next(value: str | None) -> str:
@@ -58,15 +58,20 @@ async def signed_in(request: Request, auth: AdminAuth) -> bool:
 
 
 def install_session_routes(app: FastAPI, auth: AdminAuth) -> None:
-    """Add ``POST /login`` and ``GET /logout`` to ``app`` (before the portal's catch-all mount)."""
+    """Add ``POST /login`` and ``POST /logout`` to ``app`` (before the portal's catch-all mount).
+
+    Both are checked for their origin by the master's :class:`~mirbad_master._origin_guard.OriginGuard`.
+    """
 
     @app.post(LOGIN_PATH, include_in_schema=False)
     async def sign_in(request: Request) -> Response:
         form = await request.form()
         password = form.get("password")
         target = safe_next(str(form.get("next") or ""))
+        given = password if isinstance(password, str) else ""
+        signed_in = await auth.has_session(request.cookies.get(SESSION_COOKIE))
         try:
-            token = await auth.sign_in(password if isinstance(password, str) else "", client_address(request))
+            token = await auth.sign_in(given, client_address(request), signed_in=signed_in)
         except TooManyAttemptsError as exc:
             return _back_to_login(target, error="locked", retry=str(exc.retry_after_s))
         except AdminAuthError:
@@ -76,6 +81,11 @@ def install_session_routes(app: FastAPI, auth: AdminAuth) -> None:
         return answer
 
     @app.get(LOGOUT_PATH, include_in_schema=False)
+    async def sign_out_by_link() -> Response:
+        # An old bookmark or a link on another page: it goes home, the session stays (POST signs out).
+        return RedirectResponse("/", status_code=303)
+
+    @app.post(LOGOUT_PATH, include_in_schema=False)
     async def sign_out(request: Request) -> Response:
         token = request.cookies.get(SESSION_COOKIE)
         if token:

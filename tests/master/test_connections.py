@@ -1,0 +1,338 @@
+"""The master's socket guards, against a real uvicorn server on a free loopback port.
+
+Stalled headers and bodies are closed, a flood of idle sockets cannot keep ``/healthz`` out, HTTP/1.0
+gets no chunked encoding, and failed accepts are reported at most once per interval. Each wait has a
+bound; no test asserts how long anything took.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import resource
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+
+import anyio
+import httpx
+import pytest
+from anyio.abc import SocketStream
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from mirbad_master._accept_errors import AcceptErrorLog
+from mirbad_master._connections import ConnectionLimits
+from mirbad_master._serving import Server, bind
+
+pytestmark = pytest.mark.anyio
+
+WAIT_S = 10.0  # the bound on every wait: far above the timeouts under test
+
+
+async def healthz(_request: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+async def upload(request: Request) -> Response:
+    return PlainTextResponse(str(len(await request.body())))
+
+
+async def stream(_request: Request) -> Response:
+    async def pieces() -> AsyncIterator[bytes]:
+        for piece in (b"one ", b"two ", b"three"):
+            yield piece
+
+    return StreamingResponse(pieces(), media_type="text/plain")
+
+
+APP = Starlette(
+    routes=[
+        Route("/healthz", healthz),
+        Route("/upload", upload, methods=["POST"]),
+        Route("/stream", stream),
+    ]
+)
+
+
+@asynccontextmanager
+async def serving(limits: ConnectionLimits) -> AsyncIterator[tuple[str, int]]:
+    listener = bind("127.0.0.1", 0, "the test")
+    host, port = listener.getsockname()[:2]
+    server = Server.create(APP, listener, limits=limits)
+    async with anyio.create_task_group() as tasks:
+        await server.start(tasks)
+        try:
+            yield host, port
+        finally:
+            server.force()
+            await server.stop()
+
+
+async def closed_by_server(stream: SocketStream) -> bool:
+    """Read until the server closes the connection (True) or the bound passes (False)."""
+    with anyio.move_on_after(WAIT_S):
+        try:
+            while await stream.receive():
+                pass
+        except (anyio.EndOfStream, anyio.BrokenResourceError):
+            return True
+    return False
+
+
+async def read_all(stream: SocketStream) -> bytes:
+    received = b""
+    with anyio.fail_after(WAIT_S):
+        try:
+            while True:
+                received += await stream.receive()
+        except (anyio.EndOfStream, anyio.BrokenResourceError):
+            return received
+
+
+async def test_half_a_header_then_silence_is_closed() -> None:
+    async with (
+        serving(ConnectionLimits(header_timeout_s=0.2)) as (host, port),
+        await anyio.connect_tcp(host, port) as stalled,
+    ):
+        await stalled.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        assert await closed_by_server(stalled)
+
+
+async def test_a_connection_that_sends_nothing_is_closed() -> None:
+    async with (
+        serving(ConnectionLimits(header_timeout_s=0.2)) as (host, port),
+        await anyio.connect_tcp(host, port) as silent,
+    ):
+        assert await closed_by_server(silent)
+
+
+async def test_the_header_deadline_also_holds_for_the_next_request_on_a_kept_alive_connection() -> None:
+    async with (
+        serving(ConnectionLimits(header_timeout_s=0.5)) as (host, port),
+        await anyio.connect_tcp(host, port) as client,
+    ):
+        await client.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        with anyio.fail_after(WAIT_S):
+            assert b"200 OK" in await client.receive()
+        await client.send(b"GET /healthz HTTP/1.1\r\nHo")
+        assert await closed_by_server(client)
+
+
+async def test_a_body_that_stops_arriving_is_closed() -> None:
+    async with (
+        serving(ConnectionLimits(body_timeout_s=0.2)) as (host, port),
+        await anyio.connect_tcp(host, port) as stalled,
+    ):
+        await stalled.send(b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789")
+        assert await closed_by_server(stalled)
+
+
+async def test_a_body_arriving_piece_by_piece_is_read_to_the_end() -> None:
+    # Every pause is far below the body timeout, the whole upload far above it would matter if it were
+    # a total deadline: the timeout is per pause.
+    async with (
+        serving(ConnectionLimits(body_timeout_s=WAIT_S)) as (host, port),
+        await anyio.connect_tcp(host, port) as client,
+    ):
+        await client.send(
+            b"POST /upload HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 50\r\n\r\n"
+        )
+        for _ in range(5):
+            await anyio.sleep(0.05)
+            await client.send(b"0123456789")
+        answer = await read_all(client)
+
+    assert answer.startswith(b"HTTP/1.1 200")
+    assert answer.endswith(b"\r\n\r\n50")
+
+
+async def test_idle_sockets_beyond_the_limit_do_not_keep_healthz_out() -> None:
+    limits = ConnectionLimits(header_timeout_s=WAIT_S * 3, max_connections=8)
+    async with serving(limits) as (host, port):
+        idle = [await anyio.connect_tcp(host, port) for _ in range(40)]
+        for index, socket in enumerate(idle):
+            if index % 2:
+                await socket.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # half a header
+        try:
+            async with httpx.AsyncClient(base_url=f"http://{host}:{port}", timeout=WAIT_S) as client:
+                answers = [await client.get("/healthz") for _ in range(3)]
+            oldest_closed = await closed_by_server(idle[0])
+        finally:
+            for socket in idle:
+                await socket.aclose()
+
+    assert [answer.json() for answer in answers] == [{"status": "ok"}] * 3
+    assert oldest_closed  # the longest-idle one made room
+
+
+async def test_pipelined_requests_are_all_answered() -> None:
+    async with (
+        serving(ConnectionLimits(header_timeout_s=WAIT_S, max_connections=16)) as (host, port),
+        await anyio.connect_tcp(host, port) as client,
+    ):
+        request = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+        await client.send(request * 3 + b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        answers = await read_all(client)
+
+    assert answers.count(b"HTTP/1.1 200 OK") == 4
+
+
+async def test_http_1_0_gets_the_body_without_chunked_encoding_then_the_close() -> None:
+    async with serving(ConnectionLimits()) as (host, port):
+        async with await anyio.connect_tcp(host, port) as client:
+            await client.send(b"GET /stream HTTP/1.0\r\n\r\n")
+            streamed = await read_all(client)
+        async with await anyio.connect_tcp(host, port) as client:
+            await client.send(b"GET /healthz HTTP/1.0\r\n\r\n")
+            sized = await read_all(client)
+
+    head, _, body = streamed.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200")
+    assert b"transfer-encoding" not in head.lower()
+    assert b"connection: close" in head.lower()
+    assert body == b"one two three"
+    head, _, body = sized.partition(b"\r\n\r\n")
+    assert b"content-length: 15" in head.lower()
+    assert body == b'{"status":"ok"}'
+
+
+async def test_http_1_1_still_streams_chunked() -> None:
+    async with (
+        serving(ConnectionLimits()) as (host, port),
+        await anyio.connect_tcp(host, port) as client,
+    ):
+        await client.send(b"GET /stream HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        streamed = await read_all(client)
+
+    assert b"transfer-encoding: chunked" in streamed.lower()
+
+
+# ---------------------------------------------------------------- descriptors, in a child process
+
+CHILD_NOFILE = 512  # the default limit is then 128 connections
+FLOOD = 600
+
+
+@contextmanager
+def child_server(max_connections: int) -> Iterator[tuple[int, subprocess.Popen[str]]]:
+    """The guarded server in a child process whose descriptor limit is :data:`CHILD_NOFILE`."""
+    command = [
+        sys.executable,
+        "-m",
+        "tests.master._guarded_server_child",
+        str(CHILD_NOFILE),
+        str(max_connections),
+    ]
+    child = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None
+        yield int(child.stdout.readline()), child
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.communicate(timeout=WAIT_S)
+
+
+def flood(port: int) -> list[socket.socket]:
+    """Open :data:`FLOOD` idle connections (those the kernel queue takes)."""
+    opened = []
+    for _ in range(FLOOD):
+        # A connection the full listen queue refused uses nothing of the server's.
+        with contextlib.suppress(OSError):
+            opened.append(socket.create_connection(("127.0.0.1", port), timeout=1))
+    return opened
+
+
+def healthz_over(port: int) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=WAIT_S) as probe:
+        probe.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        return probe.recv(64)
+
+
+def stop(child: subprocess.Popen[str]) -> str:
+    _out, err = child.communicate("", timeout=WAIT_S)
+    return err
+
+
+needs_descriptors = pytest.mark.skipif(
+    resource.getrlimit(resource.RLIMIT_NOFILE)[0] < FLOOD + 200, reason="the test process needs descriptors"
+)
+
+
+@needs_descriptors
+def test_a_flood_of_idle_sockets_leaves_descriptors_and_healthz_answering() -> None:
+    with child_server(0) as (port, child):
+        sockets = flood(port)
+        try:
+            answer = healthz_over(port)
+        finally:
+            for each in sockets:
+                each.close()
+        log = stop(child)
+
+    assert answer.startswith(b"HTTP/1.1 200")
+    assert "cannot accept" not in log
+
+
+@needs_descriptors
+def test_accept_errors_past_the_descriptor_limit_are_logged_once_not_per_attempt() -> None:
+    with child_server(4 * CHILD_NOFILE) as (port, child):  # a limit above the descriptors: misconfigured
+        sockets = flood(port)
+        time.sleep(2.5)  # asyncio retries a failed accept after a second: let it fail a few times
+        for each in sockets:
+            each.close()
+        log = stop(child)
+
+    assert log.count("cannot accept connections") == 1
+    assert "Traceback" not in log
+    assert len(log) < 2000
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Loop:
+    """The part of an event loop the handler calls for contexts it does not handle."""
+
+    def __init__(self) -> None:
+        self.passed: list[dict[str, object]] = []
+
+    def default_exception_handler(self, context: dict[str, object]) -> None:
+        self.passed.append(context)
+
+
+def test_failed_accepts_are_reported_once_per_interval_with_a_count(caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    handler = AcceptErrorLog(None, interval_s=10.0, clock=clock)
+    loop = Loop()
+    failure = {
+        "message": "socket.accept() out of system resource",
+        "exception": OSError(24, "Too many open files"),
+    }
+
+    with caplog.at_level(logging.ERROR, logger="mirbad_master"):
+        for _ in range(10_000):
+            handler(loop, failure)  # type: ignore[arg-type]
+        clock.now += 10.0
+        handler(loop, failure)  # type: ignore[arg-type]
+        handler(loop, {"message": "something else"})  # type: ignore[arg-type]
+
+    reports = [record.getMessage() for record in caplog.records]
+    assert len(reports) == 2
+    assert "Too many open files" in reports[0]
+    assert "(10000 time(s)" in reports[1]
+    assert all(record.exc_info is None for record in caplog.records)
+    assert loop.passed == [{"message": "something else"}]
