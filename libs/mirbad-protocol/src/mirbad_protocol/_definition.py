@@ -5,12 +5,22 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import Field, JsonValue, field_validator, model_serializer, model_validator
+from pydantic import Field, JsonValue, ValidationInfo, field_validator, model_serializer, model_validator
 
+from ._user_input import (
+    UserCheck,
+    UserMaximum,
+    is_image_reference,
+    is_user_input,
+    printable_name,
+    unknown_field_reason,
+)
 from ._wire import WireModel
+from .exceptions import InvalidFieldError
 
 __all__ = [
     "MODEL_ID_PATTERN",
+    "USER_INPUT_LIMITS",
     "ExecutableRef",
     "ModelDefinition",
     "ModelSource",
@@ -21,6 +31,18 @@ __all__ = [
 
 MODEL_ID_PATTERN: Final = r"^[a-z0-9][a-z0-9-]{0,39}$"
 """A model id: lowercase, digits and dashes, at most 40 characters. It names containers (``ss-{id}``)."""
+
+USER_INPUT_LIMITS: Final = {
+    "memoryBudgetGiB": 4096,
+    "maxModelLen": 16 * 1024 * 1024,
+    "maxNumSeqs": 65536,
+    "maxNumBatchedTokens": 16 * 1024 * 1024,
+    "idleUnloadSeconds": 365 * 24 * 3600,
+    "gpuLayers": 100_000,
+    "speculative.num_speculative_tokens": 1024,
+}
+"""The largest value a person may give each numeric setting (far above any real deployment; stored
+definitions are not held to them). The JSON schema carries them as ``maximum``."""
 
 RuntimeKind = Literal["vllm", "llamacpp", "mlx"]
 """How a model runs: vLLM in a container, or llama.cpp's llama-server / MLX as native processes."""
@@ -49,13 +71,16 @@ class SpeculativeDecoding(WireModel):
     """
 
     method: str | None = None
-    num_speculative_tokens: Annotated[int, Field(ge=0)] | None = None
+    num_speculative_tokens: (
+        Annotated[int, Field(ge=0), UserMaximum(USER_INPUT_LIMITS["speculative.num_speculative_tokens"])]
+        | None
+    ) = None
     model: str | None = None
     extra: dict[str, JsonValue] = Field(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
-    def _split_vllm_object(cls, data: Any) -> Any:
+    def _split_vllm_object(cls, data: Any, info: ValidationInfo) -> Any:
         if not isinstance(data, dict) or ("extra" in data and set(data) <= {*_SPEC_KEYS, "extra"}):
             return data
         typed: dict[str, Any] = {}
@@ -64,6 +89,8 @@ class SpeculativeDecoding(WireModel):
             if key in _SPEC_KEYS:
                 typed[_SPEC_KEYS[key]] = value
             else:
+                if is_user_input(info):
+                    _refuse_near_miss(str(key))
                 extra[key] = value
         return {**typed, "extra": extra}
 
@@ -83,6 +110,14 @@ class SpeculativeDecoding(WireModel):
     def is_empty(self) -> bool:
         """Whether the config has nothing to say (vLLM then runs without speculation)."""
         return not self._as_vllm_object()
+
+
+def _refuse_near_miss(key: str) -> None:
+    # Any other key is vLLM's own and passes through; one a typo away from a typed key would silently
+    # become an extra that vLLM refuses at launch, so a person hears about it now.
+    reason = unknown_field_reason(key, _SPEC_KEYS)
+    if reason != "unknown field":
+        raise InvalidFieldError(key, reason)
 
 
 class ModelSource(WireModel):
@@ -122,6 +157,16 @@ class ExecutableRef(WireModel):
     version: Annotated[str, Field(min_length=1)]
 
 
+def _check_image_reference(value: str) -> str:
+    # Empty is "no image" (a process runtime); the vLLM check below insists on one where it matters.
+    if value and not is_image_reference(value):
+        raise ValueError(
+            f"{value!r} is not an image reference: [registry[:port]/]name[:tag][@digest], "
+            "name in lowercase letters, digits and . _ - separators, at most 255 characters"
+        )
+    return value
+
+
 def _check_relative_path(value: str) -> str:
     parts = value.replace("\\", "/").split("/")
     if not value or value.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", value):
@@ -142,17 +187,25 @@ class ModelDefinition(WireModel):
     """
 
     id: Annotated[str, Field(pattern=MODEL_ID_PATTERN)]
-    served_name: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\s]+$")]
+    served_name: Annotated[
+        str, Field(min_length=1, max_length=200, pattern=r"^[^\s]+$"), UserCheck(printable_name)
+    ]
     runtime: RuntimeKind = "vllm"
-    image: str = "vllm/vllm-openai:latest"
+    image: Annotated[str, UserCheck(_check_image_reference)] = "vllm/vllm-openai:latest"
     executable: ExecutableRef | None = None
     model_path: str
     quantization: str | None = None
     kv_cache_dtype: Annotated[str, Field(min_length=1)] = "auto"
-    max_model_len: Annotated[int, Field(gt=0)] = 8192
-    max_num_seqs: Annotated[int, Field(gt=0)] = 16
-    max_num_batched_tokens: Annotated[int, Field(gt=0)] | None = None
-    memory_budget_gib: Annotated[float, Field(gt=0, allow_inf_nan=False, alias="memoryBudgetGiB")] = 8.0
+    max_model_len: Annotated[int, Field(gt=0), UserMaximum(USER_INPUT_LIMITS["maxModelLen"])] = 8192
+    max_num_seqs: Annotated[int, Field(gt=0), UserMaximum(USER_INPUT_LIMITS["maxNumSeqs"])] = 16
+    max_num_batched_tokens: (
+        Annotated[int, Field(gt=0), UserMaximum(USER_INPUT_LIMITS["maxNumBatchedTokens"])] | None
+    ) = None
+    memory_budget_gib: Annotated[
+        float,
+        Field(gt=0, allow_inf_nan=False, alias="memoryBudgetGiB"),
+        UserMaximum(USER_INPUT_LIMITS["memoryBudgetGiB"]),
+    ] = 8.0
     tool_call_parser: str | None = None
     reasoning_parser: str | None = None
     enable_prefix_caching: bool | None = None
@@ -161,16 +214,19 @@ class ModelDefinition(WireModel):
     cudagraph_mode: str | None = Field(default=None, alias="cudaGraphMode")
     async_scheduling: bool | None = None
     mamba_cache_mode: str | None = None
-    gpu_layers: Annotated[int, Field(ge=-1)] | None = None
+    gpu_layers: Annotated[int, Field(ge=-1), UserMaximum(USER_INPUT_LIMITS["gpuLayers"])] | None = None
     extra_args: list[str] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
     sources: list[ModelSource] = Field(default_factory=list)
     placement: Placement | None = None
     auto_start: bool = False
     auto_start_on_request: bool = False
-    idle_unload_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = Field(
-        default=None, alias="idleUnloadSeconds"
-    )
+    idle_unload_s: (
+        Annotated[
+            float, Field(gt=0, allow_inf_nan=False), UserMaximum(USER_INPUT_LIMITS["idleUnloadSeconds"])
+        ]
+        | None
+    ) = Field(default=None, alias="idleUnloadSeconds")
 
     @field_validator("model_path")
     @classmethod
