@@ -122,6 +122,7 @@ from ._pki_csr import (
     SanPolicy,
     certificate_request_from_pem,
     certificate_request_to_pem,
+    check_request_key,
     create_certificate_request,
     requested_names,
 )
@@ -269,6 +270,7 @@ __all__ = [
     "certificate_request_to_pem",
     "certificates_from_pem",
     "certificates_to_pem",
+    "check_request_key",
     "client_context",
     "create_certificate_request",
     "enroll_error_body",
