@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from pydantic import BeforeValidator
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response
 
@@ -38,11 +39,11 @@ from mirbad_orchestration import (
     UnknownModelError,
     UnknownNodeError,
 )
-from mirbad_protocol import AgentError, AgentErrorBody, InvalidFieldError, MirbadError
+from mirbad_protocol import AgentError, AgentErrorBody, InvalidFieldError, MirbadError, WireModel
 
 from ._admin_auth import AdminAuthError, TooManyAttemptsError
 
-__all__ = ["ApiError", "error_response", "install_error_handlers"]
+__all__ = ["ApiError", "error_response", "install_error_handlers", "user_input"]
 
 _logger = logging.getLogger("mirbad_master.api")
 
@@ -88,6 +89,15 @@ _TABLE: Final[Sequence[tuple[type[Exception], int, str]]] = (
     (RegistryError, 500, "storage_error"),
 )
 _HTTP_CODES: Final = {404: "route_not_found", 405: "method_not_allowed", 413: "request_too_large"}
+
+
+def user_input(model: type[WireModel]) -> BeforeValidator:
+    """``Annotated`` metadata for a route's body: validate it with :meth:`WireModel.from_user_input`.
+
+    ``Annotated[ModelDefinition, user_input(ModelDefinition)]`` keeps the model's schema in OpenAPI
+    while an unknown field, or a value beyond a user-input limit, is a 400 naming the field.
+    """
+    return BeforeValidator(model.from_user_input)
 
 
 def error_response(
@@ -138,6 +148,10 @@ def _message(exc: Exception) -> str:
 
 def _field_of(error: Any) -> tuple[str, str]:
     """The wire field and reason of FastAPI's first validation error (its location minus ``body``)."""
+    inner = (error.get("ctx") or {}).get("error")
+    if isinstance(inner, InvalidFieldError):
+        # A body validated as user input (``user_input``) names its field itself, at any depth.
+        return inner.field, inner.reason
     location = [str(part) for part in error.get("loc", ())]
     if location and location[0] in ("body", "query", "path", "header", "cookie"):
         location = location[1:]

@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from mirbad_orchestration import AgentClient, UnknownModelError, filter_by_tags
 from mirbad_protocol import MirbadError, ModelDefinition
 
-from ._api_errors import ApiError
+from ._api_errors import ApiError, user_input
 from ._api_session import actor_of
 from ._services import MasterServices
 from ._views import ModelView, dump, model_view
@@ -27,6 +27,7 @@ __all__ = ["MAX_LOG_TAIL", "models_router"]
 MAX_LOG_TAIL: Final = 10_000
 """The most past log lines one request may ask for."""
 
+_Definition = Annotated[ModelDefinition, user_input(ModelDefinition)]
 _Force = Annotated[bool, Query(description="skip the node's memory admission")]
 
 
@@ -45,7 +46,7 @@ def models_router(services: MasterServices) -> APIRouter:
         return JSONResponse([dump(await model_view(services, d)) for d in definitions])
 
     @router.post("", status_code=201, response_model=ModelView, summary="Register a model")
-    async def create_model(definition: ModelDefinition, request: Request) -> Response:
+    async def create_model(definition: _Definition, request: Request) -> Response:
         async with creating:
             if await _exists(services, definition.id):
                 raise ApiError(409, "model_exists", f"a model with id {definition.id!r} exists", field="id")
@@ -61,7 +62,7 @@ def models_router(services: MasterServices) -> APIRouter:
         return await view_of(model_id)
 
     @router.put("/{model_id}", response_model=ModelView, summary="Replace a model's definition")
-    async def update_model(model_id: str, definition: ModelDefinition, request: Request) -> Response:
+    async def update_model(model_id: str, definition: _Definition, request: Request) -> Response:
         if definition.id != model_id:
             raise ApiError(
                 400,

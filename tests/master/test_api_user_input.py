@@ -1,0 +1,83 @@
+"""The admin API's bodies are user input: unknown fields, values beyond the limits and bad URLs are 400."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from tests.master._stack import running_master
+
+pytestmark = pytest.mark.anyio
+
+MODEL: dict[str, Any] = {"id": "qwen", "servedName": "Qwen3-8B", "modelPath": "qwen/qwen3-8b"}
+NODE: dict[str, Any] = {"id": "gpu-1", "name": "gpu-1", "agentUrl": "https://gpu-1.lan:9443"}
+
+
+def field_of(response: httpx.Response) -> tuple[str, str]:
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == "invalid_request"
+    assert error["message"].startswith(f"{error['field']}: ")
+    return error["field"], error["message"]
+
+
+async def test_a_misspelled_model_field_is_400_with_a_suggestion(tmp_path: Path) -> None:
+    async with running_master(tmp_path) as master:
+        created = await master.admin.post("/api/models", json={**MODEL, "maxModelLenn": 4096})
+        budget = await master.admin.post("/api/models", json={**MODEL, "memoryBudgetGIB": 16})
+        nested = await master.admin.post("/api/models", json={**MODEL, "placement": {"nodeID": "local"}})
+        await master.admin.post("/api/models", json=MODEL)
+        replaced = await master.admin.put("/api/models/qwen", json={**MODEL, "maxNumSeq": 4})
+        kept = await master.admin.get("/api/models/qwen")
+
+    assert field_of(created) == ("maxModelLenn", "maxModelLenn: unknown field; did you mean `maxModelLen`?")
+    assert field_of(budget)[0] == "memoryBudgetGIB"
+    assert "`memoryBudgetGiB`" in field_of(budget)[1]
+    assert field_of(nested)[0] == "placement.nodeID"
+    assert field_of(replaced)[0] == "maxNumSeq"
+    assert kept.json()["definition"]["maxNumSeqs"] == 16
+
+
+async def test_values_beyond_the_limits_are_400(tmp_path: Path) -> None:
+    async with running_master(tmp_path) as master:
+        huge = await master.admin.post("/api/models", json={**MODEL, "memoryBudgetGiB": 1e308})
+        seqs = await master.admin.post("/api/models", json={**MODEL, "maxNumSeqs": 2**48})
+        image = await master.admin.post("/api/models", json={**MODEL, "image": "not an image"})
+        name = await master.admin.post("/api/models", json={**MODEL, "servedName": "a\x1b[2Jb"})
+
+    assert [field_of(r)[0] for r in (huge, seqs, image, name)] == [
+        "memoryBudgetGiB",
+        "maxNumSeqs",
+        "image",
+        "servedName",
+    ]
+
+
+async def test_a_node_with_a_plain_http_agent_url_is_400(tmp_path: Path) -> None:
+    async with running_master(tmp_path) as master:
+        plain = await master.admin.post("/api/nodes", json={**NODE, "agentUrl": "http://gpu-1.lan:9443"})
+        path = await master.admin.post("/api/nodes", json={**NODE, "agentUrl": "https://gpu-1.lan/agent"})
+        typo = await master.admin.post("/api/nodes", json={**NODE, "agentURL": NODE["agentUrl"]})
+        listed = await master.admin.get("/api/nodes")
+
+    assert field_of(plain)[0] == "agentUrl"
+    assert "https" in field_of(plain)[1]
+    assert field_of(path)[0] == "agentUrl"
+    assert field_of(typo) == ("agentURL", "agentURL: unknown field; did you mean `agentUrl`?")
+    assert [node["id"] for node in listed.json()] == ["local"]
+
+
+async def test_key_token_and_settings_bodies_are_strict(tmp_path: Path) -> None:
+    async with running_master(tmp_path) as master:
+        key = await master.admin.post("/api/keys", json={"name": "ci", "allowedModel": ["qwen"]})
+        token = await master.admin.post("/api/nodes/enrollment-tokens", json={"nodeName": "gpu-2", "ttl": 60})
+        settings = await master.admin.put("/api/keys/settings", json={"requireKey": True})
+        keys = await master.admin.get("/api/keys")
+
+    assert field_of(key)[0] == "allowedModel"
+    assert "`allowedModels`" in field_of(key)[1]
+    assert field_of(token)[0] == "ttl"
+    assert field_of(settings)[0] == "requireKey"
+    assert keys.json() == []
