@@ -208,3 +208,8 @@ def test_strict_validation_only_ever_raises_invalid_field_error(extra: dict[str,
     # Anything but InvalidFieldError (a pydantic error, a KeyError of the suggestion lookup) fails.
     with contextlib.suppress(InvalidFieldError):
         ModelDefinition.from_user_input({**BASE, **extra})
+
+
+def test_a_placement_names_a_node_id_in_user_input_only() -> None:
+    assert refusal({"nodeId": "GPU box"}, Placement).field == "nodeId"
+    assert Placement.from_wire({"nodeId": "GPU box"}).node_id == "GPU box"

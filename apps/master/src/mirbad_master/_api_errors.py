@@ -43,7 +43,7 @@ from mirbad_protocol import AgentError, AgentErrorBody, InvalidFieldError, Mirba
 
 from ._admin_auth import AdminAuthError, TooManyAttemptsError
 
-__all__ = ["ApiError", "error_response", "install_error_handlers", "user_input"]
+__all__ = ["ApiError", "error_response", "install_error_handlers", "refusals", "user_input"]
 
 _logger = logging.getLogger("mirbad_master.api")
 
@@ -89,6 +89,26 @@ _TABLE: Final[Sequence[tuple[type[Exception], int, str]]] = (
     (RegistryError, 500, "storage_error"),
 )
 _HTTP_CODES: Final = {404: "route_not_found", 405: "method_not_allowed", 413: "request_too_large"}
+
+
+# What each refusal status means, for the OpenAPI document (the codes are the table's above).
+_STATUS_DESCRIPTIONS: Final = {
+    400: "`invalid_request`: a field is invalid or unknown; `field` names it (wire spelling)",
+    401: "`unauthorized`: no or a wrong administrator password or session",
+    404: "`model_not_found`, `node_not_found`, `key_not_found` (or `route_not_found`)",
+    409: "a conflict: `model_exists`, `served_name_taken`, `admission_refused` (retry with force=true), "
+    "`start_conflict`, `start_lane_busy`, `node_exists`, `node_conflict`, `local_node`",
+    422: "`spec_rejected`: the node cannot run this launch at all",
+    429: "`too_many_attempts`: five wrong passwords within a minute; see `Retry-After`",
+    502: "`node_refused`, `bad_gateway`, `log_stream_failed`: the node answered oddly",
+    503: "`node_unreachable`: the model's node does not answer",
+    504: "`node_timeout`: the model's node did not answer in time",
+}
+
+
+def refusals(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for these refusal statuses, each in the error envelope."""
+    return {s: {"model": AgentErrorBody, "description": _STATUS_DESCRIPTIONS[s]} for s in statuses}
 
 
 def user_input(model: type[WireModel]) -> BeforeValidator:

@@ -18,7 +18,7 @@ from pydantic import Field
 from mirbad_orchestration import NODE_ID_PATTERN, EnrollmentTokenIssued, NodeRecord
 from mirbad_protocol import WireModel
 
-from ._api_errors import ApiError, user_input
+from ._api_errors import ApiError, refusals, user_input
 from ._api_session import actor_of
 from ._services import MasterServices
 from ._views import NodeSummary, dump, node_summary
@@ -65,7 +65,13 @@ def nodes_router(services: MasterServices) -> APIRouter:
         records = await services.nodes.list()
         return JSONResponse([dump(node_summary(r, services.cache.node(r.id))) for r in records])
 
-    @router.post("", status_code=201, response_model=NodeSummary, summary="Register an enrolled node")
+    @router.post(
+        "",
+        status_code=201,
+        response_model=NodeSummary,
+        summary="Register an enrolled node",
+        responses=refusals(409),
+    )
     async def add_node(body: _NodeCreate, request: Request) -> Response:
         # from_wire: the record's own URL rule (https, no path) is then a 400 naming agentUrl.
         record = NodeRecord.from_wire({**body.to_wire(), "certificateName": body.name})
@@ -101,7 +107,9 @@ def nodes_router(services: MasterServices) -> APIRouter:
         record = await services.nodes.get(node_id)
         return JSONResponse(dump(node_summary(record, services.cache.node(node_id))))
 
-    @router.delete("/{node_id}", status_code=204, summary="Remove a node from the fleet")
+    @router.delete(
+        "/{node_id}", status_code=204, summary="Remove a node from the fleet", responses=refusals(409)
+    )
     async def remove_node(node_id: str, request: Request) -> Response:
         record = await services.nodes.get(node_id)
         if record.local:

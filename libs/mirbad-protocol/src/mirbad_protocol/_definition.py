@@ -112,6 +112,16 @@ class SpeculativeDecoding(WireModel):
         return not self._as_vllm_object()
 
 
+# The node registry's id rule (mirbad_orchestration.NODE_ID_PATTERN), which this library cannot import.
+_NODE_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+
+
+def _check_node_id(value: str) -> str:
+    if not _NODE_ID.fullmatch(value):
+        raise ValueError(f"{value!r} is not a node id (lowercase letters, digits, '.', '_', '-'; at most 63)")
+    return value
+
+
 def _refuse_near_miss(key: str) -> None:
     # Any other key is vLLM's own and passes through; one a typo away from a typed key would silently
     # become an extra that vLLM refuses at launch, so a person hears about it now.
@@ -144,10 +154,30 @@ class ModelSource(WireModel):
 
 
 class Placement(WireModel):
-    """Which node runs the model and, on discrete GPUs, which GPUs (by UUID)."""
+    """Where a model runs: one node of the fleet and, on a node with discrete GPUs, which of its GPUs.
 
-    node_id: str
-    gpu_uuids: list[str] = Field(default_factory=list)
+    A model without a placement runs on the fleet's default node (the master's own, local node). A
+    placement takes effect at the next start: a running model moves only when it is restarted.
+
+    Attributes:
+        node_id: the id of the node, as ``GET /api/nodes`` lists it.
+        gpu_uuids: the GPUs the model may use, by the UUIDs the node reports (``GPU-…``); empty lets
+            the node use all of them. vLLM's memory fraction is taken of the smallest chosen GPU.
+    """
+
+    node_id: Annotated[
+        str,
+        Field(
+            description="The node that runs the model: its id, as `GET /api/nodes` lists it.",
+            examples=["gpu-1"],
+        ),
+        UserCheck(_check_node_id),
+    ]
+    gpu_uuids: list[Annotated[str, UserCheck(printable_name)]] = Field(
+        default_factory=list,
+        description="The node's GPUs the model may use, by the UUIDs the node reports; empty uses them all.",
+        examples=[["GPU-8f2c1d3e-0000-4a6b-9c1e-5d7f3a2b1c00"]],
+    )
 
 
 class ExecutableRef(WireModel):

@@ -37,8 +37,10 @@ class WireModel(BaseModel):
         """Return the JSON-ready dict sent on the wire (camelCase keys, defaults omitted)."""
         return self.model_dump(mode="json", by_alias=True, exclude_defaults=True)
 
+    # No return annotation on purpose: pydantic would take ``Any`` as the serialized schema and every
+    # response schema in /openapi.json would be empty; unannotated, it documents the model's fields.
     @model_serializer(mode="wrap")
-    def _keep_kind(self, handler: SerializerFunctionWrapHandler) -> Any:
+    def _keep_kind(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
         # A discriminator is never "at its default": a reader needs it to pick the variant, at any depth
         # (a launch spec nested in a start request too), so it survives exclude_defaults.
         data = handler(self)
