@@ -81,3 +81,13 @@ async def test_key_token_and_settings_bodies_are_strict(tmp_path: Path) -> None:
     assert field_of(token)[0] == "ttl"
     assert field_of(settings)[0] == "requireKey"
     assert keys.json() == []
+
+
+async def test_a_lone_surrogate_is_400_not_a_failed_write(tmp_path: Path) -> None:
+    body = b'{"id": "qwen", "servedName": "q", "modelPath": "qwen", "extraArgs": ["\\udc80"]}'
+    async with running_master(tmp_path) as master:
+        response = await master.admin.post(
+            "/api/models", content=body, headers={"content-type": "application/json"}
+        )
+
+    assert field_of(response)[0] == "extraArgs.0"

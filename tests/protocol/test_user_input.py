@@ -213,3 +213,20 @@ def test_strict_validation_only_ever_raises_invalid_field_error(extra: dict[str,
 def test_a_placement_names_a_node_id_in_user_input_only() -> None:
     assert refusal({"nodeId": "GPU box"}, Placement).field == "nodeId"
     assert Placement.from_wire({"nodeId": "GPU box"}).node_id == "GPU box"
+
+
+@pytest.mark.parametrize(
+    ("patch", "field"),
+    [
+        ({"modelPath": "a\udc80"}, "modelPath"),
+        ({"extraArgs": ["--ok", "\ud800"]}, "extraArgs.1"),
+        ({"compilationConfig": {"k\udfff": 1}}, "compilationConfig"),
+        ({"speculative": {"method": "mtp", "draft": "\udc80"}}, "speculative.draft"),
+    ],
+)
+def test_text_that_cannot_be_stored_as_utf8_is_refused(patch: dict[str, Any], field: str) -> None:
+    # A JSON body may escape a lone surrogate ("\udc80"); the registry file is UTF-8 and could not hold it.
+    error = refusal({**BASE, **patch})
+
+    assert error.field == field
+    assert "surrogate" in error.reason

@@ -20,10 +20,13 @@ from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler, ValidationInfo
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
+from .exceptions import InvalidFieldError
+
 __all__ = [
     "USER_INPUT",
     "UserCheck",
     "UserMaximum",
+    "check_storable_text",
     "is_image_reference",
     "is_user_input",
     "printable_name",
@@ -69,6 +72,27 @@ def printable_name(value: str) -> str:
     if not value.isprintable():
         raise ValueError("must contain printable characters only (no control or invisible characters)")
     return value
+
+
+def check_storable_text(value: object, path: tuple[str, ...] = ()) -> None:
+    r"""Refuse a lone surrogate in any string or key of ``value`` (a dumped model, wire names).
+
+    JSON may escape one (``"\udc80"``) and Python keeps it, but no UTF-8 file can hold it: stored as
+    it is, the write would fail after validation passed.
+
+    Raises:
+        InvalidFieldError: naming the field (``extraArgs.1``) that holds it.
+    """
+    if isinstance(value, str):
+        if any("\ud800" <= ch <= "\udfff" for ch in value):
+            raise InvalidFieldError(".".join(path) or "(document)", "must be Unicode text (a lone surrogate)")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_storable_text(key, path)
+            check_storable_text(item, (*path, str(key)))
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            check_storable_text(item, (*path, str(index)))
 
 
 def unknown_field_reason(unknown: str, known: Iterable[str]) -> str:

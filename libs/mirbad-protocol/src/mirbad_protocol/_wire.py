@@ -10,7 +10,7 @@ from typing import Any, Self
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, ValidationError, model_serializer
 from pydantic.alias_generators import to_camel
 
-from ._user_input import USER_INPUT, unknown_field_reason
+from ._user_input import USER_INPUT, check_storable_text, unknown_field_reason
 from .exceptions import InvalidFieldError
 
 __all__ = ["WireModel", "field_error_from_validation"]
@@ -76,9 +76,11 @@ class WireModel(BaseModel):
             InvalidFieldError: naming the first bad field in its wire spelling.
         """
         try:
-            return cls.model_validate(data, extra="forbid", context={USER_INPUT: True})
+            model = cls.model_validate(data, extra="forbid", context={USER_INPUT: True})
         except ValidationError as exc:
             raise field_error_from_validation(exc, model=cls) from None
+        check_storable_text(model.model_dump(by_alias=True))
+        return model
 
     @classmethod
     def from_user_json(cls, text: str | bytes) -> Self:
@@ -88,9 +90,11 @@ class WireModel(BaseModel):
             InvalidFieldError: naming the first bad field, or ``(document)`` for JSON that is not.
         """
         try:
-            return cls.model_validate_json(text, extra="forbid", context={USER_INPUT: True})
+            model = cls.model_validate_json(text, extra="forbid", context={USER_INPUT: True})
         except ValidationError as exc:
             raise field_error_from_validation(exc, model=cls) from None
+        check_storable_text(model.model_dump(by_alias=True))
+        return model
 
 
 def field_error_from_validation(
