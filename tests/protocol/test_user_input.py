@@ -230,3 +230,9 @@ def test_text_that_cannot_be_stored_as_utf8_is_refused(patch: dict[str, Any], fi
 
     assert error.field == field
     assert "surrogate" in error.reason
+
+
+def test_a_key_allow_list_refuses_unprintable_served_names() -> None:
+    error = refusal({"name": "ci", "allowedModels": ["ok", "bad\x1b[0m"]}, ApiKeyCreate)
+
+    assert error.field == "allowedModels.1"

@@ -14,6 +14,7 @@ from typing import Annotated, Final, Literal
 
 from pydantic import AfterValidator, AwareDatetime, Field
 
+from ._user_input import UserCheck, printable_name
 from ._wire import WireModel
 from .exceptions import InvalidFieldError
 
@@ -69,7 +70,9 @@ def _utc(value: datetime) -> datetime:
 
 
 KeyName = Annotated[str, AfterValidator(_clean_name)]
-ServedName = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\s]+$")]
+ServedName = Annotated[
+    str, Field(min_length=1, max_length=200, pattern=r"^[^\s]+$"), UserCheck(printable_name)
+]
 AllowedModels = Annotated[
     tuple[ServedName, ...], Field(max_length=MAX_ALLOWED_MODELS), AfterValidator(_unique_models)
 ]
