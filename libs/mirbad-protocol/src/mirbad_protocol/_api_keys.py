@@ -66,7 +66,11 @@ def _unique_models(value: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _utc(value: datetime) -> datetime:
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        # 0001-01-01T00:00+01:00 is a valid timestamp whose UTC time is before year 1.
+        raise ValueError("is outside the years 1 to 9999 once converted to UTC") from None
 
 
 KeyName = Annotated[str, AfterValidator(_clean_name)]
