@@ -77,6 +77,13 @@ async def test_every_admin_route_documents_its_refusals_in_the_envelope(tmp_path
     assert "HTTPValidationError" not in document["components"]["schemas"]
 
 
+async def test_sign_in_refusals_document_their_headers(tmp_path: Path) -> None:
+    responses = (await openapi(tmp_path))["paths"]["/api/models"]["get"]["responses"]
+
+    assert set(responses["429"]["headers"]) == {"Retry-After"}
+    assert set(responses["401"]["headers"]) == {"WWW-Authenticate"}
+
+
 async def test_the_envelope_is_documented(tmp_path: Path) -> None:
     schemas = (await openapi(tmp_path))["components"]["schemas"]
 

@@ -106,9 +106,23 @@ _STATUS_DESCRIPTIONS: Final = {
 }
 
 
+_STATUS_HEADERS: Final = {
+    401: {
+        "WWW-Authenticate": {"description": 'always `Bearer realm="mirbad"`', "schema": {"type": "string"}}
+    },
+    429: {
+        "Retry-After": {"description": "seconds until a try is counted again", "schema": {"type": "integer"}}
+    },
+}
+
+
 def refusals(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` for these refusal statuses, each in the error envelope."""
-    return {s: {"model": AgentErrorBody, "description": _STATUS_DESCRIPTIONS[s]} for s in statuses}
+    return {
+        s: {"model": AgentErrorBody, "description": _STATUS_DESCRIPTIONS[s]}
+        | ({"headers": _STATUS_HEADERS[s]} if s in _STATUS_HEADERS else {})
+        for s in statuses
+    }
 
 
 def user_input(model: type[WireModel]) -> BeforeValidator:

@@ -137,13 +137,11 @@ def _add_refusals(method: str, path: str, operation: dict[str, Any]) -> None:
     if "{" in path:
         statuses.append(404)
     for status, response in refusals(*statuses).items():
-        responses.setdefault(
-            str(status),
-            {
-                "description": response["description"],
-                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/AgentErrorBody"}}},
-            },
-        )
+        documented = {key: value for key, value in response.items() if key != "model"}
+        documented["content"] = {
+            "application/json": {"schema": {"$ref": "#/components/schemas/AgentErrorBody"}}
+        }
+        responses.setdefault(str(status), documented)
 
 
 def _version() -> str:
