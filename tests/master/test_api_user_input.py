@@ -91,3 +91,15 @@ async def test_a_lone_surrogate_is_400_not_a_failed_write(tmp_path: Path) -> Non
         )
 
     assert field_of(response)[0] == "extraArgs.0"
+
+
+async def test_an_owned_flag_in_extra_args_is_held_to_the_same_limits(tmp_path: Path) -> None:
+    # The registry lifts --max-num-seqs out of extraArgs into maxNumSeqs; the limit must follow it.
+    huge = {**MODEL, "extraArgs": ["--max-num-seqs", str(2**48)]}
+    async with running_master(tmp_path) as master:
+        created = await master.admin.post("/api/models", json=huge)
+        await master.admin.post("/api/models", json=MODEL)
+        replaced = await master.admin.put("/api/models/qwen", json=huge)
+
+    assert field_of(created) == ("maxNumSeqs", "maxNumSeqs: must be at most 65536")
+    assert field_of(replaced)[0] == "maxNumSeqs"

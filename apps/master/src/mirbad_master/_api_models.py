@@ -14,7 +14,7 @@ import anyio
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from mirbad_orchestration import AgentClient, UnknownModelError, filter_by_tags
+from mirbad_orchestration import AgentClient, UnknownModelError, filter_by_tags, normalize_definition
 from mirbad_protocol import MirbadError, ModelDefinition
 
 from ._api_errors import ApiError, refusals, user_input
@@ -56,6 +56,7 @@ def models_router(services: MasterServices) -> APIRouter:
         "", status_code=201, response_model=ModelView, summary="Register a model", responses=refusals(409)
     )
     async def create_model(definition: _Definition, request: Request) -> Response:
+        _check_lifted_flags(definition)
         async with creating:
             if await _exists(services, definition.id):
                 raise ApiError(409, "model_exists", f"a model with id {definition.id!r} exists", field="id")
@@ -84,6 +85,7 @@ def models_router(services: MasterServices) -> APIRouter:
                 f"id: {definition.id!r} differs from the URL's {model_id!r}",
                 field="id",
             )
+        _check_lifted_flags(definition)
         await services.models.get(model_id)
         stored = await services.models.upsert(definition)
         await services.sync_models()
@@ -148,6 +150,18 @@ def models_router(services: MasterServices) -> APIRouter:
         return StreamingResponse(events, media_type="text/event-stream", headers=headers)
 
     return router
+
+
+def _check_lifted_flags(definition: ModelDefinition) -> None:
+    """Hold a setting given as an owned flag in ``extraArgs`` to the limits of its typed field.
+
+    The registry lifts ``--max-num-seqs 99999999`` out of ``extraArgs`` into ``maxNumSeqs``, after the
+    body's own validation; validating the lifted definition as user input again closes that gap.
+
+    Raises:
+        InvalidFieldError: naming the typed field the flag would set.
+    """
+    ModelDefinition.from_user_input(normalize_definition(definition).to_wire())
 
 
 async def _exists(services: MasterServices, model_id: str) -> bool:
