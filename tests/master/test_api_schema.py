@@ -180,3 +180,31 @@ async def test_schemathesis_finds_no_server_error_and_no_undocumented_answer(tmp
                 await anyio.to_thread.run_sync(explore, operation)
 
     assert failures == []
+
+
+async def test_speculative_is_documented_as_vllms_own_object(tmp_path: Path) -> None:
+    schemas = (await openapi(tmp_path))["components"]["schemas"]
+    speculative = [schema for name, schema in schemas.items() if name.startswith("SpeculativeDecoding")]
+
+    assert speculative
+    for schema in speculative:
+        assert set(schema["properties"]) == {"method", "model", "num_speculative_tokens"}
+        assert schema["additionalProperties"] is True
+        assert schema["properties"]["num_speculative_tokens"]["maximum"] == 1024
+
+
+async def test_objects_say_they_have_no_other_fields(tmp_path: Path) -> None:
+    # Request bodies refuse unknown fields and answers never carry any: the schema says so.
+    schemas = (await openapi(tmp_path))["components"]["schemas"]
+
+    for wanted in (
+        "ModelDefinition",
+        "Placement",
+        "ApiKeyCreate",
+        "NodeCreate",
+        "AgentErrorBody",
+        "ModelView",
+    ):
+        found = [schema for name, schema in schemas.items() if name.split("-")[0] == wanted]
+        assert found, wanted
+        assert all(schema["additionalProperties"] is False for schema in found), wanted

@@ -103,3 +103,10 @@ async def test_an_owned_flag_in_extra_args_is_held_to_the_same_limits(tmp_path: 
 
     assert field_of(created) == ("maxNumSeqs", "maxNumSeqs: must be at most 65536")
     assert field_of(replaced)[0] == "maxNumSeqs"
+
+
+async def test_the_sign_in_body_is_strict_too(tmp_path: Path) -> None:
+    async with running_master(tmp_path) as master:
+        typo = await master.anonymous.post("/api/session", json={"pasword": master.password})
+
+    assert field_of(typo) == ("pasword", "pasword: unknown field; did you mean `password`?")

@@ -118,6 +118,11 @@ def _document_refusals(app: FastAPI) -> None:
             schemas = document.get("components", {}).get("schemas", {})
             for unused in ("HTTPValidationError", "ValidationError"):
                 schemas.pop(unused, None)
+            for schema in schemas.values():
+                # Bodies refuse unknown fields (user input) and answers carry none; free-form objects
+                # (speculative, maps) say otherwise themselves.
+                if "properties" in schema:
+                    schema.setdefault("additionalProperties", False)
             app.openapi_schema = document
         return app.openapi_schema
 

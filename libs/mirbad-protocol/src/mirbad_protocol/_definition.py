@@ -5,7 +5,17 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import Field, JsonValue, ValidationInfo, field_validator, model_serializer, model_validator
+from pydantic import (
+    Field,
+    GetJsonSchemaHandler,
+    JsonValue,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from ._user_input import (
     UserCheck,
@@ -102,6 +112,31 @@ class SpeculativeDecoding(WireModel):
             if value is not None and value != "":
                 out[key] = value
         return dict(sorted(out.items()))
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        # Documented as what is on the wire, both ways: vLLM's flat object, not the Python fields.
+        return {
+            "type": "object",
+            "title": "SpeculativeDecoding",
+            "description": "vLLM's `--speculative-config` object: the three keys below, and any other key "
+            "of vLLM's, passed through as it is.",
+            "properties": {
+                "method": {"type": ["string", "null"], "description": "e.g. `mtp`, `eagle`, `ngram`"},
+                "model": {
+                    "type": ["string", "null"],
+                    "description": "the draft model, if the method uses one",
+                },
+                "num_speculative_tokens": {
+                    "type": ["integer", "null"],
+                    "minimum": 0,
+                    "maximum": USER_INPUT_LIMITS["speculative.num_speculative_tokens"],
+                },
+            },
+            "additionalProperties": True,
+        }
 
     def as_vllm_object(self) -> dict[str, Any]:
         """Return the object vLLM reads, keys sorted."""
