@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 
 from mirbad_protocol import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, KeyUsage, WireModel
 
-from ._api_errors import user_input
+from ._api_errors import refusals, user_input
 from ._api_session import actor_of
 from ._services import MasterServices
 from ._views import dump
@@ -48,7 +48,12 @@ def keys_router(services: MasterServices) -> APIRouter:
         await services.audit.record(actor_of(request), "key.create", created.id)
         return JSONResponse(dump(created), status_code=201)
 
-    @router.get("/usage", response_model=list[KeyUsage], summary="Tokens and requests per key and model")
+    @router.get(
+        "/usage",
+        response_model=list[KeyUsage],
+        summary="Tokens and requests per key and model",
+        responses=refusals(404),  # ?keyId= naming no key
+    )
     async def key_usage(key_id: Annotated[str | None, Query(alias="keyId")] = None) -> Response:
         return JSONResponse([dump(usage) for usage in await store.usage(key_id)])
 
