@@ -22,6 +22,7 @@ from mirbad_protocol import (
     Placement,
     WireModel,
     is_image_reference,
+    unknown_field_reason,
 )
 
 BASE: dict[str, Any] = {"id": "qwen", "servedName": "Qwen3-8B", "modelPath": "qwen/qwen3-8b"}
@@ -236,3 +237,23 @@ def test_a_key_allow_list_refuses_unprintable_served_names() -> None:
     error = refusal({"name": "ci", "allowedModels": ["ok", "bad\x1b[0m"]}, ApiKeyCreate)
 
     assert error.field == "allowedModels.1"
+
+
+WIRE_NAMES = [field.alias or name for name, field in ModelDefinition.model_fields.items()]
+
+
+@given(st.sampled_from(WIRE_NAMES), st.integers(min_value=0, max_value=40), st.characters(codec="ascii"))
+def test_a_one_letter_slip_suggests_a_real_field(name: str, at: int, letter: str) -> None:
+    typo = name[: at % len(name)] + letter + name[at % len(name) + 1 :]
+    reason = unknown_field_reason(typo, WIRE_NAMES)
+
+    if reason != "unknown field":
+        suggested = reason.removeprefix("unknown field; did you mean `").removesuffix("`?")
+        assert suggested in WIRE_NAMES
+
+
+@given(st.text(st.characters() | st.sampled_from(["\ud800", "\udc80", "\udfff"]), max_size=30))
+def test_accepted_user_text_can_always_be_stored_as_utf8(text: str) -> None:
+    with contextlib.suppress(InvalidFieldError):
+        definition = ModelDefinition.from_user_input({**BASE, "extraArgs": [text], "tags": []})
+        json.dumps(definition.to_wire(), ensure_ascii=False).encode("utf-8")
