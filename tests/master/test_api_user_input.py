@@ -9,6 +9,9 @@ import httpx
 import pytest
 from tests.master._stack import running_master
 
+from mirbad_master._api_models import user_definition
+from mirbad_protocol import InvalidFieldError
+
 pytestmark = pytest.mark.anyio
 
 MODEL: dict[str, Any] = {"id": "qwen", "servedName": "Qwen3-8B", "modelPath": "qwen/qwen3-8b"}
@@ -110,3 +113,13 @@ async def test_the_sign_in_body_is_strict_too(tmp_path: Path) -> None:
         typo = await master.anonymous.post("/api/session", json={"pasword": master.password})
 
     assert field_of(typo) == ("pasword", "pasword: unknown field; did you mean `password`?")
+
+
+def test_the_portal_validates_a_definition_as_the_api_does() -> None:
+    with pytest.raises(InvalidFieldError) as typo:
+        user_definition({**MODEL, "maxModelLenn": 1})
+    with pytest.raises(InvalidFieldError) as lifted:
+        user_definition({**MODEL, "extraArgs": ["--max-num-seqs", str(2**48)]})
+
+    assert (typo.value.field, lifted.value.field) == ("maxModelLenn", "maxNumSeqs")
+    assert user_definition(MODEL).served_name == "Qwen3-8B"

@@ -22,7 +22,7 @@ from ._api_session import actor_of
 from ._services import MasterServices
 from ._views import ModelView, dump, model_view
 
-__all__ = ["MAX_LOG_TAIL", "models_router"]
+__all__ = ["MAX_LOG_TAIL", "check_lifted_flags", "models_router", "user_definition"]
 
 MAX_LOG_TAIL: Final = 10_000
 """The most past log lines one request may ask for."""
@@ -56,7 +56,7 @@ def models_router(services: MasterServices) -> APIRouter:
         "", status_code=201, response_model=ModelView, summary="Register a model", responses=refusals(409)
     )
     async def create_model(definition: _Definition, request: Request) -> Response:
-        _check_lifted_flags(definition)
+        check_lifted_flags(definition)
         async with creating:
             if await _exists(services, definition.id):
                 raise ApiError(409, "model_exists", f"a model with id {definition.id!r} exists", field="id")
@@ -85,7 +85,7 @@ def models_router(services: MasterServices) -> APIRouter:
                 f"id: {definition.id!r} differs from the URL's {model_id!r}",
                 field="id",
             )
-        _check_lifted_flags(definition)
+        check_lifted_flags(definition)
         await services.models.get(model_id)
         stored = await services.models.upsert(definition)
         await services.sync_models()
@@ -152,7 +152,18 @@ def models_router(services: MasterServices) -> APIRouter:
     return router
 
 
-def _check_lifted_flags(definition: ModelDefinition) -> None:
+def user_definition(data: object) -> ModelDefinition:
+    """A definition a person typed (the portal's editor), validated exactly as the API's bodies are.
+
+    Raises:
+        InvalidFieldError: naming the first bad or unknown field.
+    """
+    definition = ModelDefinition.from_user_input(data)
+    check_lifted_flags(definition)
+    return definition
+
+
+def check_lifted_flags(definition: ModelDefinition) -> None:
     """Hold a setting given as an owned flag in ``extraArgs`` to the limits of its typed field.
 
     The registry lifts ``--max-num-seqs 99999999`` out of ``extraArgs`` into ``maxNumSeqs``, after the
