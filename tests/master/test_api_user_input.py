@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -123,3 +124,15 @@ def test_the_portal_validates_a_definition_as_the_api_does() -> None:
 
     assert (typo.value.field, lifted.value.field) == ("maxModelLenn", "maxNumSeqs")
     assert user_definition(MODEL).served_name == "Qwen3-8B"
+
+
+async def test_a_stored_model_beyond_the_limits_still_lists_and_loads(tmp_path: Path) -> None:
+    # A models.json written before the limits existed (or by hand) is read as it is.
+    legacy = {**MODEL, "maxNumSeqs": 2**48, "image": "Odd/Image", "fromANewerRelease": True}
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "models.json").write_text(json.dumps({"schemaVersion": 1, "models": [legacy]}))
+    async with running_master(tmp_path) as master:
+        one = await master.admin.get("/api/models/qwen")
+
+    assert one.status_code == 200, one.text
+    assert one.json()["definition"]["maxNumSeqs"] == 2**48
