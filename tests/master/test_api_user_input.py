@@ -11,6 +11,7 @@ import pytest
 from tests.master._stack import running_master
 
 from mirbad_master._api_models import user_definition
+from mirbad_orchestration import SEED_MODEL
 from mirbad_protocol import InvalidFieldError
 
 pytestmark = pytest.mark.anyio
@@ -136,3 +137,8 @@ async def test_a_stored_model_beyond_the_limits_still_lists_and_loads(tmp_path: 
 
     assert one.status_code == 200, one.text
     assert one.json()["definition"]["maxNumSeqs"] == 2**48
+
+
+def test_the_seed_model_passes_as_user_input() -> None:
+    # The registry's first model is what people copy; it must be something they could have typed.
+    assert user_definition(SEED_MODEL.to_wire()) == SEED_MODEL

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -257,3 +258,11 @@ def test_accepted_user_text_can_always_be_stored_as_utf8(text: str) -> None:
     with contextlib.suppress(InvalidFieldError):
         definition = ModelDefinition.from_user_input({**BASE, "extraArgs": [text], "tags": []})
         json.dumps(definition.to_wire(), ensure_ascii=False).encode("utf-8")
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.json")))
+def test_the_shipped_examples_pass_as_user_input(example: str) -> None:
+    assert ModelDefinition.from_user_json((EXAMPLES / example).read_text()).id
