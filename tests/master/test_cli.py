@@ -116,6 +116,22 @@ def test_bad_input_is_one_line_and_exit_2(
     assert needle in err
 
 
+def test_a_misspelled_field_in_an_args_file_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    definition = json.loads((EXAMPLES / "vllm-qwen3.json").read_text())
+    file = tmp_path / "typo.json"
+    file.write_text(json.dumps({**definition, "maxModelLenn": 4096}))
+
+    code, out, err = run(monkeypatch, capsys, "args", str(file))
+    limit = run(monkeypatch, capsys, "args", "-", stdin=json.dumps({**definition, "maxNumSeqs": 2**48}))
+
+    assert (code, out) == (2, "")
+    assert err == "mirbad: error: maxModelLenn: unknown field; did you mean `maxModelLen`?\n"
+    assert limit[0] == 2
+    assert "maxNumSeqs: must be at most 65536" in limit[2]
+
+
 def test_console_script_is_installed() -> None:
     script = Path(sys.executable).parent / "mirbad"
     result = subprocess.run(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import json
 import secrets
@@ -13,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 from cryptography import x509
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from tests._support.clock import FakeClock
 from tests._support.enroll_master import enroll_master
 
@@ -172,6 +174,30 @@ async def test_a_bad_csr_is_400_and_leaves_the_token_usable(
 
     response = await client.post(ENROLL_PATH, json={"token": token, "csr": csr_pem(node_key)})
     assert response.status_code == 200
+
+
+async def test_a_csr_with_a_corrupted_key_is_400_not_500(
+    client: httpx.AsyncClient, tokens: EnrollmentTokens, node_key: PrivateKey
+) -> None:
+    token = await tokens.issue_join_token("gpu-1")
+    der = bytearray(certificate_request_to_der(node_key))
+    point = node_key.public_key().public_bytes(Encoding.X962, PublicFormat.UncompressedPoint)
+    der[der.find(point) + 5] ^= 0xFF  # the point leaves the curve; the DER still parses
+    pem = "-----BEGIN CERTIFICATE REQUEST-----\n" + base64.encodebytes(bytes(der)).decode()
+    pem += "-----END CERTIFICATE REQUEST-----\n"
+
+    response = await client.post(ENROLL_PATH, json={"token": token, "csr": pem})
+
+    status, code, message = refusal(response)
+    assert (status, code) == (400, "csr_rejected")
+    assert "key" in message
+    assert (
+        await client.post(ENROLL_PATH, json={"token": token, "csr": csr_pem(node_key)})
+    ).status_code == 200
+
+
+def certificate_request_to_der(key: PrivateKey) -> bytes:
+    return create_certificate_request(key, "asked-name").public_bytes(Encoding.DER)
 
 
 @pytest.mark.parametrize(

@@ -224,3 +224,12 @@ def test_wire_shapes(snapshot_json: SnapshotAssertion) -> None:
             key_id="0a1b2c3d4e5f", served_name="qwen", prompt_tokens=7, completion_tokens=0, requests=1
         ).to_wire(),
     } == snapshot_json
+
+
+@pytest.mark.parametrize("expires_at", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"])
+def test_an_expiry_beyond_the_calendar_in_utc_names_the_field(expires_at: str) -> None:
+    # Converting to UTC moves these past year 1 or 9999, which datetime cannot hold (was an OverflowError).
+    with pytest.raises(InvalidFieldError) as caught:
+        ApiKeyCreate.from_wire({"name": "ci", "expiresAt": expires_at})
+
+    assert caught.value.field == "expiresAt"

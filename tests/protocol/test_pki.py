@@ -343,6 +343,37 @@ def test_a_csr_with_a_broken_signature_is_refused(ca: CertificateAuthority) -> N
         ca.issue_from_csr(forged, policy=SanPolicy())
 
 
+def corrupt_public_key(request: x509.CertificateSigningRequest, key: PrivateKey) -> bytes:
+    """The CSR's PEM with its public point moved off the curve (the DER still parses)."""
+    der = bytearray(request.public_bytes(serialization.Encoding.DER))
+    point = key.public_key().public_bytes(
+        serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint
+    )
+    der[der.find(point) + 5] ^= 0xFF
+    body = base64.encodebytes(bytes(der))
+    return b"-----BEGIN CERTIFICATE REQUEST-----\n" + body + b"-----END CERTIFICATE REQUEST-----\n"
+
+
+def test_a_csr_with_a_corrupted_key_is_refused_when_read(ca: CertificateAuthority) -> None:
+    key = generate_private_key()
+    pem = corrupt_public_key(create_certificate_request(key, "node-x"), key)
+
+    with pytest.raises(CertificateRequestError, match="key"):
+        certificate_request_from_pem(pem)
+
+
+def test_a_csr_object_with_a_corrupted_key_is_refused_by_the_ca(ca: CertificateAuthority) -> None:
+    key = generate_private_key()
+    der = bytearray(create_certificate_request(key, "node-x").public_bytes(serialization.Encoding.DER))
+    point = key.public_key().public_bytes(
+        serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint
+    )
+    der[der.find(point) + 5] ^= 0xFF
+
+    with pytest.raises(CertificateRequestError, match="key"):
+        ca.issue_from_csr(x509.load_der_x509_csr(bytes(der)), policy=SanPolicy())
+
+
 def test_csr_pem_round_trip_and_garbage() -> None:
     request = create_certificate_request(generate_private_key(), "node-x", dns_names=["node-x.lan"])
 

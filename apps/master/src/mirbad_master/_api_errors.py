@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from pydantic import BeforeValidator
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response
 
@@ -39,11 +40,11 @@ from mirbad_orchestration import (
     UnknownModelError,
     UnknownNodeError,
 )
-from mirbad_protocol import AgentError, AgentErrorBody, InvalidFieldError, MirbadError
+from mirbad_protocol import AgentError, AgentErrorBody, InvalidFieldError, MirbadError, WireModel
 
 from ._admin_auth import AdminAuthError, TooManyAttemptsError
 
-__all__ = ["ApiError", "error_response", "install_error_handlers"]
+__all__ = ["ApiError", "error_response", "install_error_handlers", "refusals", "user_input"]
 
 _logger = logging.getLogger("mirbad_master.api")
 
@@ -89,6 +90,49 @@ _TABLE: Final[Sequence[tuple[type[Exception], int, str]]] = (
     (RegistryError, 500, "storage_error"),
 )
 _HTTP_CODES: Final = {404: "route_not_found", 405: "method_not_allowed", 413: "request_too_large"}
+
+
+# What each refusal status means, for the OpenAPI document (the codes are the table's above).
+_STATUS_DESCRIPTIONS: Final = {
+    400: "`invalid_request`: a field is invalid or unknown; `field` names it (wire spelling)",
+    401: "`unauthorized`: no or a wrong administrator password or session",
+    404: "`model_not_found`, `node_not_found`, `key_not_found` (or `route_not_found`)",
+    409: "a conflict: `model_exists`, `served_name_taken`, `admission_refused` (retry with force=true), "
+    "`start_conflict`, `start_lane_busy`, `node_exists`, `node_conflict`, `local_node`",
+    422: "`spec_rejected`: the node cannot run this launch at all",
+    429: "`too_many_attempts`: five wrong passwords within a minute; see `Retry-After`",
+    502: "`node_refused`, `bad_gateway`, `log_stream_failed`: the node answered oddly",
+    503: "`node_unreachable`: the model's node does not answer",
+    504: "`node_timeout`: the model's node did not answer in time",
+}
+
+
+_STATUS_HEADERS: Final = {
+    401: {
+        "WWW-Authenticate": {"description": 'always `Bearer realm="mirbad"`', "schema": {"type": "string"}}
+    },
+    429: {
+        "Retry-After": {"description": "seconds until a try is counted again", "schema": {"type": "integer"}}
+    },
+}
+
+
+def refusals(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for these refusal statuses, each in the error envelope."""
+    return {
+        s: {"model": AgentErrorBody, "description": _STATUS_DESCRIPTIONS[s]}
+        | ({"headers": _STATUS_HEADERS[s]} if s in _STATUS_HEADERS else {})
+        for s in statuses
+    }
+
+
+def user_input(model: type[WireModel]) -> BeforeValidator:
+    """``Annotated`` metadata for a route's body: validate it with :meth:`WireModel.from_user_input`.
+
+    ``Annotated[ModelDefinition, user_input(ModelDefinition)]`` keeps the model's schema in OpenAPI
+    while an unknown field, or a value beyond a user-input limit, is a 400 naming the field.
+    """
+    return BeforeValidator(model.from_user_input)
 
 
 def error_response(
@@ -142,6 +186,10 @@ def _message(exc: Exception) -> str:
 
 def _field_of(error: Any) -> tuple[str, str]:
     """The wire field and reason of FastAPI's first validation error (its location minus ``body``)."""
+    inner = (error.get("ctx") or {}).get("error")
+    if isinstance(inner, InvalidFieldError):
+        # A body validated as user input (``user_input``) names its field itself, at any depth.
+        return inner.field, inner.reason
     location = [str(part) for part in error.get("loc", ())]
     if location and location[0] in ("body", "query", "path", "header", "cookie"):
         location = location[1:]

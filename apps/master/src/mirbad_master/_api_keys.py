@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 
 from mirbad_protocol import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, KeyUsage, WireModel
 
+from ._api_errors import refusals, user_input
 from ._api_session import actor_of
 from ._services import MasterServices
 from ._views import dump
@@ -24,6 +25,10 @@ class KeySettings(WireModel):
     """Whether ``/v1`` requests must carry a key (on once the first key exists)."""
 
     require_keys: bool
+
+
+_KeyCreate = Annotated[ApiKeyCreate, user_input(ApiKeyCreate)]
+_KeySettings = Annotated[KeySettings, user_input(KeySettings)]
 
 
 def keys_router(services: MasterServices) -> APIRouter:
@@ -38,12 +43,17 @@ def keys_router(services: MasterServices) -> APIRouter:
     @router.post(
         "", status_code=201, response_model=ApiKeyCreated, summary="Create a key (secret shown once)"
     )
-    async def create_key(body: ApiKeyCreate, request: Request) -> Response:
+    async def create_key(body: _KeyCreate, request: Request) -> Response:
         created = await store.create(body)
         await services.audit.record(actor_of(request), "key.create", created.id)
         return JSONResponse(dump(created), status_code=201)
 
-    @router.get("/usage", response_model=list[KeyUsage], summary="Tokens and requests per key and model")
+    @router.get(
+        "/usage",
+        response_model=list[KeyUsage],
+        summary="Tokens and requests per key and model",
+        responses=refusals(404),  # ?keyId= naming no key
+    )
     async def key_usage(key_id: Annotated[str | None, Query(alias="keyId")] = None) -> Response:
         return JSONResponse([dump(usage) for usage in await store.usage(key_id)])
 
@@ -54,7 +64,7 @@ def keys_router(services: MasterServices) -> APIRouter:
     @router.put(
         "/settings", response_model=KeySettings, summary="Require a key on /v1, or stop requiring one"
     )
-    async def put_settings(body: KeySettings, request: Request) -> Response:
+    async def put_settings(body: _KeySettings, request: Request) -> Response:
         await store.set_keys_required(body.require_keys)
         await services.audit.record(actor_of(request), "key.require", str(body.require_keys).lower())
         return JSONResponse(dump(body))

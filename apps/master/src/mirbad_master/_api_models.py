@@ -8,25 +8,33 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Annotated, Final
+from typing import Annotated, Any, Final
 
 import anyio
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from mirbad_orchestration import AgentClient, UnknownModelError, filter_by_tags
+from mirbad_orchestration import AgentClient, UnknownModelError, filter_by_tags, normalize_definition
 from mirbad_protocol import MirbadError, ModelDefinition
 
-from ._api_errors import ApiError
+from ._api_errors import ApiError, refusals, user_input
 from ._api_session import actor_of
 from ._services import MasterServices
 from ._views import ModelView, dump, model_view
 
-__all__ = ["MAX_LOG_TAIL", "models_router"]
+__all__ = ["MAX_LOG_TAIL", "check_lifted_flags", "models_router", "user_definition"]
 
 MAX_LOG_TAIL: Final = 10_000
 """The most past log lines one request may ask for."""
 
+# A start or restart can be refused by admission, another start or the node itself; a stop or a log
+# read reaches the node too.
+_ON_A_NODE: Final = refusals(502, 503, 504)
+_STARTING: Final = refusals(409, 422, 502, 503, 504)
+_LOG_STREAM: Final[dict[int | str, dict[str, Any]]] = {
+    200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}}
+}
+_Definition = Annotated[ModelDefinition, user_input(ModelDefinition)]
 _Force = Annotated[bool, Query(description="skip the node's memory admission")]
 
 
@@ -44,8 +52,11 @@ def models_router(services: MasterServices) -> APIRouter:
         definitions = filter_by_tags(await services.models.list(), tag or [])
         return JSONResponse([dump(await model_view(services, d)) for d in definitions])
 
-    @router.post("", status_code=201, response_model=ModelView, summary="Register a model")
-    async def create_model(definition: ModelDefinition, request: Request) -> Response:
+    @router.post(
+        "", status_code=201, response_model=ModelView, summary="Register a model", responses=refusals(409)
+    )
+    async def create_model(definition: _Definition, request: Request) -> Response:
+        check_lifted_flags(definition)
         async with creating:
             if await _exists(services, definition.id):
                 raise ApiError(409, "model_exists", f"a model with id {definition.id!r} exists", field="id")
@@ -60,8 +71,13 @@ def models_router(services: MasterServices) -> APIRouter:
     async def get_model(model_id: str) -> Response:
         return await view_of(model_id)
 
-    @router.put("/{model_id}", response_model=ModelView, summary="Replace a model's definition")
-    async def update_model(model_id: str, definition: ModelDefinition, request: Request) -> Response:
+    @router.put(
+        "/{model_id}",
+        response_model=ModelView,
+        summary="Replace a model's definition",
+        responses=refusals(409),
+    )
+    async def update_model(model_id: str, definition: _Definition, request: Request) -> Response:
         if definition.id != model_id:
             raise ApiError(
                 400,
@@ -69,13 +85,14 @@ def models_router(services: MasterServices) -> APIRouter:
                 f"id: {definition.id!r} differs from the URL's {model_id!r}",
                 field="id",
             )
+        check_lifted_flags(definition)
         await services.models.get(model_id)
         stored = await services.models.upsert(definition)
         await services.sync_models()
         await services.audit.record(actor_of(request), "model.update", model_id)
         return JSONResponse(dump(await model_view(services, stored)))
 
-    @router.delete("/{model_id}", status_code=204, summary="Stop a model and remove it")
+    @router.delete("/{model_id}", status_code=204, summary="Stop a model and remove it", responses=_ON_A_NODE)
     async def delete_model(model_id: str, request: Request) -> Response:
         await services.models.get(model_id)
         # Stopped first: a model removed from the registry while running could never be stopped here.
@@ -86,19 +103,29 @@ def models_router(services: MasterServices) -> APIRouter:
         await services.audit.record(actor_of(request), "model.delete", model_id)
         return Response(status_code=204)
 
-    @router.post("/{model_id}/start", response_model=ModelView, summary="Start a model (lifts a pause)")
+    @router.post(
+        "/{model_id}/start",
+        response_model=ModelView,
+        summary="Start a model (lifts a pause)",
+        responses=_STARTING,
+    )
     async def start_model(model_id: str, request: Request, force: _Force = False) -> Response:
         definition = await services.models.get(model_id)
         await services.health.start(definition, actor=actor_of(request), force=force)
         return await view_of(model_id)
 
-    @router.post("/{model_id}/stop", response_model=ModelView, summary="Stop a model")
+    @router.post("/{model_id}/stop", response_model=ModelView, summary="Stop a model", responses=_ON_A_NODE)
     async def stop_model(model_id: str, request: Request) -> Response:
         await services.models.get(model_id)
         await services.health.stop(model_id, actor=actor_of(request))
         return await view_of(model_id)
 
-    @router.post("/{model_id}/restart", response_model=ModelView, summary="Restart with the saved definition")
+    @router.post(
+        "/{model_id}/restart",
+        response_model=ModelView,
+        summary="Restart with the saved definition",
+        responses=_STARTING,
+    )
     async def restart_model(model_id: str, request: Request, force: _Force = False) -> Response:
         definition = await services.models.get(model_id)
         await services.health.restart(definition, actor=actor_of(request), force=force)
@@ -108,6 +135,7 @@ def models_router(services: MasterServices) -> APIRouter:
         "/{model_id}/logs",
         response_class=StreamingResponse,
         summary="The model's log: the last lines, then each new one (text/event-stream)",
+        responses={**_LOG_STREAM, **_ON_A_NODE},
     )
     async def model_logs(
         model_id: str,
@@ -122,6 +150,29 @@ def models_router(services: MasterServices) -> APIRouter:
         return StreamingResponse(events, media_type="text/event-stream", headers=headers)
 
     return router
+
+
+def user_definition(data: object) -> ModelDefinition:
+    """A definition a person typed (the portal's editor), validated exactly as the API's bodies are.
+
+    Raises:
+        InvalidFieldError: naming the first bad or unknown field.
+    """
+    definition = ModelDefinition.from_user_input(data)
+    check_lifted_flags(definition)
+    return definition
+
+
+def check_lifted_flags(definition: ModelDefinition) -> None:
+    """Hold a setting given as an owned flag in ``extraArgs`` to the limits of its typed field.
+
+    The registry lifts ``--max-num-seqs 99999999`` out of ``extraArgs`` into ``maxNumSeqs``, after the
+    body's own validation; validating the lifted definition as user input again closes that gap.
+
+    Raises:
+        InvalidFieldError: naming the typed field the flag would set.
+    """
+    ModelDefinition.from_user_input(normalize_definition(definition).to_wire())
 
 
 async def _exists(services: MasterServices, model_id: str) -> bool:

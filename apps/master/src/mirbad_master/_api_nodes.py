@@ -20,7 +20,7 @@ from pydantic import Field
 from mirbad_orchestration import NODE_ID_PATTERN, EnrollmentTokenIssued, NodeRecord, agent_url_for
 from mirbad_protocol import WireModel
 
-from ._api_errors import ApiError
+from ._api_errors import ApiError, refusals, user_input
 from ._api_session import actor_of
 from ._services import MasterServices
 from ._views import NodeSummary, dump, node_summary
@@ -60,6 +60,10 @@ class NodeCreate(WireModel):
     labels: dict[str, str] = Field(default_factory=dict)
 
 
+_NodeCreate = Annotated[NodeCreate, user_input(NodeCreate)]
+_TokenRequest = Annotated[EnrollmentTokenRequest, user_input(EnrollmentTokenRequest)]
+
+
 def nodes_router(services: MasterServices) -> APIRouter:
     """The routes under ``/nodes`` over ``services``."""
     router = APIRouter(prefix="/nodes", tags=["nodes"])
@@ -69,15 +73,16 @@ def nodes_router(services: MasterServices) -> APIRouter:
         records = await services.nodes.list()
         return JSONResponse([dump(node_summary(r, services.cache.node(r.id))) for r in records])
 
-    @router.post("", status_code=201, response_model=NodeSummary, summary="Register an enrolled node")
-    async def add_node(body: NodeCreate, request: Request) -> Response:
-        record = NodeRecord(
-            id=body.id,
-            name=body.name,
-            agent_url=body.agent_url,
-            labels=body.labels,
-            certificate_name=body.name,
-        )
+    @router.post(
+        "",
+        status_code=201,
+        response_model=NodeSummary,
+        summary="Register an enrolled node",
+        responses=refusals(409),
+    )
+    async def add_node(body: _NodeCreate, request: Request) -> Response:
+        # from_wire: the record's own URL rule (https, no path) is then a 400 naming agentUrl.
+        record = NodeRecord.from_wire({**body.to_wire(), "certificateName": body.name})
         await services.nodes.add(record)
         await services.audit.record(actor_of(request), "node.add", record.id)
         state = await services.node_monitor.poll_node(record)
@@ -89,7 +94,7 @@ def nodes_router(services: MasterServices) -> APIRouter:
         response_model=EnrollmentTokenIssued,
         summary="Issue a one-time token for a new node",
     )
-    async def issue_token(body: EnrollmentTokenRequest, request: Request) -> Response:
+    async def issue_token(body: _TokenRequest, request: Request) -> Response:
         ttl = timedelta(seconds=body.ttl_seconds)
         agent_url = body.agent_url
         if agent_url is None and body.address is not None:
@@ -115,7 +120,9 @@ def nodes_router(services: MasterServices) -> APIRouter:
         record = await services.nodes.get(node_id)
         return JSONResponse(dump(node_summary(record, services.cache.node(node_id))))
 
-    @router.delete("/{node_id}", status_code=204, summary="Remove a node from the fleet")
+    @router.delete(
+        "/{node_id}", status_code=204, summary="Remove a node from the fleet", responses=refusals(409)
+    )
     async def remove_node(node_id: str, request: Request, unplace: bool = False) -> Response:
         record = await services.nodes.get(node_id)
         if record.local:

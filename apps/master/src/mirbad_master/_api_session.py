@@ -17,6 +17,7 @@ from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBea
 from mirbad_protocol import WireModel
 
 from ._admin_auth import ADMIN_USER, SESSION_COOKIE, SESSION_LIFETIME_S, AdminAuth, WrongPasswordError
+from ._api_errors import user_input
 
 __all__ = ["SignIn", "actor_of", "admin_guard", "client_address", "session_router", "set_session_cookie"]
 
@@ -78,7 +79,7 @@ def session_router(auth: AdminAuth) -> APIRouter:
     router = APIRouter(tags=["session"])
 
     @router.post("/session", status_code=204, summary="Sign in to the portal (sets the session cookie)")
-    async def sign_in(body: SignIn, request: Request) -> Response:
+    async def sign_in(body: Annotated[SignIn, user_input(SignIn)], request: Request) -> Response:
         signed_in = await auth.has_session(request.cookies.get(SESSION_COOKIE))
         token = await auth.sign_in(body.password, client_address(request), signed_in=signed_in)
         answer = Response(status_code=204)

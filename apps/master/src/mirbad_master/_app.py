@@ -13,15 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any, Final
 
 from fastapi import FastAPI, Response
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 
 from mirbad_router import create_router_app
 
 from ._admin_auth import AdminAuth
 from ._api import api_router
-from ._api_errors import install_error_handlers
+from ._api_errors import install_error_handlers, refusals
 from ._metrics import METRICS_MEDIA_TYPE, collect_metrics, render_metrics
 from ._origin_guard import OriginGuard
 from ._services import MasterServices
@@ -62,13 +63,19 @@ def create_master_app(services: MasterServices, auth: AdminAuth, *, ui: UiInstal
     )
     install_error_handlers(app)
     app.add_middleware(OriginGuard)
+    _document_refusals(app)
     app.include_router(api_router(services, auth), prefix="/api")
 
     @app.get("/healthz", tags=["operations"], summary="Liveness (no sign-in)")
     async def healthz() -> Response:
         return JSONResponse({"status": "ok"})
 
-    @app.get("/metrics", tags=["operations"], summary="Prometheus metrics (no sign-in)")
+    @app.get(
+        "/metrics",
+        tags=["operations"],
+        summary="Prometheus metrics (no sign-in)",
+        response_class=PlainTextResponse,
+    )
     async def metrics() -> Response:
         return Response(render_metrics(await collect_metrics(services)), media_type=METRICS_MEDIA_TYPE)
 
@@ -89,6 +96,60 @@ def create_master_app(services: MasterServices, auth: AdminAuth, *, ui: UiInstal
             return HTMLResponse(_LANDING)
 
     return app
+
+
+# FastAPI documents a 422 with its own error list on every route with parameters; ours answer those
+# with 400 in the envelope (see _api_errors), so the document says that instead.
+_FASTAPI_422: Final = "#/components/schemas/HTTPValidationError"
+
+
+def _document_refusals(app: FastAPI) -> None:
+    """Make ``/openapi.json`` list what every ``/api`` route really refuses with, in the envelope.
+
+    Every route: 401 and 429 (sign-in); with parameters or a body: 400; with a path id: 404. A
+    route's own refusals (409, 422, 5xx of a node) are declared on the route.
+    """
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            document = generate()
+            for path, methods in document.get("paths", {}).items():
+                if path.startswith("/api"):
+                    for method, operation in methods.items():
+                        _add_refusals(method, path, operation)
+            schemas = document.get("components", {}).get("schemas", {})
+            for unused in ("HTTPValidationError", "ValidationError"):
+                schemas.pop(unused, None)
+            for schema in schemas.values():
+                # Bodies refuse unknown fields (user input) and answers carry none; free-form objects
+                # (speculative, maps) say otherwise themselves.
+                if "properties" in schema:
+                    schema.setdefault("additionalProperties", False)
+            app.openapi_schema = document
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to customise it
+
+
+def _add_refusals(method: str, path: str, operation: dict[str, Any]) -> None:
+    responses: dict[str, Any] = operation.setdefault("responses", {})
+    fastapi_422 = responses.get("422", {}).get("content", {}).get("application/json", {}).get("schema", {})
+    if fastapi_422.get("$ref") == _FASTAPI_422:
+        del responses["422"]
+    if (method, path) == ("delete", "/api/session"):
+        return  # signing out needs no sign-in and always succeeds
+    statuses = [401, 429]
+    if operation.get("parameters") or operation.get("requestBody"):
+        statuses.append(400)
+    if "{" in path:
+        statuses.append(404)
+    for status, response in refusals(*statuses).items():
+        documented = {key: value for key, value in response.items() if key != "model"}
+        documented["content"] = {
+            "application/json": {"schema": {"$ref": "#/components/schemas/AgentErrorBody"}}
+        }
+        responses.setdefault(str(status), documented)
 
 
 def _version() -> str:

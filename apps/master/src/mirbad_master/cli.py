@@ -195,7 +195,8 @@ def _read_text(path: Path | None) -> str:
 
 
 def _load_definition(path: Path | None) -> ModelDefinition:
-    return ModelDefinition.from_wire_json(_read_text(path))
+    # A file a person wrote: an unknown (misspelled) field is refused, not silently dropped.
+    return ModelDefinition.from_user_json(_read_text(path))
 
 
 def _read_argv() -> list[str]:

@@ -70,6 +70,7 @@ from ._atomic import (
 )
 from ._definition import (
     MODEL_ID_PATTERN,
+    USER_INPUT_LIMITS,
     ExecutableRef,
     ModelDefinition,
     ModelSource,
@@ -121,6 +122,7 @@ from ._pki_csr import (
     SanPolicy,
     certificate_request_from_pem,
     certificate_request_to_pem,
+    check_request_key,
     create_certificate_request,
     requested_names,
 )
@@ -134,6 +136,16 @@ from ._pki_tls import (
     verify_pinned_chain,
 )
 from ._status import GpuMemory, MemorySnapshot, ModelMetrics, ModelState, ModelStatus, RouterModelStats
+from ._user_input import (
+    USER_INPUT,
+    UserCheck,
+    UserMaximum,
+    check_storable_text,
+    is_image_reference,
+    is_user_input,
+    printable_name,
+    unknown_field_reason,
+)
 from ._wire import WireModel, field_error_from_validation
 from .exceptions import (
     CertificateRequestError,
@@ -178,6 +190,8 @@ __all__ = [
     "ROUTE_PROXY",
     "ROUTE_RUNTIMES",
     "ROUTE_TELEMETRY",
+    "USER_INPUT",
+    "USER_INPUT_LIMITS",
     "AgentError",
     "AgentErrorBody",
     "AgentErrorCode",
@@ -247,6 +261,8 @@ __all__ = [
     "StatusList",
     "TelemetrySnapshot",
     "TlsCredentials",
+    "UserCheck",
+    "UserMaximum",
     "WireModel",
     "agent_error_body",
     "agent_path",
@@ -255,13 +271,18 @@ __all__ = [
     "certificate_request_to_pem",
     "certificates_from_pem",
     "certificates_to_pem",
+    "check_request_key",
+    "check_storable_text",
     "client_context",
     "create_certificate_request",
     "enroll_error_body",
     "field_error_from_validation",
     "generate_private_key",
+    "is_image_reference",
+    "is_user_input",
     "openai_error",
     "peer_certificate",
+    "printable_name",
     "private_key_from_pem",
     "private_key_to_pem",
     "proxy_path",
@@ -271,6 +292,7 @@ __all__ = [
     "requested_names",
     "server_context",
     "spki_pin",
+    "unknown_field_reason",
     "verify_pinned_chain",
     "write_bytes_atomic",
     "write_certificates",

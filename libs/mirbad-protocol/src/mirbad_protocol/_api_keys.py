@@ -14,6 +14,7 @@ from typing import Annotated, Final, Literal
 
 from pydantic import AfterValidator, AwareDatetime, Field
 
+from ._user_input import UserCheck, printable_name
 from ._wire import WireModel
 from .exceptions import InvalidFieldError
 
@@ -65,11 +66,17 @@ def _unique_models(value: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _utc(value: datetime) -> datetime:
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        # 0001-01-01T00:00+01:00 is a valid timestamp whose UTC time is before year 1.
+        raise ValueError("is outside the years 1 to 9999 once converted to UTC") from None
 
 
 KeyName = Annotated[str, AfterValidator(_clean_name)]
-ServedName = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\s]+$")]
+ServedName = Annotated[
+    str, Field(min_length=1, max_length=200, pattern=r"^[^\s]+$"), UserCheck(printable_name)
+]
 AllowedModels = Annotated[
     tuple[ServedName, ...], Field(max_length=MAX_ALLOWED_MODELS), AfterValidator(_unique_models)
 ]

@@ -5,12 +5,32 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import Field, JsonValue, field_validator, model_serializer, model_validator
+from pydantic import (
+    Field,
+    GetJsonSchemaHandler,
+    JsonValue,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
+from ._user_input import (
+    UserCheck,
+    UserMaximum,
+    is_image_reference,
+    is_user_input,
+    printable_name,
+    unknown_field_reason,
+)
 from ._wire import WireModel
+from .exceptions import InvalidFieldError
 
 __all__ = [
     "MODEL_ID_PATTERN",
+    "USER_INPUT_LIMITS",
     "ExecutableRef",
     "ModelDefinition",
     "ModelSource",
@@ -21,6 +41,18 @@ __all__ = [
 
 MODEL_ID_PATTERN: Final = r"^[a-z0-9][a-z0-9-]{0,39}$"
 """A model id: lowercase, digits and dashes, at most 40 characters. It names containers (``ss-{id}``)."""
+
+USER_INPUT_LIMITS: Final = {
+    "memoryBudgetGiB": 4096,
+    "maxModelLen": 16 * 1024 * 1024,
+    "maxNumSeqs": 65536,
+    "maxNumBatchedTokens": 16 * 1024 * 1024,
+    "idleUnloadSeconds": 365 * 24 * 3600,
+    "gpuLayers": 100_000,
+    "speculative.num_speculative_tokens": 1024,
+}
+"""The largest value a person may give each numeric setting (far above any real deployment; stored
+definitions are not held to them). The JSON schema carries them as ``maximum``."""
 
 RuntimeKind = Literal["vllm", "llamacpp", "mlx"]
 """How a model runs: vLLM in a container, or llama.cpp's llama-server / MLX as native processes."""
@@ -49,13 +81,16 @@ class SpeculativeDecoding(WireModel):
     """
 
     method: str | None = None
-    num_speculative_tokens: Annotated[int, Field(ge=0)] | None = None
+    num_speculative_tokens: (
+        Annotated[int, Field(ge=0), UserMaximum(USER_INPUT_LIMITS["speculative.num_speculative_tokens"])]
+        | None
+    ) = None
     model: str | None = None
     extra: dict[str, JsonValue] = Field(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
-    def _split_vllm_object(cls, data: Any) -> Any:
+    def _split_vllm_object(cls, data: Any, info: ValidationInfo) -> Any:
         if not isinstance(data, dict) or ("extra" in data and set(data) <= {*_SPEC_KEYS, "extra"}):
             return data
         typed: dict[str, Any] = {}
@@ -64,6 +99,8 @@ class SpeculativeDecoding(WireModel):
             if key in _SPEC_KEYS:
                 typed[_SPEC_KEYS[key]] = value
             else:
+                if is_user_input(info):
+                    _refuse_near_miss(str(key))
                 extra[key] = value
         return {**typed, "extra": extra}
 
@@ -76,6 +113,31 @@ class SpeculativeDecoding(WireModel):
                 out[key] = value
         return dict(sorted(out.items()))
 
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        # Documented as what is on the wire, both ways: vLLM's flat object, not the Python fields.
+        return {
+            "type": "object",
+            "title": "SpeculativeDecoding",
+            "description": "vLLM's `--speculative-config` object: the three keys below, and any other key "
+            "of vLLM's, passed through as it is.",
+            "properties": {
+                "method": {"type": ["string", "null"], "description": "e.g. `mtp`, `eagle`, `ngram`"},
+                "model": {
+                    "type": ["string", "null"],
+                    "description": "the draft model, if the method uses one",
+                },
+                "num_speculative_tokens": {
+                    "type": ["integer", "null"],
+                    "minimum": 0,
+                    "maximum": USER_INPUT_LIMITS["speculative.num_speculative_tokens"],
+                },
+            },
+            "additionalProperties": True,
+        }
+
     def as_vllm_object(self) -> dict[str, Any]:
         """Return the object vLLM reads, keys sorted."""
         return self._as_vllm_object()
@@ -83,6 +145,24 @@ class SpeculativeDecoding(WireModel):
     def is_empty(self) -> bool:
         """Whether the config has nothing to say (vLLM then runs without speculation)."""
         return not self._as_vllm_object()
+
+
+# The node registry's id rule (mirbad_orchestration.NODE_ID_PATTERN), which this library cannot import.
+_NODE_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+
+
+def _check_node_id(value: str) -> str:
+    if not _NODE_ID.fullmatch(value):
+        raise ValueError(f"{value!r} is not a node id (lowercase letters, digits, '.', '_', '-'; at most 63)")
+    return value
+
+
+def _refuse_near_miss(key: str) -> None:
+    # Any other key is vLLM's own and passes through; one a typo away from a typed key would silently
+    # become an extra that vLLM refuses at launch, so a person hears about it now.
+    reason = unknown_field_reason(key, _SPEC_KEYS)
+    if reason != "unknown field":
+        raise InvalidFieldError(key, reason)
 
 
 class ModelSource(WireModel):
@@ -109,10 +189,30 @@ class ModelSource(WireModel):
 
 
 class Placement(WireModel):
-    """Which node runs the model and, on discrete GPUs, which GPUs (by UUID)."""
+    """Where a model runs: one node of the fleet and, on a node with discrete GPUs, which of its GPUs.
 
-    node_id: str
-    gpu_uuids: list[str] = Field(default_factory=list)
+    A model without a placement runs on the fleet's default node (the master's own, local node). A
+    placement takes effect at the next start: a running model moves only when it is restarted.
+
+    Attributes:
+        node_id: the id of the node, as ``GET /api/nodes`` lists it.
+        gpu_uuids: the GPUs the model may use, by the UUIDs the node reports (``GPU-…``); empty lets
+            the node use all of them. vLLM's memory fraction is taken of the smallest chosen GPU.
+    """
+
+    node_id: Annotated[
+        str,
+        Field(
+            description="The node that runs the model: its id, as `GET /api/nodes` lists it.",
+            examples=["gpu-1"],
+        ),
+        UserCheck(_check_node_id),
+    ]
+    gpu_uuids: list[Annotated[str, UserCheck(printable_name)]] = Field(
+        default_factory=list,
+        description="The node's GPUs the model may use, by the UUIDs the node reports; empty uses them all.",
+        examples=[["GPU-8f2c1d3e-0000-4a6b-9c1e-5d7f3a2b1c00"]],
+    )
 
 
 class ExecutableRef(WireModel):
@@ -120,6 +220,16 @@ class ExecutableRef(WireModel):
 
     name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
     version: Annotated[str, Field(min_length=1)]
+
+
+def _check_image_reference(value: str) -> str:
+    # Empty is "no image" (a process runtime); the vLLM check below insists on one where it matters.
+    if value and not is_image_reference(value):
+        raise ValueError(
+            f"{value!r} is not an image reference: [registry[:port]/]name[:tag][@digest], "
+            "name in lowercase letters, digits and . _ - separators, at most 255 characters"
+        )
+    return value
 
 
 def _check_relative_path(value: str) -> str:
@@ -142,17 +252,25 @@ class ModelDefinition(WireModel):
     """
 
     id: Annotated[str, Field(pattern=MODEL_ID_PATTERN)]
-    served_name: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\s]+$")]
+    served_name: Annotated[
+        str, Field(min_length=1, max_length=200, pattern=r"^[^\s]+$"), UserCheck(printable_name)
+    ]
     runtime: RuntimeKind = "vllm"
-    image: str = "vllm/vllm-openai:latest"
+    image: Annotated[str, UserCheck(_check_image_reference)] = "vllm/vllm-openai:latest"
     executable: ExecutableRef | None = None
     model_path: str
     quantization: str | None = None
     kv_cache_dtype: Annotated[str, Field(min_length=1)] = "auto"
-    max_model_len: Annotated[int, Field(gt=0)] = 8192
-    max_num_seqs: Annotated[int, Field(gt=0)] = 16
-    max_num_batched_tokens: Annotated[int, Field(gt=0)] | None = None
-    memory_budget_gib: Annotated[float, Field(gt=0, allow_inf_nan=False, alias="memoryBudgetGiB")] = 8.0
+    max_model_len: Annotated[int, Field(gt=0), UserMaximum(USER_INPUT_LIMITS["maxModelLen"])] = 8192
+    max_num_seqs: Annotated[int, Field(gt=0), UserMaximum(USER_INPUT_LIMITS["maxNumSeqs"])] = 16
+    max_num_batched_tokens: (
+        Annotated[int, Field(gt=0), UserMaximum(USER_INPUT_LIMITS["maxNumBatchedTokens"])] | None
+    ) = None
+    memory_budget_gib: Annotated[
+        float,
+        Field(gt=0, allow_inf_nan=False, alias="memoryBudgetGiB"),
+        UserMaximum(USER_INPUT_LIMITS["memoryBudgetGiB"]),
+    ] = 8.0
     tool_call_parser: str | None = None
     reasoning_parser: str | None = None
     enable_prefix_caching: bool | None = None
@@ -161,16 +279,19 @@ class ModelDefinition(WireModel):
     cudagraph_mode: str | None = Field(default=None, alias="cudaGraphMode")
     async_scheduling: bool | None = None
     mamba_cache_mode: str | None = None
-    gpu_layers: Annotated[int, Field(ge=-1)] | None = None
+    gpu_layers: Annotated[int, Field(ge=-1), UserMaximum(USER_INPUT_LIMITS["gpuLayers"])] | None = None
     extra_args: list[str] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
     sources: list[ModelSource] = Field(default_factory=list)
     placement: Placement | None = None
     auto_start: bool = False
     auto_start_on_request: bool = False
-    idle_unload_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = Field(
-        default=None, alias="idleUnloadSeconds"
-    )
+    idle_unload_s: (
+        Annotated[
+            float, Field(gt=0, allow_inf_nan=False), UserMaximum(USER_INPUT_LIMITS["idleUnloadSeconds"])
+        ]
+        | None
+    ) = Field(default=None, alias="idleUnloadSeconds")
 
     @field_validator("model_path")
     @classmethod

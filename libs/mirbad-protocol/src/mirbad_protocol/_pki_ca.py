@@ -25,7 +25,7 @@ from ._pki import (
     write_certificates,
     write_private_key,
 )
-from ._pki_csr import SanPolicy, requested_names
+from ._pki_csr import SanPolicy, check_request_key, requested_names
 from .exceptions import CertificateRequestError, PkiError
 
 __all__ = [
@@ -162,6 +162,7 @@ class CertificateAuthority:
         Raises:
             CertificateRequestError: a bad signature or key, no common name, or a refused name.
         """
+        check_request_key(request)  # a corrupted key is the request's fault, not a crash of the CA
         if not request.is_signature_valid:
             raise CertificateRequestError("the CSR signature does not verify; it was altered or forged")
         public_key = request.public_key()

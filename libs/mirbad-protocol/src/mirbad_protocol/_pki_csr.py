@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from cryptography import x509
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.x509.oid import NameOID
 
@@ -26,6 +27,7 @@ __all__ = [
     "SanPolicy",
     "certificate_request_from_pem",
     "certificate_request_to_pem",
+    "check_request_key",
     "create_certificate_request",
     "requested_names",
 ]
@@ -120,9 +122,25 @@ def certificate_request_from_pem(data: bytes) -> x509.CertificateSigningRequest:
         CertificateRequestError: the data is not a PEM certificate signing request.
     """
     try:
-        return x509.load_pem_x509_csr(data)
+        request = x509.load_pem_x509_csr(data)
     except ValueError as exc:
         raise CertificateRequestError(f"not a PEM certificate signing request: {exc}") from None
+    # cryptography reads the key lazily: a point off the curve parses here and fails later, deep in
+    # issuing, as a bare ValueError. Reading it now makes it the request's fault, as it is.
+    check_request_key(request)
+    return request
+
+
+def check_request_key(request: x509.CertificateSigningRequest) -> None:
+    """Check that a CSR's public key can be read (and so its signature checked).
+
+    Raises:
+        CertificateRequestError: the key is corrupted or of a kind this library cannot read.
+    """
+    try:
+        request.public_key()
+    except (ValueError, UnsupportedAlgorithm) as exc:
+        raise CertificateRequestError(f"the CSR's public key cannot be read: {exc}") from None
 
 
 def requested_names(request: x509.CertificateSigningRequest) -> tuple[list[str], list[IpAddress]]:
