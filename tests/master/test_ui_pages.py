@@ -149,3 +149,31 @@ async def test_the_playground_says_when_no_model_is_ready(tmp_path: Path) -> Non
     async with running_master(tmp_path) as master, portal_user(master) as user:
         await user.open("/playground")
         await user.should_see("No model is Ready: start one on the Models page.")
+
+
+async def test_the_editor_offers_every_registered_node_and_saves_the_chosen_one(tmp_path: Path) -> None:
+    async with running_master(tmp_path, "local", "gpu-2") as master, portal_user(master) as user:
+        await user.open("/models/new")
+        await user.should_see("any node (the default node, local)")
+        user.find(marker="field-id").type("qwen")
+        user.find(marker="field-servedName").type("Qwen3-8B")
+        user.find(marker="field-modelPath").type("qwen3-8b")
+        user.find(marker="field-runtime").click()
+        user.find("vllm").click()
+        user.find(marker="field-nodeId").click()
+        user.find("gpu-2").click()
+        user.find(marker="save-model").click()
+        await user.should_see("qwen saved")
+        saved = await master.services.models.get("qwen")
+
+    assert saved.placement is not None
+    assert saved.placement.node_id == "gpu-2"
+
+
+async def test_a_model_placed_on_a_node_that_left_still_opens_in_the_editor(tmp_path: Path) -> None:
+    async with running_master(tmp_path, "local", "gpu-2") as master, portal_user(master) as user:
+        placed = {**TINY, "runtime": "vllm", "placement": {"nodeId": "gpu-2"}}
+        (await master.admin.post("/api/models", json=placed)).raise_for_status()
+        await master.services.nodes.remove("gpu-2")
+        await user.open("/models/tiny/edit")
+        await user.should_see("gpu-2 (not registered)")

@@ -22,7 +22,17 @@ from ._marks import testid
 from ._model_form import FORM_FIELDS, FormCheck, check_form, form_from_definition
 from ._portal import Portal
 
-__all__ = ["NEW_MODEL_DEFAULTS", "executables_of", "render_model_editor", "total_gib_for"]
+__all__ = [
+    "ANY_NODE",
+    "NEW_MODEL_DEFAULTS",
+    "executables_of",
+    "node_options",
+    "render_model_editor",
+    "total_gib_for",
+]
+
+ANY_NODE: Final = "any node"
+"""The node select's label for no placement (the master then starts the model on its default node)."""
 
 NEW_MODEL_DEFAULTS: Final[dict[str, Any]] = {
     "id": "",
@@ -60,7 +70,7 @@ _LABELS: Final = {
     "idleUnloadSeconds": "Stop after this many idle seconds (empty: never)",
     "extraArgs": "Extra arguments (passed as written)",
     "tags": "Tags",
-    "nodeId": "Node (empty: the default node)",
+    "nodeId": "Node",
 }
 _SWITCHES: Final = {
     "autoStart": "Start when its node comes up",
@@ -78,6 +88,19 @@ def executables_of(services: MasterServices) -> list[str]:
     return sorted(found)
 
 
+def node_options(nodes: list[str], current: str, default_node: str) -> dict[str, str]:
+    """The node select's options, value to label: no placement first, then every registered node.
+
+    A saved placement on a node that has left the registry stays offered (labelled so), so the editor
+    opens and the operator sees where the model was meant to run.
+    """
+    options = {"": f"{ANY_NODE} (the default node, {default_node})"}
+    options.update({node: node for node in nodes})
+    if current and current not in options:
+        options[current] = f"{current} (not registered)"
+    return options
+
+
 def total_gib_for(services: MasterServices, definition: ModelDefinition | None, node_id: str) -> float:
     """The memory vLLM's utilization is computed from on the model's node (a default when unknown)."""
     state = services.cache.node(node_id or services.runtime.default_node_id)
@@ -93,7 +116,11 @@ async def render_model_editor(portal: Portal, model_id: str | None) -> None:
     base = await services.models.get(model_id) if model_id is not None else None
     executables = executables_of(services)
     values = form_from_definition(base) if base is not None else _new_values(executables)
-    nodes = [record.id for record in await services.nodes.list()]
+    nodes = node_options(
+        [record.id for record in await services.nodes.list()],
+        str(values.get("nodeId") or ""),
+        services.runtime.default_node_id,
+    )
     title = f"Edit {model_id}" if model_id else "New model"
     ui.label(title).classes("text-h5")
     inputs: dict[str, ValueElement[Any]] = {}
@@ -180,7 +207,7 @@ def _inputs(
     values: dict[str, Any],
     editing: bool,
     executables: list[str],
-    nodes: list[str],
+    nodes: dict[str, str],
 ) -> None:
     for name in FORM_FIELDS:
         if name in _SWITCHES:
@@ -195,7 +222,7 @@ def _inputs(
             testid(inputs[name], f"field-{name}")
 
 
-def _input(name: str, value: Any, executables: list[str], nodes: list[str]) -> ValueElement[Any]:
+def _input(name: str, value: Any, executables: list[str], nodes: dict[str, str]) -> ValueElement[Any]:
     label = _LABELS[name]
     element: ValidationElement[Any]
     if name == "runtime":
@@ -205,7 +232,7 @@ def _input(name: str, value: Any, executables: list[str], nodes: list[str]) -> V
         element = ui.select(options, label=label, value=value or None, new_value_mode="add-unique")
         element.props("use-input hide-selected fill-input input-debounce=0 clearable")
     elif name == "nodeId":
-        element = ui.select(["", *nodes], label=label, value=value or "")
+        element = ui.select(nodes, label=label, value=value or "")
     elif name == "tags":
         element = ui.input_chips(label, value=list(value or []), new_value_mode="add-unique")
     elif name in ("maxModelLen", "maxNumSeqs", "gpuLayers"):
