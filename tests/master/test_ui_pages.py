@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 from nicegui import core, ui
@@ -177,3 +178,23 @@ async def test_a_model_placed_on_a_node_that_left_still_opens_in_the_editor(tmp_
         await master.services.nodes.remove("gpu-2")
         await user.open("/models/tiny/edit")
         await user.should_see("gpu-2 (not registered)")
+
+
+async def _ready(master: Master, model_id: str) -> None:
+    """Start ``model_id`` and wait until the master's cache (what the pages read) says Ready."""
+    (await master.admin.post(f"/api/models/{model_id}/start")).raise_for_status()
+    with anyio.fail_after(10):
+        while (view := (await master.admin.get(f"/api/models/{model_id}")).json())["status"][
+            "state"
+        ] != "Ready":
+            assert view["status"]["state"] in ("Starting", "Stopped"), view
+            await anyio.sleep(0.05)
+
+
+async def test_the_access_snippets_are_for_a_ready_model_not_the_first_stopped_one(tmp_path: Path) -> None:
+    async with running_master(tmp_path) as master, portal_user(master) as user:
+        await master.admin.post("/api/models", json=TINY)
+        await _ready(master, "tiny")
+        await user.open("/access")
+        await user.should_see('model="tiny"')
+        await user.should_not_see('model="ornith-9b"')

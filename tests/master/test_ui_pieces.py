@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from mirbad_master._views import SettingChangeView
-from mirbad_master.ui._access import key_request, usage_totals
+from mirbad_master.ui._access import key_request, snippet_model, usage_totals
 from mirbad_master.ui._format import ago, gib, per_second, percent
 from mirbad_master.ui._memory_history import FLEET, MemoryHistory
 from mirbad_master.ui._model_dialogs import change_line
@@ -55,7 +55,7 @@ def test_the_memory_history_keeps_each_node_and_the_fleet_sum() -> None:
 def test_snippets_name_the_endpoint_and_model_and_never_a_stored_secret() -> None:
     code = snippets("http://gpu.lan:8080/v1/", "qwen3")
 
-    assert code["curl"].startswith("curl http://gpu.lan:8080/v1/chat/completions")
+    assert code["curl"].startswith("curl --max-time 60 http://gpu.lan:8080/v1/chat/completions")
     assert f"Bearer {KEY_PLACEHOLDER}" in code["curl"]
     assert 'base_url="http://gpu.lan:8080/v1"' in code["python"]
     assert 'os.environ["MIRBAD_API_KEY"]' in code["python"]
@@ -63,6 +63,12 @@ def test_snippets_name_the_endpoint_and_model_and_never_a_stored_secret() -> Non
     assert '"qwen3"' in code["javascript"]
     ast.parse(code["python"])
     assert "api_key='mb-x'" in snippets("http://h/v1", "m", key="mb-x")["python"]
+
+
+def test_the_snippets_are_for_a_ready_model_when_there_is_one() -> None:
+    assert snippet_model(["alpha", "beta", "gamma"], ready=["gamma", "beta"]) == "beta"
+    assert snippet_model(["alpha", "beta"], ready=[]) == "alpha"
+    assert snippet_model([], ready=[]) == "my-model"
 
 
 def test_the_key_form_turns_days_and_limits_into_a_create_request() -> None:
