@@ -198,3 +198,20 @@ async def test_the_access_snippets_are_for_a_ready_model_not_the_first_stopped_o
         await user.open("/access")
         await user.should_see('model="tiny"')
         await user.should_not_see('model="ornith-9b"')
+
+
+async def test_the_playground_sizes_max_tokens_to_the_model_and_shows_a_refusal_in_the_chat(
+    tmp_path: Path,
+) -> None:
+    async with running_master(tmp_path) as master, portal_user(master) as user:
+        await master.admin.post("/api/models", json={**TINY, "maxModelLen": 256})
+        await _ready(master, "tiny")
+        await user.open("/playground")
+        (max_tokens,) = user.find(marker="chat-max-tokens").elements
+        assert max_tokens.value == 64  # a quarter of the context: the prompt needs the rest
+        (await master.admin.post("/api/models/tiny/stop")).raise_for_status()
+        user.find(marker="chat-input").type("hello")
+        user.find(marker="chat-send").click()
+        await user.should_see(marker="chat-error")
+        await user.should_see("Refused (503)")
+        await user.should_not_see(marker="chat-answer")

@@ -6,6 +6,8 @@ import ast
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mirbad_master._views import SettingChangeView
 from mirbad_master.ui._access import key_request, snippet_model, usage_totals
@@ -15,6 +17,7 @@ from mirbad_master.ui._model_dialogs import change_line
 from mirbad_master.ui._models import tags_query
 from mirbad_master.ui._nodes import runtime_text
 from mirbad_master.ui._overview import history_chart_options
+from mirbad_master.ui._playground import MAX_TOKENS_CAP, default_max_tokens
 from mirbad_master.ui._snippets import KEY_PLACEHOLDER, snippets
 from mirbad_orchestration import NodeState
 from mirbad_protocol import (
@@ -141,3 +144,17 @@ def test_numbers_and_times_read_the_same_everywhere() -> None:
     assert ago(T0 - timedelta(minutes=5), T0) == "5 min ago"
     assert ago(T0 - timedelta(hours=5), T0) == "5 h ago"
     assert ago(T0 - timedelta(days=5), T0) == "5 d ago"
+
+
+def test_the_playground_answer_is_a_quarter_of_a_small_context() -> None:
+    assert default_max_tokens(256) == 64
+    assert default_max_tokens(32_768) == MAX_TOKENS_CAP
+    assert default_max_tokens(2) == 1
+    assert default_max_tokens(None) == MAX_TOKENS_CAP
+
+
+@given(st.integers(min_value=1, max_value=10_000_000))
+def test_the_default_answer_leaves_the_prompt_most_of_the_context(context: int) -> None:
+    tokens = default_max_tokens(context)
+    assert 1 <= tokens <= MAX_TOKENS_CAP
+    assert tokens * 4 <= max(context, 4)
