@@ -208,6 +208,7 @@ async def test_the_playground_sizes_max_tokens_to_the_model_and_shows_a_refusal_
         await _ready(master, "tiny")
         await user.open("/playground")
         (max_tokens,) = user.find(marker="chat-max-tokens").elements
+        assert isinstance(max_tokens, ui.number)
         assert max_tokens.value == 64  # a quarter of the context: the prompt needs the rest
         (await master.admin.post("/api/models/tiny/stop")).raise_for_status()
         user.find(marker="chat-input").type("hello")
