@@ -216,3 +216,20 @@ async def test_the_playground_sizes_max_tokens_to_the_model_and_shows_a_refusal_
         await user.should_see(marker="chat-error")
         await user.should_see("Refused (503)")
         await user.should_not_see(marker="chat-answer")
+
+
+async def test_a_node_without_a_llama_server_names_the_command_that_catalogues_one(tmp_path: Path) -> None:
+    llamacpp = {**TINY, "id": "tiny-cpp", "servedName": "tiny-cpp", "runtime": "llamacpp"}
+    llamacpp["executable"] = {"name": "llama-server", "version": "b6000"}
+    async with running_master(tmp_path) as master, portal_user(master) as user:
+        (await master.admin.post("/api/models", json=llamacpp)).raise_for_status()
+        await user.open("/models")
+        await user.should_see(marker="catalogue-hint-tiny-cpp")
+        await user.should_see(
+            "Node local catalogues no llama-server: run `mirbad-agent executables add PATH`"
+        )
+        await user.should_not_see(marker="catalogue-hint-ornith-9b-fp8")  # a vLLM model needs none
+        await user.open("/nodes")
+        await user.should_see(marker="catalogue-hint-local")
+        await user.open("/models/new")
+        await user.should_see(marker="executable-hint")

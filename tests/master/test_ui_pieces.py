@@ -15,12 +15,13 @@ from mirbad_master.ui._format import ago, gib, per_second, percent
 from mirbad_master.ui._memory_history import FLEET, MemoryHistory
 from mirbad_master.ui._model_dialogs import change_line
 from mirbad_master.ui._models import tags_query
-from mirbad_master.ui._nodes import runtime_text
+from mirbad_master.ui._nodes import catalogue_hint, lacks_llama_server, runtime_text
 from mirbad_master.ui._overview import history_chart_options
 from mirbad_master.ui._playground import MAX_TOKENS_CAP, default_max_tokens
 from mirbad_master.ui._snippets import KEY_PLACEHOLDER, snippets
 from mirbad_orchestration import NodeState
 from mirbad_protocol import (
+    AgentInfo,
     ContainerRuntimeInfo,
     ExecutableRef,
     KeyUsage,
@@ -158,3 +159,16 @@ def test_the_default_answer_leaves_the_prompt_most_of_the_context(context: int) 
     tokens = default_max_tokens(context)
     assert 1 <= tokens <= MAX_TOKENS_CAP
     assert tokens * 4 <= max(context, 4)
+
+
+def test_a_node_lacks_a_llama_server_only_when_its_catalogue_is_known_and_empty() -> None:
+    def info(*runtimes: ContainerRuntimeInfo | ProcessRuntimeInfo) -> AgentInfo:
+        return AgentInfo(node_name="n", version="1", runtimes=list(runtimes))
+
+    server = ExecutableRef(name="llama-server", version="b6000")
+    assert lacks_llama_server(info(ProcessRuntimeInfo(runtime="llamacpp", executables=[])))
+    assert lacks_llama_server(info(ContainerRuntimeInfo(runtime="vllm")))
+    assert not lacks_llama_server(info(ProcessRuntimeInfo(runtime="llamacpp", executables=[server])))
+    assert not lacks_llama_server(None)
+    assert "mirbad-agent executables add PATH" in catalogue_hint("gpu-1")
+    assert "mirbad up" in catalogue_hint("gpu-1")

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from mirbad_master._services import MasterServices
 from mirbad_master._views import ModelView, NodeSummary, model_view, node_summary
 from mirbad_orchestration import filter_by_tags
-from mirbad_protocol import ModelMetrics, ModelState, RouterModelStats
+from mirbad_protocol import AgentInfo, ModelMetrics, ModelState, RouterModelStats
 
 from ._attention import AttentionItem, attention_items
 
@@ -97,6 +97,10 @@ class FleetSnapshot:
             for row in self.models
             if row.running and row.metrics is not None
         )
+
+    def node_info(self, node_id: str | None) -> AgentInfo | None:
+        """What the agent of ``node_id`` last said it offers; None when unknown."""
+        return next((node.info for node in self.nodes if node.id == node_id), None)
 
     def tags(self) -> list[str]:
         """Every tag some model carries, sorted."""

@@ -20,6 +20,7 @@ from mirbad_protocol import InvalidFieldError, MirbadError, ModelDefinition, Pro
 from . import _actions as actions
 from ._marks import testid
 from ._model_form import FORM_FIELDS, FormCheck, check_form, form_from_definition
+from ._nodes import CATALOGUE_FIX
 from ._portal import Portal
 
 __all__ = [
@@ -124,8 +125,15 @@ async def render_model_editor(portal: Portal, model_id: str | None) -> None:
     title = f"Edit {model_id}" if model_id else "New model"
     ui.label(title).classes("text-h5")
     inputs: dict[str, ValueElement[Any]] = {}
-    with ui.card().classes("w-full"), ui.grid(columns=2).classes("w-full gap-x-6 gap-y-1"):
-        _inputs(inputs, values, base is not None, executables, nodes)
+    with ui.card().classes("w-full"):
+        with ui.grid(columns=2).classes("w-full gap-x-6 gap-y-1"):
+            _inputs(inputs, values, base is not None, executables, nodes)
+        if not any(exe.startswith("llama-server@") for exe in executables):
+            missing = ui.label(f"No node catalogues a llama-server yet: {CATALOGUE_FIX}.")
+            testid(missing.classes("text-caption text-warning"), "executable-hint")
+            missing.bind_visibility_from(
+                inputs["runtime"], "value", backward=lambda value: value == "llamacpp"
+            )
     with ui.card().classes("w-full"):
         ui.label("Command line").classes("text-subtitle1")
         preview = testid(ui.code("", language="bash").classes("w-full"), "command-preview")

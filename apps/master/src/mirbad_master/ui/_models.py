@@ -15,13 +15,14 @@ from urllib.parse import quote
 from nicegui import ui
 
 from mirbad_orchestration import MemoryAdmissionRefusedError
-from mirbad_protocol import MirbadError, ModelState
+from mirbad_protocol import AgentInfo, MirbadError, ModelState
 
 from . import _actions as actions
 from ._fleet import FleetSnapshot, ModelRow, fleet_snapshot
 from ._format import gib, pause_text, state_color
 from ._marks import testid
 from ._model_dialogs import change_line, confirm_delete, confirm_force, confirm_restart
+from ._nodes import catalogue_hint, lacks_llama_server
 from ._portal import Portal
 
 __all__ = ["REFRESH_S", "render_models", "tags_query"]
@@ -109,7 +110,7 @@ async def render_models(portal: Portal, selected: list[str]) -> None:
                     "text-grey-7"
                 )
             for row in rows:
-                _model_card(row, handlers)
+                _model_card(row, handlers, snapshot.node_info(row.view.status.node_id))
 
     await refresh()
     ui.timer(REFRESH_S, refresh, immediate=False)
@@ -142,7 +143,7 @@ def _tag_filter(snapshot: FleetSnapshot, selected: list[str]) -> None:
         ui.link("clear", "/models").classes("text-caption")
 
 
-def _model_card(row: ModelRow, handlers: _Handlers) -> None:
+def _model_card(row: ModelRow, handlers: _Handlers, node_info: AgentInfo | None) -> None:
     definition, status = row.view.definition, row.view.status
     card = ui.card().classes("w-full").props("flat bordered")
     testid(card, f"model-{row.id}")
@@ -167,6 +168,9 @@ def _model_card(row: ModelRow, handlers: _Handlers) -> None:
                 ModelState.STARTING,
             ):
                 ui.label(status.error.strip().splitlines()[-1]).classes("text-caption text-negative")
+            if definition.runtime == "llamacpp" and not row.running and lacks_llama_server(node_info):
+                hint = ui.label(catalogue_hint(status.node_id or "?")).classes("text-caption text-warning")
+                testid(hint, f"catalogue-hint-{row.id}")
             if definition.tags:
                 with ui.row().classes("gap-1"):
                     for tag in definition.tags:
