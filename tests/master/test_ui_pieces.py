@@ -48,12 +48,54 @@ def test_the_memory_history_keeps_each_node_and_the_fleet_sum() -> None:
     history.sample([node("a", 12, 64, at=T0 + timedelta(seconds=5))])  # not read again: not sampled again
 
     assert history.names() == ["a", "b"]
-    assert [(s.used_gib, s.total_gib) for s in history.series(FLEET)] == [(12, 64), (12, 64)]
+    # b missed one poll: it keeps counting with its last value, the fleet line does not dip.
+    assert [(s.at, s.used_gib, s.total_gib) for s in history.series(FLEET)] == [
+        (T0, 14, 96),
+        (T0 + timedelta(seconds=5), 16, 96),
+    ]
     assert [s.used_gib for s in history.series("a")] == [10, 12]
     assert [s.used_gib for s in history.series("b")] == [4]
     options = history_chart_options(history)
     assert [series["name"] for series in options["series"]] == ["Fleet", "a", "b"]
     assert options["series"][1]["data"][0] == [int(T0.timestamp() * 1000), 10]
+
+
+def test_a_node_silent_for_longer_than_the_carry_leaves_the_fleet_sum() -> None:
+    history = MemoryHistory(carry_s=30)
+    history.sample([node("a", 10, 64, at=T0), node("b", 4, 32, at=T0)])
+    history.sample([node("a", 10, 64, at=T0 + timedelta(seconds=35)), node("b", 4, 32, at=T0)])
+
+    assert [(s.used_gib, s.total_gib) for s in history.series(FLEET)] == [(14, 96), (10, 64)]
+
+
+@st.composite
+def _misaligned_polls(draw: st.DrawFn) -> tuple[list[float], list[list[NodeState]]]:
+    """Nodes with steady memory, read at their own offsets, each missing some polls (never two in a row)."""
+    used = draw(st.lists(st.integers(min_value=1, max_value=64), min_size=1, max_size=4))
+    offsets = draw(st.lists(st.floats(0, 4.9), min_size=len(used), max_size=len(used)))
+    polls: list[list[NodeState]] = []
+    missed = [False] * len(used)
+    for tick in range(draw(st.integers(min_value=2, max_value=12))):
+        states = []
+        for index, value in enumerate(used):
+            miss = tick > 0 and not missed[index] and draw(st.booleans())
+            missed[index] = miss
+            at = T0 + timedelta(seconds=tick * 5 + offsets[index])
+            states.append(node(f"n{index}", value, 64, at=at, reachable=not miss))
+        polls.append(states)
+    return [float(value) for value in used], polls
+
+
+@given(_misaligned_polls())
+def test_the_fleet_line_is_flat_when_every_node_is_steady(
+    case: tuple[list[float], list[list[NodeState]]],
+) -> None:
+    used, polls = case
+    history = MemoryHistory()
+    for states in polls:
+        history.sample(states)
+
+    assert {sample.used_gib for sample in history.series(FLEET)} == {sum(used)}
 
 
 def test_snippets_name_the_endpoint_and_model_and_never_a_stored_secret() -> None:
