@@ -23,6 +23,7 @@ from tests.master._stack import Master, running_master
 
 from mirbad_master._admin_auth import SESSION_COOKIE
 from mirbad_master.ui._install import _pages
+from mirbad_master.ui._overview import DARK_CHART, LIGHT_CHART
 from mirbad_master.ui._portal import Portal
 from mirbad_orchestration import RestartPause
 
@@ -233,3 +234,14 @@ async def test_a_node_without_a_llama_server_names_the_command_that_catalogues_o
         await user.should_see(marker="catalogue-hint-local")
         await user.open("/models/new")
         await user.should_see(marker="executable-hint")
+
+
+async def test_the_memory_chart_takes_the_theme_switched_to(tmp_path: Path) -> None:
+    async with running_master(tmp_path) as master, portal_user(master) as user:
+        await user.open("/")
+        (chart,) = user.find(marker="memory-chart").elements
+        assert isinstance(chart, ui.echart)
+        assert chart.options["legend"]["textStyle"]["color"] == LIGHT_CHART.text
+        user.find(marker="theme-toggle").click()
+        assert chart.options["legend"]["textStyle"]["color"] == DARK_CHART.text
+        assert chart.options["yAxis"]["nameTextStyle"]["color"] == DARK_CHART.text

@@ -16,7 +16,7 @@ from mirbad_master.ui._memory_history import FLEET, MemoryHistory
 from mirbad_master.ui._model_dialogs import change_line
 from mirbad_master.ui._models import tags_query
 from mirbad_master.ui._nodes import catalogue_hint, lacks_llama_server, runtime_text
-from mirbad_master.ui._overview import history_chart_options
+from mirbad_master.ui._overview import DARK_CHART, LIGHT_CHART, history_chart_options
 from mirbad_master.ui._playground import MAX_TOKENS_CAP, default_max_tokens
 from mirbad_master.ui._snippets import KEY_PLACEHOLDER, snippets
 from mirbad_orchestration import NodeState
@@ -214,3 +214,33 @@ def test_a_node_lacks_a_llama_server_only_when_its_catalogue_is_known_and_empty(
     assert not lacks_llama_server(None)
     assert "mirbad-agent executables add PATH" in catalogue_hint("gpu-1")
     assert "mirbad up" in catalogue_hint("gpu-1")
+
+
+def _luminance(color: str) -> float:
+    channels = [int(color[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+    linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def _contrast(one: str, other: str) -> float:
+    light, dark = sorted((_luminance(one), _luminance(other)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+@pytest.mark.parametrize(("dark", "card"), [(False, "#ffffff"), (True, "#1d1d1d")])
+def test_every_text_of_the_memory_chart_is_readable_on_its_theme(dark: bool, card: str) -> None:
+    options = history_chart_options(MemoryHistory(), dark=dark)
+    colors = DARK_CHART if dark else LIGHT_CHART
+
+    texts = [
+        options["legend"]["textStyle"],
+        options["xAxis"]["axisLabel"],
+        options["yAxis"]["axisLabel"],
+        options["yAxis"]["nameTextStyle"],
+        options["tooltip"]["textStyle"],
+    ]
+    assert {text["color"] for text in texts} == {colors.text}
+    assert _contrast(colors.text, card) >= 4.5  # WCAG AA for normal text
+    assert _contrast(colors.text, colors.tooltip) >= 4.5
+    grid = options["yAxis"]["splitLine"]["lineStyle"]["color"]
+    assert 1.1 < _contrast(grid, card) < 2  # seen, but fainter than the data

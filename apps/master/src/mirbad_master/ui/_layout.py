@@ -12,14 +12,23 @@ from dataclasses import dataclass
 from typing import Final
 
 from fastapi import Request
-from nicegui import ui
+from nicegui import context, ui
 
 from ._fleet import fleet_snapshot
 from ._marks import testid
 from ._portal import Portal
 from ._session import LOGOUT_PATH
 
-__all__ = ["BADGE_REFRESH_S", "NAVIGATION", "THEME_COOKIE", "NavItem", "apply_theme", "frame", "is_dark"]
+__all__ = [
+    "BADGE_REFRESH_S",
+    "NAVIGATION",
+    "THEME_COOKIE",
+    "NavItem",
+    "apply_theme",
+    "frame",
+    "is_dark",
+    "page_theme",
+]
 
 THEME_COOKIE: Final = "mirbad_theme"
 """The cookie holding the chosen theme (``dark`` or ``light``)."""
@@ -54,6 +63,11 @@ def is_dark(request: Request) -> bool:
 def apply_theme(request: Request) -> ui.dark_mode:
     """Switch the page to the visitor's theme and return the switch."""
     return ui.dark_mode(is_dark(request))
+
+
+def page_theme() -> ui.dark_mode | None:
+    """The theme switch of the page being built (None outside :func:`frame`)."""
+    return next((el for el in context.client.elements.values() if isinstance(el, ui.dark_mode)), None)
 
 
 @contextmanager
