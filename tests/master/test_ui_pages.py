@@ -245,3 +245,19 @@ async def test_the_memory_chart_takes_the_theme_switched_to(tmp_path: Path) -> N
         user.find(marker="theme-toggle").click()
         assert chart.options["legend"]["textStyle"]["color"] == DARK_CHART.text
         assert chart.options["yAxis"]["nameTextStyle"]["color"] == DARK_CHART.text
+
+
+@pytest.mark.parametrize("path", ["/", "/models", "/models/new", "/playground", "/access", "/nodes"])
+async def test_every_button_has_a_name_a_screen_reader_can_say(tmp_path: Path, path: str) -> None:
+    async with running_master(tmp_path) as master, portal_user(master) as user:
+        await user.open(path)
+        buttons = [element for element in user.find(ui.button).elements if isinstance(element, ui.button)]
+        assert buttons
+        unnamed = [button for button in buttons if not (button.text or button.props.get("aria-label"))]
+        assert unnamed == []
+        (attention,) = user.find(marker="attention").elements
+        assert attention.props["aria-label"] == "Needs attention"
+        (theme,) = user.find(marker="theme-toggle").elements
+        assert theme.props["aria-label"] == "Switch to the dark theme"
+        user.find(marker="theme-toggle").click()
+        assert theme.props["aria-label"] == "Switch to the light theme"

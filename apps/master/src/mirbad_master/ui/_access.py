@@ -14,7 +14,7 @@ from mirbad_protocol import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, InvalidFiel
 
 from . import _actions as actions
 from ._fleet import fleet_snapshot
-from ._marks import testid
+from ._marks import code_block, testid
 from ._portal import Portal
 from ._snippets import SNIPPET_LANGUAGES, snippets
 
@@ -213,7 +213,7 @@ def _show_secret(dialogs: ui.element, created: ApiKeyCreated) -> None:
     with dialogs, ui.dialog().props("persistent") as dialog, ui.card().classes("w-[36rem] gap-2"):
         ui.label(f"Key {created.name} created").classes("text-h6")
         ui.label("Copy it now: it is shown this once and never stored in clear.").classes("text-warning")
-        testid(ui.code(created.secret, language=None).classes("w-full"), "new-key-secret")
+        testid(code_block(created.secret, language=None).classes("w-full"), "new-key-secret")
         with ui.row().classes("w-full justify-end"):
             testid(ui.button("I have copied it", on_click=dialog.close), "close-secret")
     dialog.open()
@@ -258,9 +258,9 @@ def _snippet_card(url: str, names: list[str], chosen: str) -> None:
         with ui.tab_panels(tabs, value="curl").classes("w-full"):
             for name, language in SNIPPET_LANGUAGES.items():
                 with ui.tab_panel(name):
-                    codes[name] = ui.code(snippets(url, str(model.value))[name], language=language).classes(
-                        "w-full"
-                    )
+                    codes[name] = code_block(
+                        snippets(url, str(model.value))[name], language=language
+                    ).classes("w-full")
 
         def update() -> None:
             for name, text in snippets(url, str(model.value)).items():

@@ -28,6 +28,7 @@ __all__ = [
     "frame",
     "is_dark",
     "page_theme",
+    "theme_switch_label",
 ]
 
 THEME_COOKIE: Final = "mirbad_theme"
@@ -108,7 +109,10 @@ def frame(portal: Portal, request: Request, current: str) -> Iterator[ui.column]
 
 
 def _attention_badge() -> ui.badge:
-    with testid(ui.link(target="/#attention").classes("relative text-white mx-2"), "attention"):
+    link = testid(ui.link(target="/#attention").classes("relative text-white mx-2"), "attention")
+    # An icon alone says nothing to a screen reader: the link names itself.
+    link.props('aria-label="Needs attention"')
+    with link:
         ui.icon("notifications", size="sm")
         badge = testid(ui.badge("0", color="negative").props("floating rounded"), "attention-badge")
         ui.tooltip("Needs attention")
@@ -116,9 +120,18 @@ def _attention_badge() -> ui.badge:
     return badge
 
 
+def theme_switch_label(dark: bool) -> str:
+    """What the theme button does, for its tooltip and its accessible name."""
+    return "Switch to the light theme" if dark else "Switch to the dark theme"
+
+
 def _theme_button(dark: ui.dark_mode) -> None:
     def icon() -> str:
         return "light_mode" if dark.value else "dark_mode"
+
+    def label() -> None:
+        button.props(f'icon={icon()} aria-label="{theme_switch_label(bool(dark.value))}"')
+        tooltip.set_text(theme_switch_label(bool(dark.value)))
 
     def toggle() -> None:
         dark.set_value(not dark.value)
@@ -126,7 +139,9 @@ def _theme_button(dark: ui.dark_mode) -> None:
         ui.run_javascript(
             f'document.cookie = "{THEME_COOKIE}={theme}; path=/; max-age=31536000; samesite=strict"'
         )
-        button.props(f"icon={icon()}")
+        label()
 
-    button = testid(ui.button(icon=icon(), on_click=toggle).props("flat round color=white"), "theme-toggle")
-    button.tooltip("Switch between the light and dark themes")
+    button = testid(ui.button(on_click=toggle).props("flat round color=white"), "theme-toggle")
+    with button:
+        tooltip = ui.tooltip("")
+    label()

@@ -18,7 +18,7 @@ from mirbad_orchestration import DEFAULT_TOTAL_GIB, launch_total_gib
 from mirbad_protocol import InvalidFieldError, MirbadError, ModelDefinition, ProcessRuntimeInfo
 
 from . import _actions as actions
-from ._marks import testid
+from ._marks import code_block, testid
 from ._model_form import FORM_FIELDS, FormCheck, check_form, form_from_definition
 from ._nodes import CATALOGUE_FIX
 from ._portal import Portal
@@ -136,7 +136,7 @@ async def render_model_editor(portal: Portal, model_id: str | None) -> None:
             )
     with ui.card().classes("w-full"):
         ui.label("Command line").classes("text-subtitle1")
-        preview = testid(ui.code("", language="bash").classes("w-full"), "command-preview")
+        preview = testid(code_block("", language="bash").classes("w-full"), "command-preview")
         hint = ui.label("").classes("text-caption text-grey-7")
     saving = testid(ui.button("Save", icon="save"), "save-model")
     ui.button("Cancel", on_click=lambda: ui.navigate.to("/models")).props("flat")

@@ -24,7 +24,7 @@ from mirbad_protocol import (
 
 from . import _actions as actions
 from ._format import ago, gib, percent
-from ._marks import testid
+from ._marks import code_block, testid
 from ._portal import Portal
 
 __all__ = [
@@ -170,7 +170,7 @@ def _enroll_card(portal: Portal) -> None:
                 ui.label(
                     f"Valid once until {issued.expires_at:%Y-%m-%d %H:%M} UTC; shown this once."
                 ).classes("text-warning")
-                testid(ui.code(issued.command, language="bash").classes("w-full"), "enroll-command")
+                testid(code_block(issued.command, language="bash").classes("w-full"), "enroll-command")
                 ui.label("Then start it: mirbad-agent serve --model-root /srv/models").classes("text-caption")
                 ui.label(
                     "For llama.cpp models, catalogue a llama-server there first: "
