@@ -8,7 +8,7 @@ browser can: the login form, streaming, the themes.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,6 +26,7 @@ from mirbad_master.ui._install import _pages
 from mirbad_master.ui._overview import DARK_CHART, LIGHT_CHART
 from mirbad_master.ui._portal import Portal
 from mirbad_orchestration import RestartPause
+from mirbad_protocol import ModelState
 
 pytestmark = pytest.mark.anyio
 
@@ -261,3 +262,39 @@ async def test_every_button_has_a_name_a_screen_reader_can_say(tmp_path: Path, p
         assert theme.props["aria-label"] == "Switch to the dark theme"
         user.find(marker="theme-toggle").click()
         assert theme.props["aria-label"] == "Switch to the light theme"
+
+
+async def _until(check: Callable[[], bool]) -> None:
+    """Wait (bounded) until ``check`` holds: the page refreshes on its own timers."""
+    with anyio.fail_after(10):
+        while True:
+            if check():
+                return
+            await anyio.sleep(0.05)
+
+
+def _shown_state(user: User, path: str, model_id: str) -> str | None:
+    """The state the Models page's badge or the Overview's table shows for ``model_id``."""
+    if path == "/models":
+        badges = [el for el in user.find(marker=f"state-{model_id}").elements if isinstance(el, ui.badge)]
+        return badges[0].text if badges else None
+    for table in user.find(marker="overview-models").elements:
+        assert isinstance(table, ui.table)
+        for row in table.rows:
+            if row["model"] == model_id:
+                return str(row["state"])
+    return None
+
+
+@pytest.mark.parametrize("path", ["/models", "/"])
+async def test_a_model_shows_ready_before_the_next_node_poll(tmp_path: Path, path: str) -> None:
+    # The node monitor polls once a minute here: only the page's own look at a Starting model can
+    # bring the news, as it must when a model loads in milliseconds and the poll is seconds away.
+    async with running_master(tmp_path, health_poll_s=60) as master, portal_user(master) as user:
+        master.local.driver.start_state = ModelState.STARTING
+        await master.admin.post("/api/models", json=TINY)
+        (await master.admin.post("/api/models/tiny/start")).raise_for_status()
+        await user.open(path)
+        await _until(lambda: _shown_state(user, path, "tiny") == "Starting")
+        master.local.driver.set_state("tiny", ModelState.READY)
+        await _until(lambda: _shown_state(user, path, "tiny") == "Ready")

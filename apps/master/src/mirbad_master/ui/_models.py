@@ -18,7 +18,7 @@ from mirbad_orchestration import MemoryAdmissionRefusedError
 from mirbad_protocol import AgentInfo, MirbadError, ModelState
 
 from . import _actions as actions
-from ._fleet import FleetSnapshot, ModelRow, fleet_snapshot
+from ._fleet import STARTING_POLL_S, FleetSnapshot, ModelRow, fleet_snapshot, read_starting
 from ._format import gib, pause_text, state_color
 from ._marks import testid
 from ._model_dialogs import change_line, confirm_delete, confirm_force, confirm_restart
@@ -97,8 +97,11 @@ async def render_models(portal: Portal, selected: list[str]) -> None:
         delete=delete,
     )
 
+    shown: list[FleetSnapshot] = []
+
     async def refresh() -> None:
         snapshot = await fleet_snapshot(services)
+        shown[:] = [snapshot]
         filters.clear()
         with filters:
             _tag_filter(snapshot, selected)
@@ -112,8 +115,13 @@ async def render_models(portal: Portal, selected: list[str]) -> None:
             for row in rows:
                 _model_card(row, handlers, snapshot.node_info(row.view.status.node_id))
 
+    async def settle() -> None:
+        if shown and await read_starting(services, shown[0]):
+            await refresh()
+
     await refresh()
     ui.timer(REFRESH_S, refresh, immediate=False)
+    ui.timer(STARTING_POLL_S, settle, immediate=False)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from nicegui import ui
 
 from mirbad_master._views import NodeSummary
 
-from ._fleet import FleetSnapshot, ModelRow, fleet_snapshot
+from ._fleet import STARTING_POLL_S, FleetSnapshot, ModelRow, fleet_snapshot, read_starting
 from ._format import DASH, gib, pause_text, per_second, percent, state_color
 from ._layout import page_theme
 from ._marks import testid
@@ -125,8 +125,11 @@ async def render_overview(portal: Portal, *, dark: bool) -> None:
         testid(chart, "memory-chart")
     attention = ui.column().classes("w-full")
 
+    shown: list[FleetSnapshot] = []
+
     async def refresh() -> None:
         snapshot = await fleet_snapshot(portal.services)
+        shown[:] = [snapshot]
         live.clear()
         with live:
             _summary(snapshot)
@@ -143,8 +146,14 @@ async def render_overview(portal: Portal, *, dark: bool) -> None:
 
     if theme is not None:
         theme.on_value_change(redraw)
+
+    async def settle() -> None:
+        if shown and await read_starting(portal.services, shown[0]):
+            await refresh()
+
     await refresh()
     ui.timer(REFRESH_S, refresh, immediate=False)
+    ui.timer(STARTING_POLL_S, settle, immediate=False)
 
 
 def _summary(snapshot: FleetSnapshot) -> None:
