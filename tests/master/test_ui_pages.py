@@ -298,3 +298,18 @@ async def test_a_model_shows_ready_before_the_next_node_poll(tmp_path: Path, pat
         await _until(lambda: _shown_state(user, path, "tiny") == "Starting")
         master.local.driver.set_state("tiny", ModelState.READY)
         await _until(lambda: _shown_state(user, path, "tiny") == "Ready")
+
+
+async def test_the_models_page_links_each_view_and_focuses_the_model_the_url_names(tmp_path: Path) -> None:
+    async with running_master(tmp_path) as master, portal_user(master) as user:
+        await master.admin.post("/api/models", json=TINY)
+        await user.open("/models?focus=tiny")
+        (card,) = user.find(marker="model-tiny").elements
+        (other,) = user.find(marker="model-ornith-9b-fp8").elements
+        assert "mirbad-focused" in card.classes
+        assert "mirbad-focused" not in other.classes
+        (edit,) = user.find(marker="edit-tiny").elements
+        (logs,) = user.find(marker="logs-tiny").elements
+        assert (edit.props["href"], logs.props["href"]) == ("/models/tiny/edit", "/models/tiny/logs")
+        await user.open('/models?focus=nothing"]);alert(1)//')  # no such model: nothing is run
+        await user.should_see(marker="model-tiny")

@@ -6,7 +6,7 @@ from typing import Final, TypeVar
 
 from nicegui import ui
 
-__all__ = ["COPY_LABEL", "code_block", "testid"]
+__all__ = ["COPY_LABEL", "code_block", "link_button", "testid"]
 
 COPY_LABEL: Final = "Copy to the clipboard"
 """The accessible name and tooltip of a code block's copy button (an icon alone names nothing)."""
@@ -28,3 +28,8 @@ def code_block(content: str, *, language: str | None) -> ui.code:
     with block.copy_button:
         ui.tooltip(COPY_LABEL)
     return block
+
+
+def link_button(text: str, href: str, *, icon: str | None = None) -> ui.button:
+    """A button that is a link (``<a href>``): the browser navigates, so the history and new tabs work."""
+    return ui.button(text, icon=icon).props(f"href={href}")

@@ -7,7 +7,9 @@ that runs does not restart it: the Models page then offers the restart with the 
 
 from __future__ import annotations
 
+import json
 from typing import Any, Final
+from urllib.parse import quote
 
 from nicegui import ui
 from nicegui.elements.mixins.validation_element import ValidationElement
@@ -18,7 +20,7 @@ from mirbad_orchestration import DEFAULT_TOTAL_GIB, launch_total_gib
 from mirbad_protocol import InvalidFieldError, MirbadError, ModelDefinition, ProcessRuntimeInfo
 
 from . import _actions as actions
-from ._marks import code_block, testid
+from ._marks import code_block, link_button, testid
 from ._model_form import FORM_FIELDS, FormCheck, check_form, form_from_definition
 from ._nodes import CATALOGUE_FIX
 from ._portal import Portal
@@ -29,6 +31,7 @@ __all__ = [
     "executables_of",
     "node_options",
     "render_model_editor",
+    "saved_url",
     "total_gib_for",
 ]
 
@@ -89,6 +92,11 @@ def executables_of(services: MasterServices) -> list[str]:
     return sorted(found)
 
 
+def saved_url(model_id: str) -> str:
+    """Where the editor goes after a save: the Models page with the saved model in focus."""
+    return f"/models?focus={quote(model_id)}"
+
+
 def node_options(nodes: list[str], current: str, default_node: str) -> dict[str, str]:
     """The node select's options, value to label: no placement first, then every registered node.
 
@@ -139,7 +147,7 @@ async def render_model_editor(portal: Portal, model_id: str | None) -> None:
         preview = testid(code_block("", language="bash").classes("w-full"), "command-preview")
         hint = ui.label("").classes("text-caption text-grey-7")
     saving = testid(ui.button("Save", icon="save"), "save-model")
-    ui.button("Cancel", on_click=lambda: ui.navigate.to("/models")).props("flat")
+    link_button("Cancel", "/models").props("flat")
 
     # A new form does not greet its visitor with messages: an input shows its message once it was
     # changed, and every input once Save was pressed.
@@ -179,7 +187,8 @@ async def render_model_editor(portal: Portal, model_id: str | None) -> None:
             ui.notify(str(exc), type="negative", multi_line=True)
             return
         ui.notify(f"{stored.id} saved", type="positive")
-        ui.navigate.to(f"/models?focus={stored.id}")
+        # Replace the editor's entry: Back then leaves the saved model rather than reopening its form.
+        ui.run_javascript(f"window.location.replace({json.dumps(saved_url(stored.id))})")
 
     def watch(name: str, element: ValueElement[Any]) -> None:
         async def changed() -> None:
