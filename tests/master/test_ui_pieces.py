@@ -244,3 +244,15 @@ def test_every_text_of_the_memory_chart_is_readable_on_its_theme(dark: bool, car
     assert _contrast(colors.text, colors.tooltip) >= 4.5
     grid = options["yAxis"]["splitLine"]["lineStyle"]["color"]
     assert 1.1 < _contrast(grid, card) < 2  # seen, but fainter than the data
+
+
+def test_samples_within_one_bucket_make_one_fleet_point_at_the_newest_sample() -> None:
+    history = MemoryHistory(bucket_s=5)
+    history.sample([node("a", 10, 64, at=T0 + timedelta(seconds=1))])
+    history.sample([node("a", 11, 64, at=T0 + timedelta(seconds=3))])
+    history.sample([node("a", 12, 64, at=T0 + timedelta(seconds=6))])
+
+    assert [(s.at, s.used_gib) for s in history.series(FLEET)] == [
+        (T0 + timedelta(seconds=3), 11),
+        (T0 + timedelta(seconds=6), 12),
+    ]

@@ -104,11 +104,10 @@ class MemoryHistory:
             return
         newest = max(last.at for last in lasts)
         counted = [last for last in lasts if (newest - last.at).total_seconds() <= self._carry_s]
-        point = MemorySample(
-            self._bucket(newest), sum(s.used_gib for s in counted), sum(s.total_gib for s in counted)
-        )
+        # Stamped with the newest sample summed, so with one node the fleet line lies on the node's.
+        point = MemorySample(newest, sum(s.used_gib for s in counted), sum(s.total_gib for s in counted))
         fleet = self._series.setdefault(FLEET, deque(maxlen=self._capacity))
-        if fleet and fleet[-1].at >= point.at:
+        if fleet and self._bucket(fleet[-1].at) >= self._bucket(newest):
             fleet[-1] = point  # the same bucket again: its sum with the newer values
         else:
             fleet.append(point)
