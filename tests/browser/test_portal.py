@@ -105,11 +105,73 @@ def test_the_playground_streams_an_answer_with_its_speed(page: Page, master: Run
     sign_in(page, master, "/playground")
     page.get_by_test_id("chat-model").click()
     page.get_by_role("option", name=model, exact=True).click()
-    page.get_by_test_id("chat-input").fill("hello tiny model")
+    # Max tokens is a quarter of the tiny model's 256-token context: the second turn fits as well.
+    expect(page.get_by_test_id("chat-max-tokens")).to_have_value("64")
+    for turn in ("hello tiny model", "and again"):
+        page.get_by_test_id("chat-input").fill(turn)
+        page.get_by_test_id("chat-send").click()
+        expect(page.get_by_test_id("chat-stats")).to_contain_text("tok/s", timeout=READY_TIMEOUT_MS)
+        expect(page.get_by_test_id("chat-stats")).to_contain_text("tokens")
+    expect(page.get_by_test_id("chat-answer")).to_have_count(2)
+    assert page.get_by_test_id("chat-answer").last.inner_text().strip()
+    expect(page.get_by_test_id("chat-error")).to_have_count(0)
+
+
+@pytest.mark.llamacpp
+def test_a_refused_chat_turn_is_shown_in_the_conversation(page: Page, master: RunningMaster) -> None:
+    from playwright.sync_api import expect
+
+    model = ensure_ready(master, "tiny-refuses")
+    sign_in(page, master, "/playground")
+    page.get_by_test_id("chat-model").click()
+    page.get_by_role("option", name=model, exact=True).click()
+    with master.api() as api:
+        api.post(f"/models/{model}/stop").raise_for_status()
+    page.get_by_test_id("chat-input").fill("hello")
     page.get_by_test_id("chat-send").click()
-    expect(page.get_by_test_id("chat-stats")).to_contain_text("tok/s", timeout=READY_TIMEOUT_MS)
-    expect(page.get_by_test_id("chat-stats")).to_contain_text("tokens")
-    assert page.get_by_test_id("chat-answer").inner_text().strip()
+    refusal = page.get_by_test_id("chat-error")
+    expect(refusal).to_contain_text("Refused (503)", timeout=READY_TIMEOUT_MS)
+    expect(refusal).to_be_visible()
+    expect(page.get_by_test_id("chat-answer")).to_have_count(0)
+
+
+def test_the_url_follows_the_view_so_reload_and_back_work(page: Page, master: RunningMaster) -> None:
+    from playwright.sync_api import expect
+
+    with master.api() as api:
+        if api.get("/models/tiny-url").status_code == 404:
+            api.post("/models", json=tiny_definition(master, "tiny-url")).raise_for_status()
+    sign_in(page, master, "/models")
+    page.get_by_test_id("edit-tiny-url").click()
+    expect(page).to_have_url(f"{master.url}/models/tiny-url/edit")
+    page.reload()
+    expect(page.get_by_test_id("field-id")).to_have_value("tiny-url")
+    page.get_by_test_id("field-maxNumSeqs").fill("3")
+    page.get_by_test_id("save-model").click()
+    expect(page).to_have_url(f"{master.url}/models?focus=tiny-url")
+    card = page.get_by_test_id("model-tiny-url")
+    expect(card).to_have_class(re.compile("mirbad-focused"))
+    page.reload()
+    expect(card).to_have_class(re.compile("mirbad-focused"))
+    page.go_back()
+    expect(page).to_have_url(f"{master.url}/models")  # the editor's entry was replaced by the save
+    page.get_by_test_id("logs-tiny-url").click()
+    expect(page).to_have_url(f"{master.url}/models/tiny-url/logs")
+    page.reload()
+    expect(page.get_by_test_id("log-status")).to_be_visible()
+    page.go_back()
+    expect(page).to_have_url(f"{master.url}/models")
+
+
+def test_icon_only_controls_have_accessible_names(page: Page, master: RunningMaster) -> None:
+    from playwright.sync_api import expect
+
+    sign_in(page, master, "/nodes")
+    expect(page.get_by_role("link", name="Needs attention")).to_be_visible()
+    page.get_by_role("button", name="Switch to the dark theme").click()
+    expect(page.locator("body")).to_have_class(re.compile("body--dark"))
+    page.get_by_role("button", name="Switch to the light theme").click()
+    expect(page.locator("body")).not_to_have_class(re.compile("body--dark"))
 
 
 @pytest.mark.llamacpp

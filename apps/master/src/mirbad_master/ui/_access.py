@@ -13,14 +13,39 @@ from pydantic import ValidationError
 from mirbad_protocol import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, InvalidFieldError, KeyUsage, MirbadError
 
 from . import _actions as actions
-from ._marks import testid
+from ._fleet import fleet_snapshot
+from ._marks import code_block, testid
 from ._portal import Portal
 from ._snippets import SNIPPET_LANGUAGES, snippets
 
-__all__ = ["KEY_FIELDS", "key_request", "render_access", "router_url", "usage_totals"]
+__all__ = [
+    "KEY_FIELDS",
+    "SNIPPET_PLACEHOLDER_MODEL",
+    "key_request",
+    "render_access",
+    "router_url",
+    "snippet_model",
+    "usage_totals",
+]
 
 KEY_FIELDS: Final = ("name", "allowedModels", "expiresAt", "requestsPerMinute", "tokensPerMinute")
 """The create dialog's inputs, by wire name (``expiresAt`` is typed as days from now)."""
+
+
+SNIPPET_PLACEHOLDER_MODEL: Final = "my-model"
+"""The model the snippets name while the registry is empty."""
+
+
+def snippet_model(names: list[str], ready: list[str]) -> str:
+    """The served name the snippets start with: the first Ready one, else the first one at all.
+
+    A snippet for a model that is not Ready only shows the router's refusal, so a Ready model is
+    preferred whatever its place in the alphabet (the stopped example model sorts first on a new master).
+    """
+    answering = sorted(name for name in ready if name in names)
+    if answering:
+        return answering[0]
+    return names[0] if names else SNIPPET_PLACEHOLDER_MODEL
 
 
 def key_request(values: Mapping[str, Any], now: datetime) -> tuple[ApiKeyCreate | None, dict[str, str]]:
@@ -102,8 +127,9 @@ async def render_access(portal: Portal, request: Request) -> None:
             _keys(keys, totals, lambda key: _confirm_revoke(portal, dialogs, key, refresh))
 
     await refresh()
-    names = sorted(model.served_name for model in await services.models.list())
-    _snippet_card(router_url(request), names)
+    snapshot = await fleet_snapshot(services)
+    names = sorted(row.view.definition.served_name for row in snapshot.models)
+    _snippet_card(router_url(request), names, snippet_model(names, snapshot.ready_names))
 
 
 def _keys(keys: list[ApiKeyInfo], totals: dict[str, tuple[int, int]], revoke: Any) -> None:
@@ -187,7 +213,7 @@ def _show_secret(dialogs: ui.element, created: ApiKeyCreated) -> None:
     with dialogs, ui.dialog().props("persistent") as dialog, ui.card().classes("w-[36rem] gap-2"):
         ui.label(f"Key {created.name} created").classes("text-h6")
         ui.label("Copy it now: it is shown this once and never stored in clear.").classes("text-warning")
-        testid(ui.code(created.secret, language=None).classes("w-full"), "new-key-secret")
+        testid(code_block(created.secret, language=None).classes("w-full"), "new-key-secret")
         with ui.row().classes("w-full justify-end"):
             testid(ui.button("I have copied it", on_click=dialog.close), "close-secret")
     dialog.open()
@@ -214,13 +240,13 @@ def _confirm_revoke(portal: Portal, dialogs: ui.element, key: ApiKeyInfo, refres
     dialog.open()
 
 
-def _snippet_card(url: str, names: list[str]) -> None:
+def _snippet_card(url: str, names: list[str], chosen: str) -> None:
     with ui.card().classes("w-full"):
         with ui.row().classes("w-full items-center"):
             ui.label("Connect a client").classes("text-h6")
             ui.space()
-            model = ui.select(names or ["my-model"], value=(names or ["my-model"])[0], label="Model")
-            model.classes("w-64")
+            model = ui.select(names or [chosen], value=chosen, label="Model")
+            testid(model.classes("w-64"), "snippet-model")
         testid(ui.label(f"Endpoint: {url} (OpenAI-compatible)").classes("text-caption"), "endpoint")
         with ui.tabs() as tabs:
             for name in SNIPPET_LANGUAGES:
@@ -232,9 +258,9 @@ def _snippet_card(url: str, names: list[str]) -> None:
         with ui.tab_panels(tabs, value="curl").classes("w-full"):
             for name, language in SNIPPET_LANGUAGES.items():
                 with ui.tab_panel(name):
-                    codes[name] = ui.code(snippets(url, str(model.value))[name], language=language).classes(
-                        "w-full"
-                    )
+                    codes[name] = code_block(
+                        snippets(url, str(model.value))[name], language=language
+                    ).classes("w-full")
 
         def update() -> None:
             for name, text in snippets(url, str(model.value)).items():

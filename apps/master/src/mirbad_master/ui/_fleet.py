@@ -10,15 +10,31 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Final
+
+import anyio
 
 from mirbad_master._services import MasterServices
 from mirbad_master._views import ModelView, NodeSummary, model_view, node_summary
 from mirbad_orchestration import filter_by_tags
-from mirbad_protocol import ModelMetrics, ModelState, RouterModelStats
+from mirbad_protocol import AgentInfo, MirbadError, ModelMetrics, ModelState, RouterModelStats
 
 from ._attention import AttentionItem, attention_items
 
-__all__ = ["FleetSnapshot", "ModelRow", "fleet_snapshot", "parse_tags"]
+__all__ = [
+    "STARTING_POLL_S",
+    "STARTING_READ_TIMEOUT_S",
+    "FleetSnapshot",
+    "ModelRow",
+    "fleet_snapshot",
+    "parse_tags",
+    "read_starting",
+]
+
+STARTING_POLL_S: Final = 0.5
+"""How often a page asks the nodes directly about its Starting models."""
+STARTING_READ_TIMEOUT_S: Final = 2.0
+"""Bound on one such question (a node that does not answer is the node monitor's business)."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +114,10 @@ class FleetSnapshot:
             if row.running and row.metrics is not None
         )
 
+    def node_info(self, node_id: str | None) -> AgentInfo | None:
+        """What the agent of ``node_id`` last said it offers; None when unknown."""
+        return next((node.info for node in self.nodes if node.id == node_id), None)
+
     def tags(self) -> list[str]:
         """Every tag some model carries, sorted."""
         return sorted({tag for row in self.models for tag in row.view.definition.tags})
@@ -130,6 +150,26 @@ async def fleet_snapshot(services: MasterServices) -> FleetSnapshot:
         attention=attention_items(views, nodes),
         maintenance=notice.message if notice is not None else None,
     )
+
+
+async def read_starting(services: MasterServices, snapshot: FleetSnapshot) -> bool:
+    """Ask the nodes now about each Starting model; True when one has left Starting.
+
+    The node monitor reads the nodes every few seconds (``health_poll_s``) and a page reads its cache,
+    so a model Ready after a few milliseconds showed Starting for seconds. The runtime's status read
+    goes to the model's node and updates the cache, so every page sees the news at once.
+    """
+    changed = False
+    for row in snapshot.models:
+        if row.state is not ModelState.STARTING:
+            continue
+        with anyio.move_on_after(STARTING_READ_TIMEOUT_S):
+            try:
+                status = await services.runtime.status(row.id)
+            except MirbadError:
+                continue  # unreachable or refused: the cache's view stands until the next poll
+            changed = changed or status.state is not ModelState.STARTING
+    return changed
 
 
 def parse_tags(text: str | None) -> list[str]:

@@ -91,11 +91,11 @@ def _pages(portal: Portal) -> None:
         return None
 
     @ui.page("/models")
-    async def models(request: Request, tags: str = "") -> Response | None:
+    async def models(request: Request, tags: str = "", focus: str = "") -> Response | None:
         if (refused := await portal.guard(request)) is not None:
             return refused
         with frame(portal, request, "/models"):
-            await render_models(portal, parse_tags(tags))
+            await render_models(portal, parse_tags(tags), focus or None)
         return None
 
     @ui.page("/models/new")

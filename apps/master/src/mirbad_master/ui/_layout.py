@@ -12,14 +12,24 @@ from dataclasses import dataclass
 from typing import Final
 
 from fastapi import Request
-from nicegui import ui
+from nicegui import context, ui
 
 from ._fleet import fleet_snapshot
 from ._marks import testid
 from ._portal import Portal
 from ._session import LOGOUT_PATH
 
-__all__ = ["BADGE_REFRESH_S", "NAVIGATION", "THEME_COOKIE", "NavItem", "apply_theme", "frame", "is_dark"]
+__all__ = [
+    "BADGE_REFRESH_S",
+    "NAVIGATION",
+    "THEME_COOKIE",
+    "NavItem",
+    "apply_theme",
+    "frame",
+    "is_dark",
+    "page_theme",
+    "theme_switch_label",
+]
 
 THEME_COOKIE: Final = "mirbad_theme"
 """The cookie holding the chosen theme (``dark`` or ``light``)."""
@@ -54,6 +64,11 @@ def is_dark(request: Request) -> bool:
 def apply_theme(request: Request) -> ui.dark_mode:
     """Switch the page to the visitor's theme and return the switch."""
     return ui.dark_mode(is_dark(request))
+
+
+def page_theme() -> ui.dark_mode | None:
+    """The theme switch of the page being built (None outside :func:`frame`)."""
+    return next((el for el in context.client.elements.values() if isinstance(el, ui.dark_mode)), None)
 
 
 @contextmanager
@@ -96,7 +111,10 @@ def frame(portal: Portal, request: Request, current: str) -> Iterator[ui.column]
 
 
 def _attention_badge() -> ui.badge:
-    with testid(ui.link(target="/#attention").classes("relative text-white mx-2"), "attention"):
+    link = testid(ui.link(target="/#attention").classes("relative text-white mx-2"), "attention")
+    # An icon alone says nothing to a screen reader: the link names itself.
+    link.props('aria-label="Needs attention"')
+    with link:
         ui.icon("notifications", size="sm")
         badge = testid(ui.badge("0", color="negative").props("floating rounded"), "attention-badge")
         ui.tooltip("Needs attention")
@@ -104,9 +122,18 @@ def _attention_badge() -> ui.badge:
     return badge
 
 
+def theme_switch_label(dark: bool) -> str:
+    """What the theme button does, for its tooltip and its accessible name."""
+    return "Switch to the light theme" if dark else "Switch to the dark theme"
+
+
 def _theme_button(dark: ui.dark_mode) -> None:
     def icon() -> str:
         return "light_mode" if dark.value else "dark_mode"
+
+    def label() -> None:
+        button.props(f'icon={icon()} aria-label="{theme_switch_label(bool(dark.value))}"')
+        tooltip.set_text(theme_switch_label(bool(dark.value)))
 
     def toggle() -> None:
         dark.set_value(not dark.value)
@@ -114,7 +141,9 @@ def _theme_button(dark: ui.dark_mode) -> None:
         ui.run_javascript(
             f'document.cookie = "{THEME_COOKIE}={theme}; path=/; max-age=31536000; samesite=strict"'
         )
-        button.props(f"icon={icon()}")
+        label()
 
-    button = testid(ui.button(icon=icon(), on_click=toggle).props("flat round color=white"), "theme-toggle")
-    button.tooltip("Switch between the light and dark themes")
+    button = testid(ui.button(on_click=toggle).props("flat round color=white"), "theme-toggle")
+    with button:
+        tooltip = ui.tooltip("")
+    label()

@@ -10,7 +10,7 @@ from nicegui import background_tasks, ui
 from mirbad_master._services import MasterServices
 from mirbad_protocol import MirbadError
 
-from ._marks import testid
+from ._marks import link_button, testid
 from ._portal import Portal
 
 __all__ = ["MAX_LINES", "TAIL_LINES", "render_logs"]
@@ -30,7 +30,7 @@ async def render_logs(portal: Portal, model_id: str) -> None:
         ui.space()
         status = testid(ui.label("").classes("text-caption text-grey-7"), "log-status")
         again = ui.button("Follow again", icon="refresh").props("flat")
-        ui.button("Back to models", on_click=lambda: ui.navigate.to("/models")).props("flat")
+        link_button("Back to models", "/models").props("flat")
     log = testid(ui.log(max_lines=MAX_LINES).classes("w-full h-[70vh] font-mono text-xs"), "log")
 
     async def follow() -> None:

@@ -7,7 +7,9 @@ that runs does not restart it: the Models page then offers the restart with the 
 
 from __future__ import annotations
 
+import json
 from typing import Any, Final
+from urllib.parse import quote
 
 from nicegui import ui
 from nicegui.elements.mixins.validation_element import ValidationElement
@@ -18,11 +20,23 @@ from mirbad_orchestration import DEFAULT_TOTAL_GIB, launch_total_gib
 from mirbad_protocol import InvalidFieldError, MirbadError, ModelDefinition, ProcessRuntimeInfo
 
 from . import _actions as actions
-from ._marks import testid
+from ._marks import code_block, link_button, testid
 from ._model_form import FORM_FIELDS, FormCheck, check_form, form_from_definition
+from ._nodes import CATALOGUE_FIX
 from ._portal import Portal
 
-__all__ = ["NEW_MODEL_DEFAULTS", "executables_of", "render_model_editor", "total_gib_for"]
+__all__ = [
+    "ANY_NODE",
+    "NEW_MODEL_DEFAULTS",
+    "executables_of",
+    "node_options",
+    "render_model_editor",
+    "saved_url",
+    "total_gib_for",
+]
+
+ANY_NODE: Final = "any node"
+"""The node select's label for no placement (the master then starts the model on its default node)."""
 
 NEW_MODEL_DEFAULTS: Final[dict[str, Any]] = {
     "id": "",
@@ -60,7 +74,7 @@ _LABELS: Final = {
     "idleUnloadSeconds": "Stop after this many idle seconds (empty: never)",
     "extraArgs": "Extra arguments (passed as written)",
     "tags": "Tags",
-    "nodeId": "Node (empty: the default node)",
+    "nodeId": "Node",
 }
 _SWITCHES: Final = {
     "autoStart": "Start when its node comes up",
@@ -78,6 +92,24 @@ def executables_of(services: MasterServices) -> list[str]:
     return sorted(found)
 
 
+def saved_url(model_id: str) -> str:
+    """Where the editor goes after a save: the Models page with the saved model in focus."""
+    return f"/models?focus={quote(model_id)}"
+
+
+def node_options(nodes: list[str], current: str, default_node: str) -> dict[str, str]:
+    """The node select's options, value to label: no placement first, then every registered node.
+
+    A saved placement on a node that has left the registry stays offered (labelled so), so the editor
+    opens and the operator sees where the model was meant to run.
+    """
+    options = {"": f"{ANY_NODE} (the default node, {default_node})"}
+    options.update({node: node for node in nodes})
+    if current and current not in options:
+        options[current] = f"{current} (not registered)"
+    return options
+
+
 def total_gib_for(services: MasterServices, definition: ModelDefinition | None, node_id: str) -> float:
     """The memory vLLM's utilization is computed from on the model's node (a default when unknown)."""
     state = services.cache.node(node_id or services.runtime.default_node_id)
@@ -93,18 +125,29 @@ async def render_model_editor(portal: Portal, model_id: str | None) -> None:
     base = await services.models.get(model_id) if model_id is not None else None
     executables = executables_of(services)
     values = form_from_definition(base) if base is not None else _new_values(executables)
-    nodes = [record.id for record in await services.nodes.list()]
+    nodes = node_options(
+        [record.id for record in await services.nodes.list()],
+        str(values.get("nodeId") or ""),
+        services.runtime.default_node_id,
+    )
     title = f"Edit {model_id}" if model_id else "New model"
     ui.label(title).classes("text-h5")
     inputs: dict[str, ValueElement[Any]] = {}
-    with ui.card().classes("w-full"), ui.grid(columns=2).classes("w-full gap-x-6 gap-y-1"):
-        _inputs(inputs, values, base is not None, executables, nodes)
+    with ui.card().classes("w-full"):
+        with ui.grid(columns=2).classes("w-full gap-x-6 gap-y-1"):
+            _inputs(inputs, values, base is not None, executables, nodes)
+        if not any(exe.startswith("llama-server@") for exe in executables):
+            missing = ui.label(f"No node catalogues a llama-server yet: {CATALOGUE_FIX}.")
+            testid(missing.classes("text-caption text-warning"), "executable-hint")
+            missing.bind_visibility_from(
+                inputs["runtime"], "value", backward=lambda value: value == "llamacpp"
+            )
     with ui.card().classes("w-full"):
         ui.label("Command line").classes("text-subtitle1")
-        preview = testid(ui.code("", language="bash").classes("w-full"), "command-preview")
+        preview = testid(code_block("", language="bash").classes("w-full"), "command-preview")
         hint = ui.label("").classes("text-caption text-grey-7")
     saving = testid(ui.button("Save", icon="save"), "save-model")
-    ui.button("Cancel", on_click=lambda: ui.navigate.to("/models")).props("flat")
+    link_button("Cancel", "/models").props("flat")
 
     # A new form does not greet its visitor with messages: an input shows its message once it was
     # changed, and every input once Save was pressed.
@@ -144,7 +187,8 @@ async def render_model_editor(portal: Portal, model_id: str | None) -> None:
             ui.notify(str(exc), type="negative", multi_line=True)
             return
         ui.notify(f"{stored.id} saved", type="positive")
-        ui.navigate.to(f"/models?focus={stored.id}")
+        # Replace the editor's entry: Back then leaves the saved model rather than reopening its form.
+        ui.run_javascript(f"window.location.replace({json.dumps(saved_url(stored.id))})")
 
     def watch(name: str, element: ValueElement[Any]) -> None:
         async def changed() -> None:
@@ -180,7 +224,7 @@ def _inputs(
     values: dict[str, Any],
     editing: bool,
     executables: list[str],
-    nodes: list[str],
+    nodes: dict[str, str],
 ) -> None:
     for name in FORM_FIELDS:
         if name in _SWITCHES:
@@ -195,7 +239,7 @@ def _inputs(
             testid(inputs[name], f"field-{name}")
 
 
-def _input(name: str, value: Any, executables: list[str], nodes: list[str]) -> ValueElement[Any]:
+def _input(name: str, value: Any, executables: list[str], nodes: dict[str, str]) -> ValueElement[Any]:
     label = _LABELS[name]
     element: ValidationElement[Any]
     if name == "runtime":
@@ -205,7 +249,7 @@ def _input(name: str, value: Any, executables: list[str], nodes: list[str]) -> V
         element = ui.select(options, label=label, value=value or None, new_value_mode="add-unique")
         element.props("use-input hide-selected fill-input input-debounce=0 clearable")
     elif name == "nodeId":
-        element = ui.select(["", *nodes], label=label, value=value or "")
+        element = ui.select(nodes, label=label, value=value or "")
     elif name == "tags":
         element = ui.input_chips(label, value=list(value or []), new_value_mode="add-unique")
     elif name in ("maxModelLen", "maxNumSeqs", "gpuLayers"):

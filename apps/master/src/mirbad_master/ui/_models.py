@@ -7,6 +7,7 @@ The tag filter is the URL (``/models?tags=a,b``): only models carrying ALL selec
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Final
@@ -15,16 +16,20 @@ from urllib.parse import quote
 from nicegui import ui
 
 from mirbad_orchestration import MemoryAdmissionRefusedError
-from mirbad_protocol import MirbadError, ModelState
+from mirbad_protocol import AgentInfo, MirbadError, ModelState
 
 from . import _actions as actions
-from ._fleet import FleetSnapshot, ModelRow, fleet_snapshot
+from ._fleet import STARTING_POLL_S, FleetSnapshot, ModelRow, fleet_snapshot, read_starting
 from ._format import gib, pause_text, state_color
-from ._marks import testid
+from ._marks import link_button, testid
 from ._model_dialogs import change_line, confirm_delete, confirm_force, confirm_restart
+from ._nodes import catalogue_hint, lacks_llama_server
 from ._portal import Portal
 
-__all__ = ["REFRESH_S", "render_models", "tags_query"]
+__all__ = ["FOCUSED_CLASS", "REFRESH_S", "render_models", "tags_query"]
+
+FOCUSED_CLASS: Final = "mirbad-focused ring-2 ring-primary"
+"""The classes of the card ``?focus=`` names."""
 
 REFRESH_S: Final = 2.0
 """How often the list reads the fleet again (states change while models start)."""
@@ -36,15 +41,19 @@ def tags_query(selected: list[str], toggled: str) -> str:
     return f"/models?tags={quote(','.join(tags), safe=',')}" if tags else "/models"
 
 
-async def render_models(portal: Portal, selected: list[str]) -> None:
-    """Build the Models page into the current container and keep it fresh."""
+async def render_models(portal: Portal, selected: list[str], focus: str | None = None) -> None:
+    """Build the Models page into the current container and keep it fresh.
+
+    Args:
+        portal: the portal.
+        selected: the tags of the filter (``?tags=``).
+        focus: the model to highlight and scroll to (``?focus=``, where saving a model lands).
+    """
     services = portal.services
     with ui.row().classes("w-full items-center"):
         ui.label("Models").classes("text-h5")
         ui.space()
-        testid(
-            ui.button("New model", icon="add", on_click=lambda: ui.navigate.to("/models/new")), "new-model"
-        )
+        testid(link_button("New model", "/models/new", icon="add"), "new-model")
     filters = ui.row().classes("w-full items-center gap-2")
     listing = ui.column().classes("w-full gap-2")
     # Dialogs live outside the list, which is rebuilt on every refresh.
@@ -96,8 +105,11 @@ async def render_models(portal: Portal, selected: list[str]) -> None:
         delete=delete,
     )
 
+    shown: list[FleetSnapshot] = []
+
     async def refresh() -> None:
         snapshot = await fleet_snapshot(services)
+        shown[:] = [snapshot]
         filters.clear()
         with filters:
             _tag_filter(snapshot, selected)
@@ -109,10 +121,20 @@ async def render_models(portal: Portal, selected: list[str]) -> None:
                     "text-grey-7"
                 )
             for row in rows:
-                _model_card(row, handlers)
+                _model_card(row, handlers, snapshot.node_info(row.view.status.node_id), row.id == focus)
+
+    async def settle() -> None:
+        if shown and await read_starting(services, shown[0]):
+            await refresh()
 
     await refresh()
+    if focus and shown and any(row.id == focus for row in shown[0].models):
+        # Once, on arrival: the later refreshes keep the highlight but leave the scrolling to the reader.
+        # Only a listed id gets here (the query is the visitor's), written as a JSON string all the same.
+        selector = json.dumps(f'[data-testid="model-{focus}"]')
+        ui.run_javascript(f"document.querySelector({selector})?.scrollIntoView({{block: 'center'}})")
     ui.timer(REFRESH_S, refresh, immediate=False)
+    ui.timer(STARTING_POLL_S, settle, immediate=False)
 
 
 @dataclass(frozen=True)
@@ -142,10 +164,13 @@ def _tag_filter(snapshot: FleetSnapshot, selected: list[str]) -> None:
         ui.link("clear", "/models").classes("text-caption")
 
 
-def _model_card(row: ModelRow, handlers: _Handlers) -> None:
+def _model_card(row: ModelRow, handlers: _Handlers, node_info: AgentInfo | None, focused: bool) -> None:
     definition, status = row.view.definition, row.view.status
     card = ui.card().classes("w-full").props("flat bordered")
     testid(card, f"model-{row.id}")
+    if focused:
+        card.classes(FOCUSED_CLASS)
+        card.props["aria-current"] = "true"
     with card, ui.row().classes("w-full items-start gap-4 no-wrap"):
         with ui.column().classes("gap-1 grow"):
             with ui.row().classes("items-center gap-2"):
@@ -167,6 +192,9 @@ def _model_card(row: ModelRow, handlers: _Handlers) -> None:
                 ModelState.STARTING,
             ):
                 ui.label(status.error.strip().splitlines()[-1]).classes("text-caption text-negative")
+            if definition.runtime == "llamacpp" and not row.running and lacks_llama_server(node_info):
+                hint = ui.label(catalogue_hint(status.node_id or "?")).classes("text-caption text-warning")
+                testid(hint, f"catalogue-hint-{row.id}")
             if definition.tags:
                 with ui.row().classes("gap-1"):
                     for tag in definition.tags:
@@ -191,8 +219,10 @@ def _buttons(row: ModelRow, handlers: _Handlers) -> None:
         else:
             _button("Stop", "stop", f"stop-{row.id}", lambda: handlers.stop(row), color="negative")
             _button("Restart", "restart_alt", f"restart-{row.id}", lambda: handlers.restart(row))
-        _button("Edit", "edit", f"edit-{row.id}", lambda: ui.navigate.to(f"/models/{row.id}/edit"))
-        _button("Logs", "article", f"logs-{row.id}", lambda: ui.navigate.to(f"/models/{row.id}/logs"))
+        # Links, not buttons: the URL shows where they go, and a new tab or Back works as anywhere.
+        for label, icon, page in (("Edit", "edit", "edit"), ("Logs", "article", "logs")):
+            link = link_button(label, f"/models/{quote(row.id)}/{page}", icon=icon)
+            testid(link.props("flat dense no-caps color=primary"), f"{page}-{row.id}")
         _button("Delete", "delete", f"delete-{row.id}", lambda: handlers.delete(row), color="grey-7")
 
 

@@ -14,6 +14,7 @@ from nicegui import ui
 
 from mirbad_master._views import NodeSummary, node_summary
 from mirbad_protocol import (
+    AgentInfo,
     ContainerRuntimeInfo,
     InvalidFieldError,
     MirbadError,
@@ -23,10 +24,18 @@ from mirbad_protocol import (
 
 from . import _actions as actions
 from ._format import ago, gib, percent
-from ._marks import testid
+from ._marks import code_block, testid
 from ._portal import Portal
 
-__all__ = ["REFRESH_S", "TOKEN_LIFETIMES", "render_nodes", "runtime_text"]
+__all__ = [
+    "CATALOGUE_FIX",
+    "REFRESH_S",
+    "TOKEN_LIFETIMES",
+    "catalogue_hint",
+    "lacks_llama_server",
+    "render_nodes",
+    "runtime_text",
+]
 
 REFRESH_S: Final = 5.0
 """How often the node cards are read again."""
@@ -36,6 +45,28 @@ TOKEN_LIFETIMES: Final = {
     "7 days": timedelta(days=7),
 }
 """The join token lifetimes offered."""
+
+
+CATALOGUE_FIX: Final = (
+    "run `mirbad-agent executables add PATH` on the node (a fleet of one: `mirbad up` catalogues "
+    "the llama-server on its PATH or in MIRBAD_LLAMA_SERVER)"
+)
+"""How a node's empty llama-server catalogue is filled."""
+
+
+def lacks_llama_server(info: AgentInfo | None) -> bool:
+    """Whether a node that answered catalogues no llama-server, so no llama.cpp model can start there."""
+    if info is None:
+        return False  # not read yet: nothing is known to be missing
+    return not any(
+        isinstance(runtime, ProcessRuntimeInfo) and runtime.runtime == "llamacpp" and runtime.executables
+        for runtime in info.runtimes
+    )
+
+
+def catalogue_hint(node_id: str) -> str:
+    """What the portal says where a llama.cpp model meets a node without a llama-server."""
+    return f"Node {node_id} catalogues no llama-server: {CATALOGUE_FIX}."
 
 
 def runtime_text(runtime: RuntimeInfo) -> str:
@@ -99,6 +130,9 @@ def _node_card(node: NodeSummary) -> None:
         if node.info is not None:
             runtimes = ", ".join(runtime_text(runtime) for runtime in node.info.runtimes) or "none"
             ui.label(f"Runtimes: {runtimes}").classes("text-body2")
+            if lacks_llama_server(node.info):
+                hint = ui.label(catalogue_hint(node.id)).classes("text-caption text-warning")
+                testid(hint, f"catalogue-hint-{node.id}")
             with ui.row().classes("gap-1 items-center"):
                 ui.label("Features:").classes("text-body2")
                 for feature in node.info.features:
@@ -136,8 +170,12 @@ def _enroll_card(portal: Portal) -> None:
                 ui.label(
                     f"Valid once until {issued.expires_at:%Y-%m-%d %H:%M} UTC; shown this once."
                 ).classes("text-warning")
-                testid(ui.code(issued.command, language="bash").classes("w-full"), "enroll-command")
+                testid(code_block(issued.command, language="bash").classes("w-full"), "enroll-command")
                 ui.label("Then start it: mirbad-agent serve --model-root /srv/models").classes("text-caption")
+                ui.label(
+                    "For llama.cpp models, catalogue a llama-server there first: "
+                    "mirbad-agent executables add PATH"
+                ).classes("text-caption")
 
         testid(ui.button("Issue token", icon="vpn_key", on_click=issue), "issue-token")
 

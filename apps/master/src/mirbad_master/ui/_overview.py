@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
@@ -9,31 +10,82 @@ from nicegui import ui
 
 from mirbad_master._views import NodeSummary
 
-from ._fleet import FleetSnapshot, ModelRow, fleet_snapshot
+from ._fleet import STARTING_POLL_S, FleetSnapshot, ModelRow, fleet_snapshot, read_starting
 from ._format import DASH, gib, memory_in_use, pause_text, per_second, percent, state_color
+from ._layout import page_theme
 from ._marks import testid
 from ._memory_history import FLEET, MemoryHistory, MemorySample
 from ._portal import Portal
 
-__all__ = ["REFRESH_S", "history_chart_options", "render_overview"]
+__all__ = [
+    "DARK_CHART",
+    "LIGHT_CHART",
+    "REFRESH_S",
+    "ChartColors",
+    "history_chart_options",
+    "render_overview",
+]
 
 REFRESH_S: Final = 3.0
 """How often the Overview reads the fleet again."""
 
 
+@dataclass(frozen=True)
+class ChartColors:
+    """The memory chart's colours for one theme.
+
+    Attributes:
+        text: legend, axis labels and the axis name.
+        axis: the axis lines.
+        grid: the split lines behind the data (faint, so the lines stand out).
+        tooltip: the tooltip's background.
+    """
+
+    text: str
+    axis: str
+    grid: str
+    tooltip: str
+
+
+LIGHT_CHART: Final = ChartColors(text="#333333", axis="#888888", grid="#e6e6e6", tooltip="#ffffff")
+"""On the light theme's white cards."""
+DARK_CHART: Final = ChartColors(text="#e0e0e0", axis="#9e9e9e", grid="#3a3a3a", tooltip="#2a2a2a")
+"""On the dark theme's cards (Quasar's ``#1d1d1d``): ECharts' own defaults are grey on grey there."""
+
+
 def history_chart_options(history: MemoryHistory, *, dark: bool = False) -> dict[str, Any]:
     """The ECharts options of the memory history: the fleet's used memory and each node's."""
+    colors = DARK_CHART if dark else LIGHT_CHART
     series = [_line("Fleet", history.series(FLEET), area=True)]
     series += [_line(name, history.series(name)) for name in history.names()]
-    text = "#ddd" if dark else "#333"
+    text = {"color": colors.text}
+    axis = {"lineStyle": {"color": colors.axis}}
     return {
         "animation": False,
         "backgroundColor": "transparent",
-        "tooltip": {"trigger": "axis"},
-        "legend": {"top": 0, "textStyle": {"color": text}},
+        "tooltip": {
+            "trigger": "axis",
+            "backgroundColor": colors.tooltip,
+            "borderColor": colors.axis,
+            "textStyle": text,
+        },
+        "legend": {"top": 0, "textStyle": text},
         "grid": {"left": 50, "right": 20, "top": 30, "bottom": 30},
-        "xAxis": {"type": "time", "axisLabel": {"color": text, "formatter": "{HH}:{mm}:{ss}"}},
-        "yAxis": {"type": "value", "name": "GiB used", "min": 0, "axisLabel": {"color": text}},
+        "xAxis": {
+            "type": "time",
+            "axisLabel": {**text, "formatter": "{HH}:{mm}:{ss}"},
+            "axisLine": axis,
+            "splitLine": {"show": False},
+        },
+        "yAxis": {
+            "type": "value",
+            "name": "GiB used",
+            "min": 0,
+            "nameTextStyle": text,
+            "axisLabel": text,
+            "axisLine": axis,
+            "splitLine": {"lineStyle": {"color": colors.grid}},
+        },
         "series": series,
     }
 
@@ -46,7 +98,8 @@ def _line(name: str, samples: list[MemorySample], *, area: bool = False) -> dict
         "data": [[_ms(sample.at), round(sample.used_gib, 2)] for sample in samples],
     }
     if area:
-        line["areaStyle"] = {"opacity": 0.15}
+        # Drawn over the node lines: with one node they coincide, and the fleet's is the one to see.
+        line.update(areaStyle={"opacity": 0.15}, z=3, lineStyle={"width": 3})
     return line
 
 
@@ -57,16 +110,26 @@ def _ms(at: datetime) -> int:
 async def render_overview(portal: Portal, *, dark: bool) -> None:
     """Build the Overview into the current container and keep it fresh."""
     history = portal.history
+    theme = page_theme()
+
+    def is_dark_now() -> bool:
+        # The header's switch changes the theme without reloading the page: follow it.
+        return bool(theme.value) if theme is not None else dark
+
     with ui.row().classes("w-full items-center"):
         ui.label("Overview").classes("text-h5")
     live = ui.column().classes("w-full gap-4")
     with ui.card().classes("w-full"):
         ui.label("Memory in use").classes("text-subtitle1")
-        chart = ui.echart(history_chart_options(history, dark=dark)).classes("w-full h-64")
+        chart = ui.echart(history_chart_options(history, dark=is_dark_now())).classes("w-full h-64")
+        testid(chart, "memory-chart")
     attention = ui.column().classes("w-full")
+
+    shown: list[FleetSnapshot] = []
 
     async def refresh() -> None:
         snapshot = await fleet_snapshot(portal.services)
+        shown[:] = [snapshot]
         live.clear()
         with live:
             _summary(snapshot)
@@ -75,11 +138,22 @@ async def render_overview(portal: Portal, *, dark: bool) -> None:
         attention.clear()
         with attention:
             _attention(snapshot)
-        chart.options.update(history_chart_options(history, dark=dark))
+        redraw()
+
+    def redraw() -> None:
+        chart.options.update(history_chart_options(history, dark=is_dark_now()))
         chart.update()
+
+    if theme is not None:
+        theme.on_value_change(redraw)
+
+    async def settle() -> None:
+        if shown and await read_starting(portal.services, shown[0]):
+            await refresh()
 
     await refresh()
     ui.timer(REFRESH_S, refresh, immediate=False)
+    ui.timer(STARTING_POLL_S, settle, immediate=False)
 
 
 def _summary(snapshot: FleetSnapshot) -> None:
