@@ -17,9 +17,14 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture
 def quiet() -> Iterator[logging.Filter]:
+    logger = logging.getLogger(REQUEST_LOGGER)
+    # `mirbad up`'s command line (run in-process by other tests on this worker) raises httpx's level.
+    level = logger.level
+    logger.setLevel(logging.NOTSET)
     installed = quiet_polls()
     yield installed
-    logging.getLogger(REQUEST_LOGGER).removeFilter(installed)
+    logger.removeFilter(installed)
+    logger.setLevel(level)
 
 
 @pytest.fixture

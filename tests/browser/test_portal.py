@@ -84,7 +84,7 @@ def test_a_start_refused_for_memory_is_forced_from_the_dialog(page: Page, master
     from playwright.sync_api import expect
 
     with master.api() as api:
-        huge = tiny_definition(master, "tiny-huge", memoryBudgetGiB=100_000, tags=["oversized"])
+        huge = tiny_definition(master, "tiny-huge", memoryBudgetGiB=4096, tags=["oversized"])
         api.post("/models", json=huge).raise_for_status()
     sign_in(page, master, "/models?tags=oversized")
     expect(page.get_by_test_id("model-tiny-huge")).to_be_visible()

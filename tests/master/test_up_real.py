@@ -522,8 +522,7 @@ def test_ctrl_c_to_the_group_stops_the_models_even_when_the_agent_died(
     forwarding = tmp_path / "forwarding_parent.py"
     forwarding.write_text(FORWARDING_PARENT)
     banner = up.start(parent=[sys.executable, str(forwarding)] if parent != "direct" else None)
-    password = next(line.split(":", 1)[1].strip() for line in banner if "Admin password:" in line)
-    admin = Admin(up.base_url, password)
+    admin = Admin(up.base_url, up.first_run_password(banner))
     closing.callback(admin.close)
     [node] = admin.ok("GET", "/api/nodes")
     [executable] = next(r for r in node["info"]["runtimes"] if r["runtime"] == "llamacpp")["executables"]

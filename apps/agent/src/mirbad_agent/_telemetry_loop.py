@@ -93,8 +93,14 @@ class TelemetryCollector:
         self._ring.add(sample.model_copy(update={"memory_bytes": memory}) if memory is not None else sample)
 
     async def _measured(self, model_id: str) -> int | None:
+        # Bounded on its own: a slow `docker stats` on a busy dockerd must not hold the pass past its
+        # bound, which would drop the metrics already scraped.
         try:
-            return await self._runtimes.memory_bytes(model_id)
+            with anyio.fail_after(self._scrape_timeout_s):
+                return await self._runtimes.memory_bytes(model_id)
+        except TimeoutError:
+            logger.debug("no memory measure of %s within %.0f s", model_id, self._scrape_timeout_s)
+            return None
         except MirbadError as exc:
             # A measure is extra: its failure must not cost the sample its metrics.
             logger.debug("no memory measure of %s: %s", model_id, exc)

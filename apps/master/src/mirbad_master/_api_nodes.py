@@ -93,6 +93,7 @@ def nodes_router(services: MasterServices) -> APIRouter:
         status_code=201,
         response_model=EnrollmentTokenIssued,
         summary="Issue a one-time token for a new node",
+        responses=refusals(404, 409),
     )
     async def issue_token(body: _TokenRequest, request: Request) -> Response:
         ttl = timedelta(seconds=body.ttl_seconds)
