@@ -151,3 +151,14 @@ async def test_list_ready(tmp_path: Path) -> None:
         ready = await setup.resolver.list_ready()
 
     assert [endpoint.served_name for endpoint in ready] == ["Qwen3-8B"]
+
+
+async def test_an_endpoint_carries_the_models_context_for_token_reservations(tmp_path: Path) -> None:
+    short = ModelDefinition(id="short", served_name="short", model_path="s", max_model_len=2048)
+    async with resolver_of(tmp_path, short) as setup:
+        await setup.monitor.poll_all()
+        endpoint = await setup.resolver.resolve("short")
+
+    # A keyed request without max_tokens reserves this much (mirbad_router's request_token_bound).
+    assert endpoint is not None
+    assert endpoint.context_tokens == 2048

@@ -7,31 +7,33 @@ percent-decoding (the raw bytes on the wire, the once-decoded path Starlette rou
 further layer a server behind us might decode), it holds a character that Unicode compatibility
 normalization changes, a ``.`` or ``..`` segment, a backslash, a control character or a slash that was
 encoded; and it must start with ``v1/``. What passes is forwarded as the once-decoded path, which
-:func:`mirbad_router.upstream_url` encodes again.
+:func:`mirbad_router.join_upstream_url` encodes again. The rule itself is the router's.
 """
 
 from __future__ import annotations
 
-import unicodedata
 from typing import Final
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 from starlette.requests import Request
+
+from mirbad_router import UnsafeProxyPathError, check_proxy_path
 
 from .exceptions import ProxyPathError
 
 __all__ = ["FORWARDED_PREFIX", "checked_path", "raw_tail"]
 
+_MAX_DECODINGS: Final = 2
+
 FORWARDED_PREFIX: Final = "v1/"
 """Every forwarded path starts with this (the OpenAI-compatible API of the model's server)."""
-
-# Layers of percent-encoding a path may carry and still be checked; more is no honest client's.
-_MAX_DECODES: Final = 3
-_DOT_SEGMENTS: Final = frozenset({".", ".."})
 
 
 def checked_path(raw: str) -> str:
     """The path to forward for the still-encoded path ``raw`` below the proxy route.
+
+    The router's rule (:func:`mirbad_router.check_proxy_path`, the same one the master applies to
+    ``/v1``), plus the agent's own: only the model server's ``v1/`` API is reachable.
 
     Args:
         raw: the path after ``/proxy/{model_id}/`` as it came on the wire (``v1/chat/completions``).
@@ -41,19 +43,13 @@ def checked_path(raw: str) -> str:
 
     Raises:
         ProxyPathError: a dot segment, backslash, control character or encoded slash at any decoding
-            layer or after normalization, too many encoding layers, or a path outside ``v1/``.
+            layer, a character normalization changes, too many encoding layers, or a path outside ``v1/``.
     """
-    slashes = raw.count("/")
-    layer = raw
-    for _ in range(_MAX_DECODES):
-        _check_layer(layer, slashes)
-        decoded = unquote(layer)
-        if decoded == layer:
-            break
-        layer = decoded
-    else:
-        raise ProxyPathError(raw, f"more than {_MAX_DECODES - 1} layers of percent-encoding")
-    forwarded = unquote(raw)
+    try:
+        # The master's router decoded one layer already: the agent allows one fewer than it does.
+        forwarded = check_proxy_path(raw, max_decodings=_MAX_DECODINGS)
+    except UnsafeProxyPathError as exc:
+        raise ProxyPathError(raw, f"it has {exc.reason}") from None
     if not forwarded.startswith(FORWARDED_PREFIX):
         raise ProxyPathError(raw, f"only paths under /{FORWARDED_PREFIX} are forwarded")
     return forwarded
@@ -76,17 +72,3 @@ def raw_tail(request: Request) -> str:
     if raw.count("/") != decoded.count("/"):
         raise ProxyPathError(tail, "an encoded slash is not forwarded")
     return "/".join(raw.split("/")[-(tail.count("/") + 1) :])
-
-
-def _check_layer(layer: str, slashes: int) -> None:
-    if "\\" in layer:
-        raise ProxyPathError(layer, "a backslash is not forwarded")
-    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in layer):
-        raise ProxyPathError(layer, "a control character is not forwarded")
-    if unicodedata.normalize("NFKC", layer) != layer:
-        # Fullwidth dots and solidi become "." and "/" in a server that normalizes; no API path needs them.
-        raise ProxyPathError(layer, "a character that Unicode normalization changes is not forwarded")
-    if layer.count("/") != slashes:
-        raise ProxyPathError(layer, "an encoded slash is not forwarded")
-    if any(segment in _DOT_SEGMENTS for segment in layer.split("/")):
-        raise ProxyPathError(layer, "a '.' or '..' segment is not forwarded")

@@ -72,6 +72,7 @@ class FleetResolver(ModelResolver):
             auto_start_on_request=endpoint.auto_start_on_request,
             upstream=upstream,
             error=endpoint.error,
+            context_tokens=endpoint.context_tokens,
         )
 
     async def start_on_request(self, model_id: str) -> None:

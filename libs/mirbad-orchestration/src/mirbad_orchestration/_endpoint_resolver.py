@@ -40,6 +40,8 @@ class AgentEndpoint:
             None when the node is not registered.
         client: the node's mutual-TLS client, to send ``base_url`` requests with (owned by the pool:
             never close it); None when the node is not registered.
+        context_tokens: the longest context one request may use (the definition's ``maxModelLen``):
+            the bound a token-limited key reserves for a request that names no ``max_tokens``.
     """
 
     model_id: str
@@ -50,6 +52,7 @@ class AgentEndpoint:
     auto_start_on_request: bool = False
     base_url: str | None = None
     client: httpx.AsyncClient | None = None
+    context_tokens: int | None = None
 
     @property
     def ready(self) -> bool:
@@ -102,6 +105,7 @@ class AgentEndpointResolver:
             node_id,
             state=ModelState.UNKNOWN,
             auto_start_on_request=definition.auto_start_on_request,
+            context_tokens=definition.max_model_len,
         )
         try:
             record = await self._nodes.get(node_id)

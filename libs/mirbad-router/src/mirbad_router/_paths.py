@@ -28,29 +28,38 @@ _DOT_SEGMENTS: Final = frozenset({".", ".."})
 _MAX_DECODINGS: Final = 3
 
 
-def check_proxy_path(path: str) -> str:
+def check_proxy_path(path: str, *, max_decodings: int = _MAX_DECODINGS) -> str:
     """Return ``path`` percent-decoded, or refuse it when it could step out of the proxy's prefix.
 
     ``path`` is the path as it came on the wire (the ASGI ``raw_path``, still percent-encoded), whole or
     below the proxy's prefix: the server's decoded ``path`` has already turned ``%2F`` into ``/`` and
     hides an encoded slash. The path is checked as received, after each percent-decoding (so a
-    double-encoded ``%252e%252e`` counts), and after Unicode NFKC normalization of each of those
-    (fullwidth dots, U+FF0E, become ``..`` on servers that normalize).
+    double-encoded ``%252e%252e`` counts); a character that Unicode NFKC normalization changes is
+    refused at every layer (fullwidth dots, U+FF0E, become ``..`` on servers that normalize).
+
+    Args:
+        path: the raw path.
+        max_decodings: how many layers of percent-encoding may be decoded (one per hop that may
+            decode it: the router, the agent, the model server; a hop further in allows one fewer).
 
     Raises:
-        UnsafeProxyPathError: the path has a ``.`` or ``..`` segment, a backslash, an encoded slash or
-            backslash, or more layers of percent-encoding than any hop would decode.
+        UnsafeProxyPathError: the path has a ``.`` or ``..`` segment, a backslash, a control
+            character, a character NFKC normalization changes, an encoded slash or backslash, or
+            more layers of percent-encoding than any hop would decode.
     """
     layers = [path]
     while (decoded := unquote(layers[-1])) != layers[-1]:
-        if len(layers) > _MAX_DECODINGS:
+        if len(layers) > max_decodings:
             raise UnsafeProxyPathError(path, "too many layers of percent-encoding")
         layers.append(decoded)
     for layer in layers:
-        for form in (layer, unicodedata.normalize("NFKC", layer)):
-            reason = _unsafe(form)
-            if reason is not None:
-                raise UnsafeProxyPathError(path, reason)
+        if unicodedata.normalize("NFKC", layer) != layer:
+            # Fullwidth dots and solidi become "." and "/" on a server that normalizes; no API path
+            # needs a character that normalization changes, so none is forwarded.
+            raise UnsafeProxyPathError(path, "a character that Unicode normalization changes")
+        reason = _unsafe(layer)
+        if reason is not None:
+            raise UnsafeProxyPathError(path, reason)
     return layers[1] if len(layers) > 1 else path
 
 
@@ -73,6 +82,8 @@ def checked_path_param(request: Request, name: str = "path") -> str:
 def _unsafe(path: str) -> str | None:
     if "\\" in path:
         return "a backslash"
+    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in path):
+        return "a control character"
     if _ENCODED_SEPARATOR.search(path):
         return "an encoded slash or backslash"
     if any(segment in _DOT_SEGMENTS for segment in path.split("/")):
