@@ -172,3 +172,11 @@ def test_form_values_of_a_definition_give_it_back(
 
     assert errors == {}
     assert again == definition
+
+
+@pytest.mark.parametrize(("field", "value"), [("memoryBudgetGiB", 5000), ("maxNumSeqs", 2**48)])
+def test_the_editor_holds_a_value_to_the_apis_user_input_limits(field: str, value: object) -> None:
+    definition, errors = definition_from_form({**TINY, field: value})
+
+    assert definition is None
+    assert set(errors) == {field}

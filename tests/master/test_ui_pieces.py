@@ -22,6 +22,7 @@ from mirbad_master.ui._playground import MAX_TOKENS_CAP, default_max_tokens
 from mirbad_master.ui._snippets import KEY_PLACEHOLDER, snippets
 from mirbad_orchestration import NodeState
 from mirbad_protocol import (
+    MAX_KEY_RATE_LIMIT,
     AgentInfo,
     ContainerRuntimeInfo,
     ExecutableRef,
@@ -283,3 +284,11 @@ def test_samples_within_one_bucket_make_one_fleet_point_at_the_newest_sample() -
         (T0 + timedelta(seconds=3), 11),
         (T0 + timedelta(seconds=6), 12),
     ]
+
+
+def test_the_key_form_holds_rate_limits_to_the_apis_user_input_limit() -> None:
+    request, errors = key_request({"name": "big", "tokensPerMinute": MAX_KEY_RATE_LIMIT + 1}, T0)
+    fits, none = key_request({"name": "big", "tokensPerMinute": MAX_KEY_RATE_LIMIT}, T0)
+
+    assert (request, set(errors)) == (None, {"tokensPerMinute"})
+    assert (fits is not None, none) == (True, {})

@@ -503,8 +503,12 @@ def up_llama(tmp_path: Path) -> Iterator[Up]:
         kill_recorded_processes(data_dir / "agent" / "processes.json")
 
 
-def _agent_pid(data_dir: Path) -> int:
-    return int((data_dir / "agent" / "agent.pid").read_text())
+def _agent_pid(data_dir: Path) -> int | None:
+    # None while a restarted agent has not written its pid file yet.
+    try:
+        return int((data_dir / "agent" / "agent.pid").read_text())
+    except FileNotFoundError:
+        return None
 
 
 @pytest.mark.parametrize("parent", ["direct", "forwarding-parent"])
@@ -543,15 +547,21 @@ def test_ctrl_c_to_the_group_stops_the_models_even_when_the_agent_died(
 
     # A dead agent is restarted and adopts the model: same process, still Ready, never restarted.
     first_agent = _agent_pid(up.data_dir)
+    assert first_agent is not None
     os.killpg(first_agent, signal.SIGKILL)
     _until(
-        lambda: _agent_pid(up.data_dir) != first_agent and admin.ok("GET", "/api/nodes")[0]["reachable"],
+        lambda: (
+            _agent_pid(up.data_dir) not in (None, first_agent)
+            and admin.ok("GET", "/api/nodes")[0]["reachable"]
+        ),
         lambda: f"the agent did not come back:\n{up.log()}",
     )
     assert admin.wait_ready(names.llama)["startedAt"] == ready["startedAt"]
     assert _llama_pid(up.data_dir, names.llama) == pid
 
-    os.killpg(_agent_pid(up.data_dir), signal.SIGKILL)
+    second_agent = _agent_pid(up.data_dir)
+    assert second_agent is not None
+    os.killpg(second_agent, signal.SIGKILL)
     assert up.interrupt_group() == 0
 
     last = [*up.seen, *_drain(up)][-1]

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from syrupy.assertion import SnapshotAssertion
 
-from mirbad_protocol import InvalidFieldError
+from mirbad_protocol import MAX_KEY_RATE_LIMIT, InvalidFieldError
 from mirbad_protocol._api_keys import (
     API_KEY_NAME_MAX_LENGTH,
     MAX_ALLOWED_MODELS,
@@ -233,3 +233,12 @@ def test_an_expiry_beyond_the_calendar_in_utc_names_the_field(expires_at: str) -
         ApiKeyCreate.from_wire({"name": "ci", "expiresAt": expires_at})
 
     assert caught.value.field == "expiresAt"
+
+
+def test_a_person_sets_rate_limits_up_to_the_user_input_limit_and_stored_keys_load_beyond() -> None:
+    over = {"name": "k", "requestsPerMinute": MAX_KEY_RATE_LIMIT + 1}
+
+    with pytest.raises(InvalidFieldError) as refused:
+        ApiKeyCreate.from_user_input(over)
+    assert refused.value.field == "requestsPerMinute"
+    assert ApiKeyCreate.from_wire(over).requests_per_minute == MAX_KEY_RATE_LIMIT + 1

@@ -14,7 +14,7 @@ from typing import Annotated, Final, Literal
 
 from pydantic import AfterValidator, AwareDatetime, Field
 
-from ._user_input import UserCheck, printable_name
+from ._user_input import UserCheck, UserMaximum, printable_name
 from ._wire import WireModel
 from .exceptions import InvalidFieldError
 
@@ -23,6 +23,7 @@ __all__ = [
     "API_KEY_NAME_MAX_LENGTH",
     "API_KEY_SECRET_PREFIX",
     "MAX_ALLOWED_MODELS",
+    "MAX_KEY_RATE_LIMIT",
     "ApiKeyCreate",
     "ApiKeyCreated",
     "ApiKeyInfo",
@@ -82,6 +83,9 @@ AllowedModels = Annotated[
 ]
 # strict: a limit is a JSON integer, never true, 1.5 or "60".
 Limit = Annotated[int, Field(gt=0, strict=True)]
+MAX_KEY_RATE_LIMIT: Final = 10**12
+"""The largest per-minute limit a person may set (far past any real rate; JavaScript reads it exactly)."""
+_UserLimit = Annotated[Limit, UserMaximum(MAX_KEY_RATE_LIMIT)]
 UtcTime = Annotated[AwareDatetime, AfterValidator(_utc)]
 KeyId = Annotated[str, Field(pattern=API_KEY_ID_PATTERN)]
 Count = Annotated[int, Field(ge=0, strict=True)]
@@ -104,8 +108,8 @@ class ApiKeyCreate(WireModel):
     name: KeyName
     allowed_models: AllowedModels = ()
     expires_at: UtcTime | None = None
-    requests_per_minute: Limit | None = None
-    tokens_per_minute: Limit | None = None
+    requests_per_minute: _UserLimit | None = None
+    tokens_per_minute: _UserLimit | None = None
 
     def check_expiry(self, now: datetime) -> None:
         """Refuse an expiry that is not after ``now``.

@@ -77,15 +77,26 @@ def create_and_start(client: DockerClient, arguments: dict[str, Any]) -> Mapping
 
 
 def remove_container(client: DockerClient, container_id: str) -> None:
-    """Remove a container, running or not; one already gone (or going) is fine."""
+    """Remove a container, running or not; one already gone is fine, one going is waited for."""
     try:
         client.api.remove_container(container_id, force=True)
     except docker.errors.NotFound:
         pass
     except docker.errors.APIError as exc:
-        # 409: Docker is already removing it, which is the outcome we want.
+        # 409: Docker is already removing it (another caller asked first): the outcome we want, once
+        # it is done, so that a stop answers Stopped rather than "removal in progress".
         if exc.status_code != 409:
             raise
+        _wait_removed(client, container_id)
+
+
+def _wait_removed(client: DockerClient, container_id: str) -> None:
+    try:
+        client.api.wait(container_id, condition="removed")
+    except docker.errors.NotFound:
+        pass  # gone before the wait began
+    except OSError:
+        pass  # the client's timeout: the removal goes on, and the status says Stopping meanwhile
 
 
 def read_logs(client: DockerClient, container_id: str, tail: int) -> bytes:

@@ -70,11 +70,15 @@ def key_request(values: Mapping[str, Any], now: datetime) -> tuple[ApiKeyCreate 
             number = float(value)
             data[name] = int(number) if number.is_integer() else number
     try:
-        request = ApiKeyCreate.model_validate(data)
+        ApiKeyCreate.model_validate(data)  # every input's own message at once
+        request = ApiKeyCreate.from_user_input(data)  # then the API's user-input limits
     except ValidationError as exc:
         for error in exc.errors(include_url=False):
             field = str(error["loc"][0]) if error["loc"] else "name"
             errors.setdefault(field, str(error["msg"]).removeprefix("Value error, "))
+        return None, errors
+    except InvalidFieldError as exc:
+        errors.setdefault(exc.field, exc.reason)
         return None, errors
     return (None, errors) if errors else (request, errors)
 

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
+from mirbad_master._api_models import user_definition
 from mirbad_orchestration import (
     DEFAULT_TOTAL_GIB,
     DuplicateServedNameError,
@@ -121,11 +122,19 @@ def definition_from_form(
     if data.get("runtime", "vllm") != "vllm":
         data.pop("image", None)
     try:
-        definition = ModelDefinition.model_validate(data)
+        ModelDefinition.model_validate(data)  # every input's own message at once
+        # Then exactly the API's user-input rules (limits, lifted flags), so a save can be refused
+        # in the portal only for what the API would refuse too.
+        definition = user_definition(data)
     except ValidationError as exc:
         for error in exc.errors(include_url=False):
             name, message = _field_message(error)
             errors.setdefault(name, message)
+        return None, errors
+    except InvalidFieldError as exc:
+        # A flag given in extraArgs is reported on that input, naming the flag.
+        flag = exc.field.startswith("-")
+        errors.setdefault("extraArgs" if flag else exc.field, str(exc) if flag else exc.reason)
         return None, errors
     return (None, errors) if errors else (definition, errors)
 
