@@ -199,11 +199,11 @@ def _answers(client: httpx.Client) -> bool:
         return False
 
 
-def _until(check: Callable[[], bool], failure: str, timeout_s: float = WAIT_S) -> None:
+def _until(check: Callable[[], bool], failure: str | Callable[[], str], timeout_s: float = WAIT_S) -> None:
     deadline = time.monotonic() + timeout_s
     while not check():
         if time.monotonic() > deadline:
-            pytest.fail(failure)
+            pytest.fail(failure() if callable(failure) else failure)
         time.sleep(POLL_S)
 
 
@@ -327,7 +327,8 @@ def test_models_start_stream_and_survive_an_agent_restart(
             [process_spec.model_id, container_spec.model_id]
         )
 
-    _until(scraped_twice, "the telemetry ring did not fill")
+    # A generous bound: the loop also probes every container this dockerd runs for other test workers.
+    _until(scraped_twice, lambda: f"the telemetry ring did not fill:\n{agent.log()}", timeout_s=3 * WAIT_S)
 
     [container] = docker_client.containers.list(filters={"label": f"{MODEL_LABEL}={container_spec.model_id}"})
     [record] = json.loads((agent.state_dir / "processes.json").read_text())["processes"]
