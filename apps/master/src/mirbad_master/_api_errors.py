@@ -42,7 +42,7 @@ from mirbad_orchestration import (
 )
 from mirbad_protocol import AgentError, AgentErrorBody, InvalidFieldError, MirbadError, WireModel
 
-from ._admin_auth import AdminAuthError, TooManyAttemptsError
+from ._admin_auth import NotSignedInError, TooManyAttemptsError
 
 __all__ = ["ApiError", "error_response", "install_error_handlers", "refusals", "user_input"]
 
@@ -68,7 +68,7 @@ class ApiError(MirbadError):
 # (exception class, status, code), first match wins.
 _TABLE: Final[Sequence[tuple[type[Exception], int, str]]] = (
     (TooManyAttemptsError, 429, "too_many_attempts"),
-    (AdminAuthError, 401, "unauthorized"),
+    (NotSignedInError, 401, "unauthorized"),
     (DuplicateServedNameError, 409, "served_name_taken"),
     (InvalidFieldError, 400, "invalid_request"),
     (UnknownModelError, 404, "model_not_found"),

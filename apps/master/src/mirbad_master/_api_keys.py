@@ -15,7 +15,7 @@ from mirbad_protocol import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, KeyUsage, W
 
 from ._api_errors import refusals, user_input
 from ._api_session import actor_of
-from ._services import MasterServices
+from ._composition import MasterServices
 from ._views import dump
 
 __all__ = ["KeySettings", "keys_router"]

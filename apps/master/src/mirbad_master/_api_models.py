@@ -19,7 +19,7 @@ from mirbad_protocol import MirbadError, ModelDefinition
 
 from ._api_errors import ApiError, refusals, user_input
 from ._api_session import actor_of
-from ._services import MasterServices
+from ._composition import MasterServices
 from ._views import ModelView, dump, model_view
 
 __all__ = ["MAX_LOG_TAIL", "check_lifted_flags", "models_router", "user_definition"]

@@ -22,7 +22,7 @@ from mirbad_protocol import WireModel
 
 from ._api_errors import ApiError, refusals, user_input
 from ._api_session import actor_of
-from ._services import MasterServices
+from ._composition import MasterServices
 from ._views import NodeSummary, dump, node_summary
 
 __all__ = ["EnrollmentTokenRequest", "NodeCreate", "nodes_router"]

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Final
 
 from mirbad_master._admin_auth import ADMIN_USER
-from mirbad_master._services import MasterServices
+from mirbad_master._composition import MasterServices
 from mirbad_orchestration import NodeRecord, UnknownModelError, agent_url_for
 from mirbad_protocol import (
     ApiKeyCreate,
