@@ -86,6 +86,9 @@ class MasterServices:
         self.authority = authority
         self.clients = clients
         self.models = ModelRegistry(data_dir)
+        # Held by the write path (_changes) around a model's id check and its write, so a create
+        # from the API and one from the portal at the same time cannot both succeed.
+        self.registry_lock = anyio.Lock()
         self.nodes = NodeRegistry(data_dir)
         self.keys = ApiKeyStore(data_dir, flush_interval=settings.usage_flush_s)
         self.audit = AuditLog(data_dir)
