@@ -105,6 +105,7 @@ async def test_the_same_changes_leave_the_same_audit_lines(tmp_path: Path) -> No
 async def test_the_same_bad_input_is_refused_alike(tmp_path: Path) -> None:
     unknown_field = {**GEMMA, "maxModelLenn": 1}
     taken_name = {**GEMMA, "servedName": "qwen3-8b"}
+    bad_address = {"nodeName": "gpu-7", "address": "gpu 7; rm"}
     bad_node = {"id": "gpu-2", "name": "gpu-2", "agentUrl": "http://not-tls:9443"}
     async with running_master(tmp_path / "api") as master:
         api = master.admin
@@ -119,6 +120,7 @@ async def test_the_same_bad_input_is_refused_alike(tmp_path: Path) -> None:
             api_refusal(await api.post("/api/keys/nope/revoke")),
             api_refusal(await api.post("/api/nodes/enrollment-tokens", json={"nodeName": "bad name!"})),
             api_refusal(await api.post("/api/nodes", json=bad_node)),
+            api_refusal(await api.post("/api/nodes/enrollment-tokens", json=bad_address)),
         ]
         audit_api = await audit_lines(master)
 
@@ -139,6 +141,9 @@ async def test_the_same_bad_input_is_refused_alike(tmp_path: Path) -> None:
             await portal_refusal(lambda: actions.revoke_key(services, "nope")),
             await portal_refusal(lambda: actions.issue_enrollment(services, "bad name!", timedelta(hours=1))),
             await portal_refusal(lambda: actions.add_node(services, *bad_node.values())),
+            await portal_refusal(
+                lambda: actions.issue_enrollment(services, "gpu-7", timedelta(hours=1), "gpu 7; rm")
+            ),
         ]
         audit_portal = await audit_lines(master)
 
