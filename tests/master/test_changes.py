@@ -114,6 +114,7 @@ async def test_the_same_bad_input_is_refused_alike(tmp_path: Path) -> None:
             api_refusal(await api.post("/api/models", json=QWEN)),
             api_refusal(await api.post("/api/models", json=taken_name)),
             api_refusal(await api.post("/api/models", json=unknown_field)),
+            api_refusal(await api.put("/api/models/gemma", json=GEMMA)),
             api_refusal(await api.post("/api/models/nope/stop")),
             api_refusal(await api.post("/api/models/nope/start")),
             api_refusal(await api.delete("/api/models/nope")),
@@ -135,6 +136,8 @@ async def test_the_same_bad_input_is_refused_alike(tmp_path: Path) -> None:
             await portal_refusal(lambda: save(QWEN)),
             await portal_refusal(lambda: save(taken_name)),
             await portal_refusal(lambda: save(unknown_field)),
+            # An edit of a model removed meanwhile is refused, never a silent create.
+            await portal_refusal(lambda: actions.save_model(services, user_definition(GEMMA), new=False)),
             await portal_refusal(lambda: actions.stop_model(services, "nope")),
             await portal_refusal(lambda: actions.start_model(services, "nope")),
             await portal_refusal(lambda: actions.delete_model(services, "nope")),

@@ -67,6 +67,7 @@ class MasterServices:
             monitors, so the stops are not taken for crashes); they stay in the recovery state.
 
     Attributes:
+        registry_lock: held by the write path (``_changes``) around a model's id check and its write.
         stopped_on_exit: the models stopped on the way out, as they were before (their pids).
         left_on_exit: the models that ran on the way out and could not be stopped.
         unlisted_on_exit: why the models could not even be listed on the way out, else None.
