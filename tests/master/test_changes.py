@@ -18,7 +18,7 @@ import pytest
 from tests.master._stack import Master, running_master
 
 from mirbad_master._api_errors import Refusal, refusal_of
-from mirbad_master._api_models import user_definition
+from mirbad_master._changes import user_definition
 from mirbad_master.ui import _actions as actions
 from mirbad_protocol import ApiKeyCreate, MirbadError, ModelDefinition
 

@@ -20,11 +20,10 @@ from mirbad_protocol import MirbadError, ModelDefinition
 from . import _changes as changes
 from ._api_errors import ApiError, refusals, user_input
 from ._api_session import actor_of
-from ._changes import check_lifted_flags, user_definition
 from ._composition import MasterServices
 from ._views import ModelView, dump, model_view
 
-__all__ = ["MAX_LOG_TAIL", "check_lifted_flags", "models_router", "user_definition"]
+__all__ = ["MAX_LOG_TAIL", "models_router"]
 
 MAX_LOG_TAIL: Final = 10_000
 """The most past log lines one request may ask for."""
