@@ -18,7 +18,7 @@ from tests.orchestration._fake_agent import FakeAgent
 
 from mirbad_master._admin_auth import AdminAuth
 from mirbad_master._app import create_master_app
-from mirbad_master._services import MasterServices
+from mirbad_master._composition import MasterServices
 from mirbad_master._settings import MasterSettings
 from mirbad_orchestration import AgentClients, AgentTimeouts, NodeRecord
 from mirbad_protocol import CertificateAuthority

@@ -15,7 +15,7 @@ from mirbad_master import _admin_auth
 from mirbad_master._admin_auth import (
     SESSION_LIFETIME_S,
     AdminAuth,
-    AdminAuthError,
+    NotSignedInError,
     TooManyAttemptsError,
     WrongPasswordError,
 )
@@ -144,7 +144,7 @@ async def test_concurrent_guesses_cannot_slip_past_the_lock(tmp_path: Path) -> N
     async def guess(number: int) -> None:
         try:
             await auth.check_password(f"guess-{number}", "10.0.0.9")
-        except AdminAuthError as exc:
+        except NotSignedInError as exc:
             outcomes.append(type(exc))
 
     with anyio.fail_after(60):
@@ -223,7 +223,7 @@ async def test_an_unusable_password_file_lets_nobody_in(tmp_path: Path) -> None:
     auth.reset_password()
     auth.path.write_text("{}")
 
-    with pytest.raises(AdminAuthError, match="unusable"):
+    with pytest.raises(NotSignedInError, match="unusable"):
         await auth.check_password("anything", "client")
 
 

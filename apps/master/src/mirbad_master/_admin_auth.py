@@ -39,7 +39,7 @@ __all__ = [
     "SESSION_COOKIE",
     "SESSION_LIFETIME_S",
     "AdminAuth",
-    "AdminAuthError",
+    "NotSignedInError",
     "TooManyAttemptsError",
     "WrongPasswordError",
 ]
@@ -63,15 +63,19 @@ _KEY_BYTES: Final = 32
 _PASSWORD_BYTES: Final = 18  # 24 URL-safe characters
 
 
-class AdminAuthError(MirbadError):
-    """The request is not signed in as the administrator (HTTP 401)."""
+class NotSignedInError(MirbadError):
+    """The request is not signed in as the administrator (HTTP 401).
+
+    The master's side of a sign-in; :class:`mirbad_orchestration.AdminAuthError` is the admin client's
+    view of the same refusal, hence the different name.
+    """
 
 
-class WrongPasswordError(AdminAuthError):
+class WrongPasswordError(NotSignedInError):
     """No password, a wrong one, or an unknown session."""
 
 
-class TooManyAttemptsError(AdminAuthError):
+class TooManyAttemptsError(NotSignedInError):
     """Too many wrong passwords from this client or for the account lately (HTTP 429).
 
     Attributes:
@@ -189,7 +193,7 @@ class AdminAuth:
             return False
         try:
             await self.check_session(token)
-        except AdminAuthError:
+        except NotSignedInError:
             return False
         return True
 
@@ -239,7 +243,8 @@ class AdminAuth:
             )
         except (OSError, ValueError, KeyError, TypeError) as exc:
             # Fail closed: without a readable hash nobody signs in (mirbad admin reset-password fixes it).
-            raise AdminAuthError(f"the administrator password file {self._path} is unusable: {exc}") from None
+            unusable = f"the administrator password file {self._path} is unusable: {exc}"
+            raise NotSignedInError(unusable) from None
 
 
 def _derive(password: str, salt: bytes, n: int, r: int, p: int) -> bytes:

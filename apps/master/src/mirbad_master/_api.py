@@ -14,7 +14,7 @@ from ._api_keys import keys_router
 from ._api_models import models_router
 from ._api_nodes import nodes_router
 from ._api_session import admin_guard, session_router
-from ._services import MasterServices
+from ._composition import MasterServices
 from ._views import StatusReport, dump, status_report
 
 __all__ = ["api_router"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -42,9 +42,18 @@ from mirbad_orchestration import (
 )
 from mirbad_protocol import AgentError, AgentErrorBody, InvalidFieldError, MirbadError, WireModel
 
-from ._admin_auth import AdminAuthError, TooManyAttemptsError
+from ._admin_auth import NotSignedInError, TooManyAttemptsError
+from ._changes import LocalNodeError, ModelExistsError, NodeHasModelsError
 
-__all__ = ["ApiError", "error_response", "install_error_handlers", "refusals", "user_input"]
+__all__ = [
+    "ApiError",
+    "Refusal",
+    "error_response",
+    "install_error_handlers",
+    "refusal_of",
+    "refusals",
+    "user_input",
+]
 
 _logger = logging.getLogger("mirbad_master.api")
 
@@ -68,7 +77,10 @@ class ApiError(MirbadError):
 # (exception class, status, code), first match wins.
 _TABLE: Final[Sequence[tuple[type[Exception], int, str]]] = (
     (TooManyAttemptsError, 429, "too_many_attempts"),
-    (AdminAuthError, 401, "unauthorized"),
+    (NotSignedInError, 401, "unauthorized"),
+    (ModelExistsError, 409, "model_exists"),
+    (LocalNodeError, 409, "local_node"),
+    (NodeHasModelsError, 409, "node_has_models"),
     (DuplicateServedNameError, 409, "served_name_taken"),
     (InvalidFieldError, 400, "invalid_request"),
     (UnknownModelError, 404, "model_not_found"),
@@ -150,20 +162,35 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(HTTPException, _http_error)
 
 
-async def _mirbad_error(request: Request, exc: Exception) -> Response:
+class Refusal(NamedTuple):
+    """How the admin API answers an exception: the status and the envelope's code, message and field."""
+
+    status: int
+    code: str
+    message: str
+    field: str | None
+
+
+def refusal_of(exc: Exception) -> Refusal:
+    """The status, code, message and field ``/api`` answers ``exc`` with (500 for the unexpected)."""
     if isinstance(exc, ApiError):
-        return error_response(exc.status, exc.code, str(exc), field=exc.field)
+        return Refusal(exc.status, exc.code, str(exc), exc.field)
     status, code = next(((s, c) for kind, s, c in _TABLE if isinstance(exc, kind)), (500, "internal_error"))
     if isinstance(exc, StoreFileError | RegistryError) and exc.disk_full:
         # Not the server's bug: someone has to make room; the message names the file.
         status, code = 507, "insufficient_storage"
     field = exc.field if isinstance(exc, InvalidFieldError) else None
+    return Refusal(status, code, _message(exc), field)
+
+
+async def _mirbad_error(request: Request, exc: Exception) -> Response:
+    refusal = refusal_of(exc)
     headers = {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, TooManyAttemptsError) else None
-    if status == 401:
+    if refusal.status == 401:
         headers = {"WWW-Authenticate": 'Bearer realm="mirbad"'}
-    if status >= 500:
+    if refusal.status >= 500:
         _logger.warning("%s %s failed: %s", request.method, request.url.path, exc)
-    return error_response(status, code, _message(exc), field=field, headers=headers)
+    return error_response(refusal.status, refusal.code, refusal.message, field=refusal.field, headers=headers)
 
 
 async def _validation_error(request: Request, exc: Exception) -> Response:
@@ -179,6 +206,8 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 
 def _message(exc: Exception) -> str:
+    if isinstance(exc, ModelExistsError):
+        return exc.reason  # the field is in the envelope; the message has always been the reason alone
     if isinstance(exc, InvalidFieldError):
         return str(exc)
     return str(exc) or type(exc).__name__

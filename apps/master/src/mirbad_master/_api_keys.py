@@ -13,9 +13,10 @@ from fastapi.responses import JSONResponse
 
 from mirbad_protocol import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, KeyUsage, WireModel
 
+from . import _changes as changes
 from ._api_errors import refusals, user_input
 from ._api_session import actor_of
-from ._services import MasterServices
+from ._composition import MasterServices
 from ._views import dump
 
 __all__ = ["KeySettings", "keys_router"]
@@ -44,8 +45,7 @@ def keys_router(services: MasterServices) -> APIRouter:
         "", status_code=201, response_model=ApiKeyCreated, summary="Create a key (secret shown once)"
     )
     async def create_key(body: _KeyCreate, request: Request) -> Response:
-        created = await store.create(body)
-        await services.audit.record(actor_of(request), "key.create", created.id)
+        created = await changes.create_key(services, body, actor_of(request))
         return JSONResponse(dump(created), status_code=201)
 
     @router.get(
@@ -65,8 +65,7 @@ def keys_router(services: MasterServices) -> APIRouter:
         "/settings", response_model=KeySettings, summary="Require a key on /v1, or stop requiring one"
     )
     async def put_settings(body: _KeySettings, request: Request) -> Response:
-        await store.set_keys_required(body.require_keys)
-        await services.audit.record(actor_of(request), "key.require", str(body.require_keys).lower())
+        await changes.set_keys_required(services, body.require_keys, actor_of(request))
         return JSONResponse(dump(body))
 
     @router.get("/{key_id}", response_model=ApiKeyInfo, summary="One key")
@@ -75,14 +74,12 @@ def keys_router(services: MasterServices) -> APIRouter:
 
     @router.post("/{key_id}/revoke", response_model=ApiKeyInfo, summary="Revoke a key (its record stays)")
     async def revoke_key(key_id: str, request: Request) -> Response:
-        info = await store.revoke(key_id)
-        await services.audit.record(actor_of(request), "key.revoke", key_id)
+        info = await changes.revoke_key(services, key_id, actor_of(request))
         return JSONResponse(dump(info))
 
     @router.delete("/{key_id}", status_code=204, summary="Delete a key and its usage")
     async def delete_key(key_id: str, request: Request) -> Response:
-        await store.delete(key_id)
-        await services.audit.record(actor_of(request), "key.delete", key_id)
+        await changes.delete_key(services, key_id, actor_of(request))
         return Response(status_code=204)
 
     return router

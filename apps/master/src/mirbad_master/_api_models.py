@@ -1,6 +1,7 @@
 """``/api/models``: the registry, starts and stops by hand, and each model's log as server-sent events.
 
-Starts, stops and restarts go through the health monitor, so the recovery state, the crash count and
+Every change goes through the master's one write path (``_changes``), as the portal's do. Starts,
+stops and restarts go through the health monitor, so the recovery state, the crash count and
 the audit log follow them: a start by hand lifts a restart pause, a stop is never taken for a crash.
 """
 
@@ -10,19 +11,19 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Final
 
-import anyio
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from mirbad_orchestration import AgentClient, UnknownModelError, filter_by_tags, normalize_definition
+from mirbad_orchestration import AgentClient, filter_by_tags
 from mirbad_protocol import MirbadError, ModelDefinition
 
+from . import _changes as changes
 from ._api_errors import ApiError, refusals, user_input
 from ._api_session import actor_of
-from ._services import MasterServices
+from ._composition import MasterServices
 from ._views import ModelView, dump, model_view
 
-__all__ = ["MAX_LOG_TAIL", "check_lifted_flags", "models_router", "user_definition"]
+__all__ = ["MAX_LOG_TAIL", "models_router"]
 
 MAX_LOG_TAIL: Final = 10_000
 """The most past log lines one request may ask for."""
@@ -41,7 +42,6 @@ _Force = Annotated[bool, Query(description="skip the node's memory admission")]
 def models_router(services: MasterServices) -> APIRouter:
     """The routes under ``/models`` over ``services``."""
     router = APIRouter(prefix="/models", tags=["models"])
-    creating = anyio.Lock()  # an id check and its write are one step
 
     async def view_of(model_id: str) -> Response:
         definition = await services.models.get(model_id)
@@ -56,13 +56,7 @@ def models_router(services: MasterServices) -> APIRouter:
         "", status_code=201, response_model=ModelView, summary="Register a model", responses=refusals(409)
     )
     async def create_model(definition: _Definition, request: Request) -> Response:
-        check_lifted_flags(definition)
-        async with creating:
-            if await _exists(services, definition.id):
-                raise ApiError(409, "model_exists", f"a model with id {definition.id!r} exists", field="id")
-            stored = await services.models.upsert(definition)
-        await services.sync_models()
-        await services.audit.record(actor_of(request), "model.create", stored.id)
+        stored = await changes.create_model(services, definition, actor_of(request))
         answer = JSONResponse(dump(await model_view(services, stored)), status_code=201)
         answer.headers["Location"] = f"/api/models/{stored.id}"
         return answer
@@ -85,22 +79,12 @@ def models_router(services: MasterServices) -> APIRouter:
                 f"id: {definition.id!r} differs from the URL's {model_id!r}",
                 field="id",
             )
-        check_lifted_flags(definition)
-        await services.models.get(model_id)
-        stored = await services.models.upsert(definition)
-        await services.sync_models()
-        await services.audit.record(actor_of(request), "model.update", model_id)
+        stored = await changes.update_model(services, definition, actor_of(request))
         return JSONResponse(dump(await model_view(services, stored)))
 
     @router.delete("/{model_id}", status_code=204, summary="Stop a model and remove it", responses=_ON_A_NODE)
     async def delete_model(model_id: str, request: Request) -> Response:
-        await services.models.get(model_id)
-        # Stopped first: a model removed from the registry while running could never be stopped here.
-        await services.health.stop(model_id, actor=actor_of(request))
-        await services.models.delete(model_id)
-        await services.pauses.clear(model_id)
-        await services.sync_models()
-        await services.audit.record(actor_of(request), "model.delete", model_id)
+        await changes.delete_model(services, model_id, actor_of(request))
         return Response(status_code=204)
 
     @router.post(
@@ -110,14 +94,12 @@ def models_router(services: MasterServices) -> APIRouter:
         responses=_STARTING,
     )
     async def start_model(model_id: str, request: Request, force: _Force = False) -> Response:
-        definition = await services.models.get(model_id)
-        await services.health.start(definition, actor=actor_of(request), force=force)
+        await changes.start_model(services, model_id, actor_of(request), force=force)
         return await view_of(model_id)
 
     @router.post("/{model_id}/stop", response_model=ModelView, summary="Stop a model", responses=_ON_A_NODE)
     async def stop_model(model_id: str, request: Request) -> Response:
-        await services.models.get(model_id)
-        await services.health.stop(model_id, actor=actor_of(request))
+        await changes.stop_model(services, model_id, actor_of(request))
         return await view_of(model_id)
 
     @router.post(
@@ -127,8 +109,7 @@ def models_router(services: MasterServices) -> APIRouter:
         responses=_STARTING,
     )
     async def restart_model(model_id: str, request: Request, force: _Force = False) -> Response:
-        definition = await services.models.get(model_id)
-        await services.health.restart(definition, actor=actor_of(request), force=force)
+        await changes.restart_model(services, model_id, actor_of(request), force=force)
         return await view_of(model_id)
 
     @router.get(
@@ -150,37 +131,6 @@ def models_router(services: MasterServices) -> APIRouter:
         return StreamingResponse(events, media_type="text/event-stream", headers=headers)
 
     return router
-
-
-def user_definition(data: object) -> ModelDefinition:
-    """A definition a person typed (the portal's editor), validated exactly as the API's bodies are.
-
-    Raises:
-        InvalidFieldError: naming the first bad or unknown field.
-    """
-    definition = ModelDefinition.from_user_input(data)
-    check_lifted_flags(definition)
-    return definition
-
-
-def check_lifted_flags(definition: ModelDefinition) -> None:
-    """Hold a setting given as an owned flag in ``extraArgs`` to the limits of its typed field.
-
-    The registry lifts ``--max-num-seqs 99999999`` out of ``extraArgs`` into ``maxNumSeqs``, after the
-    body's own validation; validating the lifted definition as user input again closes that gap.
-
-    Raises:
-        InvalidFieldError: naming the typed field the flag would set.
-    """
-    ModelDefinition.from_user_input(normalize_definition(definition).to_wire())
-
-
-async def _exists(services: MasterServices, model_id: str) -> bool:
-    try:
-        await services.models.get(model_id)
-    except UnknownModelError:
-        return False
-    return True
 
 
 async def _client_of(services: MasterServices, definition: ModelDefinition) -> AgentClient:

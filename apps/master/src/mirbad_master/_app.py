@@ -23,9 +23,9 @@ from mirbad_router import create_router_app
 from ._admin_auth import AdminAuth
 from ._api import api_router
 from ._api_errors import install_error_handlers, refusals
+from ._composition import MasterServices
 from ._metrics import METRICS_MEDIA_TYPE, collect_metrics, render_metrics
 from ._origin_guard import OriginGuard
-from ._services import MasterServices
 
 __all__ = ["UiInstaller", "create_master_app"]
 

@@ -40,6 +40,7 @@ from mirbad_protocol import ModelStatus
 from ._admin_auth import AdminAuth
 from ._agent_supervisor import AgentSupervisor
 from ._app import UiInstaller, create_master_app
+from ._composition import MasterServices
 from ._connections import ConnectionLimits, default_max_connections
 from ._data_dir import prepare_data_dir, write_initial_password
 from ._enroll_listener import create_enroll_app, enroll_server_context, issue_enroll_server_credentials
@@ -50,7 +51,6 @@ from ._local_pki import (
     load_or_create_authority,
     load_or_issue_master_identity,
 )
-from ._services import MasterServices
 from ._serving import Server, free_loopback_port
 from ._settings import LOCAL_ADDRESSES, MasterSettings
 from ._up_preflight import bind_port, claim_data_dir, probe_port

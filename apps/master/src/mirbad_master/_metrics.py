@@ -29,7 +29,7 @@ from prometheus_client.registry import Collector
 
 from mirbad_protocol import KeyUsage, ModelState
 
-from ._services import MasterServices
+from ._composition import MasterServices
 from ._views import StatusReport, status_report
 
 __all__ = ["METRICS_MEDIA_TYPE", "MetricsSnapshot", "collect_metrics", "render_metrics"]

@@ -25,7 +25,7 @@ from mirbad_orchestration import (
 )
 from mirbad_protocol import ModelDefinition, ModelState, ModelStatus, WireModel
 
-from ._services import MasterServices
+from ._composition import MasterServices
 
 # The view models themselves live in mirbad_orchestration, shared with the admin API clients; they are
 # re-exported here for the master's own modules.

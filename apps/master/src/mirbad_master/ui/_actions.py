@@ -1,28 +1,24 @@
-"""What the portal changes, as the admin API changes it: the same services, the same audit lines.
+"""What the portal changes, through the master's one write path (``_changes``), as the admin API does.
 
-Each action is one small function over :class:`MasterServices`, so a page only gathers input and shows
-the outcome, and these sequences (stop before delete, refresh the derived state after a registry
-change, audit as ``user:admin``) are tested without a browser.
+Each action is a thin caller of :mod:`mirbad_master._changes` that names the signed-in administrator
+as the actor and builds the write path's input from what a page gathered, validated as the API
+validates its bodies. The pages only gather input and show the outcome; the sequences (stop before
+delete, refresh the derived state after a registry change, the lock, the audit line) live in the
+write path and are tested without a browser.
 """
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Final
 
+from mirbad_master import _changes as changes
 from mirbad_master._admin_auth import ADMIN_USER
-from mirbad_master._services import MasterServices
-from mirbad_orchestration import NodeRecord, UnknownModelError, agent_url_for
-from mirbad_protocol import (
-    ApiKeyCreate,
-    ApiKeyCreated,
-    ApiKeyInfo,
-    InvalidFieldError,
-    ModelDefinition,
-    ModelStatus,
-)
+from mirbad_master._changes import EnrollmentTokenRequest, NodeCreate
+from mirbad_master._composition import MasterServices
+from mirbad_orchestration import NodeRecord
+from mirbad_protocol import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, ModelDefinition, ModelStatus
 
 __all__ = [
     "ACTOR",
@@ -30,7 +26,6 @@ __all__ = [
     "add_node",
     "create_key",
     "delete_model",
-    "install_command",
     "issue_enrollment",
     "restart_model",
     "revoke_key",
@@ -48,25 +43,19 @@ async def save_model(services: MasterServices, definition: ModelDefinition, *, n
     """Store a new or edited model and refresh what derives from the registry.
 
     Raises:
-        InvalidFieldError: a field breaks a registry rule (a taken id for a new model: field ``id``).
+        InvalidFieldError: a field breaks a registry rule (a taken id for a new model:
+            ``ModelExistsError``, field ``id``).
+        UnknownModelError: an edited model is gone.
         RegistryError: the registry cannot be written.
     """
-    if new and await _exists(services, definition.id):
-        raise InvalidFieldError("id", f"a model with id {definition.id!r} exists already")
-    stored = await services.models.upsert(definition)
-    await services.sync_models()
-    await services.audit.record(ACTOR, "model.create" if new else "model.update", stored.id)
-    return stored
+    if new:
+        return await changes.create_model(services, definition, ACTOR)
+    return await changes.update_model(services, definition, ACTOR)
 
 
 async def delete_model(services: MasterServices, model_id: str) -> None:
-    """Stop the model, then remove it with its pause (a model removed while running could not be stopped)."""
-    await services.models.get(model_id)
-    await services.health.stop(model_id, actor=ACTOR)
-    await services.models.delete(model_id)
-    await services.pauses.clear(model_id)
-    await services.sync_models()
-    await services.audit.record(ACTOR, "model.delete", model_id)
+    """Stop the model, then remove it with its pause."""
+    await changes.delete_model(services, model_id, ACTOR)
 
 
 async def start_model(services: MasterServices, model_id: str, *, force: bool = False) -> ModelStatus:
@@ -75,40 +64,32 @@ async def start_model(services: MasterServices, model_id: str, *, force: bool = 
     Raises:
         MemoryAdmissionRefusedError: the budget does not fit and ``force`` was not given.
     """
-    definition = await services.models.get(model_id)
-    return await services.health.start(definition, actor=ACTOR, force=force)
+    return await changes.start_model(services, model_id, ACTOR, force=force)
 
 
 async def stop_model(services: MasterServices, model_id: str) -> None:
     """Stop by hand (the model is no longer relaunched or crash-restarted)."""
-    await services.models.get(model_id)
-    await services.health.stop(model_id, actor=ACTOR)
+    await changes.stop_model(services, model_id, ACTOR)
 
 
 async def restart_model(services: MasterServices, model_id: str, *, force: bool = False) -> ModelStatus:
     """Restart with the saved definition (what a pending restart waits for)."""
-    definition = await services.models.get(model_id)
-    return await services.health.restart(definition, actor=ACTOR, force=force)
+    return await changes.restart_model(services, model_id, ACTOR, force=force)
 
 
 async def create_key(services: MasterServices, request: ApiKeyCreate) -> ApiKeyCreated:
     """Create an API key; the secret in the answer is shown once."""
-    created = await services.keys.create(request)
-    await services.audit.record(ACTOR, "key.create", created.id)
-    return created
+    return await changes.create_key(services, request, ACTOR)
 
 
 async def revoke_key(services: MasterServices, key_id: str) -> ApiKeyInfo:
     """Revoke a key: it stops authenticating at once, its record and usage stay."""
-    revoked = await services.keys.revoke(key_id)
-    await services.audit.record(ACTOR, "key.revoke", key_id)
-    return revoked
+    return await changes.revoke_key(services, key_id, ACTOR)
 
 
 async def set_keys_required(services: MasterServices, required: bool) -> None:
     """Whether ``/v1`` requires a key."""
-    await services.keys.set_keys_required(required)
-    await services.audit.record(ACTOR, "key.require", str(required).lower())
+    await changes.set_keys_required(services, required, ACTOR)
 
 
 @dataclass(frozen=True)
@@ -128,28 +109,20 @@ class EnrollmentIssued:
     command: str
 
 
-def install_command(enroll_url: str, token: str, node_name: str, address: str | None = None) -> str:
-    """The command a new node runs to enroll (the same one ``POST /api/nodes/enrollment-tokens`` gives)."""
-    command = ["mirbad-agent", "enroll", "--master", enroll_url, "--token", token, "--name", node_name]
-    if address:
-        command += ["--san", address]
-    return shlex.join(command)
-
-
 async def issue_enrollment(
     services: MasterServices, node_name: str, ttl: timedelta, address: str | None = None
 ) -> EnrollmentIssued:
-    """Issue a one-time join token for ``node_name``.
+    """Issue a one-time join token for ``node_name`` (with an address, it is registered on enrolling).
 
     Raises:
-        InvalidFieldError: the node name or the lifetime is unusable (``nodeName``, ``ttl``).
+        InvalidFieldError: the node name, the lifetime or the address is unusable (``nodeName``,
+            ``ttlSeconds``, ``address``).
     """
-    # With an address the node is registered when it enrolls, as through the API.
-    agent_url = agent_url_for(address) if address else None
-    token = await services.enrollment.issue_join_token(node_name, ttl, agent_url=agent_url)
-    await services.audit.record(ACTOR, "node.enrollment-token", node_name)
-    command = install_command(services.settings.enroll_url, token, node_name, address)
-    return EnrollmentIssued(node_name, token, datetime.now(UTC) + ttl, command)
+    request = EnrollmentTokenRequest.from_user_input(
+        {"nodeName": node_name, "ttlSeconds": int(ttl.total_seconds()), "address": address or None}
+    )
+    issued = await changes.issue_enrollment(services, request, ACTOR)
+    return EnrollmentIssued(issued.node_name, issued.token, issued.expires_at, issued.install_command)
 
 
 async def add_node(services: MasterServices, node_id: str, name: str, agent_url: str) -> NodeRecord:
@@ -159,18 +132,6 @@ async def add_node(services: MasterServices, node_id: str, name: str, agent_url:
         InvalidFieldError: the id, name or URL is invalid.
         DuplicateNodeError: the id or the URL is taken.
     """
-    record = NodeRecord.from_wire(
-        {"id": node_id, "name": name, "agentUrl": agent_url, "certificateName": name}
-    )
-    await services.nodes.add(record)
-    await services.audit.record(ACTOR, "node.add", record.id)
-    await services.node_monitor.poll_node(record)
+    node = NodeCreate.from_user_input({"id": node_id, "name": name, "agentUrl": agent_url})
+    record, _state = await changes.add_node(services, node, ACTOR)
     return record
-
-
-async def _exists(services: MasterServices, model_id: str) -> bool:
-    try:
-        await services.models.get(model_id)
-    except UnknownModelError:
-        return False
-    return True

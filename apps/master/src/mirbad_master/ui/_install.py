@@ -15,7 +15,7 @@ from nicegui import app as nicegui_app
 from nicegui import background_tasks, ui
 
 from mirbad_master._admin_auth import AdminAuth
-from mirbad_master._services import MasterServices
+from mirbad_master._composition import MasterServices
 
 from ._access import render_access
 from ._fleet import parse_tags

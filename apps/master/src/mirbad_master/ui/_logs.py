@@ -7,7 +7,7 @@ from typing import Final
 
 from nicegui import background_tasks, ui
 
-from mirbad_master._services import MasterServices
+from mirbad_master._composition import MasterServices
 from mirbad_protocol import MirbadError
 
 from ._marks import link_button, testid

@@ -15,7 +15,7 @@ from nicegui import ui
 from nicegui.elements.mixins.validation_element import ValidationElement
 from nicegui.elements.mixins.value_element import ValueElement
 
-from mirbad_master._services import MasterServices
+from mirbad_master._composition import MasterServices
 from mirbad_orchestration import DEFAULT_TOTAL_GIB, launch_total_gib
 from mirbad_protocol import InvalidFieldError, MirbadError, ModelDefinition, ProcessRuntimeInfo
 

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from mirbad_master._api_models import user_definition
+from mirbad_master._changes import user_definition
 from mirbad_orchestration import (
     DEFAULT_TOTAL_GIB,
     DuplicateServedNameError,

@@ -160,7 +160,8 @@ def _enroll_card(portal: Portal) -> None:
                     (address.value or "").strip() or None,
                 )
             except InvalidFieldError as exc:
-                name.error = exc.reason
+                # Checked as the API checks its body: an unusable address is named as such.
+                (address if exc.field == "address" else name).error = exc.reason
                 return
             except MirbadError as exc:
                 ui.notify(str(exc), type="negative")

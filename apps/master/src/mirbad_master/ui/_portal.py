@@ -9,7 +9,7 @@ from fastapi.responses import Response
 from starlette.types import ASGIApp
 
 from mirbad_master._admin_auth import AdminAuth
-from mirbad_master._services import MasterServices
+from mirbad_master._composition import MasterServices
 from mirbad_router import create_router_app
 
 from ._chat import PortalKeys

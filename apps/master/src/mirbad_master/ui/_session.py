@@ -18,7 +18,7 @@ from fastapi.responses import RedirectResponse, Response
 from mirbad_master._admin_auth import (
     SESSION_COOKIE,
     AdminAuth,
-    AdminAuthError,
+    NotSignedInError,
     TooManyAttemptsError,
 )
 from mirbad_master._api_session import client_address, set_session_cookie
@@ -52,7 +52,7 @@ async def signed_in(request: Request, auth: AdminAuth) -> bool:
         return False
     try:
         await auth.check_session(token)
-    except AdminAuthError:
+    except NotSignedInError:
         return False
     return True
 
@@ -74,7 +74,7 @@ def install_session_routes(app: FastAPI, auth: AdminAuth) -> None:
             token = await auth.sign_in(given, client_address(request), signed_in=signed_in)
         except TooManyAttemptsError as exc:
             return _back_to_login(target, error="locked", retry=str(exc.retry_after_s))
-        except AdminAuthError:
+        except NotSignedInError:
             return _back_to_login(target, error="wrong")
         answer = RedirectResponse(target, status_code=303)
         set_session_cookie(answer, token, request)

@@ -67,6 +67,7 @@ class MasterServices:
             monitors, so the stops are not taken for crashes); they stay in the recovery state.
 
     Attributes:
+        registry_lock: held by the write path (``_changes``) around a model's id check and its write.
         stopped_on_exit: the models stopped on the way out, as they were before (their pids).
         left_on_exit: the models that ran on the way out and could not be stopped.
         unlisted_on_exit: why the models could not even be listed on the way out, else None.
@@ -86,6 +87,9 @@ class MasterServices:
         self.authority = authority
         self.clients = clients
         self.models = ModelRegistry(data_dir)
+        # Held by the write path (_changes) around a model's id check and its write, so a create
+        # from the API and one from the portal at the same time cannot both succeed.
+        self.registry_lock = anyio.Lock()
         self.nodes = NodeRegistry(data_dir)
         self.keys = ApiKeyStore(data_dir, flush_interval=settings.usage_flush_s)
         self.audit = AuditLog(data_dir)
