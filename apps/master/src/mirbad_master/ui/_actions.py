@@ -73,7 +73,7 @@ async def start_model(services: MasterServices, model_id: str, *, force: bool = 
     """Start by hand (lifts a restart pause); ``force`` skips the node's memory admission.
 
     Raises:
-        MemoryAdmissionRefusedError: the budget does not fit and ``force`` was not given.
+        AgentAdmissionRefusedError: the budget does not fit and ``force`` was not given.
     """
     definition = await services.models.get(model_id)
     return await services.health.start(definition, actor=ACTOR, force=force)
