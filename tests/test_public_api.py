@@ -41,3 +41,20 @@ def test_private_modules_declare_all(package: str) -> None:
     for name in _private_modules(package):
         module = importlib.import_module(name)
         assert hasattr(module, "__all__"), f"{name} has no __all__"
+
+
+def test_an_exception_name_means_one_class_across_the_libraries() -> None:
+    # Two classes under one name (a driver's LaunchRejectedError and the agent client's) make an
+    # `except` clause catch something else than its reader thinks once both libraries are imported.
+    seen: dict[str, tuple[str, type[BaseException]]] = {}
+    clashes: list[str] = []
+    for package in PACKAGES:
+        root = importlib.import_module(package)
+        for name in getattr(root, "__all__", []):
+            value = getattr(root, name)
+            if not (isinstance(value, type) and issubclass(value, BaseException)):
+                continue
+            first = seen.setdefault(name, (package, value))
+            if first[1] is not value:
+                clashes.append(f"{name} ({first[0]} and {package})")
+    assert clashes == []

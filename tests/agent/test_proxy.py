@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
 
 import anyio
 import httpx
@@ -13,10 +15,20 @@ from starlette.routing import Mount
 from tests._support.asgi_server import announce_body, free_port, serve_asgi
 from tests._support.fake_upstream import CHUNKS, WAIT_S, FakeUpstream, event
 
+from mirbad_agent import AgentServices, ComposedDriver, NodeRuntimes, create_app
 from mirbad_agent._proxy import PROXY_METHODS, RETRY_AFTER_S, Upstream, proxy_route
+from mirbad_protocol import (
+    ContainerLaunch,
+    ContainerRuntimeInfo,
+    ExecutableRef,
+    ModelState,
+    ProcessLaunch,
+    ProcessRuntimeInfo,
+)
 from mirbad_protocol._agent import AGENT_API_PREFIX, MAX_PROXY_BODY_BYTES, AgentErrorBody
 from mirbad_router import create_upstream_client
-from mirbad_runtime import ModelNotFoundError
+from mirbad_runtime import MemoryProbe, ModelNotFoundError
+from mirbad_runtime.testing import FakeDriver
 
 pytestmark = pytest.mark.anyio
 
@@ -187,3 +199,93 @@ async def test_a_model_silent_past_the_idle_timeout_is_504(client: httpx.AsyncCl
 
     assert response.status_code == 504
     assert error_of(response)[0] == "upstream_timeout"
+
+
+# ------------------------------------------------- through the agent app, over fake drivers
+
+
+def _launch(kind: str, model_id: str) -> ContainerLaunch | ProcessLaunch:
+    common: dict[str, Any] = {
+        "model_id": model_id,
+        "served_name": f"{model_id}-served",
+        "argv": ["--model", f"/models/{model_id}"],
+        "model_path": model_id,
+        "budget_gib": 1.0,
+        "config_hash": "0123456789abcdef",
+    }
+    if kind == "container":
+        return ContainerLaunch(runtime="vllm", image="vllm/vllm-openai:test", **common)
+    return ProcessLaunch(
+        runtime="llamacpp", executable=ExecutableRef(name="llama-server", version="t"), **common
+    )
+
+
+@dataclass
+class AgentApp:
+    """The real agent app over fake drivers, served on loopback, with a real model server behind it."""
+
+    proxy: str
+    upstream: FakeUpstream
+    drivers: dict[str, FakeDriver]
+
+    async def run(self, kind: str, model_id: str, state: ModelState) -> None:
+        """Give a driver an instance of ``model_id`` that listens on the real upstream, in ``state``."""
+        driver = self.drivers[kind]
+        await driver.start(_launch(kind, model_id))
+        driver.set_upstream(model_id, self.upstream_base)
+        driver.set_state(model_id, state, error="exited with code 1" if state is ModelState.FAILED else None)
+
+    upstream_base: str = ""
+
+
+@asynccontextmanager
+async def agent_app() -> AsyncIterator[AgentApp]:
+    drivers = {"container": FakeDriver(), "process": FakeDriver(port_range_start=8500)}
+    composed = [
+        ComposedDriver(drivers["container"], (ContainerRuntimeInfo(runtime="vllm"),)),
+        ComposedDriver(drivers["process"], (ProcessRuntimeInfo(runtime="llamacpp"),)),
+    ]
+    upstream = FakeUpstream()
+    async with serve_asgi(upstream) as upstream_base:
+        services = AgentServices(
+            runtimes=NodeRuntimes(composed),
+            memory=MemoryProbe(linux=False),
+            node_name="node-1",
+            version="0.0.test",
+        )
+        async with services, serve_asgi(create_app(services, background=False)) as base:
+            yield AgentApp(f"{base}{AGENT_API_PREFIX}/proxy", upstream, drivers, upstream_base)
+
+
+@pytest.mark.parametrize("kind", ["container", "process"])
+@pytest.mark.parametrize("state", [ModelState.STOPPED, ModelState.FAILED, ModelState.STARTING])
+async def test_a_known_model_that_is_not_ready_is_503_with_retry_after(
+    client: httpx.AsyncClient, kind: str, state: ModelState
+) -> None:
+    async with agent_app() as node:
+        await node.run(kind, "m1", state)
+        response = await client.post(f"{node.proxy}/m1/v1/completions", json={"model": "m1"})
+
+    assert response.status_code == 503
+    assert response.headers["retry-after"] == str(RETRY_AFTER_S)
+    assert error_of(response) == ("model_not_running", "model m1 is not running on this node")
+    assert node.upstream.requests == []
+
+
+async def test_a_ready_model_is_forwarded_by_the_agent_app(client: httpx.AsyncClient) -> None:
+    async with agent_app() as node:
+        await node.run("process", "m1", ModelState.READY)
+        response = await client.get(f"{node.proxy}/m1/v1/models")
+
+    assert response.status_code == 200
+    assert [seen.path for seen in node.upstream.requests] == ["/v1/models"]
+
+
+async def test_an_unknown_model_is_404_through_the_agent_app(client: httpx.AsyncClient) -> None:
+    async with agent_app() as node:
+        await node.run("container", "m1", ModelState.READY)
+        response = await client.get(f"{node.proxy}/nobody/v1/models")
+
+    assert response.status_code == 404
+    assert error_of(response) == ("model_not_found", "model nobody has no instance on this node")
+    assert node.upstream.requests == []

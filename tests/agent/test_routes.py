@@ -523,6 +523,35 @@ async def test_an_unexpected_error_is_a_generic_500(model_root: Path) -> None:
     assert "secret" not in response.text
 
 
+class UnavailableDriver(FakeDriver):
+    """A driver whose runtime does not answer, as a container driver's does when dockerd is down."""
+
+    async def list_statuses(self) -> list[ModelStatus]:
+        raise RuntimeUnavailableError(f"driver on port {self.port_range_start} did not answer")
+
+
+async def test_docker_failing_during_a_listing_is_503_runtime_unavailable(model_root: Path) -> None:
+    built = make_node(model_root, containers=UnavailableDriver(), raise_app_exceptions=False)
+    async with built.client, built.services:
+        await built.client.post("/models/tiny/start", json=body(process_spec()))
+        response = await built.client.get("/models")
+    # A partial list (the process model alone) would read as the container models having stopped.
+    assert error_of(response)[:2] == (503, "runtime_unavailable")
+    assert response.json()["error"]["message"] == "driver on port 8100 did not answer"
+
+
+async def test_every_driver_failing_during_a_listing_is_one_503(model_root: Path) -> None:
+    containers, processes = UnavailableDriver(), UnavailableDriver(port_range_start=8500)
+    built = make_node(model_root, containers=containers, processes=processes, raise_app_exceptions=False)
+    async with built.client, built.services:
+        response = await built.client.get("/models")
+    assert error_of(response)[:2] == (503, "runtime_unavailable")
+    assert response.json()["error"]["message"] in {
+        "driver on port 8100 did not answer",
+        "driver on port 8500 did not answer",
+    }
+
+
 async def test_the_proxy_forwards_to_the_model_and_refuses_unknown_models(node: Node) -> None:
     await node.client.post("/models/big/start", json=body(container_spec()))
     node.containers.set_upstream("big", "http://model/base/")

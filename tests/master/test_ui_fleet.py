@@ -13,7 +13,7 @@ from tests.master._stack import Master, running_master
 from mirbad_master.ui import _actions as actions
 from mirbad_master.ui._fleet import FleetSnapshot, fleet_snapshot, parse_tags
 from mirbad_master.ui._format import pause_text
-from mirbad_orchestration import MemoryAdmissionRefusedError, RestartPause
+from mirbad_orchestration import AgentAdmissionRefusedError, RestartPause
 from mirbad_protocol import ApiKeyCreate, InvalidFieldError, ModelDefinition, ModelState
 
 pytestmark = pytest.mark.anyio
@@ -88,7 +88,7 @@ async def test_start_stop_and_delete_go_through_the_health_monitor(tmp_path: Pat
 async def test_a_start_refused_for_memory_can_be_forced(tmp_path: Path) -> None:
     async with running_master(tmp_path) as master:
         await actions.save_model(master.services, definition("huge", memoryBudgetGiB=120), new=True)
-        with pytest.raises(MemoryAdmissionRefusedError):
+        with pytest.raises(AgentAdmissionRefusedError):
             await actions.start_model(master.services, "huge")
         status = await actions.start_model(master.services, "huge", force=True)
 

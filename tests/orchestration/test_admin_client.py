@@ -26,15 +26,15 @@ from tests.orchestration._fake_agent import Refusal
 
 from mirbad_master._app import create_master_app
 from mirbad_orchestration import (
+    AgentAdmissionRefusedError,
+    AgentLaunchRejectedError,
     AgentRequestError,
+    AgentStartConflictError,
     DuplicateNodeError,
     DuplicateServedNameError,
-    LaunchRejectedError,
     LogStreamError,
-    MemoryAdmissionRefusedError,
     NodeTimeoutError,
     NodeUnreachableError,
-    StartConflictError,
     UnknownApiKeyError,
     UnknownModelError,
     UnknownNodeError,
@@ -217,7 +217,7 @@ async def test_start_change_restart_and_stop(tmp_path: Path, kind: str) -> None:
 async def test_memory_refusal_then_force(tmp_path: Path, kind: str) -> None:
     async with connected(tmp_path, kind) as (_, admin, _url):
         await admin("create_model", QWEN.model_copy(update={"memory_budget_gib": 110}))  # 96 GiB free
-        with pytest.raises(MemoryAdmissionRefusedError) as refused:
+        with pytest.raises(AgentAdmissionRefusedError) as refused:
             await admin("start", "qwen")
         forced = await admin("start", "qwen", force=True)
 
@@ -233,8 +233,8 @@ async def test_memory_refusal_then_force(tmp_path: Path, kind: str) -> None:
 @pytest.mark.parametrize(
     ("refusal", "raised"),
     [
-        (AgentErrorCode.SPEC_REJECTED, LaunchRejectedError),
-        (AgentErrorCode.START_CONFLICT, StartConflictError),
+        (AgentErrorCode.SPEC_REJECTED, AgentLaunchRejectedError),
+        (AgentErrorCode.START_CONFLICT, AgentStartConflictError),
         (AgentErrorCode.INTERNAL_ERROR, AgentRequestError),
     ],
 )

@@ -9,11 +9,11 @@ import pytest
 
 from mirbad_orchestration import (
     AgentProtocolError,
+    AgentStartConflictError,
     DuplicateServedNameError,
     LogStreamError,
     MirbadOrchestrationError,
     NodeConflictError,
-    StartConflictError,
     UnknownApiKeyError,
     UnknownModelError,
     UnknownNodeError,
@@ -42,7 +42,7 @@ def test_node_conflicts_keep_the_node_and_the_message() -> None:
 def test_a_busy_start_lane_is_a_start_conflict() -> None:
     error = admin_error(Refusal(409, "start_lane_busy", "node 'local' is starting 'qwen'; gave up after 5s"))
 
-    assert type(error) is StartConflictError
+    assert type(error) is AgentStartConflictError
     assert error.node_id == "local"
 
 

@@ -19,18 +19,18 @@ from mirbad_orchestration._agent_client import AgentClient, AgentTimeouts
 from mirbad_orchestration._agent_clients import AgentClients
 from mirbad_orchestration._nodes import NodeRecord
 from mirbad_orchestration.exceptions import (
+    AgentAdmissionRefusedError,
+    AgentLaunchRejectedError,
     AgentProtocolError,
     AgentRequestError,
-    LaunchRejectedError,
+    AgentStartConflictError,
     LogStreamError,
-    MemoryAdmissionRefusedError,
     ModelNotOnNodeError,
     NodeConflictError,
     NodeError,
     NodeIdentityError,
     NodeTimeoutError,
     NodeUnreachableError,
-    StartConflictError,
     UnknownModelError,
 )
 from mirbad_protocol import (
@@ -193,7 +193,7 @@ async def test_memory_admission_refused_carries_the_message_and_force_overrides(
     fake = FakeAgent()
     big = spec().model_copy(update={"budget_gib": 200.0})
     async with agent(fake, agent_tls, master_tls) as client:
-        with pytest.raises(MemoryAdmissionRefusedError) as refused:
+        with pytest.raises(AgentAdmissionRefusedError) as refused:
             await client.start(big)
         forced = await client.start(big, force=True)
 
@@ -213,7 +213,7 @@ async def test_a_rejected_spec_is_launch_rejected(
     fake = FakeAgent()
     fake.driver.fail_next_start(DriverRejected("no such image"))
     async with agent(fake, agent_tls, master_tls) as client:
-        with pytest.raises(LaunchRejectedError, match="no such image") as rejected:
+        with pytest.raises(AgentLaunchRejectedError, match="no such image") as rejected:
             await client.start(spec())
 
     assert rejected.value.status_code == 422
@@ -222,7 +222,7 @@ async def test_a_rejected_spec_is_launch_rejected(
 async def test_a_start_conflict_is_a_conflict(agent_tls: TlsCredentials, master_tls: TlsCredentials) -> None:
     fake = FakeAgent(refusals={"start": Refusal(409, AgentErrorCode.START_CONFLICT, "gemma is starting")})
     async with agent(fake, agent_tls, master_tls) as client:
-        with pytest.raises(StartConflictError, match="gemma is starting"):
+        with pytest.raises(AgentStartConflictError, match="gemma is starting"):
             await client.start(spec())
 
 

@@ -15,7 +15,7 @@ from mirbad_orchestration._node_monitor import NodeMonitor
 from mirbad_orchestration._remote_runtime import RemoteModelRuntime, launch_total_gib
 from mirbad_orchestration._runtime import ModelRuntime, NodeView
 from mirbad_orchestration.exceptions import (
-    MemoryAdmissionRefusedError,
+    AgentAdmissionRefusedError,
     NodeConflictError,
     NodeUnreachableError,
     UnknownNodeError,
@@ -147,7 +147,7 @@ async def test_a_process_model_needs_no_memory_read(tmp_path: Path) -> None:
 async def test_admission_refusals_reach_the_caller_and_force_overrides(tmp_path: Path) -> None:
     big = QWEN.model_copy(update={"memory_budget_gib": 110.0})
     async with runtime_of(tmp_path, "local") as setup:
-        with pytest.raises(MemoryAdmissionRefusedError) as refused:
+        with pytest.raises(AgentAdmissionRefusedError) as refused:
             await setup.runtime.start(big)
         forced = await setup.runtime.start(big, force=True)
 

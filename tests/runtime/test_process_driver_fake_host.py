@@ -22,7 +22,9 @@ from mirbad_protocol import ExecutableRef, ModelState, ProcessLaunch
 from mirbad_runtime._executables import CatalogedExecutable, ExecutableCatalog
 from mirbad_runtime._instance_keys import FileInstanceKeyProtector
 from mirbad_runtime._process_driver import ProcessDriver
+from mirbad_runtime._process_host import ProcessIdentity
 from mirbad_runtime._process_launch import ProcessDriverConfig
+from mirbad_runtime.exceptions import RuntimeUnavailableError
 from mirbad_runtime.testing import FakeProcessHost
 
 MODEL = "m/model.bin"
@@ -173,3 +175,30 @@ async def _play(root: Path, steps: list[tuple[str, str]]) -> None:
 def test_at_most_one_live_process_per_model_at_every_step(steps: list[tuple[str, str]]) -> None:
     with tempfile.TemporaryDirectory() as folder:
         anyio.run(_play, _workspace(Path(folder)), steps)
+
+
+class SilentHost(FakeProcessHost):
+    """A process host that stops answering when told to, as a wedged process table would."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answering = True
+
+    def is_alive(self, identity: ProcessIdentity) -> bool:
+        if not self.answering:
+            raise RuntimeUnavailableError("the process host did not answer")
+        return super().is_alive(identity)
+
+
+@pytest.mark.anyio
+async def test_a_host_failing_during_a_listing_raises_the_documented_error_itself(tmp_path: Path) -> None:
+    host = SilentHost()
+    async with _driver(_workspace(tmp_path), host) as driver:
+        await driver.start(_spec("a"))
+        await driver.start(_spec("b"))
+        host.answering = False
+        with pytest.raises(RuntimeUnavailableError, match="did not answer"):
+            await driver.list_statuses()
+        host.answering = True
+        await driver.stop("a")
+        await driver.stop("b")

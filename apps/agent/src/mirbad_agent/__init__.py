@@ -23,7 +23,7 @@ from ._config import (
 )
 from ._enroll import add_enroll_arguments, run_enroll
 from ._enroll_client import AGENT_TLS_STEM, EXIT_FAILED, EXIT_REFUSED, EnrollFailedError, enroll_node
-from ._errors import error_code_of, error_response
+from ._errors import agent_error_response, error_code_of, error_response
 from ._executables_cli import add_executable, add_executables_arguments, run_executables, toml_string
 from ._folders import DEFAULT_LISTING_LIMIT, ModelFolders, relative_parts
 from ._lifecycle import ModelLifecycle
@@ -92,6 +92,7 @@ __all__ = [
     "add_enroll_arguments",
     "add_executable",
     "add_executables_arguments",
+    "agent_error_response",
     "agent_version",
     "bundled_llama_server",
     "checked_path",

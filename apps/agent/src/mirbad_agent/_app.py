@@ -16,7 +16,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute, Mount
 
-from mirbad_protocol import AGENT_API_PREFIX, MirbadError
+from mirbad_protocol import AGENT_API_PREFIX, MirbadError, ModelState
 
 from ._errors import error_response
 from ._proxy import Upstream, proxy_route
@@ -56,6 +56,10 @@ def _upstream_lookup(services: AgentServices) -> Callable[[str], Awaitable[Upstr
     async def lookup(model_id: str) -> Upstream | None:
         # A model without an instance raises ModelNotFoundError, which the proxy answers with 404.
         url, headers = await services.runtimes.upstream(model_id)
+        # An exited container or a Failed process still has a record and an address; forwarding to
+        # it would be a refused connection (502), when the truth is a model that is not running (503).
+        if (await services.runtimes.status(model_id)).state is not ModelState.READY:
+            return None
         return Upstream(url, headers)
 
     return lookup

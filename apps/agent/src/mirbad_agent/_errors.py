@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -26,7 +27,7 @@ from mirbad_runtime.exceptions import (
 
 from .exceptions import AgentRequestError, PathNotFoundError, PathRefusedError
 
-__all__ = ["error_code_of", "error_response"]
+__all__ = ["agent_error_response", "error_code_of", "error_response"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +59,25 @@ def error_code_of(exc: BaseException) -> AgentErrorCode:
     return next((code for kind, code in _CODES if isinstance(exc, kind)), AgentErrorCode.INTERNAL_ERROR)
 
 
+def agent_error_response(
+    code: AgentErrorCode,
+    message: str,
+    *,
+    field: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
+    """The contract's error envelope for ``code``, with the HTTP status the code carries.
+
+    Args:
+        code: why the request is refused.
+        message: what went wrong, for the caller.
+        field: the body field, query parameter or path at fault, when there is one.
+        headers: headers the answer carries (``Retry-After`` of a model that is not running).
+    """
+    body = agent_error_body(code, message, field=field)
+    return JSONResponse(body, status_code=code.http_status, headers=headers)
+
+
 async def error_response(request: Request, exc: Exception) -> JSONResponse:
     """The error envelope for ``exc``, with the status its code carries (a Starlette exception handler)."""
     code = error_code_of(exc)
@@ -74,5 +94,4 @@ async def error_response(request: Request, exc: Exception) -> JSONResponse:
         message = str(exc)
     if code is AgentErrorCode.INTERNAL_ERROR and isinstance(exc, MirbadError):
         logger.warning("%s %s failed: %s", request.method, request.url.path, exc)
-    body = agent_error_body(code, message, field=field)
-    return JSONResponse(body, status_code=code.http_status, headers=headers)
+    return agent_error_response(code, message, field=field, headers=headers)

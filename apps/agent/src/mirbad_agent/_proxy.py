@@ -16,19 +16,13 @@ from typing import Final, Protocol
 
 import httpx
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
-from mirbad_protocol import (
-    MAX_PROXY_BODY_BYTES,
-    ROUTE_PROXY,
-    AgentError,
-    AgentErrorBody,
-    AgentErrorCode,
-    MirbadError,
-)
+from mirbad_protocol import MAX_PROXY_BODY_BYTES, ROUTE_PROXY, AgentErrorCode, MirbadError
 from mirbad_router import RequestTooLargeError, UpstreamError, UpstreamTimeoutError, forward, upstream_url
 
+from ._errors import agent_error_response
 from ._proxy_paths import checked_path, raw_tail
 from .exceptions import ProxyPathError
 
@@ -40,11 +34,6 @@ PROXY_METHODS: Final = ("GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS")
 """The methods the proxy forwards (Starlette answers HEAD through GET)."""
 RETRY_AFTER_S: Final = 30
 """The Retry-After of a 503 for a model that has no running server on this node."""
-
-# Codes the contract's AgentErrorCode does not list yet; the envelope carries codes as text.
-_MODEL_NOT_RUNNING: Final = "model_not_running"
-_UPSTREAM_UNREACHABLE: Final = "upstream_unreachable"
-_UPSTREAM_TIMEOUT: Final = "upstream_timeout"
 
 
 @dataclass(frozen=True)
@@ -62,7 +51,7 @@ class Upstream:
 
 
 class UpstreamLookup(Protocol):
-    """Finds a model's upstream: ``None`` when the model is known but not running.
+    """Finds a model's upstream: ``None`` when the model is known but its server is not Ready.
 
     An unknown model raises :class:`LookupError` (such as mirbad_runtime's ``ModelNotFoundError``);
     the proxy answers it with 404 ``model_not_found``.
@@ -81,7 +70,8 @@ def proxy_route(
     Answers: 400 ``invalid_request`` (field ``path``) for a path outside the model server's ``/v1/``
     or one that could climb out of it (see :func:`~mirbad_agent.checked_path`); 404
     ``model_not_found`` for an unknown model; 503 ``model_not_running`` with Retry-After
-    when it has no running server; 413 ``request_too_large`` for a body over 64 MiB; 502
+    when it is known but not Ready (stopped, failed, still loading); 413 ``request_too_large`` for
+    a body over 64 MiB; 502
     ``upstream_unreachable`` when the model's server refuses or breaks the connection; 504
     ``upstream_timeout`` when it stays silent for ``idle_timeout_s`` before answering. Anything else is
     the model's own response, streamed as it comes.
@@ -99,17 +89,18 @@ def proxy_route(
             # Checked before the lookup: a refused path learns nothing about the node's models.
             path = checked_path(raw_tail(request))
         except ProxyPathError as exc:
-            return _refusal(400, exc.code.value, exc.message, field=exc.field)
+            return agent_error_response(exc.code, exc.message, field=exc.field)
         try:
             upstream = await lookup(model_id)
         except LookupError as exc:
             message = (
                 str(exc) if isinstance(exc, MirbadError) else f"model {model_id} is not known on this node"
             )
-            return _refusal(404, AgentErrorCode.MODEL_NOT_FOUND.value, message)
+            return agent_error_response(AgentErrorCode.MODEL_NOT_FOUND, message)
         if upstream is None:
             message = f"model {model_id} is not running on this node"
-            return _refusal(503, _MODEL_NOT_RUNNING, message, {"Retry-After": str(RETRY_AFTER_S)})
+            retry = {"Retry-After": str(RETRY_AFTER_S)}
+            return agent_error_response(AgentErrorCode.MODEL_NOT_RUNNING, message, headers=retry)
         url = upstream_url(upstream.base_url, path, request.url.query)
         return await _forward(request, url, client, upstream, idle_timeout_s)
 
@@ -129,23 +120,10 @@ async def _forward(
             limit=MAX_PROXY_BODY_BYTES,
         )
     except RequestTooLargeError as exc:
-        return _refusal(413, AgentErrorCode.REQUEST_TOO_LARGE.value, str(exc))
+        return agent_error_response(AgentErrorCode.REQUEST_TOO_LARGE, str(exc))
     except UpstreamTimeoutError as exc:
         _log.warning("proxy: %s", exc)
-        return _refusal(504, _UPSTREAM_TIMEOUT, str(exc))
+        return agent_error_response(AgentErrorCode.UPSTREAM_TIMEOUT, str(exc))
     except UpstreamError as exc:
         _log.warning("proxy: %s", exc)
-        return _refusal(502, _UPSTREAM_UNREACHABLE, str(exc))
-
-
-def _refusal(
-    status: int,
-    code: str,
-    message: str,
-    headers: Mapping[str, str] | None = None,
-    *,
-    field: str | None = None,
-) -> JSONResponse:
-    # The one place the proxy shapes an error: the agent contract's envelope.
-    body = AgentErrorBody(error=AgentError(code=code, message=message, field=field)).to_wire()
-    return JSONResponse(body, status_code=status, headers=headers)
+        return agent_error_response(AgentErrorCode.UPSTREAM_UNREACHABLE, str(exc))

@@ -21,6 +21,7 @@ from mirbad_protocol import (
     ModelStatus,
     ProcessLaunch,
     ProcessRuntimeInfo,
+    single_errors,
 )
 from mirbad_runtime import (
     ExecutableCatalog,
@@ -134,9 +135,10 @@ class NodeRuntimes:
         async def read(index: int, driver: RuntimeDriver) -> None:
             found[index] = await driver.list_statuses()
 
-        async with anyio.create_task_group() as group:
-            for index, composed in enumerate(self.drivers):
-                group.start_soon(read, index, composed.driver)
+        with single_errors():
+            async with anyio.create_task_group() as group:
+                for index, composed in enumerate(self.drivers):
+                    group.start_soon(read, index, composed.driver)
         merged: dict[str, ModelStatus] = {}
         for statuses in found:
             for status in statuses:

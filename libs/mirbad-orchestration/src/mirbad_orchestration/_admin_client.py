@@ -1,7 +1,7 @@
 """A typed client of the master's admin API for scripts and notebooks (blocking; see also the async one).
 
 Refusals come back as the libraries' own exceptions (``UnknownModelError``,
-``MemoryAdmissionRefusedError``, ``NodeUnreachableError`` ...; the table is in ``_admin_errors``), and
+``AgentAdmissionRefusedError``, ``NodeUnreachableError`` ...; the table is in ``_admin_errors``), and
 results as wire models, so code written against the libraries reads the same against a master.
 """
 
@@ -107,7 +107,7 @@ class MirbadClient:
         self._send(calls.delete_model(model_id))
 
     def start(self, model_id: str, *, force: bool = False) -> ModelView:
-        """Start a model; ``force`` skips the node's memory admission (``MemoryAdmissionRefusedError``)."""
+        """Start a model; ``force`` skips the node's memory admission (``AgentAdmissionRefusedError``)."""
         return self._send(calls.start(model_id, force))
 
     def stop(self, model_id: str) -> ModelView:

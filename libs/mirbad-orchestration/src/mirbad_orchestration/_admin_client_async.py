@@ -107,7 +107,7 @@ class AsyncMirbadClient:
         await self._send(calls.delete_model(model_id))
 
     async def start(self, model_id: str, *, force: bool = False) -> ModelView:
-        """Start a model; ``force`` skips the node's memory admission (``MemoryAdmissionRefusedError``)."""
+        """Start a model; ``force`` skips the node's memory admission (``AgentAdmissionRefusedError``)."""
         return await self._send(calls.start(model_id, force))
 
     async def stop(self, model_id: str) -> ModelView:

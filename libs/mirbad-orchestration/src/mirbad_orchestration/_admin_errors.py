@@ -3,18 +3,18 @@
 The admin API answers every refusal as ``{"error": {"code", "message"[, "field"]}}`` and picks the
 status and code from the exception the master raised (``mirbad_master._api_errors``). This module
 reverses that table, so a notebook catches the same ``UnknownModelError`` or
-``MemoryAdmissionRefusedError`` the master's own code does:
+``AgentAdmissionRefusedError`` the master's own code does:
 
 =====  ==================  ===========================================
 400    any                 InvalidFieldError(field, reason)
 401    any                 AdminAuthError
 404    model_not_found     UnknownModelError (key_not_found, node_not_found alike)
-409    admission_refused   MemoryAdmissionRefusedError
-409    start_conflict      StartConflictError (start_lane_busy too)
+409    admission_refused   AgentAdmissionRefusedError
+409    start_conflict      AgentStartConflictError (start_lane_busy too)
 409    node_conflict       NodeConflictError
 409    served_name_taken   DuplicateServedNameError
 409    node_exists         DuplicateNodeError
-422    spec_rejected       LaunchRejectedError
+422    spec_rejected       AgentLaunchRejectedError
 429    any                 AdminAuthError with ``retry_after_s``
 502    bad_gateway         AgentProtocolError (node_refused, log_stream_failed alike)
 503    node_unreachable    NodeUnreachableError
@@ -41,17 +41,17 @@ from .exceptions import (
     AdminApiError,
     AdminAuthError,
     AdminConnectionError,
+    AgentAdmissionRefusedError,
+    AgentLaunchRejectedError,
     AgentProtocolError,
     AgentRequestError,
+    AgentStartConflictError,
     DuplicateNodeError,
     DuplicateServedNameError,
-    LaunchRejectedError,
     LogStreamError,
-    MemoryAdmissionRefusedError,
     NodeConflictError,
     NodeTimeoutError,
     NodeUnreachableError,
-    StartConflictError,
     UnknownApiKeyError,
     UnknownModelError,
     UnknownNodeError,
@@ -132,13 +132,13 @@ _BY_CODE: Final[Mapping[str, Callable[[Refusal], MirbadError]]] = {
     "model_not_found": lambda r: UnknownModelError(r.unknown_id),
     "key_not_found": lambda r: UnknownApiKeyError(r.unknown_id),
     "node_not_found": lambda r: UnknownNodeError(r.unknown_id),
-    "admission_refused": _agent(MemoryAdmissionRefusedError),
-    "start_conflict": _agent(StartConflictError),
-    "start_lane_busy": _agent(StartConflictError),
+    "admission_refused": _agent(AgentAdmissionRefusedError),
+    "start_conflict": _agent(AgentStartConflictError),
+    "start_lane_busy": _agent(AgentStartConflictError),
     "node_conflict": _agent(NodeConflictError),
     "served_name_taken": _served_name_taken,
     "node_exists": lambda r: DuplicateNodeError(r.node_id or r.subject, r.message),
-    "spec_rejected": _agent(LaunchRejectedError),
+    "spec_rejected": _agent(AgentLaunchRejectedError),
     "node_unreachable": lambda r: NodeUnreachableError(r.node_id, r.message),
     "node_timeout": lambda r: NodeTimeoutError(r.node_id, r.message),
     "bad_gateway": lambda r: AgentProtocolError(r.node_id, r.message),

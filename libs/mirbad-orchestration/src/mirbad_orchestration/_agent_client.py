@@ -6,8 +6,8 @@ Every call carries an explicit timeout (:class:`AgentTimeouts`). Whatever goes w
 - the agent could not be reached (refused, no route, TLS refused, wrong certificate): NodeUnreachableError;
 - it took the request but did not answer in time: NodeTimeoutError;
 - it refused with its error envelope: an AgentRequestError subclass chosen by the envelope's ``code``
-  (``spec_rejected`` LaunchRejectedError, ``admission_refused`` MemoryAdmissionRefusedError,
-  ``start_conflict`` StartConflictError, ``model_not_found`` ModelNotOnNodeError);
+  (``spec_rejected`` AgentLaunchRejectedError, ``admission_refused`` AgentAdmissionRefusedError,
+  ``start_conflict`` AgentStartConflictError, ``model_not_found`` ModelNotOnNodeError);
 - it answered something outside the contract: AgentProtocolError.
 """
 

@@ -15,25 +15,25 @@ from mirbad_protocol import AgentErrorBody, AgentErrorCode
 
 from ._agent_tls import WrongAgentCertificateError
 from .exceptions import (
+    AgentAdmissionRefusedError,
+    AgentLaunchRejectedError,
     AgentProtocolError,
     AgentRequestError,
-    LaunchRejectedError,
-    MemoryAdmissionRefusedError,
+    AgentStartConflictError,
     ModelNotOnNodeError,
     NodeError,
     NodeIdentityError,
     NodeTimeoutError,
     NodeUnreachableError,
-    StartConflictError,
 )
 
 # Internal to the agent client of this package; not part of the public API.
 __all__: list[str] = []
 
 _REFUSALS: Final[dict[str, type[AgentRequestError]]] = {
-    AgentErrorCode.SPEC_REJECTED.value: LaunchRejectedError,
-    AgentErrorCode.ADMISSION_REFUSED.value: MemoryAdmissionRefusedError,
-    AgentErrorCode.START_CONFLICT.value: StartConflictError,
+    AgentErrorCode.SPEC_REJECTED.value: AgentLaunchRejectedError,
+    AgentErrorCode.ADMISSION_REFUSED.value: AgentAdmissionRefusedError,
+    AgentErrorCode.START_CONFLICT.value: AgentStartConflictError,
 }
 
 

@@ -17,7 +17,7 @@ from typing import Final
 import anyio
 from anyio.abc import TaskStatus
 
-from mirbad_protocol import AgentInfo, MemorySnapshot, ModelState, ModelStatus
+from mirbad_protocol import AgentInfo, MemorySnapshot, ModelState, ModelStatus, single_errors
 
 from ._agent_clients import AgentClients
 from ._nodes import NodeRecord, NodeRegistry
@@ -167,9 +167,10 @@ class NodeMonitor:
         for gone in [state.node_id for state in self.cache.nodes() if state.node_id not in registered]:
             self.cache.forget(gone)
             await self.clients.forget(gone)
-        async with anyio.create_task_group() as group:
-            for record in records:
-                group.start_soon(self.poll_node, record)
+        with single_errors():
+            async with anyio.create_task_group() as group:
+                for record in records:
+                    group.start_soon(self.poll_node, record)
         return self.cache.nodes()
 
     async def poll_node(self, record: NodeRecord) -> NodeState:

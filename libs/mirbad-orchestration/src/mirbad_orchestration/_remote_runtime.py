@@ -15,7 +15,7 @@ from typing import Final, TypeVar
 
 import anyio
 
-from mirbad_protocol import MemorySnapshot, ModelDefinition, ModelState, ModelStatus
+from mirbad_protocol import MemorySnapshot, ModelDefinition, ModelState, ModelStatus, single_errors
 
 from ._agent_client import AgentClient
 from ._commandline import DEFAULT_TOTAL_GIB, launch_spec_for
@@ -211,7 +211,8 @@ async def _each(
         except NodeError:
             results[index] = None
 
-    async with anyio.create_task_group() as group:
-        for index, record in enumerate(records):
-            group.start_soon(one, index, record)
+    with single_errors():
+        async with anyio.create_task_group() as group:
+            for index, record in enumerate(records):
+                group.start_soon(one, index, record)
     return results

@@ -11,8 +11,11 @@ __all__ = [
     "AdminApiError",
     "AdminAuthError",
     "AdminConnectionError",
+    "AgentAdmissionRefusedError",
+    "AgentLaunchRejectedError",
     "AgentProtocolError",
     "AgentRequestError",
+    "AgentStartConflictError",
     "ApiKeyError",
     "ApiKeyExpiredError",
     "ApiKeyRefusedError",
@@ -25,9 +28,7 @@ __all__ = [
     "EnrollmentTokenError",
     "EnrollmentTokenExpiredError",
     "EnrollmentTokenUsedError",
-    "LaunchRejectedError",
     "LogStreamError",
-    "MemoryAdmissionRefusedError",
     "MirbadOrchestrationError",
     "ModelFailedError",
     "ModelNotOnNodeError",
@@ -38,7 +39,6 @@ __all__ = [
     "NodeTimeoutError",
     "NodeUnreachableError",
     "RegistryError",
-    "StartConflictError",
     "StartLaneBusyError",
     "StateFileError",
     "StoreFileError",
@@ -299,16 +299,27 @@ class NodeConflictError(AgentRequestError):
     """The node refused a start for now (HTTP 409 at the admin API); the message says why."""
 
 
-class MemoryAdmissionRefusedError(NodeConflictError):
-    """The model's memory budget does not fit on the node; starting with ``force`` overrides it."""
+class AgentAdmissionRefusedError(NodeConflictError):
+    """The agent answered ``admission_refused``: the model's memory budget does not fit on the node.
+
+    Starting with ``force`` overrides it. On the node itself the refusal is mirbad_runtime's
+    ``MemoryAdmissionError``; this is how the master sees it.
+    """
 
 
-class StartConflictError(NodeConflictError):
-    """Another model is still starting on the node, or the model runs under another runtime there."""
+class AgentStartConflictError(NodeConflictError):
+    """The agent answered ``start_conflict``: the node is busy starting another model, or has this one.
+
+    Another model is still starting on the node, or the model runs under another runtime there
+    (mirbad_runtime's ``StartConflictError`` on the node).
+    """
 
 
-class LaunchRejectedError(AgentRequestError):
-    """The node cannot run the launch spec at all (no such runtime, executable, model file ...)."""
+class AgentLaunchRejectedError(AgentRequestError):
+    """The agent answered ``spec_rejected``: the node cannot run the launch spec at all.
+
+    No such runtime, executable, model file ... (mirbad_runtime's ``LaunchRejectedError`` on the node).
+    """
 
 
 class ModelNotOnNodeError(AgentRequestError, UnknownModelError):

@@ -137,6 +137,7 @@ from ._pki_tls import (
     verify_pinned_chain,
 )
 from ._status import GpuMemory, MemorySnapshot, ModelMetrics, ModelState, ModelStatus, RouterModelStats
+from ._task_groups import single_errors
 from ._user_input import (
     USER_INPUT,
     UserCheck,
@@ -293,6 +294,7 @@ __all__ = [
     "remove_stale_temp_files",
     "requested_names",
     "server_context",
+    "single_errors",
     "spki_pin",
     "unknown_field_reason",
     "verify_pinned_chain",

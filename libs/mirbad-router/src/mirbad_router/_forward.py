@@ -29,9 +29,11 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive
 
+from mirbad_protocol import single_errors
+
 from ._headers import request_headers
 from ._paths import check_proxy_path
-from ._relay import UpstreamRelay, single_errors, wait_for_disconnect
+from ._relay import UpstreamRelay, wait_for_disconnect
 from .exceptions import (
     RequestTooLargeError,
     UpstreamConnectError,

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from typing import Final
 
 import anyio
@@ -13,7 +12,7 @@ import httpx
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from mirbad_protocol import openai_error
+from mirbad_protocol import openai_error, single_errors
 
 from ._headers import response_headers
 
@@ -28,17 +27,6 @@ _EVENT_STREAM: Final = "text/event-stream"
 _STREAM_CUT_MESSAGE: Final = (
     "The model's server stopped in the middle of the response; the answer is incomplete."
 )
-
-
-@contextmanager
-def single_errors() -> Iterator[None]:
-    """Re-raise a task group's lone exception by itself, so callers catch it by its own type."""
-    try:
-        yield
-    except BaseExceptionGroup as group:
-        if len(group.exceptions) == 1:
-            raise group.exceptions[0] from group
-        raise
 
 
 async def wait_for_disconnect(receive: Receive) -> None:

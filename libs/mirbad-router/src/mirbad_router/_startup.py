@@ -6,7 +6,7 @@ import anyio
 from starlette.responses import Response
 from starlette.types import Receive
 
-from mirbad_protocol import MirbadError, ModelState
+from mirbad_protocol import MirbadError, ModelState, single_errors
 
 from . import _errors as errors
 from ._contracts import ModelResolver, Resolution
@@ -30,17 +30,18 @@ async def wait_until_ready(
         except MirbadError as error:
             return errors.start_refused(model.served_name, str(error))
     wait = _StartWait(resolver, model)
-    async with anyio.create_task_group() as group:
+    with single_errors():
+        async with anyio.create_task_group() as group:
 
-        async def watch_client() -> None:
-            await wait_for_disconnect(receive)
-            wait.client_left = True
+            async def watch_client() -> None:
+                await wait_for_disconnect(receive)
+                wait.client_left = True
+                group.cancel_scope.cancel()
+
+            group.start_soon(watch_client)
+            with anyio.move_on_after(timeout_s):
+                await wait.poll(poll_interval_s)
             group.cancel_scope.cancel()
-
-        group.start_soon(watch_client)
-        with anyio.move_on_after(timeout_s):
-            await wait.poll(poll_interval_s)
-        group.cancel_scope.cancel()
     return wait.result(timeout_s)
 
 

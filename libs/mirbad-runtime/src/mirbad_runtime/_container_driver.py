@@ -12,7 +12,14 @@ import docker
 import httpx
 from docker import DockerClient
 
-from mirbad_protocol import ContainerLaunch, ModelState, ModelStatus, ProcessLaunch, RuntimeKind
+from mirbad_protocol import (
+    ContainerLaunch,
+    ModelState,
+    ModelStatus,
+    ProcessLaunch,
+    RuntimeKind,
+    single_errors,
+)
 
 from ._container_spec import (
     CONTAINER_PORT,
@@ -143,9 +150,10 @@ class ContainerDriver(RuntimeDriver):
             status = await self._status_of(attrs)
             statuses[status.id] = status
 
-        async with anyio.create_task_group() as group:
-            for attrs in containers:
-                group.start_soon(read, attrs)
+        with single_errors():
+            async with anyio.create_task_group() as group:
+                for attrs in containers:
+                    group.start_soon(read, attrs)
         for model_id in (self._starting | self._stopping) - statuses.keys():
             statuses[model_id] = self._absent_status(model_id)
         return [statuses[model_id] for model_id in sorted(statuses)]

@@ -23,7 +23,14 @@ import anyio
 import anyio.to_thread
 import httpx
 
-from mirbad_protocol import ContainerLaunch, ModelState, ModelStatus, ProcessLaunch, RuntimeKind
+from mirbad_protocol import (
+    ContainerLaunch,
+    ModelState,
+    ModelStatus,
+    ProcessLaunch,
+    RuntimeKind,
+    single_errors,
+)
 
 from ._driver import RuntimeDriver
 from ._executables import ExecutableCatalog
@@ -157,9 +164,11 @@ class ProcessDriver(RuntimeDriver):
         async def read(record: ProcessRecord) -> None:
             statuses[record.model_id] = await self._status_of(record)
 
-        async with anyio.create_task_group() as group:
-            for record in await self._records.all():
-                group.start_soon(read, record)
+        records = await self._records.all()
+        with single_errors():
+            async with anyio.create_task_group() as group:
+                for record in records:
+                    group.start_soon(read, record)
         for model_id in self._starting.keys() - statuses.keys():
             statuses[model_id] = self._absent_status(model_id)
         return [statuses[model_id] for model_id in sorted(statuses)]

@@ -62,7 +62,7 @@ async def start_model(services: MasterServices, model_id: str, *, force: bool = 
     """Start by hand (lifts a restart pause); ``force`` skips the node's memory admission.
 
     Raises:
-        MemoryAdmissionRefusedError: the budget does not fit and ``force`` was not given.
+        AgentAdmissionRefusedError: the budget does not fit and ``force`` was not given.
     """
     return await changes.start_model(services, model_id, ACTOR, force=force)
 

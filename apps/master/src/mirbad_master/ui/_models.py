@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 from nicegui import ui
 
-from mirbad_orchestration import MemoryAdmissionRefusedError
+from mirbad_orchestration import AgentAdmissionRefusedError
 from mirbad_protocol import AgentInfo, MirbadError, ModelState
 
 from . import _actions as actions
@@ -71,7 +71,7 @@ async def render_models(portal: Portal, selected: list[str], focus: str | None =
     async def start(row: ModelRow) -> None:
         try:
             await actions.start_model(services, row.id)
-        except MemoryAdmissionRefusedError as exc:
+        except AgentAdmissionRefusedError as exc:
             forced = f"{row.id} is starting (memory check skipped)"
             with dialogs:
                 confirm_force(
