@@ -228,11 +228,11 @@ class AgentApp:
     upstream: FakeUpstream
     drivers: dict[str, FakeDriver]
 
-    async def run(self, kind: str, model_id: str, state: ModelState) -> None:
-        """Give a driver an instance of ``model_id`` that listens on the real upstream, in ``state``."""
+    async def run(self, kind: str, model_id: str, state: ModelState, *, listening: bool = True) -> None:
+        """Give a driver an instance of ``model_id`` in ``state``, on the real upstream or a closed port."""
         driver = self.drivers[kind]
         await driver.start(_launch(kind, model_id))
-        driver.set_upstream(model_id, self.upstream_base)
+        driver.set_upstream(model_id, self.upstream_base if listening else f"http://127.0.0.1:{free_port()}/")
         driver.set_state(model_id, state, error="exited with code 1" if state is ModelState.FAILED else None)
 
     upstream_base: str = ""
@@ -262,14 +262,24 @@ async def agent_app() -> AsyncIterator[AgentApp]:
 async def test_a_known_model_that_is_not_ready_is_503_with_retry_after(
     client: httpx.AsyncClient, kind: str, state: ModelState
 ) -> None:
+    # Its address no longer answers (an exited container, a dead process, a server still loading).
     async with agent_app() as node:
-        await node.run(kind, "m1", state)
+        await node.run(kind, "m1", state, listening=False)
         response = await client.post(f"{node.proxy}/m1/v1/completions", json={"model": "m1"})
 
     assert response.status_code == 503
     assert response.headers["retry-after"] == str(RETRY_AFTER_S)
     assert error_of(response) == ("model_not_running", "model m1 is not running on this node")
     assert node.upstream.requests == []
+
+
+async def test_a_ready_model_whose_server_refuses_connections_is_502(client: httpx.AsyncClient) -> None:
+    async with agent_app() as node:
+        await node.run("process", "m1", ModelState.READY, listening=False)
+        response = await client.get(f"{node.proxy}/m1/v1/models")
+
+    assert response.status_code == 502
+    assert error_of(response)[0] == "upstream_unreachable"
 
 
 async def test_a_ready_model_is_forwarded_by_the_agent_app(client: httpx.AsyncClient) -> None:

@@ -41,7 +41,10 @@ def create_app(services: AgentServices, *, background: bool = True) -> Starlette
         *model_routes(services),
         *node_routes(services),
         proxy_route(
-            _upstream_lookup(services), services.proxy_client, idle_timeout_s=services.proxy_idle_timeout_s
+            _upstream_lookup(services),
+            services.proxy_client,
+            idle_timeout_s=services.proxy_idle_timeout_s,
+            running=_running_check(services),
         ),
     ]
     handlers = {HTTPException: error_response, MirbadError: error_response, Exception: error_response}
@@ -56,13 +59,18 @@ def _upstream_lookup(services: AgentServices) -> Callable[[str], Awaitable[Upstr
     async def lookup(model_id: str) -> Upstream | None:
         # A model without an instance raises ModelNotFoundError, which the proxy answers with 404.
         url, headers = await services.runtimes.upstream(model_id)
-        # An exited container or a Failed process still has a record and an address; forwarding to
-        # it would be a refused connection (502), when the truth is a model that is not running (503).
-        if (await services.runtimes.status(model_id)).state is not ModelState.READY:
-            return None
         return Upstream(url, headers)
 
     return lookup
+
+
+def _running_check(services: AgentServices) -> Callable[[str], Awaitable[bool]]:
+    # Asked only when the model's server refused the connection: an exited container or a Failed
+    # process still has an address, and the truth is a model that is not running (503), not a 502.
+    async def running(model_id: str) -> bool:
+        return (await services.runtimes.status(model_id)).state is ModelState.READY
+
+    return running
 
 
 def _lifespan(services: AgentServices) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:

@@ -10,7 +10,7 @@ cancelling the model's request.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
@@ -62,8 +62,16 @@ class UpstreamLookup(Protocol):
         ...
 
 
+RunningCheck = Callable[[str], Awaitable[bool]]
+"""Whether a known model is Ready on this node (asked only after its server could not be reached)."""
+
+
 def proxy_route(
-    lookup: UpstreamLookup, client: httpx.AsyncClient, *, idle_timeout_s: float | None = None
+    lookup: UpstreamLookup,
+    client: httpx.AsyncClient,
+    *,
+    idle_timeout_s: float | None = None,
+    running: RunningCheck | None = None,
 ) -> Route:
     """The proxy route, to be mounted under ``/agent/v1``.
 
@@ -81,6 +89,9 @@ def proxy_route(
         client: the shared upstream client (``mirbad_router``'s ``create_upstream_client``).
         idle_timeout_s: end a request whose model stays silent this long (``None``: never; a long
             generation may legitimately take many minutes).
+        running: asked when the model's server cannot be reached: a model that is not Ready (an
+            exited container, a Failed process, one still loading) is then 503 ``model_not_running``
+            rather than 502. Asked only then, so a request to a running model costs no status read.
     """
 
     async def endpoint(request: Request) -> Response:
@@ -98,11 +109,16 @@ def proxy_route(
             )
             return agent_error_response(AgentErrorCode.MODEL_NOT_FOUND, message)
         if upstream is None:
-            message = f"model {model_id} is not running on this node"
-            retry = {"Retry-After": str(RETRY_AFTER_S)}
-            return agent_error_response(AgentErrorCode.MODEL_NOT_RUNNING, message, headers=retry)
+            return _not_running(model_id)
         url = upstream_url(upstream.base_url, path, request.url.query)
-        return await _forward(request, url, client, upstream, idle_timeout_s)
+        try:
+            return await _forward(request, url, client, upstream, idle_timeout_s)
+        except UpstreamError as exc:
+            # Not a timeout: the server refused or broke the connection before any answer.
+            if running is not None and not await running(model_id):
+                return _not_running(model_id)
+            _log.warning("proxy: %s", exc)
+            return agent_error_response(AgentErrorCode.UPSTREAM_UNREACHABLE, str(exc))
 
     return Route(ROUTE_PROXY, endpoint, methods=list(PROXY_METHODS), name="proxy")
 
@@ -110,6 +126,7 @@ def proxy_route(
 async def _forward(
     request: Request, url: str, client: httpx.AsyncClient, upstream: Upstream, idle_timeout_s: float | None
 ) -> Response:
+    # Any UpstreamError but a timeout goes to the endpoint, which asks whether the model still runs.
     try:
         return await forward(
             request,
@@ -124,6 +141,9 @@ async def _forward(
     except UpstreamTimeoutError as exc:
         _log.warning("proxy: %s", exc)
         return agent_error_response(AgentErrorCode.UPSTREAM_TIMEOUT, str(exc))
-    except UpstreamError as exc:
-        _log.warning("proxy: %s", exc)
-        return agent_error_response(AgentErrorCode.UPSTREAM_UNREACHABLE, str(exc))
+
+
+def _not_running(model_id: str) -> Response:
+    message = f"model {model_id} is not running on this node"
+    retry = {"Retry-After": str(RETRY_AFTER_S)}
+    return agent_error_response(AgentErrorCode.MODEL_NOT_RUNNING, message, headers=retry)
