@@ -25,3 +25,15 @@ def kill_recorded_processes(records_path: Path) -> None:
             # Collect the exit of a model this test process spawned itself, or it lingers as a zombie
             # (and its Popen warns when the worker exits).
             _reap(record.pid, grace_s=5)
+
+
+def write_exec_wrapper(path: Path, target: str | Path) -> Path:
+    """Write an executable ``#!/bin/sh`` script at ``path`` that ``exec``s ``target`` with its arguments.
+
+    The way people point a catalogue at a binary that needs its environment set first: the process
+    started from the script becomes ``target`` itself.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'#!/bin/sh\nexec "{target}" "$@"\n')
+    path.chmod(0o755)
+    return path

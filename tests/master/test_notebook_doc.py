@@ -21,10 +21,9 @@ from typing import Any
 import anyio
 import pytest
 from tests._support.asgi_server import free_port
-from tests._support.processes import kill_recorded_processes
 from tests._support.real_parts import llama_server_path
 from tests._support.tiny_gguf import TINY_MODEL_PATH, write_tiny_gguf
-from tests.master.test_up_real import Up, _kill_agent
+from tests.master.test_up_real import Up
 
 from mirbad_protocol import ModelState
 
@@ -85,9 +84,7 @@ def up(tmp_path: Path) -> Iterator[Up]:
     try:
         yield started
     finally:
-        started.kill()
-        _kill_agent(data_dir)
-        kill_recorded_processes(data_dir / "agent" / "processes.json")
+        started.kill_everything()
 
 
 @pytest.mark.llamacpp

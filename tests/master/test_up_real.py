@@ -32,7 +32,7 @@ import httpx
 import openai
 import pytest
 from tests._support.docker_image import ensure_test_image
-from tests._support.processes import kill_recorded_processes
+from tests._support.processes import kill_recorded_processes, write_exec_wrapper
 from tests._support.real_parts import llama_server_path
 from tests._support.tiny_gguf import TINY, TINY_MODEL_PATH, write_tiny_gguf
 
@@ -162,6 +162,12 @@ class Up:
     def log(self) -> str:
         return (self.data_dir.parent / "master.log").read_text(errors="replace")[-6000:]
 
+    def kill_everything(self) -> None:
+        """Kill ``mirbad up``, its agent and every model process the agent recorded (test teardown)."""
+        self.kill()
+        _kill_agent(self.data_dir)
+        kill_recorded_processes(self.data_dir / "agent" / "processes.json")
+
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
             # The whole group: a forwarding parent and mirbad up under it.
@@ -255,9 +261,7 @@ def up(tmp_path: Path, names: Names) -> Iterator[Up]:
     try:
         yield started
     finally:
-        started.kill()
-        _kill_agent(data_dir)
-        kill_recorded_processes(data_dir / "agent" / "processes.json")
+        started.kill_everything()
         for container in client.containers.list(all=True, filters={"name": f"ss-{names.container}"}):
             container.remove(force=True)
         for network in client.networks.list(names=[names.network]):
@@ -471,10 +475,7 @@ def up_llama(tmp_path: Path) -> Iterator[Up]:
     assert server is not None
     data_dir = tmp_path / "data"
     write_tiny_gguf(data_dir / "models" / TINY_MODEL_PATH)
-    wrapper = tmp_path / "bin" / "llama-server"
-    wrapper.parent.mkdir()
-    wrapper.write_text(f'#!/bin/sh\nexec "{server}" "$@"\n')
-    wrapper.chmod(0o755)
+    wrapper = write_exec_wrapper(tmp_path / "bin" / "llama-server", server)
     first = min(_free_port(), 65_000)
     agent_config = tmp_path / "agent-extra.json"
     agent_config.write_text(
@@ -498,9 +499,7 @@ def up_llama(tmp_path: Path) -> Iterator[Up]:
     try:
         yield started
     finally:
-        started.kill()
-        _kill_agent(data_dir)
-        kill_recorded_processes(data_dir / "agent" / "processes.json")
+        started.kill_everything()
 
 
 def _agent_pid(data_dir: Path) -> int | None:

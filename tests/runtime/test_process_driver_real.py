@@ -20,7 +20,7 @@ from hypothesis import settings as settings_of_hypothesis
 from hypothesis import strategies as st
 from tests._support import process_driver_child
 from tests._support.process_driver_child import driver_from
-from tests._support.processes import kill_recorded_processes
+from tests._support.processes import kill_recorded_processes, write_exec_wrapper
 from tests._support.real_parts import llama_server_path
 from tests._support.tiny_gguf import TINY_MODEL_PATH
 
@@ -284,10 +284,7 @@ async def test_a_running_model_reports_its_resident_set(driver: ProcessDriver, s
 
 def _wrapped(settings: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
     """``settings`` with llama-server catalogued as a ``#!/bin/sh`` wrapper that ``exec``s the binary."""
-    wrapper = tmp_path / "bin" / "llama-server"
-    wrapper.parent.mkdir(exist_ok=True)
-    wrapper.write_text(f'#!/bin/sh\nexec "{settings["executable"]["path"]}" "$@"\n')
-    wrapper.chmod(0o755)
+    wrapper = write_exec_wrapper(tmp_path / "bin" / "llama-server", settings["executable"]["path"])
     executable = {**settings["executable"], "path": str(wrapper), "sha256": sha256_of_file(wrapper)}
     return {**settings, "executable": executable}
 
