@@ -19,7 +19,6 @@ from pydantic import Field
 
 from mirbad_orchestration import (
     NODE_ID_PATTERN,
-    EnrollmentTokenIssued,
     NodeRecord,
     NodeState,
     UnknownModelError,
@@ -30,6 +29,7 @@ from mirbad_protocol import (
     ApiKeyCreate,
     ApiKeyCreated,
     ApiKeyInfo,
+    EnrollmentTokenIssued,
     InvalidFieldError,
     MirbadError,
     ModelDefinition,

@@ -5,6 +5,15 @@ the wire, snake_case in Python, unknown fields tolerated, defaults omitted), the
 the exception root of every Mirbad library.
 """
 
+from ._admin_views import (
+    EnrollmentTokenIssued,
+    MaintenanceView,
+    ModelView,
+    NodeSummary,
+    RestartPause,
+    SettingChangeView,
+    StatusReport,
+)
 from ._agent import (
     AGENT_API_PREFIX,
     DEFAULT_AGENT_PORT,
@@ -216,6 +225,7 @@ __all__ = [
     "EnrollErrorCode",
     "EnrollRequest",
     "EnrollResponse",
+    "EnrollmentTokenIssued",
     "ExecutableRef",
     "FeatureFlag",
     "FolderEntry",
@@ -237,6 +247,7 @@ __all__ = [
     "LogEvent",
     "LogLine",
     "LogTail",
+    "MaintenanceView",
     "MemorySnapshot",
     "MirbadError",
     "MirbadProtocolError",
@@ -246,6 +257,8 @@ __all__ = [
     "ModelState",
     "ModelStatus",
     "ModelTelemetry",
+    "ModelView",
+    "NodeSummary",
     "OpenAIError",
     "OpenAIErrorBody",
     "PinMismatchError",
@@ -254,14 +267,17 @@ __all__ = [
     "PrivateKey",
     "ProcessLaunch",
     "ProcessRuntimeInfo",
+    "RestartPause",
     "RestartRequest",
     "RouterModelStats",
     "RuntimeInfo",
     "RuntimeKind",
     "SanPolicy",
+    "SettingChangeView",
     "SpeculativeDecoding",
     "StartRequest",
     "StatusList",
+    "StatusReport",
     "TelemetrySnapshot",
     "TlsCredentials",
     "UserCheck",

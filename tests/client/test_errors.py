@@ -7,21 +7,23 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from mirbad_orchestration import (
-    AgentProtocolError,
-    AgentStartConflictError,
-    DuplicateServedNameError,
-    LogStreamError,
-    MirbadOrchestrationError,
-    NodeConflictError,
-    UnknownApiKeyError,
-    UnknownModelError,
-    UnknownNodeError,
+from mirbad_client import (
+    AdminApiError,
+    AdminAuthError,
+    InvalidRequestError,
+    LogFollowError,
+    MirbadClientError,
+    NodeBadAnswerError,
+    NoSuchApiKeyError,
+    NoSuchModelError,
+    NoSuchNodeError,
+    ServedNameTakenError,
+    StartBlockedError,
+    StartRefusedError,
 )
-from mirbad_orchestration import _admin_calls as calls
-from mirbad_orchestration._admin_errors import Refusal, admin_error, read_refusal
-from mirbad_orchestration._admin_streams import LogEvents
-from mirbad_orchestration.exceptions import AdminApiError, AdminAuthError
+from mirbad_client import _calls as calls
+from mirbad_client._errors import Refusal, admin_error, read_refusal
+from mirbad_client._streams import LogEvents
 from mirbad_protocol import InvalidFieldError
 
 
@@ -29,7 +31,7 @@ def test_node_conflicts_keep_the_node_and_the_message() -> None:
     message = "node 'gpu-1': busy with something else"
     error = admin_error(Refusal(409, "node_conflict", message))
 
-    assert type(error) is NodeConflictError
+    assert type(error) is StartRefusedError
     assert (error.node_id, error.message, error.code, error.status_code) == (
         "gpu-1",
         "busy with something else",
@@ -42,12 +44,12 @@ def test_node_conflicts_keep_the_node_and_the_message() -> None:
 def test_a_busy_start_lane_is_a_start_conflict() -> None:
     error = admin_error(Refusal(409, "start_lane_busy", "node 'local' is starting 'qwen'; gave up after 5s"))
 
-    assert type(error) is AgentStartConflictError
+    assert type(error) is StartBlockedError
     assert error.node_id == "local"
 
 
 @pytest.mark.parametrize(
-    ("code", "raised"), [("bad_gateway", AgentProtocolError), ("log_stream_failed", LogStreamError)]
+    ("code", "raised"), [("bad_gateway", NodeBadAnswerError), ("log_stream_failed", LogFollowError)]
 )
 def test_bad_gateways_are_node_errors(code: str, raised: type[Exception]) -> None:
     error = admin_error(Refusal(502, code, "node 'gpu-1' (https://gpu-1:9443) answered unreadably: x"))
@@ -59,9 +61,9 @@ def test_bad_gateways_are_node_errors(code: str, raised: type[Exception]) -> Non
 @pytest.mark.parametrize(
     ("code", "raised", "attribute"),
     [
-        ("model_not_found", UnknownModelError, "model_id"),
-        ("key_not_found", UnknownApiKeyError, "key_id"),
-        ("node_not_found", UnknownNodeError, "node_id"),
+        ("model_not_found", NoSuchModelError, "model_id"),
+        ("key_not_found", NoSuchApiKeyError, "key_id"),
+        ("node_not_found", NoSuchNodeError, "node_id"),
     ],
 )
 def test_not_found_names_the_missing_id(code: str, raised: type[Exception], attribute: str) -> None:
@@ -77,13 +79,14 @@ def test_a_served_name_conflict_without_the_usual_message_is_still_a_409() -> No
     usual = admin_error(Refusal(409, "served_name_taken", "servedName: 'a b' is already served by model 'x'"))
 
     assert type(odd) is AdminApiError
-    assert isinstance(usual, DuplicateServedNameError)
+    assert isinstance(usual, ServedNameTakenError)
     assert (usual.served_name, usual.owner_id) == ("a b", "x")
 
 
 def test_a_400_without_a_field_names_the_document() -> None:
     error = admin_error(Refusal(400, "invalid_request", "not valid JSON"))
 
+    assert isinstance(error, InvalidRequestError)
     assert isinstance(error, InvalidFieldError)
     assert (error.field, error.reason) == ("(document)", "not valid JSON")
 
@@ -94,7 +97,7 @@ def test_an_answer_without_an_envelope_is_an_admin_api_error() -> None:
 
     assert type(error) is AdminApiError
     assert (error.status_code, error.code, error.message) == (500, None, "HTTP 500: Internal Server Error")
-    assert isinstance(error, MirbadOrchestrationError)
+    assert isinstance(error, MirbadClientError)
 
 
 def test_a_lockout_without_a_readable_retry_after_has_none() -> None:
@@ -150,7 +153,7 @@ def test_an_error_event_ends_the_stream_with_the_masters_reason() -> None:
     lines = events.read(["data: one", "", "event: error", "data: node 'gpu-1' stopped answering", ""])
 
     assert next(lines) == "one"
-    with pytest.raises(LogStreamError) as broken:
+    with pytest.raises(LogFollowError) as broken:
         next(lines)
     assert broken.value.node_id == "gpu-1"
     assert events.ended

@@ -1,27 +1,9 @@
-"""How the admin API's client turns refusals back into the libraries' exceptions, in one place.
+"""How the client turns the admin API's refusals into :mod:`mirbad_client.exceptions`, in one place.
 
 The admin API answers every refusal as ``{"error": {"code", "message"[, "field"]}}`` and picks the
-status and code from the exception the master raised (``mirbad_master._api_errors``). This module
-reverses that table, so a notebook catches the same ``UnknownModelError`` or
-``AgentAdmissionRefusedError`` the master's own code does:
-
-=====  ==================  ===========================================
-400    any                 InvalidFieldError(field, reason)
-401    any                 AdminAuthError
-404    model_not_found     UnknownModelError (key_not_found, node_not_found alike)
-409    admission_refused   AgentAdmissionRefusedError
-409    start_conflict      AgentStartConflictError (start_lane_busy too)
-409    node_conflict       NodeConflictError
-409    served_name_taken   DuplicateServedNameError
-409    node_exists         DuplicateNodeError
-422    spec_rejected       AgentLaunchRejectedError
-429    any                 AdminAuthError with ``retry_after_s``
-502    bad_gateway         AgentProtocolError (node_refused, log_stream_failed alike)
-503    node_unreachable    NodeUnreachableError
-504    node_timeout        NodeTimeoutError
-=====  ==================  ===========================================
-
-Anything else is an :class:`~mirbad_orchestration.exceptions.AdminApiError` with the status and code.
+status and code from the exception the master raised (``mirbad_master._api_errors``). This module maps
+each code to the client's own exception (the table is in :mod:`mirbad_client.exceptions`); anything
+else is an :class:`~mirbad_client.exceptions.AdminApiError` with the status and code.
 """
 
 from __future__ import annotations
@@ -35,26 +17,27 @@ from typing import Final
 import httpx
 from pydantic import ValidationError
 
-from mirbad_protocol import AgentErrorBody, InvalidFieldError, MirbadError
+from mirbad_protocol import AgentErrorBody
 
 from .exceptions import (
     AdminApiError,
     AdminAuthError,
     AdminConnectionError,
-    AgentAdmissionRefusedError,
-    AgentLaunchRejectedError,
-    AgentProtocolError,
-    AgentRequestError,
-    AgentStartConflictError,
-    DuplicateNodeError,
-    DuplicateServedNameError,
-    LogStreamError,
-    NodeConflictError,
-    NodeTimeoutError,
-    NodeUnreachableError,
-    UnknownApiKeyError,
-    UnknownModelError,
-    UnknownNodeError,
+    AdmissionRefusedError,
+    InvalidRequestError,
+    LaunchSpecRejectedError,
+    LogFollowError,
+    NodeBadAnswerError,
+    NodeExistsError,
+    NodeOfflineError,
+    NodeRefusedError,
+    NodeTimedOutError,
+    NoSuchApiKeyError,
+    NoSuchModelError,
+    NoSuchNodeError,
+    ServedNameTakenError,
+    StartBlockedError,
+    StartRefusedError,
 )
 
 # Internal to the admin API's client; not part of the public API.
@@ -99,60 +82,55 @@ class Refusal:
         """The unknown id a 404 names (``no model with id 'x'``), else the request's subject."""
         return _quoted(_ID, self.message) or self.subject
 
-    @property
-    def node_detail(self) -> str:
-        """The message without its ``node 'id': `` head (a node exception adds it back)."""
-        head = f"node {self.node_id!r}: "
-        return self.message.removeprefix(head)
+
+def _node(kind: type[AdminApiError]) -> Callable[[Refusal], AdminApiError]:
+    return lambda r: kind(r.status, r.code, r.message, r.field, node_id=r.node_id)
 
 
-def _agent(kind: type[AgentRequestError]) -> Callable[[Refusal], MirbadError]:
-    return lambda r: kind(r.node_id, r.status, r.code, r.node_detail, r.field)
-
-
-def _served_name_taken(refusal: Refusal) -> MirbadError:
+def _served_name_taken(refusal: Refusal) -> AdminApiError:
     named = _SERVED_NAME_TAKEN.search(refusal.message)
     if named is None:
         return AdminApiError(refusal.status, refusal.code, refusal.message, refusal.field)
-    return DuplicateServedNameError(_unquote(named.group("name")), _unquote(named.group("owner")))
+    name, owner = _unquote(named.group("name")), _unquote(named.group("owner"))
+    return ServedNameTakenError(refusal.status, refusal.code, refusal.message, name, owner)
 
 
-def _invalid_field(refusal: Refusal) -> MirbadError:
+def _invalid_field(refusal: Refusal) -> AdminApiError:
     field = refusal.field or "(document)"
-    return InvalidFieldError(field, refusal.message.removeprefix(f"{field}: "))
+    return InvalidRequestError(refusal.status, refusal.code, refusal.message, field)
 
 
-def _auth(refusal: Refusal) -> MirbadError:
+def _auth(refusal: Refusal) -> AdminApiError:
     seconds = refusal.retry_after
     retry = int(seconds) if seconds is not None and seconds.isdigit() else None
     return AdminAuthError(refusal.status, refusal.code, refusal.message, retry)
 
 
-_BY_CODE: Final[Mapping[str, Callable[[Refusal], MirbadError]]] = {
-    "model_not_found": lambda r: UnknownModelError(r.unknown_id),
-    "key_not_found": lambda r: UnknownApiKeyError(r.unknown_id),
-    "node_not_found": lambda r: UnknownNodeError(r.unknown_id),
-    "admission_refused": _agent(AgentAdmissionRefusedError),
-    "start_conflict": _agent(AgentStartConflictError),
-    "start_lane_busy": _agent(AgentStartConflictError),
-    "node_conflict": _agent(NodeConflictError),
+_BY_CODE: Final[Mapping[str, Callable[[Refusal], AdminApiError]]] = {
+    "model_not_found": lambda r: NoSuchModelError(r.status, r.code, r.message, model_id=r.unknown_id),
+    "key_not_found": lambda r: NoSuchApiKeyError(r.status, r.code, r.message, r.unknown_id),
+    "node_not_found": lambda r: NoSuchNodeError(r.status, r.code, r.message, node_id=r.unknown_id),
+    "admission_refused": _node(AdmissionRefusedError),
+    "start_conflict": _node(StartBlockedError),
+    "start_lane_busy": _node(StartBlockedError),
+    "node_conflict": _node(StartRefusedError),
     "served_name_taken": _served_name_taken,
-    "node_exists": lambda r: DuplicateNodeError(r.node_id or r.subject, r.message),
-    "spec_rejected": _agent(AgentLaunchRejectedError),
-    "node_unreachable": lambda r: NodeUnreachableError(r.node_id, r.message),
-    "node_timeout": lambda r: NodeTimeoutError(r.node_id, r.message),
-    "bad_gateway": lambda r: AgentProtocolError(r.node_id, r.message),
-    "log_stream_failed": lambda r: LogStreamError(r.node_id, r.message),
-    "node_refused": _agent(AgentRequestError),
+    "node_exists": lambda r: NodeExistsError(r.status, r.code, r.message, node_id=r.node_id or r.subject),
+    "spec_rejected": _node(LaunchSpecRejectedError),
+    "node_unreachable": _node(NodeOfflineError),
+    "node_timeout": _node(NodeTimedOutError),
+    "bad_gateway": _node(NodeBadAnswerError),
+    "log_stream_failed": _node(LogFollowError),
+    "node_refused": _node(NodeRefusedError),
 }
-_BY_STATUS: Final[Mapping[int, Callable[[Refusal], MirbadError]]] = {
+_BY_STATUS: Final[Mapping[int, Callable[[Refusal], AdminApiError]]] = {
     400: _invalid_field,
     401: _auth,
     429: _auth,
 }
 
 
-def admin_error(refusal: Refusal) -> MirbadError:
+def admin_error(refusal: Refusal) -> AdminApiError:
     """The exception an error answer of the admin API stands for (see the module's table)."""
     by_status = _BY_STATUS.get(refusal.status)
     if by_status is not None:
@@ -183,9 +161,9 @@ def connection_error(base_url: str, exc: httpx.HTTPError) -> AdminConnectionErro
     return AdminConnectionError(base_url, f"cannot reach the master at {base_url}: {reason}")
 
 
-def stream_error(message: str) -> LogStreamError:
+def stream_error(message: str) -> LogFollowError:
     """The exception for a followed log the master ended with an ``error`` event."""
-    return LogStreamError(_quoted(_NODE, message), message)
+    return LogFollowError(502, "log_stream_failed", message, node_id=_quoted(_NODE, message))
 
 
 def _quoted(pattern: re.Pattern[str], message: str) -> str:
