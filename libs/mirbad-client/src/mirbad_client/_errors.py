@@ -1,15 +1,15 @@
 """How the client turns the admin API's refusals into :mod:`mirbad_client.exceptions`, in one place.
 
-The admin API answers every refusal as ``{"error": {"code", "message"[, "field"]}}`` and picks the
-status and code from the exception the master raised (``mirbad_master._api_errors``). This module maps
-each code to the client's own exception (the table is in :mod:`mirbad_client.exceptions`); anything
-else is an :class:`~mirbad_client.exceptions.AdminApiError` with the status and code.
+The master answers every refusal with mirbad_protocol's :class:`~mirbad_protocol.AdminErrorBody`: a
+code of :class:`~mirbad_protocol.AdminErrorCode` and the ids it is about in fields of their own
+(``nodeId``, ``modelId``, ``field`` ...). :data:`EXCEPTION_BY_CODE` is the one table from code to
+exception class (documented in :mod:`mirbad_client.exceptions`); the ids come from the fields, never
+from the message. A code this client does not know (a newer master's) is an
+:class:`~mirbad_client.exceptions.AdminApiError` with the status, the code and whatever ids it names.
 """
 
 from __future__ import annotations
 
-import ast
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -17,7 +17,7 @@ from typing import Final
 import httpx
 from pydantic import ValidationError
 
-from mirbad_protocol import AgentErrorBody
+from mirbad_protocol import AdminError, AdminErrorBody, AdminErrorCode
 
 from .exceptions import (
     AdminApiError,
@@ -43,13 +43,29 @@ from .exceptions import (
 # Internal to the admin API's client; not part of the public API.
 __all__: list[str] = []
 
-# The master's messages quote ids with repr(): "node 'gpu-1' ...", "no model with id 'qwen'".
-_QUOTED: Final = r"(?P<q>'[^']*'|\"[^\"]*\")"
-_NODE: Final = re.compile(r"node " + _QUOTED)
-_ID: Final = re.compile(r"with id " + _QUOTED)
-_SERVED_NAME_TAKEN: Final = re.compile(
-    r"(?P<name>'.*'|\".*\") is already served by model (?P<owner>'.*'|\".*\")$"
-)
+_C = AdminErrorCode
+_Builder = Callable[["Refusal", AdminError], AdminApiError]
+EXCEPTION_BY_CODE: Final[Mapping[str, type[AdminApiError]]] = {
+    _C.INVALID_REQUEST: InvalidRequestError,
+    _C.UNAUTHORIZED: AdminAuthError,
+    _C.TOO_MANY_ATTEMPTS: AdminAuthError,
+    _C.MODEL_NOT_FOUND: NoSuchModelError,
+    _C.NODE_NOT_FOUND: NoSuchNodeError,
+    _C.KEY_NOT_FOUND: NoSuchApiKeyError,
+    _C.SERVED_NAME_TAKEN: ServedNameTakenError,
+    _C.NODE_EXISTS: NodeExistsError,
+    _C.NODE_CONFLICT: StartRefusedError,
+    _C.ADMISSION_REFUSED: AdmissionRefusedError,
+    _C.START_CONFLICT: StartBlockedError,
+    _C.START_LANE_BUSY: StartBlockedError,
+    _C.SPEC_REJECTED: LaunchSpecRejectedError,
+    _C.NODE_REFUSED: NodeRefusedError,
+    _C.BAD_GATEWAY: NodeBadAnswerError,
+    _C.LOG_STREAM_FAILED: LogFollowError,
+    _C.NODE_UNREACHABLE: NodeOfflineError,
+    _C.NODE_TIMEOUT: NodeTimedOutError,
+}
+"""The exception class of each code; the other codes are a plain :class:`AdminApiError`."""
 
 
 @dataclass(frozen=True)
@@ -58,99 +74,100 @@ class Refusal:
 
     Attributes:
         status: the HTTP status.
-        code: the envelope's code (``None`` without an envelope).
-        message: the envelope's message, or the start of the body.
-        field: the envelope's field.
-        subject: the id the request was about (a model, key or node id), named by a 404.
+        error: the envelope's inner object; ``None`` for an answer without the envelope.
+        message: the envelope's message, or the start of a body that is not an envelope.
+        subject: the id the request was about (a model, key or node id), for a 404 naming none.
         retry_after: the ``Retry-After`` header.
     """
 
     status: int
-    code: str | None
+    error: AdminError | None
     message: str
-    field: str | None = None
     subject: str = ""
     retry_after: str | None = None
 
     @property
-    def node_id(self) -> str:
-        """The node the message names, or ``""``."""
-        return _quoted(_NODE, self.message)
-
-    @property
-    def unknown_id(self) -> str:
-        """The unknown id a 404 names (``no model with id 'x'``), else the request's subject."""
-        return _quoted(_ID, self.message) or self.subject
+    def retry_after_s(self) -> int | None:
+        """The seconds to wait: the envelope's ``retryAfterS``, else a ``Retry-After`` in seconds."""
+        if self.error is not None and self.error.retry_after_s is not None:
+            return self.error.retry_after_s
+        header = self.retry_after
+        return int(header) if header is not None and header.isdigit() else None
 
 
-def _node(kind: type[AdminApiError]) -> Callable[[Refusal], AdminApiError]:
-    return lambda r: kind(r.status, r.code, r.message, r.field, node_id=r.node_id)
+def _common(kind: type[AdminApiError]) -> _Builder:
+    def build(refusal: Refusal, error: AdminError) -> AdminApiError:
+        return kind(refusal.status, error.code, error.message, error.field, **_ids(error))
+
+    return build
 
 
-def _served_name_taken(refusal: Refusal) -> AdminApiError:
-    named = _SERVED_NAME_TAKEN.search(refusal.message)
-    if named is None:
-        return AdminApiError(refusal.status, refusal.code, refusal.message, refusal.field)
-    name, owner = _unquote(named.group("name")), _unquote(named.group("owner"))
-    return ServedNameTakenError(refusal.status, refusal.code, refusal.message, name, owner)
+def _auth(refusal: Refusal, error: AdminError) -> AdminApiError:
+    retry = refusal.retry_after_s
+    return AdminAuthError(refusal.status, error.code, error.message, retry, field=error.field, **_ids(error))
 
 
-def _invalid_field(refusal: Refusal) -> AdminApiError:
-    field = refusal.field or "(document)"
-    return InvalidRequestError(refusal.status, refusal.code, refusal.message, field)
+def _invalid_request(refusal: Refusal, error: AdminError) -> AdminApiError:
+    # FastAPI's own errors about the whole body name no field.
+    field = error.field or "(document)"
+    return InvalidRequestError(refusal.status, error.code, error.message, field, **_ids(error))
 
 
-def _auth(refusal: Refusal) -> AdminApiError:
-    seconds = refusal.retry_after
-    retry = int(seconds) if seconds is not None and seconds.isdigit() else None
-    return AdminAuthError(refusal.status, refusal.code, refusal.message, retry)
+def _served_name_taken(refusal: Refusal, error: AdminError) -> AdminApiError:
+    # The envelope's model is the one already serving the name.
+    name, owner = error.served_name or "", error.model_id or ""
+    return ServedNameTakenError(refusal.status, error.code, error.message, name, owner, node_id=error.node_id)
 
 
-_BY_CODE: Final[Mapping[str, Callable[[Refusal], AdminApiError]]] = {
-    "model_not_found": lambda r: NoSuchModelError(r.status, r.code, r.message, model_id=r.unknown_id),
-    "key_not_found": lambda r: NoSuchApiKeyError(r.status, r.code, r.message, r.unknown_id),
-    "node_not_found": lambda r: NoSuchNodeError(r.status, r.code, r.message, node_id=r.unknown_id),
-    "admission_refused": _node(AdmissionRefusedError),
-    "start_conflict": _node(StartBlockedError),
-    "start_lane_busy": _node(StartBlockedError),
-    "node_conflict": _node(StartRefusedError),
-    "served_name_taken": _served_name_taken,
-    "node_exists": lambda r: NodeExistsError(r.status, r.code, r.message, node_id=r.node_id or r.subject),
-    "spec_rejected": _node(LaunchSpecRejectedError),
-    "node_unreachable": _node(NodeOfflineError),
-    "node_timeout": _node(NodeTimedOutError),
-    "bad_gateway": _node(NodeBadAnswerError),
-    "log_stream_failed": _node(LogFollowError),
-    "node_refused": _node(NodeRefusedError),
-}
-_BY_STATUS: Final[Mapping[int, Callable[[Refusal], AdminApiError]]] = {
-    400: _invalid_field,
-    401: _auth,
-    429: _auth,
+def _no_such_key(refusal: Refusal, error: AdminError) -> AdminApiError:
+    key_id, field = error.key_id or refusal.subject, error.field
+    return NoSuchApiKeyError(refusal.status, error.code, error.message, key_id, field=field, **_ids(error))
+
+
+def _no_such_model(refusal: Refusal, error: AdminError) -> AdminApiError:
+    ids = _ids(error) | {"model_id": error.model_id or refusal.subject}
+    return NoSuchModelError(refusal.status, error.code, error.message, error.field, **ids)
+
+
+def _no_such_node(refusal: Refusal, error: AdminError) -> AdminApiError:
+    ids = _ids(error) | {"node_id": error.node_id or refusal.subject}
+    return NoSuchNodeError(refusal.status, error.code, error.message, error.field, **ids)
+
+
+def _ids(error: AdminError) -> dict[str, str | None]:
+    return {"node_id": error.node_id, "model_id": error.model_id}
+
+
+# The classes whose constructor takes more than the common ids, or falls back to the request's id.
+_BUILDERS: Final[Mapping[type[AdminApiError], _Builder]] = {
+    AdminAuthError: _auth,
+    InvalidRequestError: _invalid_request,
+    ServedNameTakenError: _served_name_taken,
+    NoSuchApiKeyError: _no_such_key,
+    NoSuchModelError: _no_such_model,
+    NoSuchNodeError: _no_such_node,
 }
 
 
 def admin_error(refusal: Refusal) -> AdminApiError:
-    """The exception an error answer of the admin API stands for (see the module's table)."""
-    by_status = _BY_STATUS.get(refusal.status)
-    if by_status is not None:
-        return by_status(refusal)
-    by_code = _BY_CODE.get(refusal.code or "")
-    if by_code is not None:
-        return by_code(refusal)
-    return AdminApiError(refusal.status, refusal.code, refusal.message, refusal.field)
+    """The exception an error answer of the admin API stands for (see :data:`EXCEPTION_BY_CODE`)."""
+    error = refusal.error
+    if error is None:
+        return AdminApiError(refusal.status, None, refusal.message)
+    kind = EXCEPTION_BY_CODE.get(error.code, AdminApiError)
+    return _BUILDERS.get(kind, _common(kind))(refusal, error)
 
 
 def read_refusal(answer: httpx.Response, subject: str = "") -> Refusal:
     """Read an error answer (its body already read) into a :class:`Refusal`."""
     retry_after = answer.headers.get("retry-after")
     try:
-        error = AgentErrorBody.model_validate_json(answer.content).error
+        error = AdminErrorBody.model_validate_json(answer.content).error
     except ValidationError:
         text = answer.text.strip()[:200] or answer.reason_phrase
         message = f"HTTP {answer.status_code}: {text}"
-        return Refusal(answer.status_code, None, message, None, subject, retry_after)
-    return Refusal(answer.status_code, error.code, error.message, error.field, subject, retry_after)
+        return Refusal(answer.status_code, None, message, subject, retry_after)
+    return Refusal(answer.status_code, error, error.message, subject, retry_after)
 
 
 def connection_error(base_url: str, exc: httpx.HTTPError) -> AdminConnectionError:
@@ -161,19 +178,14 @@ def connection_error(base_url: str, exc: httpx.HTTPError) -> AdminConnectionErro
     return AdminConnectionError(base_url, f"cannot reach the master at {base_url}: {reason}")
 
 
-def stream_error(message: str) -> LogFollowError:
-    """The exception for a followed log the master ended with an ``error`` event."""
-    return LogFollowError(502, "log_stream_failed", message, node_id=_quoted(_NODE, message))
+def stream_error(data: str) -> LogFollowError:
+    """The exception for a followed log the master ended with an ``error`` event.
 
-
-def _quoted(pattern: re.Pattern[str], message: str) -> str:
-    named = pattern.search(message)
-    return _unquote(named.group("q")) if named else ""
-
-
-def _unquote(text: str) -> str:
+    The event's data is the refusal envelope (whatever its code, the follow is what failed); a master
+    from before the envelope sent the message alone, which is kept as it is.
+    """
     try:
-        value = ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text.strip("'\"")
-    return value if isinstance(value, str) else text
+        error = AdminErrorBody.model_validate_json(data).error
+    except ValidationError:
+        return LogFollowError(502, AdminErrorCode.LOG_STREAM_FAILED.value, data)
+    return LogFollowError(502, error.code, error.message, error.field, **_ids(error))

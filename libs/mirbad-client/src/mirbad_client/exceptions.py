@@ -140,9 +140,17 @@ class AdminAuthError(AdminApiError):
     """
 
     def __init__(
-        self, status_code: int, code: str | None, message: str, retry_after_s: int | None = None
+        self,
+        status_code: int,
+        code: str | None,
+        message: str,
+        retry_after_s: int | None = None,
+        *,
+        field: str | None = None,
+        node_id: str | None = None,
+        model_id: str | None = None,
     ) -> None:
-        super().__init__(status_code, code, message)
+        super().__init__(status_code, code, message, field, node_id=node_id, model_id=model_id)
         self.retry_after_s = retry_after_s
 
 
@@ -155,8 +163,17 @@ class InvalidRequestError(AdminApiError, InvalidFieldError):
 
     field: str
 
-    def __init__(self, status_code: int, code: str | None, message: str, field: str) -> None:
-        super().__init__(status_code, code, message, field)
+    def __init__(
+        self,
+        status_code: int,
+        code: str | None,
+        message: str,
+        field: str,
+        *,
+        node_id: str | None = None,
+        model_id: str | None = None,
+    ) -> None:
+        super().__init__(status_code, code, message, field, node_id=node_id, model_id=model_id)
         self.field = field
         self.reason = message.removeprefix(f"{field}: ")
 
@@ -173,9 +190,16 @@ class ServedNameTakenError(AdminApiError, InvalidFieldError):
     field: str
 
     def __init__(
-        self, status_code: int, code: str | None, message: str, served_name: str, owner_id: str
+        self,
+        status_code: int,
+        code: str | None,
+        message: str,
+        served_name: str,
+        owner_id: str,
+        *,
+        node_id: str | None = None,
     ) -> None:
-        super().__init__(status_code, code, message, "servedName", model_id=owner_id)
+        super().__init__(status_code, code, message, "servedName", node_id=node_id, model_id=owner_id or None)
         self.field = "servedName"
         self.reason = message.removeprefix("servedName: ")
         self.served_name = served_name
@@ -204,8 +228,18 @@ class NoSuchApiKeyError(AdminApiError):
         key_id: the key asked for.
     """
 
-    def __init__(self, status_code: int, code: str | None, message: str, key_id: str) -> None:
-        super().__init__(status_code, code, message)
+    def __init__(
+        self,
+        status_code: int,
+        code: str | None,
+        message: str,
+        key_id: str,
+        *,
+        field: str | None = None,
+        node_id: str | None = None,
+        model_id: str | None = None,
+    ) -> None:
+        super().__init__(status_code, code, message, field, node_id=node_id, model_id=model_id)
         self.key_id = key_id
 
 

@@ -5,6 +5,7 @@ the wire, snake_case in Python, unknown fields tolerated, defaults omitted), the
 the exception root of every Mirbad library.
 """
 
+from ._admin_errors import AdminError, AdminErrorBody, AdminErrorCode, admin_error_body
 from ._admin_views import (
     EnrollmentTokenIssued,
     MaintenanceView,
@@ -204,6 +205,9 @@ __all__ = [
     "ROUTE_TELEMETRY",
     "USER_INPUT",
     "USER_INPUT_LIMITS",
+    "AdminError",
+    "AdminErrorBody",
+    "AdminErrorCode",
     "AgentError",
     "AgentErrorBody",
     "AgentErrorCode",
@@ -283,6 +287,7 @@ __all__ = [
     "UserCheck",
     "UserMaximum",
     "WireModel",
+    "admin_error_body",
     "agent_error_body",
     "agent_path",
     "certificate_identity",
