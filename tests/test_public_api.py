@@ -7,7 +7,7 @@ import pkgutil
 
 import pytest
 
-PACKAGES = ["mirbad_protocol", "mirbad_runtime", "mirbad_orchestration", "mirbad_router"]
+PACKAGES = ["mirbad_protocol", "mirbad_runtime", "mirbad_orchestration", "mirbad_router", "mirbad_client"]
 
 
 def _private_modules(package: str) -> list[str]:

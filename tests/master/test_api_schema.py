@@ -19,7 +19,7 @@ from mirbad_master._app import create_master_app
 
 pytestmark = pytest.mark.anyio
 
-ENVELOPE = "#/components/schemas/AgentErrorBody"
+ENVELOPE = "#/components/schemas/AdminErrorBody"
 CONFLICTS = {
     ("POST", "/api/models"),
     ("PUT", "/api/models/{model_id}"),
@@ -87,8 +87,8 @@ async def test_sign_in_refusals_document_their_headers(tmp_path: Path) -> None:
 async def test_the_envelope_is_documented(tmp_path: Path) -> None:
     schemas = (await openapi(tmp_path))["components"]["schemas"]
 
-    assert schemas["AgentErrorBody"]["required"] == ["error"]
-    assert set(schemas["AgentError"]["properties"]) >= {"code", "message", "field"}
+    assert schemas["AdminErrorBody"]["required"] == ["error"]
+    assert set(schemas["AdminError"]["properties"]) >= {"code", "message", "field", "nodeId", "modelId"}
 
 
 async def test_non_json_answers_have_their_media_types(tmp_path: Path) -> None:
@@ -202,7 +202,7 @@ async def test_objects_say_they_have_no_other_fields(tmp_path: Path) -> None:
         "Placement",
         "ApiKeyCreate",
         "NodeCreate",
-        "AgentErrorBody",
+        "AdminErrorBody",
         "ModelView",
     ):
         found = [schema for name, schema in schemas.items() if name.split("-")[0] == wanted]

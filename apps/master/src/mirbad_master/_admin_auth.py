@@ -66,7 +66,7 @@ _PASSWORD_BYTES: Final = 18  # 24 URL-safe characters
 class NotSignedInError(MirbadError):
     """The request is not signed in as the administrator (HTTP 401).
 
-    The master's side of a sign-in; :class:`mirbad_orchestration.AdminAuthError` is the admin client's
+    The master's side of a sign-in; :class:`mirbad_client.AdminAuthError` is the admin client's
     view of the same refusal, hence the different name.
     """
 

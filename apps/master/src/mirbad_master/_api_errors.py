@@ -1,10 +1,12 @@
 """The admin API's error mapping, in one place: every exception to one status, code and message.
 
-Every refusal of ``/api`` has the agent envelope's shape, ``{"error": {"code", "message"[, "field"]}}``:
-400 names the invalid field (wire spelling), 404 an unknown id, 409 a conflict (memory admission,
-another start, a taken id or served name), 422 a launch the node cannot run, a node's own trouble
-503 (unreachable) or 504 (timed out), and 507 a store file that cannot be written for a full disk.
-The table is searched in order, so subclasses come first.
+Every refusal of ``/api`` is mirbad_protocol's :class:`AdminErrorBody`, ``{"error": {"code", "message",
+...}}`` with a code of :class:`AdminErrorCode` and the subjects the exception names (``field``,
+``nodeId``, ``modelId``, ``keyId`` ...), so a client never reads ids out of the message: 400 names the
+invalid field (wire spelling), 404 an unknown id, 409 a conflict (memory admission, another start, a
+taken id or served name), 422 a launch the node cannot run, a node's own trouble 503 (unreachable) or
+504 (timed out), and 507 a store file that cannot be written for a full disk. The status is the
+code's (:attr:`AdminErrorCode.http_status`). The table is searched in order, so subclasses come first.
 """
 
 from __future__ import annotations
@@ -40,7 +42,15 @@ from mirbad_orchestration import (
     UnknownModelError,
     UnknownNodeError,
 )
-from mirbad_protocol import AgentError, AgentErrorBody, InvalidFieldError, MirbadError, WireModel
+from mirbad_protocol import (
+    AdminError,
+    AdminErrorBody,
+    AdminErrorCode,
+    InvalidFieldError,
+    MirbadError,
+    WireModel,
+    admin_error_body,
+)
 
 from ._admin_auth import NotSignedInError, TooManyAttemptsError
 from ._changes import LocalNodeError, ModelExistsError, NodeHasModelsError
@@ -48,6 +58,7 @@ from ._changes import LocalNodeError, ModelExistsError, NodeHasModelsError
 __all__ = [
     "ApiError",
     "Refusal",
+    "error_body",
     "error_response",
     "install_error_handlers",
     "refusal_of",
@@ -59,7 +70,7 @@ _logger = logging.getLogger("mirbad_master.api")
 
 
 class ApiError(MirbadError):
-    """A refusal of the admin API itself (an id that exists already, a mismatched id ...).
+    """A refusal of the admin API itself (a mismatched id ...).
 
     Attributes:
         status: the HTTP status.
@@ -67,41 +78,44 @@ class ApiError(MirbadError):
         field: the offending field, if one.
     """
 
-    def __init__(self, status: int, code: str, message: str, *, field: str | None = None) -> None:
+    def __init__(self, status: int, code: AdminErrorCode, message: str, *, field: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.field = field
 
 
-# (exception class, status, code), first match wins.
-_TABLE: Final[Sequence[tuple[type[Exception], int, str]]] = (
-    (TooManyAttemptsError, 429, "too_many_attempts"),
-    (NotSignedInError, 401, "unauthorized"),
-    (ModelExistsError, 409, "model_exists"),
-    (LocalNodeError, 409, "local_node"),
-    (NodeHasModelsError, 409, "node_has_models"),
-    (DuplicateServedNameError, 409, "served_name_taken"),
-    (InvalidFieldError, 400, "invalid_request"),
-    (UnknownModelError, 404, "model_not_found"),
-    (UnknownNodeError, 404, "node_not_found"),
-    (UnknownApiKeyError, 404, "key_not_found"),
-    (AgentAdmissionRefusedError, 409, "admission_refused"),
-    (AgentStartConflictError, 409, "start_conflict"),
-    (NodeConflictError, 409, "node_conflict"),
-    (DuplicateNodeError, 409, "node_exists"),
-    (StartLaneBusyError, 409, "start_lane_busy"),
-    (AgentLaunchRejectedError, 422, "spec_rejected"),
-    (NodeUnreachableError, 503, "node_unreachable"),
-    (NodeTimeoutError, 504, "node_timeout"),
-    (AgentProtocolError, 502, "bad_gateway"),
-    (LogStreamError, 502, "log_stream_failed"),
-    (AgentRequestError, 502, "node_refused"),
-    (StoreFileError, 500, "storage_error"),
-    (EnrollmentError, 500, "storage_error"),
-    (RegistryError, 500, "storage_error"),
+_C = AdminErrorCode
+# (exception class, code), first match wins.
+_TABLE: Final[Sequence[tuple[type[Exception], AdminErrorCode]]] = (
+    (TooManyAttemptsError, _C.TOO_MANY_ATTEMPTS),
+    (NotSignedInError, _C.UNAUTHORIZED),
+    (ModelExistsError, _C.MODEL_EXISTS),
+    (LocalNodeError, _C.LOCAL_NODE),
+    (NodeHasModelsError, _C.NODE_HAS_MODELS),
+    (DuplicateServedNameError, _C.SERVED_NAME_TAKEN),
+    (InvalidFieldError, _C.INVALID_REQUEST),
+    (UnknownModelError, _C.MODEL_NOT_FOUND),
+    (UnknownNodeError, _C.NODE_NOT_FOUND),
+    (UnknownApiKeyError, _C.KEY_NOT_FOUND),
+    (AgentAdmissionRefusedError, _C.ADMISSION_REFUSED),
+    (AgentStartConflictError, _C.START_CONFLICT),
+    (NodeConflictError, _C.NODE_CONFLICT),
+    (DuplicateNodeError, _C.NODE_EXISTS),
+    (StartLaneBusyError, _C.START_LANE_BUSY),
+    (AgentLaunchRejectedError, _C.SPEC_REJECTED),
+    (NodeUnreachableError, _C.NODE_UNREACHABLE),
+    (NodeTimeoutError, _C.NODE_TIMEOUT),
+    (AgentProtocolError, _C.BAD_GATEWAY),
+    (LogStreamError, _C.LOG_STREAM_FAILED),
+    (AgentRequestError, _C.NODE_REFUSED),
+    (StoreFileError, _C.STORAGE_ERROR),
+    (EnrollmentError, _C.STORAGE_ERROR),
+    (RegistryError, _C.STORAGE_ERROR),
 )
-_HTTP_CODES: Final = {404: "route_not_found", 405: "method_not_allowed", 413: "request_too_large"}
+_HTTP_CODES: Final = {404: _C.ROUTE_NOT_FOUND, 405: _C.METHOD_NOT_ALLOWED, 413: _C.REQUEST_TOO_LARGE}
+# The attributes the libraries' exceptions name their subjects with, as the envelope's fields.
+_SUBJECTS: Final = ("node_id", "model_id", "key_id")
 
 
 # What each refusal status means, for the OpenAPI document (the codes are the table's above).
@@ -132,7 +146,7 @@ _STATUS_HEADERS: Final = {
 def refusals(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` for these refusal statuses, each in the error envelope."""
     return {
-        s: {"model": AgentErrorBody, "description": _STATUS_DESCRIPTIONS[s]}
+        s: {"model": AdminErrorBody, "description": _STATUS_DESCRIPTIONS[s]}
         | ({"headers": _STATUS_HEADERS[s]} if s in _STATUS_HEADERS else {})
         for s in statuses
     }
@@ -148,11 +162,15 @@ def user_input(model: type[WireModel]) -> BeforeValidator:
 
 
 def error_response(
-    status: int, code: str, message: str, *, field: str | None = None, headers: dict[str, str] | None = None
+    status: int,
+    code: AdminErrorCode,
+    message: str,
+    *,
+    field: str | None = None,
+    headers: dict[str, str] | None = None,
 ) -> JSONResponse:
-    """An error in the admin API's envelope."""
-    body = AgentErrorBody(error=AgentError(code=code, message=message, field=field)).to_wire()
-    return JSONResponse(body, status_code=status, headers=headers)
+    """An error in the admin API's envelope (no subject but ``field``; see :func:`error_body`)."""
+    return JSONResponse(admin_error_body(code, message, field=field), status_code=status, headers=headers)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -172,15 +190,23 @@ class Refusal(NamedTuple):
 
 
 def refusal_of(exc: Exception) -> Refusal:
-    """The status, code, message and field ``/api`` answers ``exc`` with (500 for the unexpected)."""
+    """The status and envelope ``/api`` answers ``exc`` with (500 ``internal_error`` for the unexpected)."""
     if isinstance(exc, ApiError):
         return Refusal(exc.status, exc.code, str(exc), exc.field)
-    status, code = next(((s, c) for kind, s, c in _TABLE if isinstance(exc, kind)), (500, "internal_error"))
+    code = next((c for kind, c in _TABLE if isinstance(exc, kind)), AdminErrorCode.INTERNAL_ERROR)
     if isinstance(exc, StoreFileError | RegistryError) and exc.disk_full:
         # Not the server's bug: someone has to make room; the message names the file.
-        status, code = 507, "insufficient_storage"
+        code = AdminErrorCode.INSUFFICIENT_STORAGE
     field = exc.field if isinstance(exc, InvalidFieldError) else None
-    return Refusal(status, code, _message(exc), field)
+    return Refusal(code.http_status, code, _message(exc), field)
+
+
+def error_body(exc: Exception) -> dict[str, Any]:
+    """The JSON body ``/api`` answers ``exc`` with, subjects included (also a followed log's ``error``)."""
+    refusal = refusal_of(exc)
+    subjects = {"field": refusal.field} | _subjects_of(exc)
+    error = AdminError.model_validate({"code": refusal.code, "message": refusal.message, **subjects})
+    return AdminErrorBody(error=error).to_wire()
 
 
 async def _mirbad_error(request: Request, exc: Exception) -> Response:
@@ -190,19 +216,31 @@ async def _mirbad_error(request: Request, exc: Exception) -> Response:
         headers = {"WWW-Authenticate": 'Bearer realm="mirbad"'}
     if refusal.status >= 500:
         _logger.warning("%s %s failed: %s", request.method, request.url.path, exc)
-    return error_response(refusal.status, refusal.code, refusal.message, field=refusal.field, headers=headers)
+    return JSONResponse(error_body(exc), status_code=refusal.status, headers=headers)
 
 
 async def _validation_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     field, reason = _field_of(exc.errors()[0]) if exc.errors() else ("(document)", "invalid request")
-    return error_response(400, "invalid_request", f"{field}: {reason}", field=field)
+    return error_response(400, AdminErrorCode.INVALID_REQUEST, f"{field}: {reason}", field=field)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
-    code = _HTTP_CODES.get(exc.status_code, "http_error")
+    code = _HTTP_CODES.get(exc.status_code, AdminErrorCode.HTTP_ERROR)
     return error_response(exc.status_code, code, str(exc.detail), headers=dict(exc.headers or {}))
+
+
+def _subjects_of(exc: Exception) -> dict[str, Any]:
+    """The envelope's subject fields (snake_case) that ``exc`` names."""
+    named = {name: getattr(exc, name, None) for name in _SUBJECTS}
+    subjects: dict[str, Any] = {name: value for name, value in named.items() if isinstance(value, str)}
+    if isinstance(exc, DuplicateServedNameError):
+        # The model already serving the name is the one the conflict is about.
+        subjects |= {"served_name": exc.served_name, "model_id": exc.owner_id}
+    if isinstance(exc, TooManyAttemptsError):
+        subjects["retry_after_s"] = exc.retry_after_s
+    return {name: value for name, value in subjects.items() if value is not None}
 
 
 def _message(exc: Exception) -> str:

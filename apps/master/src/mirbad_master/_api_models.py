@@ -8,6 +8,7 @@ the audit log follow them: a start by hand lifts a restart pause, a stop is neve
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Final
 
@@ -15,10 +16,10 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from mirbad_orchestration import AgentClient, filter_by_tags
-from mirbad_protocol import MirbadError, ModelDefinition
+from mirbad_protocol import AdminErrorCode, MirbadError, ModelDefinition
 
 from . import _changes as changes
-from ._api_errors import ApiError, refusals, user_input
+from ._api_errors import ApiError, error_body, refusals, user_input
 from ._api_session import actor_of
 from ._composition import MasterServices
 from ._views import ModelView, dump, model_view
@@ -75,7 +76,7 @@ def models_router(services: MasterServices) -> APIRouter:
         if definition.id != model_id:
             raise ApiError(
                 400,
-                "invalid_request",
+                AdminErrorCode.INVALID_REQUEST,
                 f"id: {definition.id!r} differs from the URL's {model_id!r}",
                 field="id",
             )
@@ -152,7 +153,8 @@ async def _log_events(client: AgentClient, model_id: str, tail: list[str]) -> As
             async for line in follow:
                 yield _event(line)
     except MirbadError as exc:
-        yield _event(str(exc), kind="error")
+        # The envelope of every refusal, so a client reads the node and the model from its fields.
+        yield _event(json.dumps(error_body(exc), ensure_ascii=False), kind="error")
         return
     yield _event("exited", kind="end")
 

@@ -14,7 +14,7 @@ from typing import Annotated
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from mirbad_orchestration import EnrollmentTokenIssued
+from mirbad_protocol import EnrollmentTokenIssued
 
 from . import _changes as changes
 from ._api_errors import refusals, user_input

@@ -18,6 +18,7 @@ from typing import Any, Final
 from fastapi import FastAPI, Response
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 
+from mirbad_protocol import AdminErrorBody
 from mirbad_router import create_router_app
 
 from ._admin_auth import AdminAuth
@@ -147,7 +148,7 @@ def _add_refusals(method: str, path: str, operation: dict[str, Any]) -> None:
     for status, response in refusals(*statuses).items():
         documented = {key: value for key, value in response.items() if key != "model"}
         documented["content"] = {
-            "application/json": {"schema": {"$ref": "#/components/schemas/AgentErrorBody"}}
+            "application/json": {"schema": {"$ref": f"#/components/schemas/{AdminErrorBody.__name__}"}}
         }
         responses.setdefault(str(status), documented)
 

@@ -19,7 +19,6 @@ from pydantic import Field
 
 from mirbad_orchestration import (
     NODE_ID_PATTERN,
-    EnrollmentTokenIssued,
     NodeRecord,
     NodeState,
     UnknownModelError,
@@ -30,6 +29,7 @@ from mirbad_protocol import (
     ApiKeyCreate,
     ApiKeyCreated,
     ApiKeyInfo,
+    EnrollmentTokenIssued,
     InvalidFieldError,
     MirbadError,
     ModelDefinition,
@@ -73,18 +73,39 @@ class ChangeRefusedError(MirbadError):
 
 
 class ModelExistsError(InvalidFieldError, ChangeRefusedError):
-    """A new model's id is taken (HTTP 409 ``model_exists``, field ``id``)."""
+    """A new model's id is taken (HTTP 409 ``model_exists``, field ``id``).
+
+    Attributes:
+        model_id: the id.
+    """
 
     def __init__(self, model_id: str) -> None:
         super().__init__("id", f"a model with id {model_id!r} exists")
+        self.model_id = model_id
 
 
 class LocalNodeError(ChangeRefusedError):
-    """The master's own node cannot be removed (HTTP 409 ``local_node``)."""
+    """The master's own node cannot be removed (HTTP 409 ``local_node``).
+
+    Attributes:
+        node_id: the node.
+    """
+
+    def __init__(self, node_id: str, message: str) -> None:
+        super().__init__(message)
+        self.node_id = node_id
 
 
 class NodeHasModelsError(ChangeRefusedError):
-    """Models are placed on the node to remove, and their placement was not to be cleared (HTTP 409)."""
+    """Models are placed on the node to remove, and their placement was not to be cleared (HTTP 409).
+
+    Attributes:
+        node_id: the node.
+    """
+
+    def __init__(self, node_id: str, message: str) -> None:
+        super().__init__(message)
+        self.node_id = node_id
 
 
 class EnrollmentTokenRequest(WireModel):
@@ -320,14 +341,15 @@ async def remove_node(services: MasterServices, node_id: str, actor: str, *, unp
     """
     record = await services.nodes.get(node_id)
     if record.local:
-        raise LocalNodeError(f"node {node_id!r} is the master's own agent; it stays")
+        raise LocalNodeError(node_id, f"node {node_id!r} is the master's own agent; it stays")
     placed = [model.id for model in await services.models.placed_on(node_id)]
     if placed and not unplace:
         # Models left pointing at a node that is gone could never start again, silently.
         names = ", ".join(repr(model_id) for model_id in sorted(placed))
         raise NodeHasModelsError(
+            node_id,
             f"models are placed on node {node_id!r}: {names}; move or delete them, "
-            "or remove the node with ?unplace=true to clear their placement"
+            "or remove the node with ?unplace=true to clear their placement",
         )
     if placed:
         for model in await services.models.unplace(node_id):

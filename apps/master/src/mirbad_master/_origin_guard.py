@@ -24,6 +24,8 @@ from typing import Final
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from mirbad_protocol import AdminErrorCode
+
 from ._admin_auth import SESSION_COOKIE
 from ._api_errors import error_response
 
@@ -74,7 +76,7 @@ class OriginGuard:
         if scope["type"] == "http" and _refused_http(scope):
             answer = error_response(
                 403,
-                "cross_origin",
+                AdminErrorCode.CROSS_ORIGIN,
                 "refused: this request comes from another origin (or names none); scripts send "
                 "'Authorization: Bearer <administrator password>' instead of the session cookie",
             )

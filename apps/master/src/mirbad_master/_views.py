@@ -1,4 +1,4 @@
-"""What the admin API answers: the views (mirbad_orchestration's models) built from the services.
+"""What the admin API answers: the views (mirbad_protocol's admin API models) built from the services.
 
 Views are read from what the master already knows (the registry, the status cache, the pauses), so a
 listing never waits on a node; the models of a node that stops answering read Unknown, with the
@@ -12,22 +12,27 @@ from typing import Any
 
 from mirbad_orchestration import (
     DEFAULT_TOTAL_GIB,
-    MaintenanceView,
-    ModelView,
     NodeRecord,
     NodeState,
-    NodeSummary,
-    SettingChangeView,
-    StatusReport,
     changed_settings,
     launch_total_gib,
     model_status,
 )
-from mirbad_protocol import ModelDefinition, ModelState, ModelStatus, WireModel
+from mirbad_protocol import (
+    MaintenanceView,
+    ModelDefinition,
+    ModelState,
+    ModelStatus,
+    ModelView,
+    NodeSummary,
+    SettingChangeView,
+    StatusReport,
+    WireModel,
+)
 
 from ._composition import MasterServices
 
-# The view models themselves live in mirbad_orchestration, shared with the admin API clients; they are
+# The view models themselves are wire models of mirbad_protocol, shared with mirbad_client; they are
 # re-exported here for the master's own modules.
 __all__ = [
     "MaintenanceView",

@@ -4,16 +4,6 @@ Argument builders, normalizers and parsers for vLLM, llama.cpp and MLX, the conf
 registry and tags.
 """
 
-from ._admin_client import MirbadClient
-from ._admin_client_async import AsyncMirbadClient
-from ._admin_views import (
-    EnrollmentTokenIssued,
-    MaintenanceView,
-    ModelView,
-    NodeSummary,
-    SettingChangeView,
-    StatusReport,
-)
 from ._agent_client import AgentClient, AgentTimeouts
 from ._agent_clients import AgentClients, TransportFactory
 from ._api_key_file import API_KEYS_FILE, ApiKeyImport, secret_sha256
@@ -108,9 +98,6 @@ from ._vllm_args import build_vllm_args, format_gpu_memory_utilization
 from ._vllm_normalize import normalize_vllm
 from ._vllm_parse import parse_vllm_args
 from .exceptions import (
-    AdminApiError,
-    AdminAuthError,
-    AdminConnectionError,
     AgentAdmissionRefusedError,
     AgentLaunchRejectedError,
     AgentProtocolError,
@@ -130,7 +117,6 @@ from .exceptions import (
     EnrollmentTokenUsedError,
     LogStreamError,
     MirbadOrchestrationError,
-    ModelFailedError,
     ModelNotOnNodeError,
     NodeConflictError,
     NodeError,
@@ -184,9 +170,6 @@ __all__ = [
     "SEED_MODEL",
     "TAG_CATALOGUE",
     "TUNING_LABEL",
-    "AdminApiError",
-    "AdminAuthError",
-    "AdminConnectionError",
     "AgentAdmissionRefusedError",
     "AgentClient",
     "AgentClients",
@@ -204,7 +187,6 @@ __all__ = [
     "ApiKeyRevokedError",
     "ApiKeyStore",
     "ApiKeyStoreError",
-    "AsyncMirbadClient",
     "AuditEntry",
     "AuditLog",
     "AuditOutcome",
@@ -216,21 +198,16 @@ __all__ = [
     "EnrollmentStoreError",
     "EnrollmentTokenError",
     "EnrollmentTokenExpiredError",
-    "EnrollmentTokenIssued",
     "EnrollmentTokenUsedError",
     "EnrollmentTokens",
     "HealthMonitor",
     "HealthSettings",
     "LastUsed",
     "LogStreamError",
-    "MaintenanceView",
-    "MirbadClient",
     "MirbadOrchestrationError",
-    "ModelFailedError",
     "ModelNotOnNodeError",
     "ModelRegistry",
     "ModelRuntime",
-    "ModelView",
     "NodeConflictError",
     "NodeError",
     "NodeIdentityError",
@@ -239,7 +216,6 @@ __all__ = [
     "NodeRegistry",
     "NodeRegistryError",
     "NodeState",
-    "NodeSummary",
     "NodeTimeoutError",
     "NodeUnreachableError",
     "NodeView",
@@ -253,13 +229,11 @@ __all__ = [
     "RestartPendingCheck",
     "RunningLaunch",
     "SettingChange",
-    "SettingChangeView",
     "SkipCheck",
     "StartLaneBusyError",
     "StartLanes",
     "StateFileError",
     "StatusCache",
-    "StatusReport",
     "StoreFileError",
     "TagInfo",
     "TransportFactory",

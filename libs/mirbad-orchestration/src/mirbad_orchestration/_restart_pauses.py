@@ -8,13 +8,10 @@ or the model staying Ready long enough, clears the pause.
 from __future__ import annotations
 
 import builtins
-from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Final, Literal
+from typing import Final, Literal
 
-from pydantic import Field
-
-from mirbad_protocol import WireModel
+from mirbad_protocol import RestartPause, WireModel
 
 from ._state_file import StateFile
 
@@ -22,24 +19,6 @@ __all__ = ["RESTART_PAUSES_FILE_NAME", "RestartPause", "RestartPauses"]
 
 RESTART_PAUSES_FILE_NAME: Final = "restart-pauses.json"
 """The pause file's name inside the data directory."""
-
-
-class RestartPause(WireModel):
-    """Why a model's automatic restarts are paused.
-
-    Attributes:
-        model_id: the model.
-        node_id: the node it crashed on.
-        crashes: how many times in a row it crashed.
-        last_error: what the last crash reported (the runtime's error, the tail of its log), if anything.
-        paused_at: when the monitor gave up restarting it.
-    """
-
-    model_id: str
-    node_id: str
-    crashes: Annotated[int, Field(ge=1)]
-    last_error: str | None = None
-    paused_at: datetime
 
 
 class _PausesDocument(WireModel):

@@ -8,9 +8,6 @@ from pathlib import Path
 from mirbad_protocol import InvalidFieldError, MirbadError
 
 __all__ = [
-    "AdminApiError",
-    "AdminAuthError",
-    "AdminConnectionError",
     "AgentAdmissionRefusedError",
     "AgentLaunchRejectedError",
     "AgentProtocolError",
@@ -30,7 +27,6 @@ __all__ = [
     "EnrollmentTokenUsedError",
     "LogStreamError",
     "MirbadOrchestrationError",
-    "ModelFailedError",
     "ModelNotOnNodeError",
     "NodeConflictError",
     "NodeError",
@@ -352,72 +348,3 @@ class StartLaneBusyError(MirbadOrchestrationError):
 
 class StateFileError(StoreFileError):
     """A state file of the master (recovery state, restart pauses) could not be read or written."""
-
-
-# ---------------------------------------------------------------- the admin API's client
-
-
-class AdminApiError(MirbadOrchestrationError):
-    """An answer of the master's admin API that no other exception of the libraries stands for.
-
-    The client of the admin API raises the libraries' own exceptions where the answer names one (an
-    unknown model, a memory refusal, an unreachable node ...); this is the rest: an id that exists
-    already, the local node that cannot be removed, a server error, an answer outside the contract.
-
-    Attributes:
-        status_code: the HTTP status of the answer.
-        code: the error envelope's ``code``, or ``None`` when the answer had no envelope.
-        message: what went wrong, for people.
-        field: the offending field, when the envelope names one.
-    """
-
-    def __init__(self, status_code: int, code: str | None, message: str, field: str | None = None) -> None:
-        super().__init__(message)
-        self.status_code = status_code
-        self.code = code
-        self.message = message
-        self.field = field
-
-
-class AdminAuthError(AdminApiError):
-    """The admin API refused the administrator password (HTTP 401), or refuses this client for now (429).
-
-    Attributes:
-        retry_after_s: after too many wrong passwords, the seconds until the client may try again;
-            ``None`` for a plain refusal.
-    """
-
-    def __init__(
-        self, status_code: int, code: str | None, message: str, retry_after_s: int | None = None
-    ) -> None:
-        super().__init__(status_code, code, message)
-        self.retry_after_s = retry_after_s
-
-
-class AdminConnectionError(MirbadOrchestrationError):
-    """The master's admin API could not be reached, or did not answer in time.
-
-    Attributes:
-        base_url: the master's URL the client was given.
-    """
-
-    def __init__(self, base_url: str, message: str) -> None:
-        super().__init__(message)
-        self.base_url = base_url
-
-
-class ModelFailedError(MirbadOrchestrationError):
-    """A model that was awaited until Ready went Failed instead.
-
-    Attributes:
-        model_id: the model.
-        state: the state it ended in (``Failed``).
-        error: what its status reported, if anything (often the tail of its log).
-    """
-
-    def __init__(self, model_id: str, state: str, error: str | None) -> None:
-        detail = f": {error}" if error else ""
-        super().__init__(f"model {model_id!r} is {state} instead of Ready{detail}")
-        self.model_id = model_id
-        self.state = state
-        self.error = error

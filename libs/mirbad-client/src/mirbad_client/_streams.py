@@ -8,10 +8,9 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncGenerator, AsyncIterable, Iterable, Iterator
 
-from mirbad_protocol import ModelState
+from mirbad_protocol import ModelState, ModelView
 
-from ._admin_errors import stream_error
-from ._admin_views import ModelView
+from ._errors import stream_error
 from .exceptions import ModelFailedError
 
 # Internal to the admin API's clients; not part of the public API.
@@ -62,7 +61,7 @@ class LogEvents:
         """Take one line of the stream; returns the log line an event completes, if any.
 
         Raises:
-            LogStreamError: the master ended the stream with an ``error`` event.
+            LogFollowError: the master ended the stream with an ``error`` event.
         """
         if text:
             name, _, value = text.partition(":")

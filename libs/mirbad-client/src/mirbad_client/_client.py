@@ -1,8 +1,8 @@
 """A typed client of the master's admin API for scripts and notebooks (blocking; see also the async one).
 
-Refusals come back as the libraries' own exceptions (``UnknownModelError``,
-``AgentAdmissionRefusedError``, ``NodeUnreachableError`` ...; the table is in ``_admin_errors``), and
-results as wire models, so code written against the libraries reads the same against a master.
+Refusals come back as :mod:`mirbad_client.exceptions`, one class per error code (``NoSuchModelError``,
+``AdmissionRefusedError``, ``NodeOfflineError`` ...; the table is in that module), and results as the
+admin API's wire models (``mirbad_protocol``'s views), the same the master builds its answers with.
 """
 
 from __future__ import annotations
@@ -15,10 +15,20 @@ from typing import Self, TypeVar
 
 import httpx
 
-from mirbad_protocol import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, KeyUsage, ModelDefinition
+from mirbad_protocol import (
+    ApiKeyCreate,
+    ApiKeyCreated,
+    ApiKeyInfo,
+    EnrollmentTokenIssued,
+    KeyUsage,
+    ModelDefinition,
+    ModelView,
+    NodeSummary,
+    StatusReport,
+)
 
-from . import _admin_calls as calls
-from ._admin_calls import (
+from . import _calls as calls
+from ._calls import (
     DEFAULT_ACTION_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
     AdminCall,
@@ -26,9 +36,8 @@ from ._admin_calls import (
     finish,
     refuse,
 )
-from ._admin_errors import connection_error
-from ._admin_streams import LogEvents, ReadyWait
-from ._admin_views import EnrollmentTokenIssued, ModelView, NodeSummary, StatusReport
+from ._errors import connection_error
+from ._streams import LogEvents, ReadyWait
 
 __all__ = ["MirbadClient"]
 
@@ -91,7 +100,7 @@ class MirbadClient:
         return self._send(calls.models(tuple(tags)))
 
     def model(self, model_id: str) -> ModelView:
-        """One model (raises ``UnknownModelError``)."""
+        """One model (raises ``NoSuchModelError``)."""
         return self._send(calls.model(model_id))
 
     def create_model(self, definition: ModelDefinition) -> ModelView:
@@ -107,7 +116,7 @@ class MirbadClient:
         self._send(calls.delete_model(model_id))
 
     def start(self, model_id: str, *, force: bool = False) -> ModelView:
-        """Start a model; ``force`` skips the node's memory admission (``AgentAdmissionRefusedError``)."""
+        """Start a model; ``force`` skips the node's memory admission (``AdmissionRefusedError``)."""
         return self._send(calls.start(model_id, force))
 
     def stop(self, model_id: str) -> ModelView:
@@ -145,7 +154,7 @@ class MirbadClient:
         silence allowed (then ``AdminConnectionError``).
 
         Raises:
-            LogStreamError: the master could not read the model's log any further.
+            LogFollowError: the master could not read the model's log any further.
         """
         call = calls.logs(model_id, tail, follow=True)
         return self._events(call, self._options.stream_timeout(idle_timeout))
@@ -161,7 +170,7 @@ class MirbadClient:
         return self._send(calls.nodes())
 
     def node(self, node_id: str) -> NodeSummary:
-        """One node (raises ``UnknownNodeError``)."""
+        """One node (raises ``NoSuchNodeError``)."""
         return self._send(calls.node(node_id))
 
     def add_node(
@@ -191,7 +200,7 @@ class MirbadClient:
         return self._send(calls.keys())
 
     def key(self, key_id: str) -> ApiKeyInfo:
-        """One key (raises ``UnknownApiKeyError``)."""
+        """One key (raises ``NoSuchApiKeyError``)."""
         return self._send(calls.key(key_id))
 
     def create_key(self, request: ApiKeyCreate) -> ApiKeyCreated:

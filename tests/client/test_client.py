@@ -24,36 +24,32 @@ from tests._support.asgi_server import free_port, serve_asgi
 from tests.master._stack import Master, running_master
 from tests.orchestration._fake_agent import Refusal
 
-from mirbad_master._app import create_master_app
-from mirbad_orchestration import (
-    AgentAdmissionRefusedError,
-    AgentLaunchRejectedError,
-    AgentRequestError,
-    AgentStartConflictError,
-    DuplicateNodeError,
-    DuplicateServedNameError,
-    LogStreamError,
-    NodeTimeoutError,
-    NodeUnreachableError,
-    UnknownApiKeyError,
-    UnknownModelError,
-    UnknownNodeError,
-)
-from mirbad_orchestration._admin_client import MirbadClient
-from mirbad_orchestration._admin_client_async import AsyncMirbadClient
-from mirbad_orchestration._admin_views import (
-    EnrollmentTokenIssued,
-    ModelView,
-    NodeSummary,
-    SettingChangeView,
-    StatusReport,
-)
-from mirbad_orchestration.exceptions import (
+from mirbad_client import (
     AdminApiError,
     AdminAuthError,
     AdminConnectionError,
+    AdmissionRefusedError,
+    AsyncMirbadClient,
+    EnrollmentTokenIssued,
+    LaunchSpecRejectedError,
+    LogFollowError,
+    MirbadClient,
     ModelFailedError,
+    ModelView,
+    NodeExistsError,
+    NodeOfflineError,
+    NodeRefusedError,
+    NodeSummary,
+    NodeTimedOutError,
+    NoSuchApiKeyError,
+    NoSuchModelError,
+    NoSuchNodeError,
+    ServedNameTakenError,
+    SettingChangeView,
+    StartBlockedError,
+    StatusReport,
 )
+from mirbad_master._app import create_master_app
 from mirbad_protocol import ApiKeyCreate, InvalidFieldError, ModelDefinition, ModelState, WireModel
 from mirbad_protocol._agent import AgentErrorCode
 
@@ -160,7 +156,7 @@ async def test_models_are_created_listed_filtered_updated_and_deleted(tmp_path: 
         one = await admin("model", "qwen")
         updated = await admin("update_model", QWEN.model_copy(update={"max_num_seqs": 32}))
         await admin("delete_model", "qwen")
-        with pytest.raises(UnknownModelError) as gone:
+        with pytest.raises(NoSuchModelError) as gone:
             await admin("model", "qwen")
 
     assert isinstance(created, ModelView)
@@ -178,11 +174,11 @@ async def test_registry_refusals_raise_the_libraries_exceptions(tmp_path: Path, 
         await admin("create_model", QWEN)
         with pytest.raises(AdminApiError) as exists:
             await admin("create_model", QWEN)
-        with pytest.raises(DuplicateServedNameError) as taken:
+        with pytest.raises(ServedNameTakenError) as taken:
             await admin("create_model", GEMMA.model_copy(update={"served_name": "qwen3-8b"}))
-        with pytest.raises(UnknownModelError) as unknown_update:
+        with pytest.raises(NoSuchModelError) as unknown_update:
             await admin("update_model", GEMMA)
-        with pytest.raises(UnknownModelError):
+        with pytest.raises(NoSuchModelError):
             await admin("delete_model", "nope")
 
     assert (exists.value.status_code, exists.value.code, exists.value.field) == (409, "model_exists", "id")
@@ -217,7 +213,7 @@ async def test_start_change_restart_and_stop(tmp_path: Path, kind: str) -> None:
 async def test_memory_refusal_then_force(tmp_path: Path, kind: str) -> None:
     async with connected(tmp_path, kind) as (_, admin, _url):
         await admin("create_model", QWEN.model_copy(update={"memory_budget_gib": 110}))  # 96 GiB free
-        with pytest.raises(AgentAdmissionRefusedError) as refused:
+        with pytest.raises(AdmissionRefusedError) as refused:
             await admin("start", "qwen")
         forced = await admin("start", "qwen", force=True)
 
@@ -233,21 +229,21 @@ async def test_memory_refusal_then_force(tmp_path: Path, kind: str) -> None:
 @pytest.mark.parametrize(
     ("refusal", "raised"),
     [
-        (AgentErrorCode.SPEC_REJECTED, AgentLaunchRejectedError),
-        (AgentErrorCode.START_CONFLICT, AgentStartConflictError),
-        (AgentErrorCode.INTERNAL_ERROR, AgentRequestError),
+        (AgentErrorCode.SPEC_REJECTED, LaunchSpecRejectedError),
+        (AgentErrorCode.START_CONFLICT, StartBlockedError),
+        (AgentErrorCode.INTERNAL_ERROR, NodeRefusedError),
     ],
 )
 async def test_agent_refusals_come_back_as_node_exceptions(
-    tmp_path: Path, kind: str, refusal: AgentErrorCode, raised: type[AgentRequestError]
+    tmp_path: Path, kind: str, refusal: AgentErrorCode, raised: type[NodeRefusedError]
 ) -> None:
     async with connected(tmp_path, kind) as (master, admin, _url):
         await admin("create_model", QWEN)
         master.local.refusals["start"] = Refusal(refusal.http_status, refusal, message="no, says the node")
         master.local.refusals["restart"] = master.local.refusals["start"]
-        with pytest.raises(AgentRequestError) as started:
+        with pytest.raises(NodeRefusedError) as started:
             await admin("start", "qwen")
-        with pytest.raises(AgentRequestError) as restarted:
+        with pytest.raises(NodeRefusedError) as restarted:
             await admin("restart", "qwen")
 
     for error in (started.value, restarted.value):
@@ -260,11 +256,11 @@ async def test_node_trouble_is_unreachable_or_timeout(tmp_path: Path, kind: str)
     async with connected(tmp_path, kind) as (master, admin, _url):
         await admin("create_model", QWEN)
         master.agents.down.add("local")
-        with pytest.raises(NodeUnreachableError) as unreachable:
+        with pytest.raises(NodeOfflineError) as unreachable:
             await admin("start", "qwen")
         master.agents.down.clear()
         master.agents.slow.add("local")
-        with pytest.raises(NodeTimeoutError) as timed_out:
+        with pytest.raises(NodeTimedOutError) as timed_out:
             await admin("start", "qwen")
 
     assert unreachable.value.node_id == "local"
@@ -332,14 +328,14 @@ async def test_follow_logs_yields_until_the_model_exits(tmp_path: Path, kind: st
 async def test_log_refusals(tmp_path: Path, kind: str) -> None:
     async with connected(tmp_path, kind) as (master, admin, _url):
         await admin("create_model", QWEN)
-        with pytest.raises(UnknownModelError) as no_instance:
+        with pytest.raises(NoSuchModelError) as no_instance:
             await admin.follow("qwen", tail=5)
         await admin("start", "qwen")
         with pytest.raises(InvalidFieldError) as too_long:
             await admin("logs", "qwen", tail=1_000_000)
         master.local.log_error = "the log file vanished"
         master.local.driver.set_state("qwen", ModelState.FAILED)
-        with pytest.raises(LogStreamError) as broken:
+        with pytest.raises(LogFollowError) as broken:
             await admin.follow("qwen")
 
     assert no_instance.value.model_id == "qwen"
@@ -376,10 +372,10 @@ async def test_nodes_tokens_adding_and_removing(tmp_path: Path, kind: str) -> No
         with pytest.raises(AdminApiError) as local:
             await admin("remove_node", "local")
         await admin("remove_node", "gpu-1")
-        with pytest.raises(UnknownNodeError) as unknown:
+        with pytest.raises(NoSuchNodeError) as unknown:
             await admin("node", "gpu-1")
         added = await admin("add_node", "gpu-1", "https://gpu-1.lan:9443", labels={"rack": "a"})
-        with pytest.raises(DuplicateNodeError) as duplicate:
+        with pytest.raises(NodeExistsError) as duplicate:
             await admin("add_node", "gpu-1", "https://gpu-1.lan:9443")
         one = await admin("node", "gpu-1")
 
@@ -412,9 +408,9 @@ async def test_keys_are_created_once_listed_revoked_and_deleted(tmp_path: Path, 
         usage_of_one = await admin("key_usage", created.id)
         revoked = await admin("revoke_key", created.id)
         await admin("delete_key", created.id)
-        with pytest.raises(UnknownApiKeyError) as unknown:
+        with pytest.raises(NoSuchApiKeyError) as unknown:
             await admin("revoke_key", created.id)
-        with pytest.raises(UnknownApiKeyError):
+        with pytest.raises(NoSuchApiKeyError):
             await admin("key", "nope")
 
     assert created.secret.startswith("mb-")

@@ -1,36 +1,50 @@
-"""What the master's admin API answers, as wire models its clients read.
+"""What the master's admin API answers, as wire models: the master builds them, its clients read them.
 
 Models, nodes and the fleet's status are shown with what only the master knows (restart pending,
-settings a restart would change, paused crash restarts, each node's last poll), so they live here,
-next to those facts, rather than in :mod:`mirbad_protocol`. The admin API sends every field.
+settings a restart would change, paused crash restarts, each node's last poll). They are part of the
+wire contract, so the master (which builds them) and ``mirbad_client`` (which reads them) share one
+definition without either depending on the other. The admin API sends every field.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
 from pydantic import Field, JsonValue
 
-from mirbad_protocol import (
-    AgentInfo,
-    MemorySnapshot,
-    ModelDefinition,
-    ModelMetrics,
-    ModelStatus,
-    RouterModelStats,
-    WireModel,
-)
-
-from ._restart_pauses import RestartPause
+from ._agent import AgentInfo
+from ._definition import ModelDefinition
+from ._status import MemorySnapshot, ModelMetrics, ModelStatus, RouterModelStats
+from ._wire import WireModel
 
 __all__ = [
     "EnrollmentTokenIssued",
     "MaintenanceView",
     "ModelView",
     "NodeSummary",
+    "RestartPause",
     "SettingChangeView",
     "StatusReport",
 ]
+
+
+class RestartPause(WireModel):
+    """Why a model's automatic restarts are paused.
+
+    Attributes:
+        model_id: the model.
+        node_id: the node it crashed on.
+        crashes: how many times in a row it crashed.
+        last_error: what the last crash reported (the runtime's error, the tail of its log), if anything.
+        paused_at: when the monitor gave up restarting it.
+    """
+
+    model_id: str
+    node_id: str
+    crashes: Annotated[int, Field(ge=1)]
+    last_error: str | None = None
+    paused_at: datetime
 
 
 class SettingChangeView(WireModel):

@@ -1,8 +1,8 @@
 """The admin API's requests and answers without any I/O, shared by the sync and the async client.
 
 Each route is an :class:`AdminCall`: what to send, which id a 404 is about and how to read the answer.
-:func:`finish` turns an answer into the typed result or raises the libraries' exception for it (see
-``_admin_errors``); ``_admin_streams`` reads the log stream and waits for Ready. The two clients only
+:func:`finish` turns an answer into the typed result or raises the client's exception for it (see
+``_errors``); ``_streams`` reads the log stream and waits for Ready. The two clients only
 send calls, so they cannot drift apart.
 """
 
@@ -20,13 +20,16 @@ from mirbad_protocol import (
     ApiKeyCreate,
     ApiKeyCreated,
     ApiKeyInfo,
+    EnrollmentTokenIssued,
     KeyUsage,
     ModelDefinition,
+    ModelView,
+    NodeSummary,
+    StatusReport,
     WireModel,
 )
 
-from ._admin_errors import admin_error, read_refusal
-from ._admin_views import EnrollmentTokenIssued, ModelView, NodeSummary, StatusReport
+from ._errors import admin_error, read_refusal
 from .exceptions import AdminApiError
 
 # Internal to the admin API's clients; not part of the public API.

@@ -1,7 +1,7 @@
-"""The admin API's client for async code (anyio): :class:`~mirbad_orchestration.MirbadClient`'s twin.
+"""The admin API's client for async code (anyio): :class:`~mirbad_client.MirbadClient`'s twin.
 
 Same methods, same results, same exceptions; every method is a coroutine and a followed log is an
-async generator. Both clients send the calls of ``_admin_calls``, so they cannot drift apart.
+async generator. Both clients send the calls of ``_calls``, so they cannot drift apart.
 """
 
 from __future__ import annotations
@@ -15,10 +15,20 @@ from typing import Self, TypeVar
 import anyio
 import httpx
 
-from mirbad_protocol import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, KeyUsage, ModelDefinition
+from mirbad_protocol import (
+    ApiKeyCreate,
+    ApiKeyCreated,
+    ApiKeyInfo,
+    EnrollmentTokenIssued,
+    KeyUsage,
+    ModelDefinition,
+    ModelView,
+    NodeSummary,
+    StatusReport,
+)
 
-from . import _admin_calls as calls
-from ._admin_calls import (
+from . import _calls as calls
+from ._calls import (
     DEFAULT_ACTION_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
     AdminCall,
@@ -26,9 +36,8 @@ from ._admin_calls import (
     finish,
     refuse,
 )
-from ._admin_errors import connection_error
-from ._admin_streams import LogEvents, ReadyWait
-from ._admin_views import EnrollmentTokenIssued, ModelView, NodeSummary, StatusReport
+from ._errors import connection_error
+from ._streams import LogEvents, ReadyWait
 
 __all__ = ["AsyncMirbadClient"]
 
@@ -91,7 +100,7 @@ class AsyncMirbadClient:
         return await self._send(calls.models(tuple(tags)))
 
     async def model(self, model_id: str) -> ModelView:
-        """One model (raises ``UnknownModelError``)."""
+        """One model (raises ``NoSuchModelError``)."""
         return await self._send(calls.model(model_id))
 
     async def create_model(self, definition: ModelDefinition) -> ModelView:
@@ -107,7 +116,7 @@ class AsyncMirbadClient:
         await self._send(calls.delete_model(model_id))
 
     async def start(self, model_id: str, *, force: bool = False) -> ModelView:
-        """Start a model; ``force`` skips the node's memory admission (``AgentAdmissionRefusedError``)."""
+        """Start a model; ``force`` skips the node's memory admission (``AdmissionRefusedError``)."""
         return await self._send(calls.start(model_id, force))
 
     async def stop(self, model_id: str) -> ModelView:
@@ -152,7 +161,7 @@ class AsyncMirbadClient:
         (``async with contextlib.aclosing(...)``) to release the connection at once.
 
         Raises:
-            LogStreamError: the master could not read the model's log any further.
+            LogFollowError: the master could not read the model's log any further.
         """
         call = calls.logs(model_id, tail, follow=True)
         return self._events(call, self._options.stream_timeout(idle_timeout))
@@ -168,7 +177,7 @@ class AsyncMirbadClient:
         return await self._send(calls.nodes())
 
     async def node(self, node_id: str) -> NodeSummary:
-        """One node (raises ``UnknownNodeError``)."""
+        """One node (raises ``NoSuchNodeError``)."""
         return await self._send(calls.node(node_id))
 
     async def add_node(
@@ -198,7 +207,7 @@ class AsyncMirbadClient:
         return await self._send(calls.keys())
 
     async def key(self, key_id: str) -> ApiKeyInfo:
-        """One key (raises ``UnknownApiKeyError``)."""
+        """One key (raises ``NoSuchApiKeyError``)."""
         return await self._send(calls.key(key_id))
 
     async def create_key(self, request: ApiKeyCreate) -> ApiKeyCreated:

@@ -1,0 +1,177 @@
+"""The admin API's refusals: every error code the master's ``/api`` answers, and the envelope.
+
+Every refusal is ``{"error": {"code", "message", ...}}``: the agent envelope's shape, with optional
+subject fields naming what the refusal is about (the field of a 400, the model of a 404, the node
+that did not answer ...), so a client reads ids from fields instead of from the message. The fields
+are additive and omitted when the master does not know them; a client keeps reading the envelope of a
+newer master (an unknown code, an unknown field).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Final
+
+from ._wire import WireModel
+
+__all__ = ["AdminError", "AdminErrorBody", "AdminErrorCode", "admin_error_body"]
+
+
+class AdminErrorCode(StrEnum):
+    """Every code of the admin API's error envelope (``docs/api.md`` has the table with the statuses)."""
+
+    INVALID_REQUEST = "invalid_request"
+    """A field of the request is invalid or unknown; ``field`` names it (wire spelling)."""
+    UNAUTHORIZED = "unauthorized"
+    """No or a wrong administrator password or session."""
+    CROSS_ORIGIN = "cross_origin"
+    """A cookie-authenticated write from another origin, or naming none."""
+    MODEL_NOT_FOUND = "model_not_found"
+    """No model with that id, or its node has no instance of it; ``modelId`` names it."""
+    NODE_NOT_FOUND = "node_not_found"
+    """No node with that id; ``nodeId`` names it."""
+    KEY_NOT_FOUND = "key_not_found"
+    """No API key with that id; ``keyId`` names it."""
+    ROUTE_NOT_FOUND = "route_not_found"
+    """No such route."""
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    """The route does not take that method."""
+    MODEL_EXISTS = "model_exists"
+    """A new model's id is taken (``field`` is ``id``)."""
+    SERVED_NAME_TAKEN = "served_name_taken"
+    """Another model (``modelId``) serves under that name (``servedName``) already."""
+    NODE_EXISTS = "node_exists"
+    """A node with that id, or at that agent URL, is registered already; ``nodeId`` names it."""
+    NODE_HAS_MODELS = "node_has_models"
+    """Models are placed on the node to remove (``nodeId``)."""
+    LOCAL_NODE = "local_node"
+    """The master's own node (``nodeId``) cannot be removed."""
+    ADMISSION_REFUSED = "admission_refused"
+    """The model's memory budget does not fit on its node; start again with ``force=true``."""
+    START_CONFLICT = "start_conflict"
+    """The node is starting another model, or runs this one under another runtime."""
+    START_LANE_BUSY = "start_lane_busy"
+    """The start waited too long for its node's start lane."""
+    NODE_CONFLICT = "node_conflict"
+    """The node refused a start for now."""
+    REQUEST_TOO_LARGE = "request_too_large"
+    """The request's body is too large."""
+    SPEC_REJECTED = "spec_rejected"
+    """The node cannot run the launch at all (no such runtime, executable or model file)."""
+    TOO_MANY_ATTEMPTS = "too_many_attempts"
+    """Too many wrong passwords; ``retryAfterS`` (and ``Retry-After``) say when to try again."""
+    INTERNAL_ERROR = "internal_error"
+    """A bug of the master; its log has the details."""
+    STORAGE_ERROR = "storage_error"
+    """A file of the master cannot be read or written."""
+    NODE_REFUSED = "node_refused"
+    """The node refused the request in a way the master does not pass on as its own refusal."""
+    BAD_GATEWAY = "bad_gateway"
+    """The node answered outside the agent contract."""
+    LOG_STREAM_FAILED = "log_stream_failed"
+    """The model's log could not be read any further."""
+    NODE_UNREACHABLE = "node_unreachable"
+    """The node's agent cannot be reached."""
+    NODE_TIMEOUT = "node_timeout"
+    """The node's agent did not answer in time."""
+    INSUFFICIENT_STORAGE = "insufficient_storage"
+    """A file of the master cannot be written: its disk is full (the message names the file)."""
+    HTTP_ERROR = "http_error"
+    """Any other HTTP error, with its own status."""
+
+    @property
+    def http_status(self) -> int:
+        """The HTTP status the admin API answers this code with (``http_error``: 400, or its own)."""
+        return _HTTP_STATUS[self]
+
+
+_HTTP_STATUS: Final = {
+    AdminErrorCode.INVALID_REQUEST: 400,
+    AdminErrorCode.HTTP_ERROR: 400,
+    AdminErrorCode.UNAUTHORIZED: 401,
+    AdminErrorCode.CROSS_ORIGIN: 403,
+    AdminErrorCode.MODEL_NOT_FOUND: 404,
+    AdminErrorCode.NODE_NOT_FOUND: 404,
+    AdminErrorCode.KEY_NOT_FOUND: 404,
+    AdminErrorCode.ROUTE_NOT_FOUND: 404,
+    AdminErrorCode.METHOD_NOT_ALLOWED: 405,
+    AdminErrorCode.MODEL_EXISTS: 409,
+    AdminErrorCode.SERVED_NAME_TAKEN: 409,
+    AdminErrorCode.NODE_EXISTS: 409,
+    AdminErrorCode.NODE_HAS_MODELS: 409,
+    AdminErrorCode.LOCAL_NODE: 409,
+    AdminErrorCode.ADMISSION_REFUSED: 409,
+    AdminErrorCode.START_CONFLICT: 409,
+    AdminErrorCode.START_LANE_BUSY: 409,
+    AdminErrorCode.NODE_CONFLICT: 409,
+    AdminErrorCode.REQUEST_TOO_LARGE: 413,
+    AdminErrorCode.SPEC_REJECTED: 422,
+    AdminErrorCode.TOO_MANY_ATTEMPTS: 429,
+    AdminErrorCode.INTERNAL_ERROR: 500,
+    AdminErrorCode.STORAGE_ERROR: 500,
+    AdminErrorCode.NODE_REFUSED: 502,
+    AdminErrorCode.BAD_GATEWAY: 502,
+    AdminErrorCode.LOG_STREAM_FAILED: 502,
+    AdminErrorCode.NODE_UNREACHABLE: 503,
+    AdminErrorCode.NODE_TIMEOUT: 504,
+    AdminErrorCode.INSUFFICIENT_STORAGE: 507,
+}
+
+
+class AdminError(WireModel):
+    """The inner object of an admin API refusal; the subject fields are present when known.
+
+    Attributes:
+        code: an :class:`AdminErrorCode` value (kept as text, so a newer master's code still reads).
+        message: what went wrong, for people.
+        field: the offending field or query parameter (wire spelling), for ``invalid_request`` and the
+            other refusals of one field (``model_exists``, ``served_name_taken``).
+        node_id: the node the refusal is about (the one that did not answer, refused, or is unknown).
+        model_id: the model the refusal is about (the unknown one, the one already serving a name).
+        key_id: the unknown API key, for ``key_not_found``.
+        served_name: the served name asked for, for ``served_name_taken``.
+        retry_after_s: the seconds to wait before trying again, for ``too_many_attempts``.
+    """
+
+    code: str
+    message: str
+    field: str | None = None
+    node_id: str | None = None
+    model_id: str | None = None
+    key_id: str | None = None
+    served_name: str | None = None
+    retry_after_s: int | None = None
+
+
+class AdminErrorBody(WireModel):
+    """Every admin API error response: ``{"error": {"code", "message"[, "field", "nodeId", ...]}}``."""
+
+    error: AdminError
+
+
+def admin_error_body(
+    code: AdminErrorCode | str,
+    message: str,
+    *,
+    field: str | None = None,
+    node_id: str | None = None,
+    model_id: str | None = None,
+    key_id: str | None = None,
+    served_name: str | None = None,
+    retry_after_s: int | None = None,
+) -> dict[str, Any]:
+    """The JSON body of an admin API refusal (send it with ``code.http_status``).
+
+    The subjects are :class:`AdminError`'s optional fields; one that is ``None`` is left out.
+    """
+    error = AdminError(
+        code=str(code),
+        message=message,
+        field=field,
+        node_id=node_id,
+        model_id=model_id,
+        key_id=key_id,
+        served_name=served_name,
+        retry_after_s=retry_after_s,
+    )
+    return AdminErrorBody(error=error).to_wire()
