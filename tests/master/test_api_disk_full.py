@@ -11,7 +11,9 @@ import pytest
 from tests.master._stack import running_master
 from tests.master.test_api import QWEN, create, error_of
 
-from mirbad_orchestration import RECOVERY_FILE_NAME, _registry, _state_file
+from mirbad_orchestration.registry import _registry
+from mirbad_orchestration.stores import _state_file
+from mirbad_orchestration.supervision import RECOVERY_FILE_NAME
 from mirbad_protocol import write_json_atomic
 
 pytestmark = pytest.mark.anyio

@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from mirbad_orchestration._nodes import LOCAL_NODE_ID, NODES_FILE_NAME, NodeRecord, NodeRegistry
 from mirbad_orchestration.exceptions import DuplicateNodeError, NodeRegistryError, UnknownNodeError
+from mirbad_orchestration.fleet import LOCAL_NODE_ID, NODES_FILE_NAME, NodeRecord, NodeRegistry
 
 pytestmark = pytest.mark.anyio
 

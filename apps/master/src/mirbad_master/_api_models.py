@@ -14,7 +14,8 @@ from typing import Annotated, Any, Final
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from mirbad_orchestration import AgentClient, filter_by_tags
+from mirbad_orchestration.fleet import AgentClient
+from mirbad_orchestration.registry import filter_by_tags
 from mirbad_protocol import MirbadError, ModelDefinition
 
 from . import _changes as changes

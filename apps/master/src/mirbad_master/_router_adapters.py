@@ -1,6 +1,6 @@
 """The router's contracts over the orchestration: resolution, keys and counters for ``/v1``.
 
-* :class:`FleetResolver`: served names through :class:`~mirbad_orchestration.AgentEndpointResolver`
+* :class:`FleetResolver`: served names through :class:`~mirbad_orchestration.fleet.AgentEndpointResolver`
   (registry + status cache, no waiting on a node), upstreams through each node's mutual-TLS client,
   and starts on request through the health monitor, so the start is listed, audited and watched.
 * :class:`ApiKeyGate`: the API key store; a revoked key is no key, an expired one is a grant the
@@ -15,14 +15,8 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 
-from mirbad_orchestration import (
-    AgentEndpoint,
-    AgentEndpointResolver,
-    ApiKeyExpiredError,
-    ApiKeyRevokedError,
-    ApiKeyStore,
-    StatusCache,
-)
+from mirbad_orchestration import ApiKeyExpiredError, ApiKeyRevokedError, ApiKeyStore
+from mirbad_orchestration.fleet import AgentEndpoint, AgentEndpointResolver, StatusCache
 from mirbad_protocol import MirbadError
 from mirbad_router import KeyGrant, KeyStore, ModelResolver, Resolution, RoutedModel, RouterStats, Upstream
 

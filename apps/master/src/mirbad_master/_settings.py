@@ -14,7 +14,7 @@ from typing import Annotated, Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from mirbad_orchestration import HealthSettings
+from mirbad_orchestration.supervision import HealthSettings
 from mirbad_protocol import InvalidFieldError
 
 __all__ = [

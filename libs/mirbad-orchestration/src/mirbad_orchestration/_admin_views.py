@@ -21,7 +21,7 @@ from mirbad_protocol import (
     WireModel,
 )
 
-from ._restart_pauses import RestartPause
+from .supervision import RestartPause
 
 __all__ = [
     "EnrollmentTokenIssued",
