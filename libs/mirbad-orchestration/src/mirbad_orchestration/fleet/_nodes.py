@@ -6,26 +6,23 @@ fleet of one has a single record, the local node (:data:`LOCAL_NODE_ID`), whose 
 itself on loopback.
 
 Fail closed, like the model registry: an unreadable file raises :class:`NodeRegistryError` on every call
-and is never overwritten, because a master that forgot its nodes would strand their models.
+and is never overwritten, because a master that forgot its nodes would strand their models. The file is
+a :class:`~mirbad_orchestration.stores.StateFile` (one lock, atomic replace).
 """
 
 from __future__ import annotations
 
 import builtins
-import contextlib
 from datetime import UTC, datetime
-from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 from urllib.parse import urlsplit
 
-import anyio
-import anyio.to_thread
 from pydantic import Field, ValidationError, field_validator
 
 from mirbad_orchestration.exceptions import DuplicateNodeError, NodeRegistryError, UnknownNodeError
-from mirbad_orchestration.stores import is_disk_full
-from mirbad_protocol import DEFAULT_AGENT_PORT, WireModel, remove_stale_temp_files, write_json_atomic
+from mirbad_orchestration.stores import StateFile, StoreAction
+from mirbad_protocol import DEFAULT_AGENT_PORT, BeforeReplace, WireModel
 
 __all__ = [
     "LOCAL_NODE_ID",
@@ -43,8 +40,6 @@ LOCAL_NODE_ID: Final = "local"
 """The id of the node on the master's own machine (the only node of a fleet of one)."""
 NODE_ID_PATTERN: Final = r"^[a-z0-9][a-z0-9._-]{0,62}$"
 """A node id: what ``Placement.node_id`` names; lowercase so ids compare exactly."""
-
-_FILE_MODE: Final = 0o644  # no secret here: certificates and keys live in their own files
 
 
 class NodeRecord(WireModel):
@@ -111,22 +106,30 @@ class _NodesFile(WireModel):
 class NodeRegistry:
     """The registered nodes, read once and written atomically on every change.
 
-    One :class:`anyio.Lock` serializes every read-modify-write; file I/O runs in a worker thread. The
-    registry must be the only writer of its file. A missing file is an empty fleet.
+    One :class:`anyio.Lock` serializes every read-modify-write (the file is a
+    :class:`~mirbad_orchestration.stores.StateFile`); file I/O runs in a worker thread. The registry
+    must be the only writer of its file. A missing file is an empty fleet.
 
     Args:
         data_dir: the data directory; the file is ``data_dir / "nodes.json"``.
+        before_replace: test seam passed to :func:`write_json_atomic`: called between writing the
+            temporary file and replacing ``nodes.json``; raising there simulates a crash.
     """
 
-    def __init__(self, data_dir: Path) -> None:
-        self._path = data_dir / NODES_FILE_NAME
-        self._lock = anyio.Lock()
-        self._nodes: builtins.list[NodeRecord] | None = None
+    def __init__(self, data_dir: Path, *, before_replace: BeforeReplace | None = None) -> None:
+        self._file: StateFile[builtins.list[NodeRecord]] = StateFile(
+            data_dir / NODES_FILE_NAME,
+            [],
+            before_replace=before_replace,
+            decode=_decode,
+            encode=_encode,
+            failure=_registry_error,
+        )
 
     @property
     def path(self) -> Path:
         """The registry file."""
-        return self._path
+        return self._file.path
 
     async def list(self) -> builtins.list[NodeRecord]:
         """Every node, in id order.
@@ -134,8 +137,7 @@ class NodeRegistry:
         Raises:
             NodeRegistryError: the file cannot be read.
         """
-        async with self._lock:
-            return builtins.list(await self._loaded())
+        return builtins.list(await self._file.read())
 
     async def get(self, node_id: str) -> NodeRecord:
         """The node ``node_id``.
@@ -144,8 +146,7 @@ class NodeRegistry:
             UnknownNodeError: no node has that id.
             NodeRegistryError: the file cannot be read.
         """
-        async with self._lock:
-            return _find(await self._loaded(), node_id)
+        return _find(await self._file.read(), node_id)
 
     async def add(self, record: NodeRecord) -> NodeRecord:
         """Register a new node.
@@ -154,12 +155,14 @@ class NodeRegistry:
             DuplicateNodeError: a node with that id, or another one at the same agent URL, exists.
             NodeRegistryError: the file cannot be read or written; nothing changed.
         """
-        async with self._lock:
-            nodes = await self._loaded()
+
+        def added(nodes: builtins.list[NodeRecord]) -> builtins.list[NodeRecord]:
             if any(node.id == record.id for node in nodes):
                 raise DuplicateNodeError(record.id, f"a node with id {record.id!r} is already registered")
             _check_unique(nodes, record)
-            await self._save([*nodes, record])
+            return _ordered([*nodes, record])
+
+        await self._file.update(added)
         return record
 
     async def update(self, record: NodeRecord) -> NodeRecord:
@@ -170,12 +173,15 @@ class NodeRegistry:
             DuplicateNodeError: another node already has that agent URL, or is the local node.
             NodeRegistryError: the file cannot be read or written; nothing changed.
         """
-        async with self._lock:
-            nodes = await self._loaded()
+
+        def replaced(nodes: builtins.list[NodeRecord]) -> builtins.list[NodeRecord]:
             _find(nodes, record.id)
             others = [node for node in nodes if node.id != record.id]
             _check_unique(others, record)
-            await self._save([*others, record])
+            return _ordered([*others, record])
+
+        # Written even when nothing changed, as before: a save that was asked for reaches the disk.
+        await self._file.update(replaced, write_unchanged=True)
         return record
 
     async def remove(self, node_id: str) -> NodeRecord:
@@ -185,11 +191,14 @@ class NodeRegistry:
             UnknownNodeError: no node has that id.
             NodeRegistryError: the file cannot be read or written; nothing changed.
         """
-        async with self._lock:
-            nodes = await self._loaded()
-            removed = _find(nodes, node_id)
-            await self._save([node for node in nodes if node.id != node_id])
-        return removed
+        removed: builtins.list[NodeRecord] = []
+
+        def dropped(nodes: builtins.list[NodeRecord]) -> builtins.list[NodeRecord]:
+            removed.append(_find(nodes, node_id))
+            return [node for node in nodes if node.id != node_id]
+
+        await self._file.update(dropped)
+        return removed[0]
 
     async def ensure_local(self, agent_url: str, certificate_name: str) -> NodeRecord:
         """Register (or correct) the local node: the agent the master runs on its own machine.
@@ -201,10 +210,11 @@ class NodeRegistry:
             DuplicateNodeError: another node is registered at that agent URL.
             NodeRegistryError: the file cannot be read or written.
         """
-        async with self._lock:
-            nodes = await self._loaded()
+        wanted: builtins.list[NodeRecord] = []
+
+        def corrected(nodes: builtins.list[NodeRecord]) -> builtins.list[NodeRecord]:
             current = next((node for node in nodes if node.id == LOCAL_NODE_ID), None)
-            wanted = NodeRecord(
+            local = NodeRecord(
                 id=LOCAL_NODE_ID,
                 name=current.name if current else LOCAL_NODE_ID,
                 agent_url=agent_url,
@@ -213,44 +223,27 @@ class NodeRegistry:
                 labels=current.labels if current else {},
                 local=True,
             )
-            if wanted != current:
-                others = [node for node in nodes if node.id != LOCAL_NODE_ID]
-                _check_unique(others, wanted)
-                await self._save([*others, wanted])
-        return wanted
+            wanted.append(local)
+            if local == current:
+                return nodes
+            others = [node for node in nodes if node.id != LOCAL_NODE_ID]
+            _check_unique(others, local)
+            return _ordered([*others, local])
 
-    async def _loaded(self) -> builtins.list[NodeRecord]:
-        # A failed load is not cached: once the file is fixed by hand the next call reads it.
-        if self._nodes is None:
-            self._nodes = await anyio.to_thread.run_sync(self._load)
-        return self._nodes
+        await self._file.update(corrected)
+        return wanted[0]
 
-    async def _save(self, nodes: builtins.list[NodeRecord]) -> None:
-        ordered = sorted(nodes, key=lambda node: node.id)
-        document = _NodesFile(nodes=ordered).model_dump(mode="json", by_alias=True, exclude_none=True)
-        # Shielded: once the write started, memory must follow the file even if the caller is cancelled.
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(partial(self._write, document))
-            self._nodes = ordered
 
-    def _load(self) -> builtins.list[NodeRecord]:
-        with contextlib.suppress(OSError):
-            remove_stale_temp_files(self._path)
-        try:
-            raw = self._path.read_bytes()
-        except FileNotFoundError:
-            return []
-        except OSError as exc:
-            raise NodeRegistryError(self._path, f"cannot read it: {exc.strerror or exc}") from exc
-        return _decode(self._path, raw)
+def _ordered(nodes: list[NodeRecord]) -> list[NodeRecord]:
+    return sorted(nodes, key=lambda node: node.id)
 
-    def _write(self, document: dict[str, Any]) -> None:
-        try:
-            self._path.parent.mkdir(parents=True, exist_ok=True)
-            write_json_atomic(self._path, document, mode=_FILE_MODE)
-        except OSError as exc:
-            reason = f"cannot write it: {exc.strerror or exc}"
-            raise NodeRegistryError(self._path, reason, disk_full=is_disk_full(exc)) from exc
+
+def _encode(nodes: list[NodeRecord]) -> dict[str, Any]:
+    return _NodesFile(nodes=nodes).model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _registry_error(path: Path, action: StoreAction, detail: str, disk_full: bool) -> Exception:
+    return NodeRegistryError(path, f"cannot {action} it: {detail}", disk_full=disk_full)
 
 
 def _decode(path: Path, raw: bytes) -> list[NodeRecord]:

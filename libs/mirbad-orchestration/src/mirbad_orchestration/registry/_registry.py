@@ -2,24 +2,21 @@
 
 Fail closed: a file that cannot be read or holds an invalid entry raises :class:`RegistryError` on
 every call until someone fixes it; it is never overwritten or seeded over. Only a missing file is
-seeded, once, with one example model. The file format is described in ``_registry_file``.
+seeded, once, with one example model. The file format is described in ``_registry_file``; the file is
+a :class:`~mirbad_orchestration.stores.StateFile` (one lock, atomic replace).
 """
 
 from __future__ import annotations
 
 import builtins
-import contextlib
 from functools import partial
 from pathlib import Path
-from typing import Any, Final
-
-import anyio
-import anyio.to_thread
+from typing import Final
 
 from mirbad_orchestration.commandline import normalize_definition
 from mirbad_orchestration.exceptions import RegistryError, UnknownModelError
-from mirbad_orchestration.stores import is_disk_full
-from mirbad_protocol import BeforeReplace, ModelDefinition, remove_stale_temp_files, write_json_atomic
+from mirbad_orchestration.stores import StateFile, StoreAction
+from mirbad_protocol import BeforeReplace, ModelDefinition
 
 from ._model_rules import Normalizer, check_served_name, prepare_definition
 from ._registry_file import decode_registry, encode_registry
@@ -29,10 +26,6 @@ __all__ = ["REGISTRY_FILE_NAME", "ModelRegistry"]
 
 REGISTRY_FILE_NAME: Final = "models.json"
 """The registry file's name inside the data directory."""
-
-# models.json holds no secret (API keys live in their own store), so others may read it, as any
-# configuration file.
-_FILE_MODE: Final = 0o644
 
 
 class ModelRegistry:
@@ -56,16 +49,22 @@ class ModelRegistry:
         normalize: Normalizer = normalize_definition,
         before_replace: BeforeReplace | None = None,
     ) -> None:
-        self._path = data_dir / REGISTRY_FILE_NAME
         self._normalize = normalize
-        self._before_replace = before_replace
-        self._lock = anyio.Lock()
-        self._models: builtins.list[ModelDefinition] | None = None
+        prepare = partial(prepare_definition, normalize=normalize)
+        self._file: StateFile[builtins.list[ModelDefinition]] = StateFile(
+            data_dir / REGISTRY_FILE_NAME,
+            [],
+            before_replace=before_replace,
+            decode=lambda path, raw: decode_registry(path, raw, prepare),
+            encode=encode_registry,
+            seed=lambda: [prepare(SEED_MODEL)],
+            failure=_registry_error,
+        )
 
     @property
     def path(self) -> Path:
         """The registry file."""
-        return self._path
+        return self._file.path
 
     async def list(self) -> builtins.list[ModelDefinition]:
         """Return every model, in stored order.
@@ -73,8 +72,7 @@ class ModelRegistry:
         Raises:
             RegistryError: the file cannot be read or holds an invalid entry.
         """
-        async with self._lock:
-            return builtins.list(await self._loaded())
+        return builtins.list(await self._file.read())
 
     async def get(self, model_id: str) -> ModelDefinition:
         """Return the model ``model_id``.
@@ -83,14 +81,12 @@ class ModelRegistry:
             UnknownModelError: no model has that id.
             RegistryError: the file cannot be read or holds an invalid entry.
         """
-        async with self._lock:
-            return _find(await self._loaded(), model_id)
+        return _find(await self._file.read(), model_id)
 
     async def find_by_served_name(self, served_name: str) -> ModelDefinition | None:
         """Return the model served as ``served_name`` (compared case-insensitively), or None."""
         wanted = served_name.casefold()
-        async with self._lock:
-            models = await self._loaded()
+        models = await self._file.read()
         return next((model for model in models if model.served_name.casefold() == wanted), None)
 
     async def upsert(self, definition: ModelDefinition) -> ModelDefinition:
@@ -106,11 +102,14 @@ class ModelRegistry:
             RegistryError: the file cannot be read or written; nothing changed.
         """
         stored = prepare_definition(definition, self._normalize)
-        async with self._lock:
-            models = await self._loaded()
+
+        def put(models: builtins.list[ModelDefinition]) -> builtins.list[ModelDefinition]:
             check_served_name(models, stored)
             index = next((i for i, model in enumerate(models) if model.id == stored.id), len(models))
-            await self._save([*models[:index], stored, *models[index + 1 :]])
+            return [*models[:index], stored, *models[index + 1 :]]
+
+        # Written even when nothing changed, as before: a save that was asked for reaches the disk.
+        await self._file.update(put, write_unchanged=True)
         return stored
 
     async def delete(self, model_id: str) -> ModelDefinition:
@@ -120,11 +119,14 @@ class ModelRegistry:
             UnknownModelError: no model has that id.
             RegistryError: the file cannot be read or written; nothing changed.
         """
-        async with self._lock:
-            models = await self._loaded()
-            removed = _find(models, model_id)
-            await self._save([model for model in models if model.id != model_id])
-        return removed
+        removed: builtins.list[ModelDefinition] = []
+
+        def drop(models: builtins.list[ModelDefinition]) -> builtins.list[ModelDefinition]:
+            removed.append(_find(models, model_id))
+            return [model for model in models if model.id != model_id]
+
+        await self._file.update(drop)
+        return removed[0]
 
     async def placed_on(self, node_id: str) -> builtins.list[ModelDefinition]:
         """Every model whose placement names ``node_id``, in stored order.
@@ -132,8 +134,7 @@ class ModelRegistry:
         Raises:
             RegistryError: the file cannot be read or holds an invalid entry.
         """
-        async with self._lock:
-            return [model for model in await self._loaded() if _is_on(model, node_id)]
+        return [model for model in await self._file.read() if _is_on(model, node_id)]
 
     async def unplace(self, node_id: str) -> builtins.list[ModelDefinition]:
         """Clear the placement of every model placed on ``node_id`` in one write; return them as stored.
@@ -143,47 +144,19 @@ class ModelRegistry:
         Raises:
             RegistryError: the file cannot be read or written; nothing changed.
         """
-        async with self._lock:
-            models = await self._loaded()
-            changed = [m.model_copy(update={"placement": None}) for m in models if _is_on(m, node_id)]
-            if changed:
-                by_id = {model.id: model for model in changed}
-                await self._save([by_id.get(model.id, model) for model in models])
+        changed: builtins.list[ModelDefinition] = []
+
+        def unplaced(models: builtins.list[ModelDefinition]) -> builtins.list[ModelDefinition]:
+            changed.extend(m.model_copy(update={"placement": None}) for m in models if _is_on(m, node_id))
+            by_id = {model.id: model for model in changed}
+            return [by_id.get(model.id, model) for model in models]
+
+        await self._file.update(unplaced)
         return changed
 
-    async def _loaded(self) -> builtins.list[ModelDefinition]:
-        # A failed load is not cached: once the file is fixed by hand the next call reads it.
-        if self._models is None:
-            self._models = await anyio.to_thread.run_sync(self._load_or_seed)
-        return self._models
 
-    async def _save(self, models: builtins.list[ModelDefinition]) -> None:
-        # Shielded: once the write has started, memory must follow the file even if the caller is
-        # cancelled meanwhile (the cancellation arrives right after).
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(partial(self._write, encode_registry(models)))
-            self._models = models
-
-    def _load_or_seed(self) -> builtins.list[ModelDefinition]:
-        with contextlib.suppress(OSError):
-            remove_stale_temp_files(self._path)
-        try:
-            raw = self._path.read_bytes()
-        except FileNotFoundError:
-            seeded = [prepare_definition(SEED_MODEL, self._normalize)]
-            self._write(encode_registry(seeded))
-            return seeded
-        except OSError as exc:
-            raise RegistryError(f"cannot read {self._path}: {exc.strerror or exc}") from exc
-        return decode_registry(self._path, raw, partial(prepare_definition, normalize=self._normalize))
-
-    def _write(self, document: dict[str, Any]) -> None:
-        try:
-            self._path.parent.mkdir(parents=True, exist_ok=True)
-            write_json_atomic(self._path, document, mode=_FILE_MODE, before_replace=self._before_replace)
-        except OSError as exc:
-            reason = f"cannot write {self._path}: {exc.strerror or exc}"
-            raise RegistryError(reason, disk_full=is_disk_full(exc)) from exc
+def _registry_error(path: Path, action: StoreAction, detail: str, disk_full: bool) -> Exception:
+    return RegistryError(f"cannot {action} {path}: {detail}", disk_full=disk_full)
 
 
 def _is_on(model: ModelDefinition, node_id: str) -> bool:

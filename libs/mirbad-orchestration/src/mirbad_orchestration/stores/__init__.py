@@ -1,12 +1,13 @@
 """Stores: the master's small files in the data directory, and the audit trail.
 
-:class:`StateFile` is one pydantic document (or any value with its own codec) behind one lock, replaced
-atomically on every change; the registries and the recovery hints are built on it. :class:`AuditLog`
+:class:`StateFile` is one value (a pydantic document, or any value with its own decode and encode)
+behind one lock, replaced atomically on every change; the model and node registries, the recovery
+state and the restart pauses are built on it. :class:`AuditLog`
 appends who did what to the daily audit files.
 """
 
 from ._audit import AUDIT_FOLDER_NAME, AuditEntry, AuditLog, AuditOutcome
-from ._state_file import StateFile, is_disk_full
+from ._state_file import StateFile, StoreAction, StoreFailure, is_disk_full
 
 __all__ = [
     "AUDIT_FOLDER_NAME",
@@ -14,5 +15,7 @@ __all__ = [
     "AuditLog",
     "AuditOutcome",
     "StateFile",
+    "StoreAction",
+    "StoreFailure",
     "is_disk_full",
 ]
