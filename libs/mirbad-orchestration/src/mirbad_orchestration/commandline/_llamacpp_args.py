@@ -15,8 +15,8 @@ llama-server treats ``--ctx-size`` as the total of all slots: with an explicit `
 one of the ``maxNumSeqs`` slots ``maxModelLen`` tokens.
 
 ``--cache-ram`` caps llama-server's prompt cache by the budget (see
-:func:`~mirbad_orchestration.llamacpp_cache_ram_mib`); a ``--cache-ram`` in ``extraArgs`` replaces it,
-and the parser drops the builder's own (the budget is not on the command line).
+:func:`~mirbad_orchestration.commandline.llamacpp_cache_ram_mib`); a ``--cache-ram`` in ``extraArgs``
+replaces it, and the parser drops the builder's own (the budget is not on the command line).
 
 Settings Mirbad owns live only in typed fields once normalized. ``extraArgs`` come last on the command
 line and llama-server keeps the last value of a repeated flag, so an owned flag found there (in any

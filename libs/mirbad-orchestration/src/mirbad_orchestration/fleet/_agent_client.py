@@ -96,7 +96,7 @@ class AgentClient:
         node_id: the node's id, named in every error.
         agent_url: the agent's base URL (``https://host:9443``).
         transport: how requests travel: the mutual-TLS transport of
-            :class:`~mirbad_orchestration.AgentClients` in production, anything httpx accepts in tests.
+            :class:`~mirbad_orchestration.fleet.AgentClients` in production, anything httpx accepts in tests.
         timeouts: the seconds each kind of call may take.
         fresh_transport: builds a transport with no pooled connection; a read (GET) whose kept-alive
             connection dropped is sent once more through it before the node counts as unreachable.

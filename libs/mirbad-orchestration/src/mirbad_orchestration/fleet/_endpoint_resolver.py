@@ -32,7 +32,7 @@ class AgentEndpoint:
         model_id: the registry id.
         served_name: the name as registered (a request may use another case).
         node_id: the node that runs it, or would run it when started.
-        state: its state on that node (:func:`~mirbad_orchestration.model_status`, the state every
+        state: its state on that node (:func:`~mirbad_orchestration.fleet.model_status`, the state every
             view shows); Unknown when the node is unreachable, unregistered or not polled yet.
         error: why the model failed, or why its state is unknown.
         auto_start_on_request: whether a request for the model starts it when it is not running.
