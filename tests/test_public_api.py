@@ -1,46 +1,83 @@
-"""Every library exposes its implementation through ``__init__`` and ``__all__`` (DESIGN.md, Style)."""
+"""Every library exposes its implementation through ``__init__`` and ``__all__`` (DESIGN.md, Style).
+
+A library may be split into public subpackages by concept (``mirbad_orchestration.fleet``); each
+``_private`` module's public names are then re-exported by the nearest public package above it.
+"""
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
+from types import ModuleType
 
 import pytest
 
 PACKAGES = ["mirbad_protocol", "mirbad_runtime", "mirbad_orchestration", "mirbad_router", "mirbad_client"]
 
 
-def _private_modules(package: str) -> list[str]:
-    module = importlib.import_module(package)
+def _is_private(dotted: str) -> bool:
+    return any(part.startswith("_") and not part.startswith("__") for part in dotted.split("."))
+
+
+def _public_packages(package: str) -> list[ModuleType]:
+    """``package`` and every public package below it (no part of the dotted name starts with ``_``)."""
+    root = importlib.import_module(package)
+    found = [root]
+    for info in pkgutil.walk_packages(root.__path__, prefix=f"{package}."):
+        if info.ispkg and not _is_private(info.name):
+            found.append(importlib.import_module(info.name))
+    return found
+
+
+def _private_modules(package: ModuleType) -> list[ModuleType]:
+    """The ``_private`` modules directly inside ``package``: the ones it is the nearest public package of."""
     return [
-        f"{package}.{info.name}"
-        for info in pkgutil.iter_modules(module.__path__)
+        importlib.import_module(f"{package.__name__}.{info.name}")
+        for info in pkgutil.iter_modules(package.__path__)
         if info.name.startswith("_") and not info.name.startswith("__")
     ]
 
 
-@pytest.mark.parametrize("package", PACKAGES)
-def test_every_private_public_name_is_reexported(package: str) -> None:
-    root = importlib.import_module(package)
-    exported = set(getattr(root, "__all__", []))
-    for name in _private_modules(package):
-        module = importlib.import_module(name)
+def _all_public_packages() -> list[ModuleType]:
+    return [found for package in PACKAGES for found in _public_packages(package)]
+
+
+PUBLIC_PACKAGES = _all_public_packages()
+
+
+@pytest.mark.parametrize("package", PUBLIC_PACKAGES, ids=lambda package: package.__name__)
+def test_every_private_public_name_is_reexported(package: ModuleType) -> None:
+    exported = set(getattr(package, "__all__", []))
+    for module in _private_modules(package):
         missing = set(getattr(module, "__all__", [])) - exported
-        assert not missing, f"{name} defines {sorted(missing)} but {package}.__all__ does not re-export them"
+        where = f"{package.__name__}.__all__"
+        assert not missing, f"{module.__name__} defines {sorted(missing)} but {where} does not re-export them"
 
 
-@pytest.mark.parametrize("package", PACKAGES)
-def test_all_names_resolve(package: str) -> None:
-    root = importlib.import_module(package)
-    for name in getattr(root, "__all__", []):
-        assert hasattr(root, name), f"{package}.__all__ names {name!r}, which does not exist"
+@pytest.mark.parametrize("package", PUBLIC_PACKAGES, ids=lambda package: package.__name__)
+def test_all_names_resolve(package: ModuleType) -> None:
+    for name in getattr(package, "__all__", []):
+        assert hasattr(package, name), f"{package.__name__}.__all__ names {name!r}, which does not exist"
 
 
-@pytest.mark.parametrize("package", PACKAGES)
-def test_private_modules_declare_all(package: str) -> None:
-    for name in _private_modules(package):
-        module = importlib.import_module(name)
-        assert hasattr(module, "__all__"), f"{name} has no __all__"
+@pytest.mark.parametrize("package", PUBLIC_PACKAGES, ids=lambda package: package.__name__)
+def test_public_packages_declare_all_and_say_what_they_are(package: ModuleType) -> None:
+    assert hasattr(package, "__all__"), f"{package.__name__} has no __all__"
+    assert (package.__doc__ or "").strip(), f"{package.__name__} has no docstring"
+
+
+@pytest.mark.parametrize("package", PUBLIC_PACKAGES, ids=lambda package: package.__name__)
+def test_private_modules_declare_all(package: ModuleType) -> None:
+    for module in _private_modules(package):
+        assert hasattr(module, "__all__"), f"{module.__name__} has no __all__"
+
+
+def test_a_subpackage_is_found_with_its_private_modules() -> None:
+    # Guards the walk above: were subpackages missed, the checks would pass on nothing.
+    names = {package.__name__ for package in PUBLIC_PACKAGES}
+    assert {"mirbad_orchestration.fleet", "mirbad_orchestration.stores"} <= names
+    fleet = importlib.import_module("mirbad_orchestration.fleet")
+    assert "mirbad_orchestration.fleet._nodes" in {module.__name__ for module in _private_modules(fleet)}
 
 
 def test_an_exception_name_means_one_class_across_the_libraries() -> None:
@@ -48,13 +85,12 @@ def test_an_exception_name_means_one_class_across_the_libraries() -> None:
     # `except` clause catch something else than its reader thinks once both libraries are imported.
     seen: dict[str, tuple[str, type[BaseException]]] = {}
     clashes: list[str] = []
-    for package in PACKAGES:
-        root = importlib.import_module(package)
-        for name in getattr(root, "__all__", []):
-            value = getattr(root, name)
+    for package in PUBLIC_PACKAGES:
+        for name in getattr(package, "__all__", []):
+            value = getattr(package, name)
             if not (isinstance(value, type) and issubclass(value, BaseException)):
                 continue
-            first = seen.setdefault(name, (package, value))
+            first = seen.setdefault(name, (package.__name__, value))
             if first[1] is not value:
-                clashes.append(f"{name} ({first[0]} and {package})")
+                clashes.append(f"{name} ({first[0]} and {package.__name__})")
     assert clashes == []

@@ -16,8 +16,7 @@ from mirbad_master._enroll_listener import (
     enroll_server_context,
     issue_enroll_server_credentials,
 )
-from mirbad_orchestration._enrollment import ENROLLMENT_TOKENS_FILE, EnrollmentTokens
-from mirbad_orchestration._nodes import NodeRegistry
+from mirbad_orchestration.fleet import ENROLLMENT_TOKENS_FILE, EnrollmentTokens, NodeRegistry
 from mirbad_protocol import CertificateAuthority, TlsCredentials
 
 

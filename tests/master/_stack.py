@@ -20,7 +20,7 @@ from mirbad_master._admin_auth import AdminAuth
 from mirbad_master._app import create_master_app
 from mirbad_master._composition import MasterServices
 from mirbad_master._settings import MasterSettings
-from mirbad_orchestration import AgentClients, AgentTimeouts, NodeRecord
+from mirbad_orchestration.fleet import AgentClients, AgentTimeouts, NodeRecord
 from mirbad_protocol import CertificateAuthority
 
 

@@ -11,7 +11,9 @@ import pytest
 from tests.master._stack import running_master
 from tests.master.test_api import QWEN, create, error_of
 
-from mirbad_orchestration import RECOVERY_FILE_NAME, _registry, _state_file
+from mirbad_orchestration.registry import REGISTRY_FILE_NAME
+from mirbad_orchestration.stores import _state_file
+from mirbad_orchestration.supervision import RECOVERY_FILE_NAME
 from mirbad_protocol import write_json_atomic
 
 pytestmark = pytest.mark.anyio
@@ -44,12 +46,14 @@ async def test_with_the_disk_full_deleting_a_model_stops_it_and_is_507_naming_th
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def full_disk(path: Path, value: object, **options: Any) -> None:
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        if path.name == REGISTRY_FILE_NAME:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        write_json_atomic(path, value, **options)
 
     async with running_master(tmp_path) as master:
         await create(master, QWEN)
         await master.admin.post("/api/models/qwen/start")
-        monkeypatch.setattr(_registry, "write_json_atomic", full_disk)
+        monkeypatch.setattr(_state_file, "write_json_atomic", full_disk)
         deleted = await master.admin.delete("/api/models/qwen")
         running = await master.local.driver.list_statuses()
         kept = await master.services.models.get("qwen")

@@ -11,7 +11,7 @@ import pytest
 from tests.master._stack import running_master
 
 from mirbad_master._changes import user_definition
-from mirbad_orchestration import SEED_MODEL
+from mirbad_orchestration.registry import SEED_MODEL
 from mirbad_protocol import InvalidFieldError
 
 pytestmark = pytest.mark.anyio

@@ -11,7 +11,7 @@ import pytest
 from tests.master._stack import Master, running_master
 
 from mirbad_master._maintenance import MAINTENANCE_FILE_NAME
-from mirbad_orchestration import RestartPause
+from mirbad_orchestration.supervision import RestartPause
 from mirbad_protocol import ModelState
 
 pytestmark = pytest.mark.anyio

@@ -23,7 +23,7 @@ from mirbad_master._enroll_listener import (
     create_enroll_app,
     issue_enroll_server_credentials,
 )
-from mirbad_orchestration import ENROLLMENT_TOKENS_FILE, EnrollmentTokens
+from mirbad_orchestration.fleet import ENROLLMENT_TOKENS_FILE, EnrollmentTokens
 from mirbad_protocol import (
     ENROLL_CA_PATH,
     ENROLL_PATH,

@@ -22,7 +22,7 @@ from mirbad_agent import (
     NodeRuntimes,
     create_app,
 )
-from mirbad_orchestration import AgentClients, NodeMonitor, NodeRecord, NodeRegistry
+from mirbad_orchestration.fleet import AgentClients, NodeMonitor, NodeRecord, NodeRegistry
 from mirbad_protocol import ContainerRuntimeInfo, TlsCredentials, spki_pin
 from mirbad_runtime import MemoryProbe
 from mirbad_runtime.testing import FakeDriver

@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.master._stack import running_master
 
 from mirbad_master._metrics import collect_metrics, render_metrics
-from mirbad_orchestration import RestartPause
+from mirbad_orchestration.supervision import RestartPause
 
 pytestmark = pytest.mark.anyio
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from mirbad_master._settings import DEFAULT_PORT, MasterSettings, default_data_dir, load_master_settings
+from mirbad_orchestration.supervision import HealthSettings
 from mirbad_protocol import InvalidFieldError
 
 
@@ -66,3 +67,8 @@ def test_trusted_proxies_are_addresses_or_networks() -> None:
     assert MasterSettings().trusted_proxies == ()
     assert refused.value.field == "MIRBAD_TRUSTED_PROXIES"
     assert "proxy.lan" in refused.value.reason
+
+
+def test_the_health_defaults_are_the_health_monitors_own(tmp_path: Path) -> None:
+    # One place for each number: a default changed in HealthSettings is the master's default too.
+    assert MasterSettings(data_dir=tmp_path).health_settings({}) == HealthSettings()

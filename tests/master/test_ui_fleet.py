@@ -13,7 +13,8 @@ from tests.master._stack import Master, running_master
 from mirbad_master.ui import _actions as actions
 from mirbad_master.ui._fleet import FleetSnapshot, fleet_snapshot, parse_tags
 from mirbad_master.ui._format import pause_text
-from mirbad_orchestration import AgentAdmissionRefusedError, RestartPause
+from mirbad_orchestration import AgentAdmissionRefusedError
+from mirbad_orchestration.supervision import RestartPause
 from mirbad_protocol import ApiKeyCreate, InvalidFieldError, ModelDefinition, ModelState
 
 pytestmark = pytest.mark.anyio

@@ -20,7 +20,7 @@ from mirbad_master.ui._nodes import catalogue_hint, lacks_llama_server, runtime_
 from mirbad_master.ui._overview import DARK_CHART, LIGHT_CHART, _model_row, history_chart_options
 from mirbad_master.ui._playground import MAX_TOKENS_CAP, default_max_tokens
 from mirbad_master.ui._snippets import KEY_PLACEHOLDER, snippets
-from mirbad_orchestration import NodeState
+from mirbad_orchestration.fleet import NodeState
 from mirbad_protocol import (
     MAX_KEY_RATE_LIMIT,
     AgentInfo,

@@ -14,9 +14,7 @@ from pathlib import Path
 import httpx
 from tests.orchestration._fake_agent import FakeAgent
 
-from mirbad_orchestration._agent_client import AgentTimeouts
-from mirbad_orchestration._agent_clients import AgentClients
-from mirbad_orchestration._nodes import NodeRecord, NodeRegistry
+from mirbad_orchestration.fleet import AgentClients, AgentTimeouts, NodeRecord, NodeRegistry
 
 
 @dataclass

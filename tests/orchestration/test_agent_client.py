@@ -15,9 +15,6 @@ from tests.orchestration._fake_agent import FakeAgent, Refusal
 from tests.orchestration._fleet_pki import FleetPki
 
 from mirbad_orchestration import launch_spec_for
-from mirbad_orchestration._agent_client import AgentClient, AgentTimeouts
-from mirbad_orchestration._agent_clients import AgentClients
-from mirbad_orchestration._nodes import NodeRecord
 from mirbad_orchestration.exceptions import (
     AgentAdmissionRefusedError,
     AgentLaunchRejectedError,
@@ -33,6 +30,7 @@ from mirbad_orchestration.exceptions import (
     NodeUnreachableError,
     UnknownModelError,
 )
+from mirbad_orchestration.fleet import AgentClient, AgentClients, AgentTimeouts, NodeRecord
 from mirbad_protocol import (
     ContainerLaunch,
     GgufInfo,

@@ -19,9 +19,6 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 from tests._support.clock import FakeClock
 
-from mirbad_orchestration._api_key_file import API_KEYS_FILE, ApiKeyImport
-from mirbad_orchestration._api_key_usage import API_KEY_USAGE_FILE, OTHER_MODELS
-from mirbad_orchestration._api_keys import ApiKeyStore
 from mirbad_orchestration.exceptions import (
     ApiKeyError,
     ApiKeyExpiredError,
@@ -30,6 +27,13 @@ from mirbad_orchestration.exceptions import (
     ApiKeyStoreError,
     MirbadOrchestrationError,
     UnknownApiKeyError,
+)
+from mirbad_orchestration.keys import (
+    API_KEY_USAGE_FILE,
+    API_KEYS_FILE,
+    OTHER_MODELS,
+    ApiKeyImport,
+    ApiKeyStore,
 )
 from mirbad_protocol import InvalidFieldError
 from mirbad_protocol._api_keys import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, KeyUsage

@@ -10,7 +10,7 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 from tests._support.clock import FakeClock
 
-from mirbad_orchestration._audit import AUDIT_FOLDER_NAME, AuditLog
+from mirbad_orchestration.stores import AUDIT_FOLDER_NAME, AuditLog
 
 pytestmark = pytest.mark.anyio
 

@@ -11,9 +11,12 @@ from hypothesis import strategies as st
 from syrupy.assertion import SnapshotAssertion
 from tests._support.vllm_strategies import EXTRA_ARGS, OTHER_ARGS, TOTAL_GIB, definitions
 
-from mirbad_orchestration._config_hash import canonicalize_vllm_args, config_hash
-from mirbad_orchestration._vllm_args import build_vllm_args
-from mirbad_orchestration._vllm_normalize import normalize_vllm
+from mirbad_orchestration.commandline import (
+    build_vllm_args,
+    canonicalize_vllm_args,
+    config_hash,
+    normalize_vllm,
+)
 from mirbad_orchestration.exceptions import UnreadableFlagError
 from mirbad_protocol import ModelDefinition, SpeculativeDecoding
 

@@ -11,10 +11,7 @@ import pytest
 from tests.orchestration._fleet import Fleet, fleet_of
 
 from mirbad_orchestration import ModelRegistry, launch_spec_for
-from mirbad_orchestration._agent_clients import AgentClients
-from mirbad_orchestration._endpoint_resolver import AgentEndpointResolver
-from mirbad_orchestration._node_monitor import NodeMonitor
-from mirbad_orchestration._nodes import NodeRegistry
+from mirbad_orchestration.fleet import AgentClients, AgentEndpointResolver, NodeMonitor, NodeRegistry
 from mirbad_protocol import ModelDefinition, ModelState, Placement
 
 pytestmark = pytest.mark.anyio

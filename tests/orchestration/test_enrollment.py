@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 from syrupy.assertion import SnapshotAssertion
 from tests._support.clock import FakeClock
 
-from mirbad_orchestration._enrollment import ENROLLMENT_TOKENS_FILE, Enrollment, EnrollmentTokens
 from mirbad_orchestration.exceptions import (
     EnrollmentError,
     EnrollmentStoreError,
@@ -27,6 +26,7 @@ from mirbad_orchestration.exceptions import (
     EnrollmentTokenUsedError,
     UnknownEnrollmentTokenError,
 )
+from mirbad_orchestration.fleet import ENROLLMENT_TOKENS_FILE, Enrollment, EnrollmentTokens
 from mirbad_protocol import (
     CertificateAuthority,
     CertificateRequestError,

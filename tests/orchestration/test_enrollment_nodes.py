@@ -8,9 +8,14 @@ import pytest
 from tests._support.clock import FakeClock
 from tests.orchestration.test_enrollment import START, csr_pem
 
-from mirbad_orchestration._enrollment import ENROLLMENT_TOKENS_FILE, EnrollmentTokens
-from mirbad_orchestration._nodes import LOCAL_NODE_ID, NodeRecord, NodeRegistry
 from mirbad_orchestration.exceptions import DuplicateNodeError, UnknownNodeError
+from mirbad_orchestration.fleet import (
+    ENROLLMENT_TOKENS_FILE,
+    LOCAL_NODE_ID,
+    EnrollmentTokens,
+    NodeRecord,
+    NodeRegistry,
+)
 from mirbad_protocol import CertificateAuthority, InvalidFieldError, generate_private_key, spki_pin
 
 pytestmark = pytest.mark.anyio

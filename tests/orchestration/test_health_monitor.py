@@ -14,12 +14,15 @@ from pathlib import Path
 import anyio
 import pytest
 
-from mirbad_orchestration._audit import AuditEntry, AuditLog
-from mirbad_orchestration._health_monitor import HealthMonitor
-from mirbad_orchestration._health_settings import HealthSettings
-from mirbad_orchestration._recovery_state import RecoveryState
-from mirbad_orchestration._restart_pauses import RestartPause, RestartPauses
 from mirbad_orchestration.exceptions import NodeConflictError, StateFileError
+from mirbad_orchestration.stores import AuditEntry, AuditLog
+from mirbad_orchestration.supervision import (
+    HealthMonitor,
+    HealthSettings,
+    RecoveryState,
+    RestartPause,
+    RestartPauses,
+)
 from mirbad_orchestration.testing import FakeClock, FakeRuntime
 from mirbad_protocol import ModelDefinition, ModelState, Placement
 
@@ -135,7 +138,7 @@ async def test_state_transitions_are_logged_one_line_each(
 ) -> None:
     fleet = Fleet(tmp_path, [model("m")], settings=HealthSettings(poll_interval=POLL, crash_restart=False))
     async with fleet.running() as monitor:
-        await monitor.start(fleet.models[0], actor="user:admin")
+        await monitor.control.start(fleet.models[0], actor="user:admin")
         await fleet.clock.advance(POLL)
         await fleet.ready("m")
         await fleet.crash("m", error="engine died\nRuntimeError: CUDA out of memory")
@@ -151,7 +154,7 @@ async def test_reachability_changes_are_logged_and_do_not_look_like_crashes(
 ) -> None:
     fleet = Fleet(tmp_path, [model("m")])
     async with fleet.running() as monitor:
-        await monitor.start(fleet.models[0], actor="user:admin")
+        await monitor.control.start(fleet.models[0], actor="user:admin")
         await fleet.ready("m")
         fleet.runtime.set_reachable("local", False)
         await fleet.clock.advance(60)
@@ -170,7 +173,7 @@ async def test_crash_restarts_back_off_10_30_60_seconds(tmp_path: Path) -> None:
     settings = HealthSettings(poll_interval=POLL, ready_check_interval=1.0, crash_restart_limit=5)
     fleet = Fleet(tmp_path, [model("m")], settings=settings)
     async with fleet.running() as monitor:
-        await monitor.start(fleet.models[0], actor="user:admin")
+        await monitor.control.start(fleet.models[0], actor="user:admin")
         await fleet.ready("m")
         await fleet.crash("m")  # crash 1, seen by this poll
         for backoff in (10, 30, 60, 60):
@@ -194,7 +197,7 @@ async def test_crash_restarts_back_off_10_30_60_seconds(tmp_path: Path) -> None:
 async def test_ready_to_stopped_without_a_stop_is_a_crash(tmp_path: Path) -> None:
     fleet = Fleet(tmp_path, [model("m")])
     async with fleet.running() as monitor:
-        await monitor.start(fleet.models[0], actor="user:admin")
+        await monitor.control.start(fleet.models[0], actor="user:admin")
         await fleet.ready("m")
         await fleet.crash("m", STOPPED)
         await fleet.clock.advance(10)
@@ -204,9 +207,9 @@ async def test_ready_to_stopped_without_a_stop_is_a_crash(tmp_path: Path) -> Non
 async def test_an_explicit_stop_is_never_restarted(tmp_path: Path) -> None:
     fleet = Fleet(tmp_path, [model("m")])
     async with fleet.running() as monitor:
-        await monitor.start(fleet.models[0], actor="user:admin")
+        await monitor.control.start(fleet.models[0], actor="user:admin")
         await fleet.ready("m")
-        await monitor.stop("m", actor="user:admin")
+        await monitor.control.stop("m", actor="user:admin")
         await fleet.clock.advance(300)
     assert fleet.started() == ["m"]
     assert await RecoveryState(tmp_path).running("local") == frozenset()
@@ -220,11 +223,11 @@ async def test_with_the_disk_full_a_stop_still_stops_and_says_which_file_failed(
     fleet = Fleet(tmp_path, [model("m")])
     recovery = RecoveryState(tmp_path)
     async with fleet.running() as monitor:
-        await monitor.start(fleet.models[0], actor="user:admin")
+        await monitor.control.start(fleet.models[0], actor="user:admin")
         await fleet.ready("m")
         fleet.disk.full = True
         with pytest.raises(StateFileError) as refused:
-            await monitor.stop("m", actor="user:admin")
+            await monitor.control.stop("m", actor="user:admin")
         await fleet.clock.advance(300)  # the stop is not taken for a crash meanwhile
         still_listed = await recovery.running("local")
         fleet.disk.full = False
@@ -245,7 +248,7 @@ async def test_with_the_disk_full_a_start_is_refused_before_it_reaches_the_node(
     async with fleet.running() as monitor:
         fleet.disk.full = True
         with pytest.raises(StateFileError) as refused:
-            await monitor.start(fleet.models[0], actor="user:admin")
+            await monitor.control.start(fleet.models[0], actor="user:admin")
 
     assert refused.value.disk_full
     assert fleet.started() == []
@@ -254,10 +257,10 @@ async def test_with_the_disk_full_a_start_is_refused_before_it_reaches_the_node(
 async def test_a_stop_during_the_backoff_cancels_the_restart(tmp_path: Path) -> None:
     fleet = Fleet(tmp_path, [model("m")])
     async with fleet.running() as monitor:
-        await monitor.start(fleet.models[0], actor="user:admin")
+        await monitor.control.start(fleet.models[0], actor="user:admin")
         await fleet.ready("m")
         await fleet.crash("m")
-        await monitor.stop("m", actor="user:admin")
+        await monitor.control.stop("m", actor="user:admin")
         await fleet.clock.advance(300)
     assert fleet.started() == ["m"]
 
@@ -275,7 +278,7 @@ async def test_an_unlisted_model_is_not_restarted(tmp_path: Path) -> None:
 async def test_crash_restart_can_be_turned_off(tmp_path: Path, caplog_info: pytest.LogCaptureFixture) -> None:
     fleet = Fleet(tmp_path, [model("m")], settings=HealthSettings(poll_interval=POLL, crash_restart=False))
     async with fleet.running() as monitor:
-        await monitor.start(fleet.models[0], actor="user:admin")
+        await monitor.control.start(fleet.models[0], actor="user:admin")
         await fleet.ready("m")
         await fleet.crash("m")
         await fleet.clock.advance(300)
@@ -288,7 +291,7 @@ async def test_restarts_that_fail_because_the_node_is_down_do_not_count(
 ) -> None:
     fleet = Fleet(tmp_path, [model("m")])
     async with fleet.running() as monitor:
-        await monitor.start(fleet.models[0], actor="user:admin")
+        await monitor.control.start(fleet.models[0], actor="user:admin")
         await fleet.ready("m")
         await fleet.crash("m")  # crash 1: restart in 10 s
         fleet.runtime.set_reachable("local", False)
@@ -346,7 +349,7 @@ async def test_three_crashes_in_a_row_pause_restarts_and_a_new_monitor_keeps_the
 async def test_a_start_by_hand_clears_the_pause_and_the_count(tmp_path: Path) -> None:
     fleet = Fleet(tmp_path, [model("m")])
     async with fleet.running() as monitor:
-        await monitor.start(fleet.models[0], actor="user:admin")
+        await monitor.control.start(fleet.models[0], actor="user:admin")
         await fleet.ready("m")
         for _ in range(2):
             await fleet.crash("m")
@@ -354,7 +357,7 @@ async def test_a_start_by_hand_clears_the_pause_and_the_count(tmp_path: Path) ->
         await fleet.crash("m")  # the third crash in a row
         assert await RestartPauses(tmp_path).get("m") is not None
 
-        await monitor.start(fleet.models[0], actor="user:admin")
+        await monitor.control.start(fleet.models[0], actor="user:admin")
         assert await RestartPauses(tmp_path).list() == []
         await fleet.ready("m")
         await fleet.crash("m")
@@ -379,7 +382,7 @@ async def test_ten_minutes_of_ready_clear_a_pause(tmp_path: Path) -> None:
 async def test_ten_minutes_of_ready_reset_the_crash_count(tmp_path: Path) -> None:
     fleet = Fleet(tmp_path, [model("m")])
     async with fleet.running() as monitor:
-        await monitor.start(fleet.models[0], actor="user:admin")
+        await monitor.control.start(fleet.models[0], actor="user:admin")
         await fleet.ready("m")
         await fleet.crash("m")
         await fleet.clock.advance(10)  # restart 1
@@ -452,9 +455,9 @@ async def test_a_rebooted_node_gets_its_previous_running_set_back(
     fleet = Fleet(tmp_path, models, nodes=("local", "b"), settings=settings)
     async with fleet.running() as monitor:
         for definition in models:
-            await monitor.start(definition, actor="user:admin")
+            await monitor.control.start(definition, actor="user:admin")
             fleet.runtime.set_state(definition.id, READY)
-        await monitor.stop("m3", actor="user:admin")
+        await monitor.control.stop("m3", actor="user:admin")
         await fleet.clock.advance(POLL)
         fleet.runtime.reboot("local")
         await fleet.clock.advance(POLL)
@@ -473,7 +476,7 @@ async def test_a_rebooted_node_gets_its_previous_running_set_back(
 async def test_a_node_rebooted_while_the_master_was_down_is_relaunched(tmp_path: Path) -> None:
     fleet = Fleet(tmp_path, [model("m")])
     async with fleet.running() as monitor:
-        await monitor.start(fleet.models[0], actor="user:admin")
+        await monitor.control.start(fleet.models[0], actor="user:admin")
         await fleet.ready("m")
     fleet.runtime.reboot("local")
     async with fleet.running():
@@ -484,7 +487,7 @@ async def test_a_node_rebooted_while_the_master_was_down_is_relaunched(tmp_path:
 async def test_a_master_restart_without_a_node_reboot_relaunches_nothing(tmp_path: Path) -> None:
     fleet = Fleet(tmp_path, [model("m")])
     async with fleet.running() as monitor:
-        await monitor.start(fleet.models[0], actor="user:admin")
+        await monitor.control.start(fleet.models[0], actor="user:admin")
         await fleet.ready("m")
     async with fleet.running():
         await fleet.clock.advance(60)
@@ -498,7 +501,7 @@ async def test_models_owned_by_a_job_are_neither_restarted_nor_auto_started(tmp_
     fleet = Fleet(tmp_path, [model("m"), model("auto", auto_start=True)])
     fleet.owned.update({"m", "auto"})
     async with fleet.running() as monitor:
-        await monitor.start(fleet.models[0], actor="user:admin")  # a start by hand is never skipped
+        await monitor.control.start(fleet.models[0], actor="user:admin")  # a start by hand is never skipped
         await fleet.ready("m")
         await fleet.crash("m", STOPPED)  # the tuning run replaced the container
         await fleet.clock.advance(300)
@@ -510,7 +513,7 @@ async def test_an_idle_model_is_unloaded_as_an_explicit_stop(tmp_path: Path) -> 
     fleet = Fleet(tmp_path, [model("m"), model("busy")], settings=settings)
     async with fleet.running() as monitor:
         start = fleet.clock.now()
-        await monitor.start(fleet.models[0], actor="user:admin")
+        await monitor.control.start(fleet.models[0], actor="user:admin")
         await fleet.ready("m")  # Ready since start + 5 s
         fleet.last_used["m"] = start + timedelta(seconds=100)
         await fleet.clock.advance(390)  # 395 s: 295 s since the last request
@@ -526,7 +529,7 @@ async def test_an_idle_model_is_unloaded_as_an_explicit_stop(tmp_path: Path) -> 
 async def test_a_model_without_a_ttl_is_never_unloaded(tmp_path: Path) -> None:
     fleet = Fleet(tmp_path, [model("m")], settings=HealthSettings(poll_interval=POLL, idle_ttls={"x": 1}))
     async with fleet.running() as monitor:
-        await monitor.start(fleet.models[0], actor="user:admin")
+        await monitor.control.start(fleet.models[0], actor="user:admin")
         await fleet.ready("m", wait=3600)
     assert fleet.runtime.stops == []
 
@@ -539,7 +542,7 @@ async def test_a_refused_start_by_hand_is_audited_and_not_listed(tmp_path: Path)
     fleet.runtime.fail_next_start(NodeConflictError("local", 409, "memory_admission", "needs 8 GiB"))
     monitor = fleet.monitor()
     with pytest.raises(NodeConflictError):
-        await monitor.start(fleet.models[0], actor="user:admin", force=False)
+        await monitor.control.start(fleet.models[0], actor="user:admin", force=False)
     assert await RecoveryState(tmp_path).running("local") == frozenset()
     [entry] = await fleet.audited()
     assert (entry.actor, entry.action, entry.outcome, entry.detail) == (
@@ -553,7 +556,7 @@ async def test_a_refused_start_by_hand_is_audited_and_not_listed(tmp_path: Path)
 async def test_restart_by_hand_lists_and_audits(tmp_path: Path) -> None:
     fleet = Fleet(tmp_path, [model("m")])
     monitor = fleet.monitor()
-    status = await monitor.restart(fleet.models[0], actor="user:admin", force=True)
+    status = await monitor.control.restart(fleet.models[0], actor="user:admin", force=True)
     assert status.state is STARTING
     assert fleet.runtime.starts[-1].force
     assert await RecoveryState(tmp_path).running("local") == {"m"}

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mirbad_orchestration._enrollment import ENROLLMENT_TOKENS_FILE, EnrollmentTokens
 from mirbad_orchestration.exceptions import EnrollmentTokenUsedError, UnknownEnrollmentTokenError
+from mirbad_orchestration.fleet import ENROLLMENT_TOKENS_FILE, EnrollmentTokens
 from mirbad_protocol import (
     CertificateAuthority,
     PrivateKey,

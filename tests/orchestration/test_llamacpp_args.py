@@ -9,13 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from syrupy.assertion import SnapshotAssertion
 
-from mirbad_orchestration._llamacpp_args import (
+from mirbad_orchestration.commandline import (
+    LLAMACPP_CACHE_TYPES,
     build_llamacpp_args,
     llamacpp_ctx_size,
     normalize_llamacpp,
     parse_llamacpp_args,
 )
-from mirbad_orchestration._llamacpp_flags import LLAMACPP_CACHE_TYPES, split_flag
+from mirbad_orchestration.commandline._llamacpp_flags import split_flag
 from mirbad_orchestration.exceptions import UnreadableFlagError
 from mirbad_protocol import ExecutableRef, InvalidFieldError, ModelDefinition
 

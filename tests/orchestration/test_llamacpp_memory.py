@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mirbad_orchestration._llamacpp_flags import LLAMACPP_CACHE_TYPES
-from mirbad_orchestration._llamacpp_memory import (
+from mirbad_orchestration.commandline import (
     COMPUTE_ALLOWANCE_BYTES,
+    LLAMACPP_CACHE_TYPES,
     estimate_llamacpp_definition_gib,
     estimate_llamacpp_gib,
     llamacpp_kv_cache_bytes,

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from syrupy.assertion import SnapshotAssertion
 
-from mirbad_orchestration._mlx_args import build_mlx_args, normalize_mlx, parse_mlx_args
+from mirbad_orchestration.commandline import build_mlx_args, normalize_mlx, parse_mlx_args
 from mirbad_orchestration.exceptions import UnreadableFlagError
 from mirbad_protocol import ExecutableRef, InvalidFieldError, ModelDefinition
 

@@ -11,8 +11,8 @@ from tests.orchestration._fake_agent import Refusal
 from tests.orchestration._fleet import fleet_of
 
 from mirbad_orchestration import launch_spec_for
-from mirbad_orchestration._node_monitor import NodeMonitor, NodeState, StatusCache
 from mirbad_orchestration.exceptions import NodeUnreachableError
+from mirbad_orchestration.fleet import NodeMonitor, NodeState, StatusCache
 from mirbad_orchestration.testing import FakeClock
 from mirbad_protocol import MemorySnapshot, ModelDefinition, ModelState, ModelStatus
 from mirbad_protocol._agent import AgentErrorCode, AgentInfo

@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from mirbad_orchestration._nodes import LOCAL_NODE_ID, NODES_FILE_NAME, NodeRecord, NodeRegistry
 from mirbad_orchestration.exceptions import DuplicateNodeError, NodeRegistryError, UnknownNodeError
+from mirbad_orchestration.fleet import LOCAL_NODE_ID, NODES_FILE_NAME, NodeRecord, NodeRegistry
 
 pytestmark = pytest.mark.anyio
 
@@ -200,3 +200,46 @@ def test_records_survive_the_file_format(node_id: str, host: str) -> None:
     record = node(node_id, f"https://{host}:9443", labels={"k": node_id})
 
     assert NodeRecord.model_validate_json(record.model_dump_json(by_alias=True)) == record
+
+
+# ---------------------------------------------------------------- crash safety
+
+
+class SimulatedCrashError(Exception):
+    """Raised between writing the temporary file and renaming it over nodes.json."""
+
+
+def listing(folder: Path) -> list[str]:
+    return sorted(path.name for path in folder.iterdir())
+
+
+async def test_a_crash_between_temp_write_and_replace_keeps_the_old_file(tmp_path: Path) -> None:
+    armed = False
+
+    def crash(temp: Path) -> None:
+        if armed:
+            raise SimulatedCrashError(temp.name)
+
+    registry = NodeRegistry(tmp_path, before_replace=crash)
+    await registry.add(node("spark-1"))
+    before = (tmp_path / NODES_FILE_NAME).read_bytes()
+    armed = True
+    with pytest.raises(SimulatedCrashError):
+        await registry.add(node("spark-2"))
+
+    assert (tmp_path / NODES_FILE_NAME).read_bytes() == before
+    assert listing(tmp_path) == [NODES_FILE_NAME]
+    with pytest.raises(UnknownNodeError):
+        await registry.get("spark-2")  # memory still matches the file
+    assert [record.id for record in await NodeRegistry(tmp_path).list()] == ["spark-1"]
+
+
+async def test_a_crash_on_the_first_write_leaves_no_file_and_an_empty_fleet(tmp_path: Path) -> None:
+    def crash(temp: Path) -> None:
+        raise SimulatedCrashError(temp.name)
+
+    with pytest.raises(SimulatedCrashError):
+        await NodeRegistry(tmp_path, before_replace=crash).add(node("spark-1"))
+
+    assert listing(tmp_path) == []
+    assert await NodeRegistry(tmp_path).list() == []

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mirbad_orchestration._recovery_state import RECOVERY_FILE_NAME, RecoveryState
 from mirbad_orchestration.exceptions import StateFileError
+from mirbad_orchestration.supervision import RECOVERY_FILE_NAME, RecoveryState
 
 pytestmark = pytest.mark.anyio
 

@@ -12,14 +12,13 @@ import anyio
 import pytest
 from syrupy.assertion import SnapshotAssertion
 
-from mirbad_orchestration._registry import ModelRegistry
-from mirbad_orchestration._seed import SEED_MODEL
 from mirbad_orchestration.exceptions import (
     DuplicateServedNameError,
     RegistryError,
     UnknownModelError,
     UnreadableFlagError,
 )
+from mirbad_orchestration.registry import SEED_MODEL, ModelRegistry
 from mirbad_protocol import InvalidFieldError, ModelDefinition
 
 pytestmark = pytest.mark.anyio

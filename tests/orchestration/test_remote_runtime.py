@@ -11,14 +11,18 @@ import pytest
 from tests.orchestration._fleet import Fleet, fleet_of
 
 from mirbad_orchestration import launch_spec_for
-from mirbad_orchestration._node_monitor import NodeMonitor
-from mirbad_orchestration._remote_runtime import RemoteModelRuntime, launch_total_gib
-from mirbad_orchestration._runtime import ModelRuntime, NodeView
 from mirbad_orchestration.exceptions import (
     AgentAdmissionRefusedError,
     NodeConflictError,
     NodeUnreachableError,
     UnknownNodeError,
+)
+from mirbad_orchestration.fleet import (
+    ModelRuntime,
+    NodeMonitor,
+    NodeView,
+    RemoteModelRuntime,
+    launch_total_gib,
 )
 from mirbad_orchestration.testing import FakeClock
 from mirbad_protocol import (

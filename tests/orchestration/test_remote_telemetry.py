@@ -9,8 +9,7 @@ import anyio
 import pytest
 from tests.orchestration._fleet import fleet_of
 
-from mirbad_orchestration._node_monitor import NodeMonitor
-from mirbad_orchestration._remote_telemetry import RemoteTelemetryCollector
+from mirbad_orchestration.fleet import NodeMonitor, RemoteTelemetryCollector
 from mirbad_orchestration.testing import FakeClock
 from mirbad_protocol import ModelMetrics
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mirbad_orchestration._restart_pauses import RESTART_PAUSES_FILE_NAME, RestartPause, RestartPauses
+from mirbad_orchestration.supervision import RESTART_PAUSES_FILE_NAME, RestartPause, RestartPauses
 
 pytestmark = pytest.mark.anyio
 

@@ -5,17 +5,17 @@ from __future__ import annotations
 import pytest
 from tests._support.vllm_strategies import TOTAL_GIB
 
-from mirbad_orchestration._commandline import launch_spec_for
-from mirbad_orchestration._config_hash import config_hash
-from mirbad_orchestration._restart_pending import (
+from mirbad_orchestration.commandline import (
     TUNING_LABEL,
     RestartPendingCheck,
     RunningLaunch,
     SettingChange,
+    build_vllm_args,
     changed_settings,
+    config_hash,
+    launch_spec_for,
+    normalize_vllm,
 )
-from mirbad_orchestration._vllm_args import build_vllm_args
-from mirbad_orchestration._vllm_normalize import normalize_vllm
 from mirbad_protocol import (
     ExecutableRef,
     ModelDefinition,

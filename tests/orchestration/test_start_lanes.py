@@ -5,8 +5,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from mirbad_orchestration._start_lanes import StartLanes
 from mirbad_orchestration.exceptions import StartLaneBusyError
+from mirbad_orchestration.supervision import StartLanes
 from mirbad_orchestration.testing import FakeClock
 
 pytestmark = pytest.mark.anyio

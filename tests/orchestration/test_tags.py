@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mirbad_orchestration._tags import (
+from mirbad_orchestration.registry import (
     MAX_TAGS,
     TAG_CATALOGUE,
     filter_by_tags,

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 from syrupy.assertion import SnapshotAssertion
 
-from mirbad_orchestration._vllm_args import build_vllm_args, compact_json, format_gpu_memory_utilization
+from mirbad_orchestration.commandline import build_vllm_args, format_gpu_memory_utilization
+from mirbad_orchestration.commandline._vllm_args import compact_json
 from mirbad_orchestration.exceptions import UnreadableFlagError
 from mirbad_protocol import ExecutableRef, InvalidFieldError, ModelDefinition, SpeculativeDecoding
 

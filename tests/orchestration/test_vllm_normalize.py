@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from tests._support.vllm_strategies import definitions
 
-from mirbad_orchestration._vllm_normalize import normalize_vllm
+from mirbad_orchestration.commandline import normalize_vllm
 from mirbad_orchestration.exceptions import UnreadableFlagError
 from mirbad_protocol import ExecutableRef, InvalidFieldError, ModelDefinition, SpeculativeDecoding
 

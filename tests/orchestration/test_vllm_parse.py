@@ -6,9 +6,7 @@ import pytest
 from hypothesis import given, settings
 from tests._support.vllm_strategies import TOTAL_GIB, definitions
 
-from mirbad_orchestration._vllm_args import build_vllm_args
-from mirbad_orchestration._vllm_normalize import normalize_vllm
-from mirbad_orchestration._vllm_parse import parse_vllm_args
+from mirbad_orchestration.commandline import build_vllm_args, normalize_vllm, parse_vllm_args
 from mirbad_orchestration.exceptions import UnreadableFlagError
 from mirbad_protocol import InvalidFieldError, ModelDefinition, SpeculativeDecoding
 

@@ -22,8 +22,7 @@ from syrupy.assertion import SnapshotAssertion
 from tests._support.real_parts import llama_server_path
 from tests._support.tiny_gguf import TINY, TINY_MODEL_PATH
 
-from mirbad_orchestration._llamacpp_args import build_llamacpp_args
-from mirbad_orchestration._llamacpp_memory import estimate_llamacpp_definition_gib
+from mirbad_orchestration.commandline import build_llamacpp_args, estimate_llamacpp_definition_gib
 from mirbad_protocol import ExecutableRef, ModelDefinition
 from mirbad_runtime._gguf import read_gguf_info
 

@@ -1,8 +1,9 @@
 """``/api/models``: the registry, starts and stops by hand, and each model's log as server-sent events.
 
 Every change goes through the master's one write path (``_changes``), as the portal's do. Starts,
-stops and restarts go through the health monitor, so the recovery state, the crash count and
-the audit log follow them: a start by hand lifts a restart pause, a stop is never taken for a crash.
+stops and restarts go through :class:`~mirbad_orchestration.supervision.ModelControl`, so the recovery
+state, the crash count and the audit log follow them: a start by hand lifts a restart pause, a stop
+is never taken for a crash.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Annotated, Any, Final
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from mirbad_orchestration import AgentClient, filter_by_tags
+from mirbad_orchestration.fleet import AgentClient
+from mirbad_orchestration.registry import filter_by_tags
 from mirbad_protocol import AdminErrorCode, MirbadError, ModelDefinition
 
 from . import _changes as changes

@@ -17,14 +17,8 @@ from typing import Annotated, Final
 
 from pydantic import Field
 
-from mirbad_orchestration import (
-    NODE_ID_PATTERN,
-    NodeRecord,
-    NodeState,
-    UnknownModelError,
-    agent_url_for,
-    normalize_definition,
-)
+from mirbad_orchestration import UnknownModelError, normalize_definition
+from mirbad_orchestration.fleet import NODE_ID_PATTERN, NodeRecord, NodeState, agent_url_for
 from mirbad_protocol import (
     ApiKeyCreate,
     ApiKeyCreated,
@@ -207,7 +201,7 @@ async def delete_model(services: MasterServices, model_id: str, actor: str) -> N
     """
     await services.models.get(model_id)
     # Stopped first: a model removed from the registry while running could never be stopped here.
-    await services.health.stop(model_id, actor=actor)
+    await services.control.stop(model_id, actor=actor)
     await services.models.delete(model_id)
     await services.pauses.clear(model_id)
     await services.sync_models()
@@ -217,14 +211,16 @@ async def delete_model(services: MasterServices, model_id: str, actor: str) -> N
 async def start_model(
     services: MasterServices, model_id: str, actor: str, *, force: bool = False
 ) -> ModelStatus:
-    """Start by hand through the health monitor (lifts a restart pause; it records the audit line).
+    """Start by hand through :class:`~mirbad_orchestration.supervision.ModelControl`.
+
+    It lifts a restart pause and records the audit line.
 
     Raises:
         UnknownModelError: no such model.
         MemoryAdmissionRefusedError: the budget does not fit and ``force`` was not given.
     """
     definition = await services.models.get(model_id)
-    return await services.health.start(definition, actor=actor, force=force)
+    return await services.control.start(definition, actor=actor, force=force)
 
 
 async def stop_model(services: MasterServices, model_id: str, actor: str) -> None:
@@ -234,7 +230,7 @@ async def stop_model(services: MasterServices, model_id: str, actor: str) -> Non
         UnknownModelError: no such model.
     """
     await services.models.get(model_id)
-    await services.health.stop(model_id, actor=actor)
+    await services.control.stop(model_id, actor=actor)
 
 
 async def restart_model(
@@ -246,7 +242,7 @@ async def restart_model(
         UnknownModelError: no such model.
     """
     definition = await services.models.get(model_id)
-    return await services.health.restart(definition, actor=actor, force=force)
+    return await services.control.restart(definition, actor=actor, force=force)
 
 
 async def create_key(services: MasterServices, request: ApiKeyCreate, actor: str) -> ApiKeyCreated:

@@ -17,24 +17,20 @@ from typing import Final, Self
 import anyio
 from anyio.abc import TaskGroup
 
-from mirbad_orchestration import (
+from mirbad_orchestration import ApiKeyStore, ModelRegistry
+from mirbad_orchestration.commandline import RestartPendingCheck
+from mirbad_orchestration.fleet import (
     ENROLLMENT_TOKENS_FILE,
     AgentClients,
     AgentEndpointResolver,
-    ApiKeyStore,
-    AuditLog,
     EnrollmentTokens,
-    HealthMonitor,
-    ModelRegistry,
     NodeMonitor,
     NodeRegistry,
-    RecoveryState,
     RemoteTelemetryCollector,
-    RestartPauses,
-    RestartPendingCheck,
-    StartLanes,
     StatusCache,
 )
+from mirbad_orchestration.stores import AuditLog
+from mirbad_orchestration.supervision import HealthMonitor, RecoveryState, RestartPauses, StartLanes
 from mirbad_protocol import CertificateAuthority, MirbadError, ModelState, ModelStatus
 
 from ._maintenance import MaintenanceMode
@@ -123,6 +119,8 @@ class MasterServices:
             skip=self.maintenance.owns,
             last_used=self.stats.last_used,
         )
+        # Every start, stop and restart by hand (API, portal, start on request) goes through here.
+        self.control = self.health.control
         self.resolver = FleetResolver(self.endpoints, self.cache, self._start_on_request)
         self.key_gate = ApiKeyGate(self.keys)
         self.stopped_on_exit: list[ModelStatus] = []
@@ -221,4 +219,4 @@ class MasterServices:
                 f"model {model_id!r} crashed {pause.crashes} times in a row and its automatic restarts "
                 "are paused; start it by hand once it is fixed"
             )
-        await self.health.start(definition, actor=ON_REQUEST_ACTOR)
+        await self.control.start(definition, actor=ON_REQUEST_ACTOR)

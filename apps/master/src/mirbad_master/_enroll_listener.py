@@ -26,12 +26,12 @@ from mirbad_orchestration import (
     EnrollmentStoreError,
     EnrollmentTokenError,
     EnrollmentTokenExpiredError,
-    EnrollmentTokens,
     EnrollmentTokenUsedError,
     NodeError,
     NodeRegistryError,
     UnknownEnrollmentTokenError,
 )
+from mirbad_orchestration.fleet import EnrollmentTokens
 from mirbad_protocol import (
     DEFAULT_LEAF_VALIDITY,
     ENROLL_CA_MEDIA_TYPE,
@@ -86,7 +86,7 @@ def create_enroll_app(tokens: EnrollmentTokens, ca_certificate: x509.Certificate
     for a used one or a node that cannot be registered (``node_conflict``), 410 for an expired one, 413
     for an oversized body, 500 when the token store or the node registry fails. An accepted enrollment
     registers the node when its token named the agent's URL (see
-    :class:`~mirbad_orchestration.EnrollmentTokens`).
+    :class:`~mirbad_orchestration.fleet.EnrollmentTokens`).
 
     Args:
         tokens: the master's token store (it holds the CA that certifies nodes).

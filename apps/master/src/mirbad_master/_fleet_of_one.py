@@ -34,7 +34,7 @@ from typing import Final, Literal
 import anyio
 from anyio.abc import TaskGroup
 
-from mirbad_orchestration import LOCAL_NODE_ID, AgentClients, NodeRecord
+from mirbad_orchestration.fleet import LOCAL_NODE_ID, AgentClients, NodeRecord
 from mirbad_protocol import ModelStatus
 
 from ._admin_auth import AdminAuth

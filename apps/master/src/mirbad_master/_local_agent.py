@@ -29,7 +29,7 @@ from typing import Any, Final, Protocol
 import anyio
 from anyio.abc import Process
 
-from mirbad_orchestration import LOCAL_NODE_ID
+from mirbad_orchestration.fleet import LOCAL_NODE_ID
 from mirbad_protocol import MirbadError, certificates_from_pem, spki_pin, write_json_atomic
 
 from ._settings import MasterSettings
@@ -65,7 +65,7 @@ class LocalAgentError(MirbadError):
 
 
 class AgentProbe(Protocol):
-    """How to learn that the agent answers (an :class:`~mirbad_orchestration.AgentClient` is one)."""
+    """How to learn that the agent answers (an :class:`~mirbad_orchestration.fleet.AgentClient` is one)."""
 
     async def info(self) -> Any:
         """A call that succeeds only while the agent serves.

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from mirbad_orchestration import NodeMonitor, NodeView, RemoteModelRuntime
+from mirbad_orchestration.fleet import NodeMonitor, NodeView, RemoteModelRuntime
 from mirbad_protocol import ModelDefinition, ModelState, ModelStatus
 
 __all__ = ["MasterRuntime"]
@@ -22,7 +22,7 @@ _RUNNING = (ModelState.STARTING, ModelState.READY)
 
 
 class MasterRuntime(RemoteModelRuntime):
-    """:class:`~mirbad_orchestration.RemoteModelRuntime` with launch records and a local boot id.
+    """:class:`~mirbad_orchestration.fleet.RemoteModelRuntime` with launch records and a local boot id.
 
     Args:
         monitor: the node monitor (registry, clients and status cache).

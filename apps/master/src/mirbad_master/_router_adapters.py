@@ -1,8 +1,8 @@
 """The router's contracts over the orchestration: resolution, keys and counters for ``/v1``.
 
-* :class:`FleetResolver`: served names through :class:`~mirbad_orchestration.AgentEndpointResolver`
+* :class:`FleetResolver`: served names through :class:`~mirbad_orchestration.fleet.AgentEndpointResolver`
   (registry + status cache, no waiting on a node), upstreams through each node's mutual-TLS client,
-  and starts on request through the health monitor, so the start is listed, audited and watched.
+  and starts on request through ``ModelControl`` (supervision), so the start is listed, audited and watched.
 * :class:`ApiKeyGate`: the API key store; a revoked key is no key, an expired one is a grant the
   router refuses (or ignores when keys are optional).
 * :class:`MasterStats`: the router's counters plus the time each model was last asked for, which the
@@ -15,14 +15,8 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 
-from mirbad_orchestration import (
-    AgentEndpoint,
-    AgentEndpointResolver,
-    ApiKeyExpiredError,
-    ApiKeyRevokedError,
-    ApiKeyStore,
-    StatusCache,
-)
+from mirbad_orchestration import ApiKeyExpiredError, ApiKeyRevokedError, ApiKeyStore
+from mirbad_orchestration.fleet import AgentEndpoint, AgentEndpointResolver, StatusCache
 from mirbad_protocol import MirbadError
 from mirbad_router import KeyGrant, KeyStore, ModelResolver, Resolution, RoutedModel, RouterStats, Upstream
 
@@ -42,7 +36,7 @@ class FleetResolver(ModelResolver):
     Args:
         endpoints: the agent endpoint resolver.
         cache: the node monitor's status cache (for each model's start time).
-        start: starts a model for a request (the health monitor's start, with the request's actor).
+        start: starts a model for a request (``ModelControl.start``, with the request's actor).
     """
 
     def __init__(self, endpoints: AgentEndpointResolver, cache: StatusCache, start: StartOnRequest) -> None:
@@ -87,7 +81,10 @@ class FleetResolver(ModelResolver):
 
 
 class ApiKeyGate(KeyStore):
-    """The router's key check over the master's :class:`~mirbad_orchestration.ApiKeyStore`."""
+    """The router's key check over the master's :class:`~mirbad_orchestration.ApiKeyStore`.
+
+    The check itself is :func:`~mirbad_orchestration.keys.verify_api_key`, which the store calls.
+    """
 
     def __init__(self, store: ApiKeyStore) -> None:
         self._store = store

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from mirbad_orchestration import HealthSettings
+from mirbad_orchestration.supervision import HealthSettings
 from mirbad_protocol import InvalidFieldError
 
 __all__ = [
@@ -26,6 +26,9 @@ __all__ = [
     "default_data_dir",
     "load_master_settings",
 ]
+
+# The health monitor's defaults are its own (HealthSettings); the master's settings only name them.
+_HEALTH: Final = HealthSettings()
 
 DEFAULT_PORT: Final = 8080
 """The one port of the UI, ``/api`` and ``/v1``."""
@@ -113,11 +116,11 @@ class MasterSettings(BaseModel):
     agent_config: Path | None = None
     model_roots: list[Path] = Field(default_factory=list)
     llama_server: Path | None = None
-    health_poll_s: _Seconds = 5.0
-    crash_restart: bool = True
-    crash_restart_limit: Annotated[int, Field(ge=1)] = 3
-    crash_backoff_s: tuple[Annotated[float, Field(ge=0, allow_inf_nan=False)], ...] = (10.0, 30.0, 60.0)
-    startup_timeout_s: _Seconds = 900.0
+    health_poll_s: _Seconds = _HEALTH.poll_interval
+    crash_restart: bool = _HEALTH.crash_restart
+    crash_restart_limit: Annotated[int, Field(ge=1)] = _HEALTH.crash_restart_limit
+    crash_backoff_s: tuple[Annotated[float, Field(ge=0, allow_inf_nan=False)], ...] = _HEALTH.crash_backoff
+    startup_timeout_s: _Seconds = _HEALTH.startup_timeout
     idle_unload_s: _Seconds | None = None
     telemetry_interval_s: _Seconds = 10.0
     usage_flush_s: _Seconds = 30.0
@@ -175,7 +178,7 @@ class MasterSettings(BaseModel):
             crash_backoff=self.crash_backoff_s,
             startup_timeout=self.startup_timeout_s,
             # Never wait longer than a poll to notice that a launch became Ready.
-            ready_check_interval=min(2.0, self.health_poll_s),
+            ready_check_interval=min(_HEALTH.ready_check_interval, self.health_poll_s),
             idle_ttls=idle_ttls,
         )
 

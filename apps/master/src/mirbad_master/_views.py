@@ -2,7 +2,7 @@
 
 Views are read from what the master already knows (the registry, the status cache, the pauses), so a
 listing never waits on a node; the models of a node that stops answering read Unknown, with the
-reason, exactly as ``/v1`` tells them (:func:`mirbad_orchestration.model_status`). Views go out whole
+reason, exactly as ``/v1`` tells them (:func:`mirbad_orchestration.fleet.model_status`). Views go out whole
 (every field, defaults included), unlike the agent envelopes.
 """
 
@@ -10,14 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mirbad_orchestration import (
-    DEFAULT_TOTAL_GIB,
-    NodeRecord,
-    NodeState,
-    changed_settings,
-    launch_total_gib,
-    model_status,
-)
+from mirbad_orchestration.commandline import DEFAULT_TOTAL_GIB, changed_settings
+from mirbad_orchestration.fleet import NodeRecord, NodeState, launch_total_gib, model_status
 from mirbad_protocol import (
     MaintenanceView,
     ModelDefinition,

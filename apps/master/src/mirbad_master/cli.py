@@ -13,13 +13,8 @@ from typing import Any, NoReturn
 
 import anyio
 
-from mirbad_orchestration import (
-    DEFAULT_TOTAL_GIB,
-    build_args,
-    detect_runtime,
-    normalize_definition,
-    parse_args,
-)
+from mirbad_orchestration import build_args, detect_runtime, normalize_definition, parse_args
+from mirbad_orchestration.commandline import DEFAULT_TOTAL_GIB
 from mirbad_protocol import ExecutableRef, InvalidFieldError, MirbadError, ModelDefinition, RuntimeKind
 
 from ._admin_auth import AdminAuth

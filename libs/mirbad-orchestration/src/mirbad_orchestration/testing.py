@@ -1,6 +1,6 @@
 """Test doubles shipped with the library, for the unit tests of the master's logic.
 
-:class:`FakeRuntime` implements :class:`~mirbad_orchestration.ModelRuntime` for a fleet held in memory:
+:class:`FakeRuntime` implements :class:`~mirbad_orchestration.fleet.ModelRuntime` for a fleet held in memory:
 tests start and stop models through it, steer it (a model goes Ready, crashes, a node reboots or drops
 off the network) and read back what was asked of it. :class:`FakeClock` is virtual time for code that
 takes a clock and a sleep function (the health monitor), so backoffs of minutes take no time at all.
@@ -21,9 +21,9 @@ import anyio.to_thread
 
 from mirbad_protocol import ModelDefinition, ModelState, ModelStatus
 
-from ._commandline import launch_spec_for
-from ._runtime import ModelRuntime, NodeView
+from .commandline import launch_spec_for
 from .exceptions import NodeUnreachableError, UnknownNodeError
+from .fleet import ModelRuntime, NodeView
 
 __all__ = ["FakeClock", "FakeRuntime", "StartCall"]
 

@@ -147,7 +147,7 @@ class SpeculativeDecoding(WireModel):
         return not self._as_vllm_object()
 
 
-# The node registry's id rule (mirbad_orchestration.NODE_ID_PATTERN), which this library cannot import.
+# The node registry's id rule (mirbad_orchestration.fleet.NODE_ID_PATTERN), which this library cannot import.
 _NODE_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 
 

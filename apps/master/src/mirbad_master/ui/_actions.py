@@ -17,7 +17,7 @@ from mirbad_master import _changes as changes
 from mirbad_master._admin_auth import ADMIN_USER
 from mirbad_master._changes import EnrollmentTokenRequest, NodeCreate
 from mirbad_master._composition import MasterServices
-from mirbad_orchestration import NodeRecord
+from mirbad_orchestration.fleet import NodeRecord
 from mirbad_protocol import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, ModelDefinition, ModelStatus
 
 __all__ = [

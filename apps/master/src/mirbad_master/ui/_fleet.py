@@ -16,7 +16,7 @@ import anyio
 
 from mirbad_master._composition import MasterServices
 from mirbad_master._views import ModelView, NodeSummary, model_view, node_summary
-from mirbad_orchestration import filter_by_tags
+from mirbad_orchestration.registry import filter_by_tags
 from mirbad_protocol import AgentInfo, MirbadError, ModelMetrics, ModelState, RouterModelStats
 
 from ._attention import AttentionItem, attention_items

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Final
 
-from mirbad_orchestration import RestartPause
+from mirbad_orchestration.supervision import RestartPause
 from mirbad_protocol import ModelState
 
 __all__ = [

@@ -21,7 +21,7 @@ from typing import Final
 
 import anyio
 
-from mirbad_orchestration import NodeState, StatusCache
+from mirbad_orchestration.fleet import NodeState, StatusCache
 
 __all__ = ["DEFAULT_BUCKET_S", "DEFAULT_CARRY_S", "DEFAULT_SAMPLES", "FLEET", "MemoryHistory", "MemorySample"]
 

@@ -16,7 +16,8 @@ from nicegui.elements.mixins.validation_element import ValidationElement
 from nicegui.elements.mixins.value_element import ValueElement
 
 from mirbad_master._composition import MasterServices
-from mirbad_orchestration import DEFAULT_TOTAL_GIB, launch_total_gib
+from mirbad_orchestration.commandline import DEFAULT_TOTAL_GIB
+from mirbad_orchestration.fleet import launch_total_gib
 from mirbad_protocol import InvalidFieldError, MirbadError, ModelDefinition, ProcessRuntimeInfo
 
 from . import _actions as actions

@@ -17,14 +17,9 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from mirbad_master._changes import user_definition
-from mirbad_orchestration import (
-    DEFAULT_TOTAL_GIB,
-    DuplicateServedNameError,
-    build_args,
-    check_served_name,
-    normalize_definition,
-    prepare_definition,
-)
+from mirbad_orchestration import DuplicateServedNameError, build_args, normalize_definition
+from mirbad_orchestration.commandline import DEFAULT_TOTAL_GIB
+from mirbad_orchestration.registry import check_served_name, prepare_definition
 from mirbad_protocol import InvalidFieldError, ModelDefinition
 
 __all__ = [

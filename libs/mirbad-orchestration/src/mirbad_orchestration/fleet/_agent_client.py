@@ -1,0 +1,309 @@
+"""The master's client of one node agent: a typed method per agent route, refusals mapped to exceptions.
+
+Every call carries an explicit timeout (:class:`AgentTimeouts`). Whatever goes wrong surfaces as a
+:class:`~mirbad_orchestration.exceptions.NodeError` subclass, so callers never see httpx:
+
+- the agent could not be reached (refused, no route, TLS refused, wrong certificate): NodeUnreachableError;
+- it took the request but did not answer in time: NodeTimeoutError;
+- it refused with its error envelope: an AgentRequestError subclass chosen by the envelope's ``code``
+  (``spec_rejected`` AgentLaunchRejectedError, ``admission_refused`` AgentAdmissionRefusedError,
+  ``start_conflict`` AgentStartConflictError, ``model_not_found`` ModelNotOnNodeError);
+- it answered something outside the contract: AgentProtocolError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated, Final, TypeVar
+
+import httpx
+from pydantic import Field, TypeAdapter, ValidationError
+
+from mirbad_orchestration.exceptions import AgentProtocolError, LogStreamError
+from mirbad_protocol import (
+    LOG_STREAM_MEDIA_TYPE,
+    ROUTE_FOLDERS,
+    ROUTE_GGUF_INSPECT,
+    ROUTE_GPUS,
+    ROUTE_MEMORY,
+    ROUTE_MODEL,
+    ROUTE_MODEL_LOGS,
+    ROUTE_MODEL_RESTART,
+    ROUTE_MODEL_START,
+    ROUTE_MODEL_STOP,
+    ROUTE_MODELS,
+    ROUTE_RUNTIMES,
+    ROUTE_TELEMETRY,
+    AgentInfo,
+    ContainerLaunch,
+    FolderListing,
+    GgufInfo,
+    GgufInspectRequest,
+    GpuList,
+    GpuMemory,
+    InvalidFieldError,
+    LogEnd,
+    LogLine,
+    LogTail,
+    MemorySnapshot,
+    ModelStatus,
+    ProcessLaunch,
+    RestartRequest,
+    StartRequest,
+    StatusList,
+    TelemetrySnapshot,
+    WireModel,
+    agent_path,
+    proxy_path,
+)
+
+from ._agent_errors import refusal_error, transport_error
+
+__all__ = ["AgentClient", "AgentTimeouts"]
+
+_WireT = TypeVar("_WireT", bound=WireModel)
+_LOG_EVENT: Final = TypeAdapter[LogLine | LogEnd](Annotated[LogLine | LogEnd, Field(discriminator="kind")])
+# How a kept-alive connection the agent closed meanwhile fails: the request may never have reached it.
+# A failure to connect is not among them: that connection was fresh already.
+_DROPPED_CONNECTION: Final = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
+
+
+@dataclass(frozen=True)
+class AgentTimeouts:
+    """Seconds each kind of agent call may take.
+
+    Attributes:
+        connect_s: to open the TLS connection.
+        read_s: the answer of a quick call (info, statuses, memory, logs, telemetry, folders).
+        start_s: a start or restart; the agent may pull a container image first.
+        stop_s: a stop (a container gets 30 s to exit, then it is removed).
+        inspect_s: a GGUF header read (a large file on a slow disk).
+    """
+
+    connect_s: float = 5.0
+    read_s: float = 10.0
+    start_s: float = 1800.0
+    stop_s: float = 120.0
+    inspect_s: float = 30.0
+
+
+class AgentClient:
+    """Calls one node's agent at ``{agent_url}/agent/v1``.
+
+    Args:
+        node_id: the node's id, named in every error.
+        agent_url: the agent's base URL (``https://host:9443``).
+        transport: how requests travel: the mutual-TLS transport of
+            :class:`~mirbad_orchestration.fleet.AgentClients` in production, anything httpx accepts in tests.
+        timeouts: the seconds each kind of call may take.
+        fresh_transport: builds a transport with no pooled connection; a read (GET) whose kept-alive
+            connection dropped is sent once more through it before the node counts as unreachable.
+            None: no such retry.
+    """
+
+    def __init__(
+        self,
+        node_id: str,
+        agent_url: str,
+        transport: httpx.AsyncBaseTransport,
+        *,
+        timeouts: AgentTimeouts | None = None,
+        fresh_transport: Callable[[], httpx.AsyncBaseTransport] | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self.agent_url = agent_url.rstrip("/")
+        self.timeouts = timeouts or AgentTimeouts()
+        self._fresh_transport = fresh_transport
+        # trust_env off: no proxy, netrc or extra CA from the environment ever stands between the two.
+        self._http = httpx.AsyncClient(
+            base_url=self.agent_url, transport=transport, trust_env=False, follow_redirects=False
+        )
+
+    @property
+    def http(self) -> httpx.AsyncClient:
+        """The underlying client, for the router's proxy through the agent (never close it yourself)."""
+        return self._http
+
+    def proxy_base_url(self, model_id: str) -> str:
+        """Where the agent proxies to the model's own server: ``{agent_url}/agent/v1/proxy/{id}/``."""
+        return self.agent_url + proxy_path(model_id, "")
+
+    async def aclose(self) -> None:
+        """Close the connections to the agent."""
+        await self._http.aclose()
+
+    async def info(self) -> AgentInfo:
+        """The agent's runtimes, feature flags and model roots."""
+        return await self._get(AgentInfo, agent_path(ROUTE_RUNTIMES))
+
+    async def start(self, spec: ContainerLaunch | ProcessLaunch, *, force: bool = False) -> ModelStatus:
+        """Launch ``spec`` (admission first, unless ``force``) and return the model's first status."""
+        body = StartRequest(spec=spec, force=force).to_wire()
+        path = agent_path(ROUTE_MODEL_START, model_id=spec.model_id)
+        return await self._call(ModelStatus, "POST", path, self.timeouts.start_s, json=body)
+
+    async def restart(self, spec: ContainerLaunch | ProcessLaunch, *, force: bool = False) -> ModelStatus:
+        """Replace the running instance with ``spec``; its budget counts as free for admission."""
+        body = RestartRequest(spec=spec, force=force).to_wire()
+        path = agent_path(ROUTE_MODEL_RESTART, model_id=spec.model_id)
+        return await self._call(ModelStatus, "POST", path, self.timeouts.start_s, json=body)
+
+    async def stop(self, model_id: str) -> ModelStatus:
+        """Stop and remove the model's instance; the resulting status (Stopped)."""
+        path = agent_path(ROUTE_MODEL_STOP, model_id=model_id)
+        return await self._call(ModelStatus, "POST", path, self.timeouts.stop_s, model_id=model_id)
+
+    async def status(self, model_id: str) -> ModelStatus:
+        """The model's status on this node (Stopped when it has no instance)."""
+        return await self._get(ModelStatus, agent_path(ROUTE_MODEL, model_id=model_id), model_id=model_id)
+
+    async def statuses(self) -> list[ModelStatus]:
+        """Every model instance on this node, in id order."""
+        return (await self._get(StatusList, agent_path(ROUTE_MODELS))).models
+
+    async def logs(self, model_id: str, *, tail: int = 200) -> list[str]:
+        """The model's last ``tail`` log lines, oldest first."""
+        path = agent_path(ROUTE_MODEL_LOGS, model_id=model_id)
+        answer = await self._get(LogTail, path, params={"tail": tail}, model_id=model_id)
+        return answer.lines
+
+    async def follow_logs(
+        self, model_id: str, *, tail: int = 0, idle_timeout_s: float | None = None
+    ) -> AsyncGenerator[str, None]:
+        """Yield the last ``tail`` lines, then each new line, until the model exits.
+
+        A running model's log has no end: bound the loop (a cancel scope, or ``idle_timeout_s`` for the
+        longest silence allowed) and close the generator (``contextlib.aclosing``) to release the
+        connection at once.
+
+        Raises:
+            LogStreamError: the agent could not read the model's log any further.
+            NodeTimeoutError: nothing arrived for ``idle_timeout_s`` seconds.
+        """
+        path = agent_path(ROUTE_MODEL_LOGS, model_id=model_id)
+        params: dict[str, str | int] = {"tail": tail, "follow": "true"}
+        # Only the wait for the next line may be unbounded; connecting and sending never are.
+        bounded = self.timeouts.connect_s
+        timeout = httpx.Timeout(connect=bounded, read=idle_timeout_s, write=bounded, pool=bounded)
+        headers = {"accept": LOG_STREAM_MEDIA_TYPE}
+        try:
+            async with self._http.stream(
+                "GET", path, params=params, timeout=timeout, headers=headers
+            ) as answer:
+                if answer.is_error:
+                    await answer.aread()
+                    raise refusal_error(self.node_id, answer, model_id)
+                async for text in answer.aiter_lines():
+                    if not text.strip():
+                        continue
+                    event = self._log_event(text)
+                    if isinstance(event, LogEnd):
+                        if event.reason == "error":
+                            detail = event.message or "reading the log failed"
+                            raise LogStreamError(self.node_id, f"node {self.node_id!r}: {detail}")
+                        return
+                    yield event.line
+        except httpx.HTTPError as exc:
+            raise transport_error(self.node_id, self.agent_url, exc) from exc
+
+    async def memory(self) -> MemorySnapshot:
+        """The node's memory now, with its discrete GPUs and admission reserve."""
+        return await self._get(MemorySnapshot, agent_path(ROUTE_MEMORY))
+
+    async def gpus(self) -> list[GpuMemory]:
+        """The node's discrete GPUs as nvidia-smi reports them (none on unified memory)."""
+        return (await self._get(GpuList, agent_path(ROUTE_GPUS))).gpus
+
+    async def telemetry(
+        self, *, model_id: str | None = None, since: datetime | None = None, limit: int | None = None
+    ) -> TelemetrySnapshot:
+        """The agent's telemetry ring: every model's samples, or ``model_id``'s, taken after ``since``."""
+        params: dict[str, str | int] = {}
+        if model_id is not None:
+            params["model"] = model_id
+        if since is not None:
+            params["since"] = since.isoformat()
+        if limit is not None:
+            params["limit"] = limit
+        return await self._get(
+            TelemetrySnapshot, agent_path(ROUTE_TELEMETRY), params=params, model_id=model_id
+        )
+
+    async def gguf_inspect(self, path: str) -> GgufInfo:
+        """The header facts of a GGUF file, ``path`` relative to one of the node's model roots."""
+        body = GgufInspectRequest(path=path).to_wire()
+        return await self._call(
+            GgufInfo, "POST", agent_path(ROUTE_GGUF_INSPECT), self.timeouts.inspect_s, json=body
+        )
+
+    async def folders(self, *, root: int = 0, path: str = "") -> FolderListing:
+        """The entries of the folder ``path`` under the node's model root number ``root``."""
+        return await self._get(FolderListing, agent_path(ROUTE_FOLDERS), params={"root": root, "path": path})
+
+    # ------------------------------------------------------------ plumbing
+
+    async def _get(
+        self,
+        model: type[_WireT],
+        path: str,
+        *,
+        params: Mapping[str, str | int] | None = None,
+        model_id: str | None = None,
+    ) -> _WireT:
+        return await self._call(model, "GET", path, self.timeouts.read_s, params=params, model_id=model_id)
+
+    async def _call(
+        self,
+        model: type[_WireT],
+        method: str,
+        path: str,
+        read_s: float,
+        *,
+        json: object = None,
+        params: Mapping[str, str | int] | None = None,
+        model_id: str | None = None,
+    ) -> _WireT:
+        timeout = httpx.Timeout(read_s, connect=self.timeouts.connect_s)
+        try:
+            try:
+                answer = await self._http.request(method, path, json=json, params=params, timeout=timeout)
+            except _DROPPED_CONNECTION:
+                # Only reads are sent twice: a start or stop must never run twice behind the caller.
+                if method != "GET" or self._fresh_transport is None:
+                    raise
+                answer = await self._get_on_fresh_connection(self._fresh_transport(), path, params, timeout)
+        except httpx.HTTPError as exc:
+            raise transport_error(self.node_id, self.agent_url, exc) from exc
+        if answer.is_error:
+            raise refusal_error(self.node_id, answer, model_id)
+        try:
+            return model.from_wire_json(answer.content)
+        except InvalidFieldError as exc:
+            raise AgentProtocolError(
+                self.node_id, f"node {self.node_id!r} answered {method} {path} outside the contract: {exc}"
+            ) from None
+
+    async def _get_on_fresh_connection(
+        self,
+        transport: httpx.AsyncBaseTransport,
+        path: str,
+        params: Mapping[str, str | int] | None,
+        limits: httpx.Timeout,
+    ) -> httpx.Response:
+        # A pool of its own: the shared one may hold more connections the agent closed at the same moment.
+        async with httpx.AsyncClient(
+            base_url=self.agent_url, transport=transport, trust_env=False, follow_redirects=False
+        ) as once:
+            answer = await once.get(path, params=params, timeout=limits)
+            await answer.aread()
+            return answer
+
+    def _log_event(self, text: str) -> LogLine | LogEnd:
+        try:
+            return _LOG_EVENT.validate_json(text)
+        except ValidationError:
+            raise AgentProtocolError(
+                self.node_id, f"node {self.node_id!r} sent a log event outside the contract: {text[:200]}"
+            ) from None
