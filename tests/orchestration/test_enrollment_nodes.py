@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests._support.clock import FakeClock
 from tests.orchestration.test_enrollment import START, csr_pem
 
 from mirbad_orchestration._enrollment import ENROLLMENT_TOKENS_FILE, EnrollmentTokens
 from mirbad_orchestration._nodes import LOCAL_NODE_ID, NodeRecord, NodeRegistry
 from mirbad_orchestration.exceptions import DuplicateNodeError, UnknownNodeError
+from mirbad_orchestration.testing import FakeClock
 from mirbad_protocol import CertificateAuthority, InvalidFieldError, generate_private_key, spki_pin
 
 pytestmark = pytest.mark.anyio
