@@ -25,6 +25,7 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives.serialization import Encoding
 from tests._support.agent_fleet import Fleet, create_fleet, master_identity
+from tests._support.asgi_server import free_port
 from tests._support.docker_image import RUN_LABEL
 from tests._support.processes import kill_recorded_processes
 from tests._support.real_parts import llama_server_path
@@ -131,7 +132,7 @@ def agent(tmp_path: Path, docker_client: Any, run_id: str) -> Iterator[Agent]:
     write_tiny_gguf(model_root / TINY_MODEL_PATH)
     fleet.save_agent(state_dir)
     network = f"mirbad-test-{run_id}"
-    containers_from, processes_from, port = _port_block(), _port_block(), _free_port()
+    containers_from, processes_from, port = _port_block(), _port_block(), free_port()
     settings = {
         "node_name": "node-1",
         "state_dir": str(state_dir),
@@ -174,19 +175,13 @@ def agent(tmp_path: Path, docker_client: Any, run_id: str) -> Iterator[Agent]:
             stale.remove()
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 _blocks: set[int] = set()
 
 
 def _port_block() -> int:
     # 20 ports from one the OS just handed out (the drivers skip busy ones); two blocks never overlap.
     while True:
-        start = min(_free_port(), 65535 - 40)
+        start = min(free_port(), 65535 - 40)
         if all(abs(start - other) >= 20 for other in _blocks):
             _blocks.add(start)
             return start

@@ -6,9 +6,9 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import sys
 from collections.abc import AsyncIterator, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +19,14 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as settings_of_hypothesis
 from hypothesis import strategies as st
 from tests._support import process_driver_child
+from tests._support.asgi_server import free_port
+from tests._support.driver_waits import wait_for_state
 from tests._support.process_driver_child import driver_from
 from tests._support.processes import kill_recorded_processes, write_exec_wrapper
 from tests._support.real_parts import llama_server_path
 from tests._support.tiny_gguf import TINY_MODEL_PATH
 
-from mirbad_protocol import ExecutableRef, ModelState, ModelStatus, ProcessLaunch
+from mirbad_protocol import ExecutableRef, ModelState, ProcessLaunch
 from mirbad_runtime._executables import sha256_of_file
 from mirbad_runtime._process_driver import ProcessDriver
 from mirbad_runtime._process_host_posix import linux_identity
@@ -44,7 +46,7 @@ def settings(tmp_path: Path, model_root: Path) -> Iterator[dict[str, Any]]:
     """What a driver (here or in a child agent) is built from; every recorded model is killed after."""
     server = llama_server_path()
     assert server is not None
-    start = _free_port()
+    start = free_port()
     spec = ProcessLaunch(
         model_id="tiny",
         served_name="tiny-chat",
@@ -83,17 +85,7 @@ async def driver(settings: dict[str, Any]) -> AsyncIterator[ProcessDriver]:
         yield driver
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-async def _wait_for(driver: ProcessDriver, model_id: str, state: ModelState) -> ModelStatus:
-    with anyio.fail_after(WAIT_S):
-        while (status := await driver.status(model_id)).state is not state:  # noqa: ASYNC110 - polled by design
-            await anyio.sleep(0.05)
-    return status
+_wait_for = partial(wait_for_state, timeout_s=WAIT_S)
 
 
 async def _only_record(driver: ProcessDriver) -> ProcessRecord:
