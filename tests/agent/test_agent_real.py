@@ -7,7 +7,6 @@ SIGKILL of the agent and are adopted by the next one without a second instance.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -27,7 +26,7 @@ from cryptography.hazmat.primitives.serialization import Encoding
 from tests._support.agent_fleet import Fleet, create_fleet, master_identity
 from tests._support.asgi_server import free_port
 from tests._support.docker_image import RUN_LABEL
-from tests._support.processes import kill_recorded_processes
+from tests._support.processes import kill_recorded_processes, llama_servers_on
 from tests._support.real_parts import llama_server_path
 from tests._support.tiny_gguf import TINY_MODEL_PATH, write_tiny_gguf
 from tests.fakes.fake_vllm import START_LINE
@@ -262,19 +261,6 @@ def _stream_chat(client: httpx.Client, model_id: str, served_name: str) -> tuple
     return chunks, events
 
 
-def _servers_on(port: int) -> list[int]:
-    """Pids of every llama-server listening on ``port`` (by its command line)."""
-    found: list[int] = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            if argv[0].endswith(b"llama-server") and str(port).encode() in argv:
-                found.append(int(entry.name))
-    return found
-
-
 def test_models_start_stream_and_survive_an_agent_restart(
     agent: Agent, image: str, run_id: str, docker_client: Any
 ) -> None:
@@ -356,7 +342,7 @@ def test_models_start_stream_and_survive_an_agent_restart(
     assert sorted(ours) == sorted([process_spec.model_id, container_spec.model_id])
     assert again.state is ModelState.READY
     assert [found.id for found in containers] == [container.id]
-    assert _servers_on(llama.port) == [pid]
+    assert llama_servers_on(llama.port) == [pid]
     assert (
         client.post(
             f"/proxy/{process_spec.model_id}/v1/chat/completions",

@@ -22,7 +22,7 @@ from tests._support import process_driver_child
 from tests._support.asgi_server import free_port
 from tests._support.driver_waits import wait_for_state
 from tests._support.process_driver_child import driver_from
-from tests._support.processes import kill_recorded_processes, write_exec_wrapper
+from tests._support.processes import kill_recorded_processes, llama_servers_on, write_exec_wrapper
 from tests._support.real_parts import llama_server_path
 from tests._support.tiny_gguf import TINY_MODEL_PATH
 
@@ -101,21 +101,6 @@ async def _chat(driver: ProcessDriver, model_id: str, *, with_key: bool = True) 
         return await http.post(upstream + "v1/chat/completions", json=body, headers=headers)
 
 
-def _servers_on(port: int) -> list[int]:
-    """Pids of every llama-server whose command line listens on ``port``."""
-    found: list[int] = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            if argv[0].endswith(b"llama-server") and b"--port" in argv and str(port).encode() in argv:
-                identity = linux_identity(int(entry.name))
-                if identity is not None:
-                    found.append(identity.pid)
-    return found
-
-
 async def test_start_serves_with_its_instance_key_until_stop(
     driver: ProcessDriver, spec: ProcessLaunch, settings: dict[str, Any], model_root: Path
 ) -> None:
@@ -171,7 +156,7 @@ async def test_a_new_driver_adopts_the_running_model_without_a_second_process(
         again = await successor.start(spec)
         answer = await _chat(successor, spec.model_id)
         record = await _only_record(successor)
-        servers = _servers_on(original.port)
+        servers = llama_servers_on(original.port)
         await successor.stop(spec.model_id)
 
     assert [(status.id, status.state) for status in adopted] == [("tiny", ModelState.READY)]
@@ -290,13 +275,13 @@ async def test_a_wrapper_script_that_execs_llama_server_is_ready_and_started_onc
         record = await _only_record(driver)
         again = await driver.start(spec)  # a crash restart's question: it must launch nothing
         assert ready.port is not None
-        servers = _servers_on(ready.port)
+        servers = llama_servers_on(ready.port)
         await driver.stop(spec.model_id)
 
     assert again.state is ModelState.READY
     assert servers == [record.pid]
     assert linux_identity(record.pid) is None
-    assert _servers_on(ready.port) == []
+    assert llama_servers_on(ready.port) == []
 
 
 _REAL_STEPS = st.lists(st.sampled_from(["start", "crash", "stop"]), min_size=1, max_size=4)
@@ -324,7 +309,7 @@ async def test_at_most_one_real_llama_server_per_model_at_every_step(
                 os.kill(record.pid, signal.SIGKILL)
                 await _wait_for(driver, spec.model_id, ModelState.FAILED)
             status = await driver.status(spec.model_id)
-            running = _servers_on(status.port) if status.port is not None else []
+            running = llama_servers_on(status.port) if status.port is not None else []
             assert len(running) <= 1, (step, running)
         await driver.stop(spec.model_id)
         assert await driver.records.all() == []
