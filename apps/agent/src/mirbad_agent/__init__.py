@@ -9,6 +9,7 @@ over :class:`AgentServices`; :func:`compose_services` builds those from :class:`
 
 from ._app import create_app
 from ._compose import compose_services, connect_docker, container_driver, process_driver
+from ._composition import AgentServices, GpuProbe, agent_version
 from ._config import (
     SETTINGS_FILE_NAME,
     AgentSettings,
@@ -43,7 +44,6 @@ from ._routes_models import model_routes
 from ._routes_node import node_routes
 from ._runtimes import ComposedDriver, NodeRuntimes
 from ._serve import load_credentials, run_agent, serve
-from ._services import AgentServices, GpuProbe, agent_version
 from ._telemetry_loop import TelemetryCollector
 from .exceptions import (
     AgentConfigError,

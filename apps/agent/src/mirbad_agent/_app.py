@@ -18,11 +18,11 @@ from starlette.routing import BaseRoute, Mount
 
 from mirbad_protocol import AGENT_API_PREFIX, MirbadError, ModelState
 
+from ._composition import AgentServices
 from ._errors import handle_exception
 from ._proxy import ModelServer, proxy_route
 from ._routes_models import model_routes
 from ._routes_node import node_routes
-from ._services import AgentServices
 
 __all__ = ["create_app"]
 

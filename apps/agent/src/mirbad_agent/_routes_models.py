@@ -32,8 +32,8 @@ from mirbad_protocol import (
 )
 from mirbad_runtime import ModelNotFoundError, RuntimeDriver
 
+from ._composition import AgentServices
 from ._http import query_bool, query_int, read_wire, wire_response
-from ._services import AgentServices
 from .exceptions import RequestRefusedError
 
 __all__ = ["model_routes"]
