@@ -26,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 from tests._support.master_server import serve_master_server
+from tests._support.monotonic import FakeMonotonic
 
 from mirbad_master._accept_errors import AcceptErrorLog
 from mirbad_master._connections import ConnectionLimits
@@ -286,14 +287,6 @@ def test_accept_errors_past_the_descriptor_limit_are_logged_once_not_per_attempt
     assert len(log) < 2000
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 class Loop:
     """The part of an event loop the handler calls for contexts it does not handle."""
 
@@ -305,7 +298,7 @@ class Loop:
 
 
 def test_failed_accepts_are_reported_once_per_interval_with_a_count(caplog: pytest.LogCaptureFixture) -> None:
-    clock = Clock()
+    clock = FakeMonotonic(100.0)
     handler = AcceptErrorLog(None, interval_s=10.0, clock=clock)
     loop = Loop()
     failure = {
