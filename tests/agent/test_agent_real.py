@@ -14,9 +14,9 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from cryptography.hazmat.primitives.serialization import Encoding
 from tests._support.agent_fleet import Fleet, create_fleet, master_identity
 from tests._support.asgi_server import free_port
 from tests._support.docker_image import RUN_LABEL
+from tests._support.polling import until
 from tests._support.processes import kill_recorded_processes, llama_servers_on
 from tests._support.real_parts import llama_server_path
 from tests._support.tiny_gguf import TINY_MODEL_PATH, write_tiny_gguf
@@ -193,12 +194,7 @@ def _answers(client: httpx.Client) -> bool:
         return False
 
 
-def _until(check: Callable[[], bool], failure: str | Callable[[], str], timeout_s: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            pytest.fail(failure() if callable(failure) else failure)
-        time.sleep(POLL_S)
+_until = partial(until, timeout_s=WAIT_S, poll_s=POLL_S)
 
 
 def _status(client: httpx.Client, model_id: str) -> ModelStatus:

@@ -17,9 +17,9 @@ import os
 import queue
 import signal
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ import openai
 import pytest
 from tests._support.docker_image import ensure_test_image
 from tests._support.mirbad_up import WAIT_S, Up, mirbad_up, port_block
+from tests._support.polling import until
 from tests._support.processes import write_exec_wrapper
 from tests._support.real_parts import llama_server_path
 from tests._support.tiny_gguf import TINY, TINY_MODEL_PATH
@@ -42,15 +43,7 @@ pytestmark = [
 POLL_S = 0.1
 
 
-def _until(check: Callable[[], Any], failure: Callable[[], str], timeout_s: float = WAIT_S) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(failure())
-        time.sleep(POLL_S)
+_until = partial(until, timeout_s=WAIT_S, poll_s=POLL_S)
 
 
 @dataclass(frozen=True)
