@@ -15,7 +15,7 @@ import httpx
 import pytest
 from tests._support.asgi_server import free_port
 from tests._support.docker_image import RUN_LABEL
-from tests._support.driver_waits import wait_for_state
+from tests._support.polling import wait_for_state
 from tests.fakes.fake_vllm import START_LINE
 
 from mirbad_protocol import ContainerLaunch, ModelState

@@ -16,7 +16,7 @@ import anyio
 import httpx
 import pytest
 from tests._support.asgi_server import free_port
-from tests._support.driver_waits import wait_for_state
+from tests._support.polling import wait_for_state
 from tests._support.processes import kill_recorded_processes
 from tests.fakes import fake_model_server
 

@@ -20,7 +20,7 @@ from hypothesis import settings as settings_of_hypothesis
 from hypothesis import strategies as st
 from tests._support import process_driver_child
 from tests._support.asgi_server import free_port
-from tests._support.driver_waits import wait_for_state
+from tests._support.polling import wait_for_state
 from tests._support.process_driver_child import driver_from
 from tests._support.processes import kill_recorded_processes, llama_servers_on, write_exec_wrapper
 from tests._support.real_parts import llama_server_path
