@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 from tests._support.asgi_server import serve_asgi
-from tests._support.clock import FakeClock
 
 from mirbad_master._enroll_listener import (
     create_enroll_app,
@@ -17,6 +17,7 @@ from mirbad_master._enroll_listener import (
     issue_enroll_server_credentials,
 )
 from mirbad_orchestration.fleet import ENROLLMENT_TOKENS_FILE, EnrollmentTokens, NodeRegistry
+from mirbad_orchestration.testing import FakeClock
 from mirbad_protocol import CertificateAuthority, TlsCredentials
 
 
@@ -58,7 +59,7 @@ async def enroll_master(
     With ``nodes``, enrollment checks names against that registry and registers enrolled nodes there.
     """
     authority = ca or CertificateAuthority.create("Enroll test CA")
-    clock = FakeClock()
+    clock = FakeClock(datetime.now(UTC))  # certificates are checked against the real time
     tokens = EnrollmentTokens(data_dir / ENROLLMENT_TOKENS_FILE, authority, clock=clock, nodes=nodes)
     server = issue_enroll_server_credentials(authority, names)
     recorder = Recorder(create_enroll_app(tokens, authority.certificate))

@@ -37,3 +37,19 @@ def write_exec_wrapper(path: Path, target: str | Path) -> Path:
     path.write_text(f'#!/bin/sh\nexec "{target}" "$@"\n')
     path.chmod(0o755)
     return path
+
+
+def llama_servers_on(port: int) -> list[int]:
+    """Pids of every live llama-server whose command line listens on ``port`` (read from ``/proc``)."""
+    found: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if argv[0].endswith(b"llama-server") and b"--port" in argv and str(port).encode() in argv:
+                # Only a live one of ours counts: one exiting this instant, or a zombie, has no identity.
+                identity = linux_identity(int(entry.name))
+                if identity is not None:
+                    found.append(identity.pid)
+    return found

@@ -7,7 +7,6 @@ SIGKILL of the agent and are adopted by the next one without a second instance.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -15,9 +14,9 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +24,10 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives.serialization import Encoding
 from tests._support.agent_fleet import Fleet, create_fleet, master_identity
+from tests._support.asgi_server import free_port
 from tests._support.docker_image import RUN_LABEL
-from tests._support.processes import kill_recorded_processes
+from tests._support.polling import until
+from tests._support.processes import kill_recorded_processes, llama_servers_on
 from tests._support.real_parts import llama_server_path
 from tests._support.tiny_gguf import TINY_MODEL_PATH, write_tiny_gguf
 from tests.fakes.fake_vllm import START_LINE
@@ -131,7 +132,7 @@ def agent(tmp_path: Path, docker_client: Any, run_id: str) -> Iterator[Agent]:
     write_tiny_gguf(model_root / TINY_MODEL_PATH)
     fleet.save_agent(state_dir)
     network = f"mirbad-test-{run_id}"
-    containers_from, processes_from, port = _port_block(), _port_block(), _free_port()
+    containers_from, processes_from, port = _port_block(), _port_block(), free_port()
     settings = {
         "node_name": "node-1",
         "state_dir": str(state_dir),
@@ -174,19 +175,13 @@ def agent(tmp_path: Path, docker_client: Any, run_id: str) -> Iterator[Agent]:
             stale.remove()
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 _blocks: set[int] = set()
 
 
 def _port_block() -> int:
     # 20 ports from one the OS just handed out (the drivers skip busy ones); two blocks never overlap.
     while True:
-        start = min(_free_port(), 65535 - 40)
+        start = min(free_port(), 65535 - 40)
         if all(abs(start - other) >= 20 for other in _blocks):
             _blocks.add(start)
             return start
@@ -199,12 +194,7 @@ def _answers(client: httpx.Client) -> bool:
         return False
 
 
-def _until(check: Callable[[], bool], failure: str | Callable[[], str], timeout_s: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            pytest.fail(failure() if callable(failure) else failure)
-        time.sleep(POLL_S)
+_until = partial(until, timeout_s=WAIT_S, poll_s=POLL_S)
 
 
 def _status(client: httpx.Client, model_id: str) -> ModelStatus:
@@ -265,19 +255,6 @@ def _stream_chat(client: httpx.Client, model_id: str, served_name: str) -> tuple
         chunks.extend(response.iter_raw())
     events = [line.removeprefix("data: ") for line in b"".join(chunks).decode().splitlines() if line]
     return chunks, events
-
-
-def _servers_on(port: int) -> list[int]:
-    """Pids of every llama-server listening on ``port`` (by its command line)."""
-    found: list[int] = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            if argv[0].endswith(b"llama-server") and str(port).encode() in argv:
-                found.append(int(entry.name))
-    return found
 
 
 def test_models_start_stream_and_survive_an_agent_restart(
@@ -361,7 +338,7 @@ def test_models_start_stream_and_survive_an_agent_restart(
     assert sorted(ours) == sorted([process_spec.model_id, container_spec.model_id])
     assert again.state is ModelState.READY
     assert [found.id for found in containers] == [container.id]
-    assert _servers_on(llama.port) == [pid]
+    assert llama_servers_on(llama.port) == [pid]
     assert (
         client.post(
             f"/proxy/{process_spec.model_id}/v1/chat/completions",

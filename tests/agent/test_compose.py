@@ -9,8 +9,9 @@ from typing import Any
 
 import httpx
 import pytest
+from tests._support.agent_settings import agent_settings as settings
 
-from mirbad_agent import AgentSettings, compose_services, create_app, process_driver
+from mirbad_agent import compose_services, create_app, process_driver
 from mirbad_protocol import (
     ContainerRuntimeInfo,
     ExecutableRef,
@@ -23,18 +24,6 @@ from mirbad_runtime import ContainerDriver, FileInstanceKeyProtector, PosixProce
 pytestmark = pytest.mark.anyio
 
 SHA = "0" * 64
-
-
-def settings(tmp_path: Path, **values: Any) -> AgentSettings:
-    (tmp_path / "models").mkdir(exist_ok=True)
-    base: dict[str, Any] = {
-        "state_dir": tmp_path / "state",
-        "model_roots": [tmp_path / "models"],
-        "nvidia_smi": None,
-        "docker": {"enabled": False},
-        "process": {"enabled": False},
-    }
-    return AgentSettings.model_validate({**base, **values})
 
 
 def warnings(caplog: pytest.LogCaptureFixture) -> list[str]:

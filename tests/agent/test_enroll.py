@@ -97,7 +97,7 @@ async def test_an_expired_token_prints_the_masters_message(
 ) -> None:
     async with enroll_master(tmp_path) as master:
         token = await master.tokens.issue_join_token("gpu-1", ttl=timedelta(minutes=1))
-        master.clock.advance(timedelta(minutes=2))
+        await master.clock.advance(timedelta(minutes=2))
         status = await enroll(master.url, token, tmp_path / "state")
 
     assert status == EXIT_REFUSED

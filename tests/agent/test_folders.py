@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from tests._support.tiny_gguf import TINY, TINY_MODEL_PATH, write_tiny_gguf
 
 from mirbad_agent._folders import ModelFolders, relative_parts
-from mirbad_agent.exceptions import AgentRequestError, PathNotFoundError, PathRefusedError
+from mirbad_agent.exceptions import PathNotFoundError, PathRefusedError, RequestRefusedError
 from mirbad_protocol import AgentErrorCode
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="builds its fixture tree with POSIX symlinks")
@@ -96,9 +96,9 @@ async def test_missing_looping_and_file_paths(folders: ModelFolders) -> None:
         await folders.list_folder(0, "no/such/folder")
     with pytest.raises(PathNotFoundError):
         await folders.list_folder(0, "a/loop")
-    with pytest.raises(AgentRequestError) as not_a_folder:
+    with pytest.raises(RequestRefusedError) as not_a_folder:
         await folders.list_folder(0, "a/b.txt")
-    with pytest.raises(AgentRequestError) as no_root:
+    with pytest.raises(RequestRefusedError) as no_root:
         await folders.list_folder(1, "")
     assert (not_a_folder.value.code, not_a_folder.value.field) == (AgentErrorCode.INVALID_REQUEST, "path")
     assert (no_root.value.code, no_root.value.field) == (AgentErrorCode.INVALID_REQUEST, "root")
@@ -122,9 +122,9 @@ async def test_files_are_found_in_the_first_root_that_has_them(
     assert await folders.find_file(TINY_MODEL_PATH) == (tree[0] / TINY_MODEL_PATH).resolve()
     with pytest.raises(PathRefusedError):
         await folders.find_file("file-out")
-    with pytest.raises(AgentRequestError):
+    with pytest.raises(RequestRefusedError):
         await folders.find_file("a")
-    with pytest.raises(AgentRequestError):
+    with pytest.raises(RequestRefusedError):
         await folders.find_file("./")
     with pytest.raises(PathNotFoundError):
         await folders.find_file("a/missing.gguf")
@@ -161,14 +161,14 @@ def test_no_generated_path_reaches_outside_the_root(tree: tuple[Path, Path], pat
     real_root = root.resolve()
     try:
         listing = anyio.run(folders.list_folder, 0, path)
-    except (PathRefusedError, PathNotFoundError, AgentRequestError):
+    except (PathRefusedError, PathNotFoundError, RequestRefusedError):
         pass
     else:
         assert real_root.joinpath(listing.path).resolve().is_relative_to(real_root)
         assert SECRET not in [entry.name for entry in listing.entries]
     try:
         found = anyio.run(folders.find_file, path)
-    except (PathRefusedError, PathNotFoundError, AgentRequestError):
+    except (PathRefusedError, PathNotFoundError, RequestRefusedError):
         return
     assert found.is_relative_to(real_root)
     assert found.name != SECRET

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests._support.agent_settings import agent_settings
 
 from mirbad_agent import AgentSettings, compose_services, find_llama_server
 from mirbad_protocol import ExecutableRef, ProcessRuntimeInfo
@@ -45,15 +46,9 @@ def test_none_anywhere_is_none(tmp_path: Path) -> None:
 
 
 def settings(tmp_path: Path, **values: Any) -> AgentSettings:
-    (tmp_path / "models").mkdir(exist_ok=True)
-    base: dict[str, Any] = {
-        "state_dir": tmp_path / "state",
-        "model_roots": [tmp_path / "models"],
-        "nvidia_smi": None,
-        "docker": {"enabled": False},
-        "process": {"enabled": True, "runtimes": ["llamacpp"]},
-    }
-    return AgentSettings.model_validate({**base, **values})
+    # The process driver with llamacpp on: what finding a llama-server is for.
+    process = {"enabled": True, "runtimes": ["llamacpp"]}
+    return agent_settings(tmp_path, **{"process": process, **values})
 
 
 @pytest.mark.skipif(os.name != "posix", reason="the POSIX process host and key protector")

@@ -16,7 +16,7 @@ from tests._support.asgi_server import announce_body, free_port, serve_asgi
 from tests._support.fake_upstream import CHUNKS, WAIT_S, FakeUpstream, event
 
 from mirbad_agent import AgentServices, ComposedDriver, NodeRuntimes, create_app
-from mirbad_agent._proxy import PROXY_METHODS, RETRY_AFTER_S, Upstream, proxy_route
+from mirbad_agent._proxy import PROXY_METHODS, RETRY_AFTER_S, ModelServer, proxy_route
 from mirbad_protocol import (
     ContainerLaunch,
     ContainerRuntimeInfo,
@@ -36,11 +36,11 @@ pytestmark = pytest.mark.anyio
 class FakeLookup:
     """Upstreams by model id: a missing id is unknown (LookupError), ``None`` is known but stopped."""
 
-    def __init__(self, upstreams: dict[str, Upstream | None]) -> None:
+    def __init__(self, upstreams: dict[str, ModelServer | None]) -> None:
         self.upstreams = upstreams
         self.asked: list[str] = []
 
-    async def __call__(self, model_id: str) -> Upstream | None:
+    async def __call__(self, model_id: str) -> ModelServer | None:
         self.asked.append(model_id)
         if model_id not in self.upstreams:
             raise LookupError(model_id)
@@ -50,13 +50,13 @@ class FakeLookup:
 class RuntimeLookup:
     """A lookup that fails like the runtime drivers do for a model without an instance."""
 
-    async def __call__(self, model_id: str) -> Upstream | None:
+    async def __call__(self, model_id: str) -> ModelServer | None:
         raise ModelNotFoundError(model_id)
 
 
 @asynccontextmanager
 async def agent(
-    upstreams: dict[str, Upstream | None] | None = None,
+    upstreams: dict[str, ModelServer | None] | None = None,
     *,
     upstream_prefix: str = "/",
     idle_timeout_s: float | None = None,
@@ -66,7 +66,7 @@ async def agent(
     async with create_upstream_client() as client, serve_asgi(upstream) as upstream_base:
         key = {"Authorization": "Bearer instance-key"}
         lookup = FakeLookup(
-            upstreams if upstreams is not None else {"m1": Upstream(upstream_base + upstream_prefix, key)}
+            upstreams if upstreams is not None else {"m1": ModelServer(upstream_base + upstream_prefix, key)}
         )
         route = proxy_route(lookup, client, idle_timeout_s=idle_timeout_s)
         app = Starlette(routes=[Mount(AGENT_API_PREFIX, routes=[route])])
@@ -181,7 +181,7 @@ async def test_a_body_over_64_mib_is_413() -> None:
 
 
 async def test_a_model_server_that_refuses_connections_is_502(client: httpx.AsyncClient) -> None:
-    closed = Upstream(f"http://127.0.0.1:{free_port()}/")
+    closed = ModelServer(f"http://127.0.0.1:{free_port()}/")
     async with agent({"m1": closed}) as (proxy, _, _lookup):
         response = await client.get(f"{proxy}/m1/v1/models")
 

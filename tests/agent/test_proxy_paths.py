@@ -18,7 +18,7 @@ from tests._support.fake_upstream import WAIT_S, FakeUpstream
 
 from mirbad_agent import AgentServices, ComposedDriver, NodeRuntimes, ProxyPathError, checked_path, create_app
 from mirbad_protocol import AGENT_API_PREFIX, AgentErrorBody, ContainerLaunch, ContainerRuntimeInfo
-from mirbad_router import upstream_url
+from mirbad_router import join_upstream_url
 from mirbad_runtime import MemoryProbe
 from mirbad_runtime.testing import FakeDriver
 
@@ -63,7 +63,7 @@ def test_a_forwarded_url_always_stays_under_the_servers_v1(raw: str) -> None:
         path = checked_path(raw)
     except ProxyPathError:
         return
-    url = httpx.URL(upstream_url(BASE, path))
+    url = httpx.URL(join_upstream_url(BASE, path))
     deepest = unicodedata.normalize("NFKC", fully_decoded(url.raw_path.decode("ascii").partition("?")[0]))
     assert url.path.startswith("/base/v1/")
     assert posixpath.normpath(deepest).startswith("/base/v1")

@@ -10,6 +10,7 @@ import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests._support.monotonic import FakeMonotonic
 
 from mirbad_master import _admin_auth
 from mirbad_master._admin_auth import (
@@ -29,14 +30,6 @@ from mirbad_master._sign_in_throttle import (
 from mirbad_master.cli import main
 
 pytestmark = pytest.mark.anyio
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_the_password_is_made_once_and_kept_hashed(tmp_path: Path) -> None:
@@ -66,7 +59,7 @@ async def test_right_and_wrong_passwords(tmp_path: Path) -> None:
 
 
 async def test_five_wrong_tries_lock_the_address_then_each_strike_doubles_the_lock(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = FakeMonotonic(1000.0)
     auth = AdminAuth(tmp_path, clock=clock)
     password = auth.reset_password()
     for _ in range(FREE_STRIKES_PER_ADDRESS):
@@ -95,7 +88,7 @@ async def test_five_wrong_tries_lock_the_address_then_each_strike_doubles_the_lo
 async def test_guesses_spread_over_addresses_lock_the_account_but_not_the_administrator(
     tmp_path: Path,
 ) -> None:
-    clock = Clock()
+    clock = FakeMonotonic(1000.0)
     auth = AdminAuth(tmp_path, clock=clock)
     password = auth.reset_password()
     await auth.check_password(password, "192.168.1.10")  # the administrator's machine, known from now on
@@ -166,7 +159,7 @@ async def test_concurrent_guesses_cannot_slip_past_the_lock(tmp_path: Path) -> N
 def test_no_spread_of_addresses_guesses_faster_than_the_account_allows(
     attempts: list[tuple[int, float]],
 ) -> None:
-    clock = Clock()
+    clock = FakeMonotonic(1000.0)
     throttle = SignInThrottle(clock=clock, known_for_s=SESSION_LIFETIME_S)
     start = clock.now
     checked = 0
@@ -182,7 +175,7 @@ def test_no_spread_of_addresses_guesses_faster_than_the_account_allows(
 
 
 async def test_sessions_last_until_idle_signed_out_or_reset(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = FakeMonotonic(1000.0)
     auth = AdminAuth(tmp_path, clock=clock)
     password = auth.reset_password()
     token = await auth.sign_in(password, "client")

@@ -10,11 +10,13 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
+from functools import partial
 from pathlib import Path
 
 import anyio
 import pytest
+from tests._support.polling import eventually
 
 from mirbad_master._agent_supervisor import AgentSupervisor
 from mirbad_master._local_agent import LocalAgent
@@ -72,10 +74,7 @@ class _StandIn:
         return int((self.agent.log_path.parent / "agent.pid").read_text())
 
 
-async def _until(condition: Callable[[], bool]) -> None:
-    with anyio.fail_after(WAIT_S):
-        while not condition():  # noqa: ASYNC110 - polled by design
-            await anyio.sleep(0.02)
+_until = partial(eventually, timeout_s=WAIT_S, poll_s=0.02)
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractAsyncContextManager, contextmanager
 
 import anyio
 import httpx
@@ -25,10 +25,11 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
+from tests._support.master_server import serve_master_server
+from tests._support.monotonic import FakeMonotonic
 
 from mirbad_master._accept_errors import AcceptErrorLog
 from mirbad_master._connections import ConnectionLimits
-from mirbad_master._serving import Server, bind
 
 pytestmark = pytest.mark.anyio
 
@@ -60,18 +61,8 @@ APP = Starlette(
 )
 
 
-@asynccontextmanager
-async def serving(limits: ConnectionLimits) -> AsyncIterator[tuple[str, int]]:
-    listener = bind("127.0.0.1", 0, "the test")
-    host, port = listener.getsockname()[:2]
-    server = Server.create(APP, listener, limits=limits)
-    async with anyio.create_task_group() as tasks:
-        await server.start(tasks)
-        try:
-            yield host, port
-        finally:
-            server.force()
-            await server.stop()
+def serving(limits: ConnectionLimits) -> AbstractAsyncContextManager[tuple[str, int]]:
+    return serve_master_server(APP, limits=limits)
 
 
 async def closed_by_server(stream: SocketStream) -> bool:
@@ -296,14 +287,6 @@ def test_accept_errors_past_the_descriptor_limit_are_logged_once_not_per_attempt
     assert len(log) < 2000
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 class Loop:
     """The part of an event loop the handler calls for contexts it does not handle."""
 
@@ -315,7 +298,7 @@ class Loop:
 
 
 def test_failed_accepts_are_reported_once_per_interval_with_a_count(caplog: pytest.LogCaptureFixture) -> None:
-    clock = Clock()
+    clock = FakeMonotonic(100.0)
     handler = AcceptErrorLog(None, interval_s=10.0, clock=clock)
     loop = Loop()
     failure = {

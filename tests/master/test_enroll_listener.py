@@ -8,14 +8,13 @@ import json
 import secrets
 import ssl
 from collections.abc import AsyncIterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
-from tests._support.clock import FakeClock
 from tests._support.enroll_master import enroll_master
 
 from mirbad_master._enroll_listener import (
@@ -24,6 +23,7 @@ from mirbad_master._enroll_listener import (
     issue_enroll_server_credentials,
 )
 from mirbad_orchestration.fleet import ENROLLMENT_TOKENS_FILE, EnrollmentTokens
+from mirbad_orchestration.testing import FakeClock
 from mirbad_protocol import (
     ENROLL_CA_PATH,
     ENROLL_PATH,
@@ -59,7 +59,7 @@ def node_key() -> PrivateKey:
 
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(datetime.now(UTC))  # certificates are checked against the real time
 
 
 @pytest.fixture
@@ -127,7 +127,7 @@ async def test_an_expired_token_is_410(
     client: httpx.AsyncClient, tokens: EnrollmentTokens, clock: FakeClock, node_key: PrivateKey
 ) -> None:
     token = await tokens.issue_join_token("gpu-1", ttl=timedelta(minutes=5))
-    clock.advance(timedelta(minutes=5))
+    await clock.advance(timedelta(minutes=5))
 
     status, code, message = refusal(
         await client.post(ENROLL_PATH, json={"token": token, "csr": csr_pem(node_key)})

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import ast
 import inspect
-import json
-import os
 import re
 import sys
 from collections.abc import Iterator
@@ -20,10 +18,9 @@ from typing import Any
 
 import anyio
 import pytest
-from tests._support.asgi_server import free_port
+from tests._support.mirbad_up import Up, mirbad_up, port_block
 from tests._support.real_parts import llama_server_path
-from tests._support.tiny_gguf import TINY_MODEL_PATH, write_tiny_gguf
-from tests.master.test_up_real import Up
+from tests._support.tiny_gguf import TINY_MODEL_PATH
 
 from mirbad_protocol import ModelState
 
@@ -68,23 +65,10 @@ def test_every_cell_compiles_and_uses_the_test_model() -> None:
 def up(tmp_path: Path) -> Iterator[Up]:
     server = llama_server_path()
     assert server is not None
-    data_dir = tmp_path / "data"
-    write_tiny_gguf(data_dir / "models" / TINY_MODEL_PATH)
-    first = min(free_port(), 65_000)
-    agent_config = tmp_path / "agent-extra.json"
+    first = port_block()
     process = {"port_range_start": first, "port_range_end": first + 19, "stop_timeout_s": 5}
-    agent_config.write_text(json.dumps({"graceful_shutdown_s": 2, "process": process}))
-    env = {
-        **os.environ,
-        "MIRBAD_HEALTH_POLL_S": "0.3",
-        "MIRBAD_TELEMETRY_INTERVAL_S": "1",
-        "MIRBAD_LLAMA_SERVER": str(server),
-    }
-    started = Up(data_dir, free_port(), free_port(), agent_config, env)
-    try:
+    with mirbad_up(tmp_path, {"graceful_shutdown_s": 2, "process": process}, llama_server=server) as started:
         yield started
-    finally:
-        started.kill_everything()
 
 
 @pytest.mark.llamacpp

@@ -24,12 +24,12 @@ from hypothesis import strategies as st
 from nicegui.nicegui import sio_app
 from starlette.applications import Starlette
 from starlette.routing import Mount
+from tests._support.master_server import serve_master_server
 from tests.master._stack import Master, running_master
 
 from mirbad_master._admin_auth import SESSION_COOKIE
 from mirbad_master._app import create_master_app
 from mirbad_master._origin_guard import OriginGuard, same_origin
-from mirbad_master._serving import Server, bind
 from mirbad_master.ui._session import install_session_routes
 
 pytestmark = pytest.mark.anyio
@@ -147,16 +147,8 @@ async def test_signing_out_is_a_post_from_our_own_page_and_a_get_changes_nothing
 async def socket_server() -> AsyncIterator[tuple[str, int]]:
     # NiceGUI's own socket.io app (it accepts any origin: cors_allowed_origins="*"), behind the guard.
     app = OriginGuard(Starlette(routes=[Mount("/_nicegui_ws", app=sio_app)]))
-    listener = bind("127.0.0.1", 0, "the test")
-    host, port = listener.getsockname()[:2]
-    server = Server.create(app, listener)
-    async with anyio.create_task_group() as tasks:
-        await server.start(tasks)
-        try:
-            yield host, port
-        finally:
-            server.force()
-            await server.stop()
+    async with serve_master_server(app) as address:
+        yield address
 
 
 async def handshake(host: str, port: int, **headers: str) -> bytes:

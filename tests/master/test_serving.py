@@ -5,15 +5,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
-import anyio
 import httpx
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
-
-from mirbad_master._serving import Server, bind
+from tests._support.master_server import serve_master_server
 
 pytestmark = pytest.mark.anyio
 
@@ -24,16 +22,12 @@ async def peer(request: Request) -> Response:
 
 @asynccontextmanager
 async def serving(trusted_proxies: Sequence[str] = ()) -> AsyncIterator[httpx.AsyncClient]:
-    listener = bind("127.0.0.1", 0, "the test")
-    host, port = listener.getsockname()[:2]
-    server = Server.create(Starlette(routes=[Route("/", peer)]), listener, trusted_proxies=trusted_proxies)
-    async with anyio.create_task_group() as tasks:
-        await server.start(tasks)
-        try:
-            async with httpx.AsyncClient(base_url=f"http://{host}:{port}", timeout=10) as client:
-                yield client
-        finally:
-            await server.stop()
+    app = Starlette(routes=[Route("/", peer)])
+    async with (
+        serve_master_server(app, trusted_proxies=trusted_proxies) as (host, port),
+        httpx.AsyncClient(base_url=f"http://{host}:{port}", timeout=10) as client,
+    ):
+        yield client
 
 
 FORWARDED = {"X-Forwarded-For": "203.0.113.9", "X-Forwarded-Proto": "https"}

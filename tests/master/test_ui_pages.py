@@ -8,9 +8,10 @@ browser can: the login form, streaming, the themes.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -19,6 +20,7 @@ import pytest
 from nicegui import core, ui
 from nicegui.testing.general import nicegui_reset_globals, prepare_simulation
 from nicegui.testing.user import User
+from tests._support.polling import eventually
 from tests.master._stack import Master, running_master
 
 from mirbad_master._admin_auth import SESSION_COOKIE
@@ -264,13 +266,8 @@ async def test_every_button_has_a_name_a_screen_reader_can_say(tmp_path: Path, p
         assert theme.props["aria-label"] == "Switch to the light theme"
 
 
-async def _until(check: Callable[[], bool]) -> None:
-    """Wait (bounded) until ``check`` holds: the page refreshes on its own timers."""
-    with anyio.fail_after(10):
-        while True:
-            if check():
-                return
-            await anyio.sleep(0.05)
+# The page refreshes on its own timers.
+_until = partial(eventually, timeout_s=10)
 
 
 def _shown_state(user: User, path: str, model_id: str) -> str | None:

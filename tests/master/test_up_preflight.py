@@ -9,16 +9,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests._support.asgi_server import free_port
 
 from mirbad_master._serving import ServeError
 from mirbad_master._up_preflight import DataDirInUseError, bind_port, claim_data_dir, probe_port
 from mirbad_master.cli import main
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture
@@ -65,7 +60,7 @@ def test_a_second_mirbad_up_on_a_taken_port_fails_before_starting_anything(
     taken: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     data = tmp_path / "data"
-    enroll = _free_port()
+    enroll = free_port()
     status = main(["up", "--data-dir", str(data), "--port", str(taken), "--enroll-port", str(enroll)])
 
     error = capsys.readouterr().err

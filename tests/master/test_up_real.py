@@ -16,14 +16,10 @@ import json
 import os
 import queue
 import signal
-import socket
-import stat
-import subprocess
 import sys
-import threading
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +28,11 @@ import httpx
 import openai
 import pytest
 from tests._support.docker_image import ensure_test_image
-from tests._support.processes import kill_recorded_processes, write_exec_wrapper
+from tests._support.mirbad_up import WAIT_S, Up, mirbad_up, port_block
+from tests._support.polling import until
+from tests._support.processes import write_exec_wrapper
 from tests._support.real_parts import llama_server_path
-from tests._support.tiny_gguf import TINY, TINY_MODEL_PATH, write_tiny_gguf
+from tests._support.tiny_gguf import TINY, TINY_MODEL_PATH
 
 pytestmark = [
     pytest.mark.llamacpp,
@@ -42,158 +40,10 @@ pytestmark = [
     pytest.mark.timeout(300),
 ]
 
-WAIT_S = 60.0
 POLL_S = 0.1
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _until(check: Callable[[], Any], failure: Callable[[], str], timeout_s: float = WAIT_S) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(failure())
-        time.sleep(POLL_S)
-
-
-@dataclass
-class Up:
-    """``mirbad up`` as a child process, its banner read line by line."""
-
-    data_dir: Path
-    port: int
-    enroll_port: int
-    agent_config: Path
-    env: dict[str, str]
-    process: subprocess.Popen[str] | None = None
-    reader: threading.Thread | None = None
-    lines: queue.Queue[str] = field(default_factory=queue.Queue)
-    seen: list[str] = field(default_factory=list)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self, *, parent: list[str] | None = None) -> list[str]:
-        """Run ``mirbad up`` (under ``parent``, a command that runs the rest, when given); return its banner.
-
-        It runs in a process group of its own, as a terminal's foreground job does, so
-        :meth:`interrupt_group` can do what Ctrl-C does.
-        """
-        command = [
-            *(parent or []),
-            *_mirbad(),
-            "up",
-            "--data-dir",
-            str(self.data_dir),
-            "--port",
-            str(self.port),
-            "--enroll-port",
-            str(self.enroll_port),
-            "--agent-config",
-            str(self.agent_config),
-        ]
-        with (self.data_dir.parent / "master.log").open("a") as log:
-            self.process = subprocess.Popen(
-                command,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                stdin=subprocess.DEVNULL,
-                text=True,
-                env=self.env,
-                start_new_session=True,
-            )
-        self.lines = queue.Queue()
-        self.reader = threading.Thread(target=self._read, args=(self.process, self.lines), daemon=True)
-        self.reader.start()
-        banner = [self.next_line()]
-        while "Ctrl-C" not in banner[-1]:
-            banner.append(self.next_line())
-        return banner
-
-    def first_run_password(self, banner: list[str]) -> str:
-        """The first run's password: stdout is a pipe, so it is in the owner-only file the banner names."""
-        password_file = self.data_dir / "initial-admin-password"
-        assert any(f"Admin password:       in {password_file}" in line for line in banner)
-        assert stat.S_IMODE(password_file.stat().st_mode) == 0o600
-        password = password_file.read_text().strip()
-        assert password not in "".join(banner)
-        return password
-
-    def next_line(self, timeout_s: float = 90.0) -> str:
-        try:
-            line = self.lines.get(timeout=timeout_s)
-        except queue.Empty:
-            pytest.fail(f"mirbad up printed nothing more; its log:\n{self.log()}")
-        if line == "":
-            pytest.fail(f"mirbad up ended early (exit {self.process and self.process.poll()}):\n{self.log()}")
-        self.seen.append(line)
-        return line
-
-    def interrupt(self) -> int:
-        """Ctrl-C, as a terminal sends it; returns the exit status."""
-        assert self.process is not None
-        self.process.send_signal(signal.SIGINT)
-        try:
-            status = self.process.wait(WAIT_S)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"mirbad up did not stop after SIGINT:\n{self.log()}")
-        self._close()
-        return status
-
-    def interrupt_group(self) -> int:
-        """Ctrl-C exactly as a terminal sends it: SIGINT to the whole foreground process group."""
-        assert self.process is not None
-        os.killpg(self.process.pid, signal.SIGINT)
-        try:
-            status = self.process.wait(WAIT_S * 2)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"mirbad up did not stop after Ctrl-C to its group:\n{self.log()}")
-        self._close()
-        return status
-
-    def log(self) -> str:
-        return (self.data_dir.parent / "master.log").read_text(errors="replace")[-6000:]
-
-    def kill_everything(self) -> None:
-        """Kill ``mirbad up``, its agent and every model process the agent recorded (test teardown)."""
-        self.kill()
-        _kill_agent(self.data_dir)
-        kill_recorded_processes(self.data_dir / "agent" / "processes.json")
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            # The whole group: a forwarding parent and mirbad up under it.
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(WAIT_S)
-        self._close()
-
-    def _close(self) -> None:
-        # The reader ends at the pipe's end of file; only then is the pipe closed.
-        if self.reader is not None:
-            self.reader.join(WAIT_S)
-        if self.process is not None and self.process.stdout is not None:
-            self.process.stdout.close()
-
-    @staticmethod
-    def _read(process: subprocess.Popen[str], lines: queue.Queue[str]) -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines.put(line.rstrip("\n"))
-        lines.put("")
-
-
-def _mirbad() -> list[str]:
-    script = Path(sys.executable).parent / "mirbad"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "mirbad_master.cli"]
+_until = partial(until, timeout_s=WAIT_S, poll_s=POLL_S)
 
 
 @dataclass(frozen=True)
@@ -224,56 +74,34 @@ def up(tmp_path: Path, names: Names) -> Iterator[Up]:
     assert server is not None
     client = docker.from_env(version="auto", timeout=30)
     image = ensure_test_image(client)
-    data_dir = tmp_path / "data"
-    write_tiny_gguf(data_dir / "models" / TINY_MODEL_PATH)
     # Twenty ports for containers, the next twenty for processes (the drivers skip busy ones).
-    first = min(_free_port(), 65_000)
-    agent_config = tmp_path / "agent-extra.json"
-    agent_config.write_text(
-        json.dumps(
-            {
-                "telemetry_interval_s": 0.5,
-                "graceful_shutdown_s": 2,
-                "docker": {
-                    "network": names.network,
-                    "gpus": False,
-                    "stop_timeout_s": 2,
-                    "port_range_start": first,
-                    "port_range_end": first + 19,
-                },
-                "process": {
-                    "port_range_start": first + 20,
-                    "port_range_end": first + 39,
-                    "stop_timeout_s": 5,
-                },
-            }
-        )
-    )
-    env = {
-        **os.environ,
-        "MIRBAD_HEALTH_POLL_S": "0.3",
-        "MIRBAD_CRASH_BACKOFF_S": "0.3",
-        "MIRBAD_TELEMETRY_INTERVAL_S": "1",
-        "MIRBAD_LLAMA_SERVER": str(server),
-        "MIRBAD_TEST_IMAGE": image,
+    first = port_block()
+    agent_config = {
+        "telemetry_interval_s": 0.5,
+        "graceful_shutdown_s": 2,
+        "docker": {
+            "network": names.network,
+            "gpus": False,
+            "stop_timeout_s": 2,
+            "port_range_start": first,
+            "port_range_end": first + 19,
+        },
+        "process": {
+            "port_range_start": first + 20,
+            "port_range_end": first + 39,
+            "stop_timeout_s": 5,
+        },
     }
-    started = Up(data_dir, _free_port(), _free_port(), agent_config, env)
+    env = {"MIRBAD_CRASH_BACKOFF_S": "0.3", "MIRBAD_TEST_IMAGE": image}
     try:
-        yield started
+        with mirbad_up(tmp_path, agent_config, llama_server=server, env=env) as started:
+            yield started
     finally:
-        started.kill_everything()
         for container in client.containers.list(all=True, filters={"name": f"ss-{names.container}"}):
             container.remove(force=True)
         for network in client.networks.list(names=[names.network]):
             network.remove()
         client.close()
-
-
-def _kill_agent(data_dir: Path) -> None:
-    with contextlib.suppress(OSError, ValueError):
-        pid = int((data_dir / "agent" / "agent.pid").read_text())
-        if str(data_dir).encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
-            os.killpg(pid, signal.SIGKILL)
 
 
 class Admin:
@@ -473,33 +301,18 @@ def up_llama(tmp_path: Path) -> Iterator[Up]:
     """``mirbad up`` with llama-server only (no Docker), catalogued as a wrapper that execs it."""
     server = llama_server_path()
     assert server is not None
-    data_dir = tmp_path / "data"
-    write_tiny_gguf(data_dir / "models" / TINY_MODEL_PATH)
     wrapper = write_exec_wrapper(tmp_path / "bin" / "llama-server", server)
-    first = min(_free_port(), 65_000)
-    agent_config = tmp_path / "agent-extra.json"
-    agent_config.write_text(
-        json.dumps(
-            {
-                "telemetry_interval_s": 0.5,
-                "graceful_shutdown_s": 2,
-                "docker": {"enabled": False},
-                "process": {"port_range_start": first, "port_range_end": first + 19, "stop_timeout_s": 5},
-            }
-        )
-    )
-    env = {
-        **os.environ,
-        "MIRBAD_HEALTH_POLL_S": "0.3",
-        "MIRBAD_CRASH_BACKOFF_S": "0.3",
-        "MIRBAD_TELEMETRY_INTERVAL_S": "1",
-        "MIRBAD_LLAMA_SERVER": str(wrapper),
+    first = port_block()
+    agent_config = {
+        "telemetry_interval_s": 0.5,
+        "graceful_shutdown_s": 2,
+        "docker": {"enabled": False},
+        "process": {"port_range_start": first, "port_range_end": first + 19, "stop_timeout_s": 5},
     }
-    started = Up(data_dir, _free_port(), _free_port(), agent_config, env)
-    try:
+    with mirbad_up(
+        tmp_path, agent_config, llama_server=wrapper, env={"MIRBAD_CRASH_BACKOFF_S": "0.3"}
+    ) as started:
         yield started
-    finally:
-        started.kill_everything()
 
 
 def _agent_pid(data_dir: Path) -> int | None:

@@ -17,7 +17,6 @@ import anyio
 import anyio.lowlevel
 import pytest
 from syrupy.assertion import SnapshotAssertion
-from tests._support.clock import FakeClock
 
 from mirbad_orchestration.exceptions import (
     ApiKeyError,
@@ -35,6 +34,7 @@ from mirbad_orchestration.keys import (
     ApiKeyImport,
     ApiKeyStore,
 )
+from mirbad_orchestration.testing import FakeClock
 from mirbad_protocol import InvalidFieldError
 from mirbad_protocol._api_keys import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, KeyUsage
 
@@ -116,7 +116,7 @@ async def test_every_key_gets_its_own_secret_and_id(store: ApiKeyStore) -> None:
 
 async def test_a_secret_authenticates_its_key(store: ApiKeyStore, tmp_path: Path, clock: FakeClock) -> None:
     created = await create(store)
-    clock.advance(timedelta(minutes=3))
+    await clock.advance(timedelta(minutes=3))
 
     info = await reopened(tmp_path, clock).authenticate(created.secret)
 
@@ -166,10 +166,10 @@ async def test_authenticate_compares_digests_with_every_key_in_constant_time(
 
 async def test_an_expired_key_is_refused_with_its_expiry(store: ApiKeyStore, clock: FakeClock) -> None:
     created = await create(store, expires_at=START + timedelta(hours=1))
-    clock.advance(timedelta(hours=1) - timedelta(microseconds=1))
+    await clock.advance(timedelta(hours=1) - timedelta(microseconds=1))
     assert await store.authenticate(created.secret) is not None
 
-    clock.advance(timedelta(microseconds=1))
+    await clock.advance(timedelta(microseconds=1))
 
     with pytest.raises(ApiKeyExpiredError, match="expired") as refused:
         await store.authenticate(created.secret)
@@ -180,10 +180,10 @@ async def test_an_expired_key_is_refused_with_its_expiry(store: ApiKeyStore, clo
 
 async def test_a_revoked_key_is_refused_and_kept(store: ApiKeyStore, clock: FakeClock) -> None:
     created = await create(store, expires_at=START + timedelta(hours=1))
-    clock.advance(timedelta(minutes=5))
+    await clock.advance(timedelta(minutes=5))
 
     revoked = await store.revoke(created.id)
-    clock.advance(timedelta(hours=2))  # past the expiry too: revocation is the reason given
+    await clock.advance(timedelta(hours=2))  # past the expiry too: revocation is the reason given
 
     assert revoked.revoked_at == START + timedelta(minutes=5)
     with pytest.raises(ApiKeyRevokedError, match="revoked") as refused:
@@ -552,9 +552,9 @@ async def test_file_shapes(
         requests_per_minute=60,
         tokens_per_minute=100_000,
     )
-    clock.advance(timedelta(minutes=1))
+    await clock.advance(timedelta(minutes=1))
     minimal = await create(store, "laptop")
-    clock.advance(timedelta(minutes=1))
+    await clock.advance(timedelta(minutes=1))
     revoked = await create(store, "old script")
     await store.revoke(revoked.id)
     await store.authenticate(full.secret)

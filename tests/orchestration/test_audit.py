@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 from syrupy.assertion import SnapshotAssertion
-from tests._support.clock import FakeClock
 
 from mirbad_orchestration.stores import AUDIT_FOLDER_NAME, AuditLog
+from mirbad_orchestration.testing import FakeClock
 
 pytestmark = pytest.mark.anyio
 
@@ -19,11 +19,11 @@ async def test_lines_are_golden(tmp_path: Path, snapshot_json: SnapshotAssertion
     clock = FakeClock(datetime(2025, 3, 1, 9, 30, tzinfo=UTC))
     log = AuditLog(tmp_path, clock=clock)
     await log.record("user:admin", "model.start", "qwen3-8b", node_id="spark")
-    clock.now += timedelta(seconds=42)
+    await clock.advance(timedelta(seconds=42))
     await log.record(
         "system:autostart", "model.start", "qwen3-8b", outcome="failed", node_id="spark", detail="no memory"
     )
-    clock.now += timedelta(minutes=5)
+    await clock.advance(timedelta(minutes=5))
     await log.record("key:ci", "model.stop", "qwen3-8b", outcome="refused", detail="maintenance")
 
     text = (tmp_path / AUDIT_FOLDER_NAME / "2025-03-01.jsonl").read_text(encoding="utf-8")
@@ -35,7 +35,7 @@ async def test_read_returns_the_days_entries(tmp_path: Path) -> None:
     clock = FakeClock(datetime(2025, 3, 1, 23, 59, tzinfo=UTC))
     log = AuditLog(tmp_path, clock=clock)
     first = await log.record("user:admin", "model.start", "a")
-    clock.now += timedelta(minutes=2)
+    await clock.advance(timedelta(minutes=2))
     second = await log.record("user:admin", "model.stop", "a")
 
     assert await log.read(date(2025, 3, 1)) == [first]

@@ -16,7 +16,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from syrupy.assertion import SnapshotAssertion
-from tests._support.clock import FakeClock
 
 from mirbad_orchestration.exceptions import (
     EnrollmentError,
@@ -27,6 +26,7 @@ from mirbad_orchestration.exceptions import (
     UnknownEnrollmentTokenError,
 )
 from mirbad_orchestration.fleet import ENROLLMENT_TOKENS_FILE, Enrollment, EnrollmentTokens
+from mirbad_orchestration.testing import FakeClock
 from mirbad_protocol import (
     CertificateAuthority,
     CertificateRequestError,
@@ -108,7 +108,7 @@ async def test_an_expired_token_is_refused(
     store: EnrollmentTokens, clock: FakeClock, node_key: PrivateKey
 ) -> None:
     token = await store.issue("gpu-1", ttl=timedelta(minutes=10))
-    clock.advance(timedelta(minutes=10))
+    await clock.advance(timedelta(minutes=10))
 
     with pytest.raises(EnrollmentTokenExpiredError, match="expired") as refused:
         await store.redeem(token, csr_pem(node_key))
@@ -120,7 +120,7 @@ async def test_a_token_just_before_expiry_still_enrolls(
     store: EnrollmentTokens, clock: FakeClock, node_key: PrivateKey
 ) -> None:
     token = await store.issue("gpu-1", ttl=timedelta(minutes=10))
-    clock.advance(timedelta(minutes=10) - timedelta(microseconds=1))
+    await clock.advance(timedelta(minutes=10) - timedelta(microseconds=1))
 
     assert (await store.redeem(token, csr_pem(node_key))).node_name == "gpu-1"
 
@@ -231,7 +231,7 @@ async def test_finished_tokens_are_pruned_after_the_retention(
     used = await store.issue("gpu-1")
     await store.redeem(used, csr_pem(node_key))
     await store.issue("gpu-2", ttl=timedelta(hours=1))
-    clock.advance(timedelta(days=1, hours=2))
+    await clock.advance(timedelta(days=1, hours=2))
 
     await store.issue("gpu-3")
 
@@ -282,7 +282,7 @@ async def test_token_file_shape(
     snapshot_json: SnapshotAssertion,
 ) -> None:
     spent = await store.issue("gpu-1", ttl=timedelta(minutes=30))
-    clock.advance(timedelta(minutes=5))
+    await clock.advance(timedelta(minutes=5))
     await store.redeem(spent, csr_pem(node_key))
     await store.issue("mac-studio", ttl=timedelta(days=1))
 

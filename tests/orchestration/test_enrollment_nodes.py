@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests._support.clock import FakeClock
 from tests.orchestration.test_enrollment import START, csr_pem
 
 from mirbad_orchestration.exceptions import DuplicateNodeError, UnknownNodeError
@@ -16,6 +15,7 @@ from mirbad_orchestration.fleet import (
     NodeRecord,
     NodeRegistry,
 )
+from mirbad_orchestration.testing import FakeClock
 from mirbad_protocol import CertificateAuthority, InvalidFieldError, generate_private_key, spki_pin
 
 pytestmark = pytest.mark.anyio

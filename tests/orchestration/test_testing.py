@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
 import anyio
 import pytest
@@ -41,6 +42,17 @@ async def test_sleepers_wake_in_deadline_order_at_their_time() -> None:
         assert woke == [("early", 10.0), ("late", 30.0)]
         tasks.cancel_scope.cancel()
     assert clock.now() == datetime(2025, 1, 1, 0, 0, 30, tzinfo=UTC)
+
+
+async def test_the_clock_serves_as_a_store_clock_and_moves_by_a_timedelta() -> None:
+    start = datetime(2025, 3, 1, tzinfo=UTC)
+    clock = FakeClock(start)
+    stamp: Callable[[], datetime] = clock  # what a store's clock= takes
+
+    await clock.advance(timedelta(minutes=5))
+    await clock.advance(30)
+
+    assert stamp() == clock.now() == start + timedelta(minutes=5, seconds=30)
 
 
 async def test_models_start_on_their_placement_or_the_default_node() -> None:

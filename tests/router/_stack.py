@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Mount, Route
 from tests._support.asgi_server import serve_asgi
+from tests._support.monotonic import FakeMonotonic
 from tests.router._upstream import FakeOpenAI
 
 from mirbad_router import RateLimiter, RouterStats, Upstream, create_router_app, create_upstream_client
@@ -24,14 +25,6 @@ from mirbad_router.testing import FakeKeyStore, FakeMaintenanceGate, FakeResolve
 
 KEY = "sk-test-key"
 WAIT_S = 20
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class SignallingStats(RouterStats):
@@ -56,7 +49,7 @@ class Stack:
     keys: FakeKeyStore
     gate: FakeMaintenanceGate
     stats: SignallingStats
-    clock: Clock
+    clock: FakeMonotonic
 
     def client(self, key: str = KEY) -> AsyncOpenAI:
         return AsyncOpenAI(base_url=f"{self.base_url}/v1", api_key=key, max_retries=0)
@@ -76,7 +69,7 @@ async def router_stack(
     resolver = resolver or FakeResolver()
     keys = FakeKeyStore(required=keys_required)
     keys.add_key(KEY)
-    gate, stats, clock = FakeMaintenanceGate(), SignallingStats(), Clock()
+    gate, stats, clock = FakeMaintenanceGate(), SignallingStats(), FakeMonotonic()
     router = create_router_app(
         resolver, keys, gate, stats, limiter=RateLimiter(clock=clock), poll_interval_s=0.01, **app_options
     )

@@ -24,7 +24,13 @@ from tests._support.asgi_server import announce_body, free_port, serve_asgi
 from tests._support.fake_upstream import CHUNKS, WAIT_S, FakeUpstream, event
 from tests.router._raw_upstream import Connection, RawUpstream, Script, json_response, raw_upstream
 
-from mirbad_router._forward import MAX_BODY_BYTES, create_upstream_client, forward, read_body, upstream_url
+from mirbad_router._forward import (
+    MAX_BODY_BYTES,
+    create_upstream_client,
+    forward,
+    join_upstream_url,
+    read_body,
+)
 from mirbad_router.exceptions import (
     MirbadRouterError,
     RequestTooLargeError,
@@ -50,7 +56,7 @@ def proxy_app(upstream_base: str, client: httpx.AsyncClient, options: ProxyOptio
     """A minimal embedding app: forward everything, map the core's errors to plain JSON errors."""
 
     async def endpoint(request: Request) -> Response:
-        url = upstream_url(upstream_base, request.path_params["path"], request.url.query)
+        url = join_upstream_url(upstream_base, request.path_params["path"], request.url.query)
         try:
             body = await read_body(request, limit=options.limit) if options.read_first else None
             return await forward(
@@ -302,7 +308,7 @@ def test_errors_share_the_router_root() -> None:
     ],
 )
 def test_upstream_url_joins_base_path_and_query(base: str, path: str, query: str, expected: str) -> None:
-    assert upstream_url(base, path, query) == expected
+    assert join_upstream_url(base, path, query) == expected
 
 
 # ------------------------------------------------------------------------ stale keep-alive connections

@@ -4,16 +4,9 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
+from tests._support.monotonic import FakeMonotonic
 
 from mirbad_router import KeyGrant, LimitExceeded, RateLimiter, TokenReservation
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _grant(rpm: int | None = None, tpm: int | None = None, key_id: str = "k1") -> KeyGrant:
@@ -27,7 +20,7 @@ def test_keys_without_limits_are_always_admitted() -> None:
 
 
 def test_requests_per_minute_slide_with_the_oldest_request() -> None:
-    clock = Clock()
+    clock = FakeMonotonic(1000.0)
     limiter = RateLimiter(clock=clock)
     grant = _grant(rpm=2)
     assert limiter.admit(grant) is None
@@ -45,7 +38,7 @@ def test_requests_per_minute_slide_with_the_oldest_request() -> None:
 
 
 def test_refused_requests_do_not_count() -> None:
-    clock = Clock()
+    clock = FakeMonotonic(1000.0)
     limiter = RateLimiter(clock=clock)
     grant = _grant(rpm=1)
     assert limiter.admit(grant) is None
@@ -56,7 +49,7 @@ def test_refused_requests_do_not_count() -> None:
 
 
 def test_tokens_per_minute_wait_until_enough_tokens_leave_the_window() -> None:
-    clock = Clock()
+    clock = FakeMonotonic(1000.0)
     limiter = RateLimiter(clock=clock)
     grant = _grant(tpm=100)
     assert limiter.admit(grant) is None
@@ -73,7 +66,7 @@ def test_tokens_per_minute_wait_until_enough_tokens_leave_the_window() -> None:
 
 
 def test_keys_are_limited_separately() -> None:
-    limiter = RateLimiter(clock=Clock())
+    limiter = RateLimiter(clock=FakeMonotonic(1000.0))
     first, second = _grant(rpm=1, key_id="a"), _grant(rpm=1, key_id="b")
     assert limiter.admit(first) is None
     assert limiter.admit(second) is None
@@ -81,7 +74,7 @@ def test_keys_are_limited_separately() -> None:
 
 
 def test_the_longer_wait_is_reported_when_both_limits_are_reached() -> None:
-    clock = Clock()
+    clock = FakeMonotonic(1000.0)
     limiter = RateLimiter(clock=clock)
     grant = _grant(rpm=1, tpm=10)
     assert limiter.admit(grant) is None
@@ -98,7 +91,7 @@ def test_retry_after_is_at_least_one_second() -> None:
 
 
 def test_idle_keys_are_forgotten() -> None:
-    clock = Clock()
+    clock = FakeMonotonic(1000.0)
     limiter = RateLimiter(clock=clock)
     assert limiter.admit(_grant(rpm=1, key_id="old")) is None
     clock.now += 61
@@ -110,7 +103,7 @@ def test_idle_keys_are_forgotten() -> None:
 def test_never_more_than_the_limit_in_any_window_and_retry_after_is_enough(
     gaps: list[float], rpm: int
 ) -> None:
-    clock = Clock()
+    clock = FakeMonotonic(1000.0)
     limiter = RateLimiter(clock=clock)
     grant = _grant(rpm=rpm)
     admitted: list[float] = []
@@ -131,7 +124,7 @@ def test_never_more_than_the_limit_in_any_window_and_retry_after_is_enough(
 
 
 def test_a_reservation_holds_its_tokens_until_it_is_settled() -> None:
-    clock = Clock()
+    clock = FakeMonotonic(1000.0)
     limiter = RateLimiter(clock=clock)
     grant = _grant(tpm=50)
     first = limiter.reserve(grant, 30)
@@ -148,7 +141,7 @@ def test_a_reservation_holds_its_tokens_until_it_is_settled() -> None:
 
 
 def test_a_failed_request_releases_its_whole_reservation_and_settling_twice_counts_once() -> None:
-    limiter = RateLimiter(clock=Clock())
+    limiter = RateLimiter(clock=FakeMonotonic(1000.0))
     grant = _grant(tpm=50)
     reservation = limiter.reserve(grant, 50)
     assert isinstance(reservation, TokenReservation)
@@ -159,7 +152,7 @@ def test_a_failed_request_releases_its_whole_reservation_and_settling_twice_coun
 
 
 def test_an_unknown_or_oversized_bound_takes_what_is_left() -> None:
-    clock = Clock()
+    clock = FakeMonotonic(1000.0)
     limiter = RateLimiter(clock=clock)
     grant = _grant(tpm=50)
     used = limiter.reserve(grant, 10)
@@ -184,7 +177,7 @@ def test_settled_and_held_tokens_never_pass_the_limit_when_bounds_hold(
 ) -> None:
     # Each request reserves its bound and, when it ends, uses at most that (or fails and uses none);
     # whatever the interleaving, a minute never holds more than the limit.
-    limiter = RateLimiter(clock=Clock())
+    limiter = RateLimiter(clock=FakeMonotonic(1000.0))
     grant = _grant(tpm=tpm)
     open_reservations: list[tuple[TokenReservation, int]] = []
     settled = 0

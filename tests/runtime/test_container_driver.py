@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-import socket
 from collections.abc import Iterator
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
 import pytest
+from tests._support.asgi_server import free_port
 from tests._support.docker_image import RUN_LABEL
+from tests._support.polling import wait_for_state
 from tests.fakes.fake_vllm import START_LINE
 
-from mirbad_protocol import ContainerLaunch, ModelState, ModelStatus
+from mirbad_protocol import ContainerLaunch, ModelState
 from mirbad_runtime._container_driver import ContainerDriver
 from mirbad_runtime._container_spec import MODEL_LABEL, ContainerDriverConfig
 from mirbad_runtime.exceptions import ImagePullError, LaunchRejectedError, ModelNotFoundError
@@ -37,7 +39,8 @@ def config(tmp_path: Path, docker_client: Any, run_id: str) -> Iterator[Containe
     (tmp_path / "models").mkdir()
     (tmp_path / "cache").mkdir()
     network = f"mirbad-test-{run_id}"
-    start = _free_port_block()
+    # A port the OS just handed out is unlikely to be taken; the driver skips busy ones anyway.
+    start = free_port()
     yield ContainerDriverConfig(
         models_host_path=tmp_path / "models",
         cache_host_path=tmp_path / "cache",
@@ -51,13 +54,6 @@ def config(tmp_path: Path, docker_client: Any, run_id: str) -> Iterator[Containe
         container.remove(force=True)
     for stale in docker_client.networks.list(names=[network]):
         stale.remove()
-
-
-def _free_port_block() -> int:
-    # A port the OS just handed out is unlikely to be taken; the driver skips busy ones anyway.
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _spec(image: str, run_id: str, name: str, **changes: Any) -> ContainerLaunch:
@@ -77,11 +73,7 @@ def _spec(image: str, run_id: str, name: str, **changes: Any) -> ContainerLaunch
     return ContainerLaunch(**fields)
 
 
-async def _wait_for(driver: ContainerDriver, model_id: str, state: ModelState) -> ModelStatus:
-    with anyio.fail_after(WAIT_S):
-        while (status := await driver.status(model_id)).state is not state:  # noqa: ASYNC110 - Docker has no event for it
-            await anyio.sleep(0.1)
-    return status
+_wait_for = partial(wait_for_state, timeout_s=WAIT_S, poll_s=0.1)
 
 
 def _containers(docker_client: Any, model_id: str) -> list[Any]:

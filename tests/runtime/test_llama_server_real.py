@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 from syrupy.assertion import SnapshotAssertion
+from tests._support.asgi_server import free_port
 from tests._support.real_parts import llama_server_path
 from tests._support.tiny_gguf import TINY, TINY_MODEL_PATH
 
@@ -45,13 +45,6 @@ DEFINITION = ModelDefinition(
     kv_cache_dtype="bf16",
     gpu_layers=0,
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def _agent_environment() -> dict[str, str]:
@@ -81,7 +74,7 @@ def server(model_root: Path, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[
     """Start llama-server as the agent would and stop it, killing it if SIGTERM is not enough."""
     binary = llama_server_path()
     assert binary is not None  # the llamacpp marker skips (or fails) the test without it
-    port = _free_port()
+    port = free_port()
     argv = [str(binary), *build_llamacpp_args(DEFINITION), "--host", "127.0.0.1", "--port", str(port)]
     log = tmp_path / "llama-server.log"
     with log.open("wb") as output:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import socket
 import subprocess
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -16,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from syrupy.assertion import SnapshotAssertion
+from tests._support.asgi_server import free_port
 from tests._support.real_parts import llama_server_path
 from tests.fakes import fake_vllm
 
@@ -310,7 +310,7 @@ async def test_scrape_gives_up_after_its_timeout() -> None:
 async def llama_metrics_url(tiny_gguf: Path, tmp_path: Path) -> AsyncIterator[str]:
     binary = llama_server_path()
     assert binary is not None
-    port = _free_port()
+    port = free_port()
     argv = [str(binary), "-m", str(tiny_gguf), "--host", "127.0.0.1", "--port", str(port), "-c", "256"]
     log = _log_sink(tmp_path / "llama.log")
     process = await anyio.open_process([*argv, "--metrics"], stdout=log, stderr=subprocess.STDOUT)
@@ -327,12 +327,6 @@ async def llama_metrics_url(tiny_gguf: Path, tmp_path: Path) -> AsyncIterator[st
 
 def _log_sink(path: Path) -> BinaryIO:
     return path.open("wb")
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 async def _wait_healthy(base: str) -> None:

@@ -8,16 +8,19 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
 import pytest
+from tests._support.asgi_server import free_port
+from tests._support.polling import wait_for_state
 from tests._support.processes import kill_recorded_processes
 from tests.fakes import fake_model_server
 
-from mirbad_protocol import ContainerLaunch, ExecutableRef, ModelState, ModelStatus, ProcessLaunch
+from mirbad_protocol import ContainerLaunch, ExecutableRef, ModelState, ProcessLaunch
 from mirbad_runtime._executables import CatalogedExecutable, ExecutableCatalog
 from mirbad_runtime._instance_keys import FileInstanceKeyProtector
 from mirbad_runtime._process_driver import ProcessDriver
@@ -55,7 +58,7 @@ def workspace(tmp_path: Path) -> Iterator[Path]:
 
 
 def _config(workspace: Path, **changes: Any) -> ProcessDriverConfig:
-    start = _free_port()
+    start = free_port()
     fields: dict[str, Any] = {
         "state_dir": workspace / "state",
         "model_roots": (workspace / "models",),
@@ -102,17 +105,7 @@ def _spec(model_id: str = "fake", **changes: Any) -> ProcessLaunch:
     return ProcessLaunch(**fields)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-async def _wait_for(driver: ProcessDriver, model_id: str, state: ModelState) -> ModelStatus:
-    with anyio.fail_after(WAIT_S):
-        while (status := await driver.status(model_id)).state is not state:  # noqa: ASYNC110 - polled by design
-            await anyio.sleep(0.02)
-    return status
+_wait_for = partial(wait_for_state, timeout_s=WAIT_S, poll_s=0.02)
 
 
 async def _record(driver: ProcessDriver, model_id: str = "fake") -> ProcessRecord:

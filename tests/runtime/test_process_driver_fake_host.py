@@ -8,7 +8,6 @@ Nothing listens on the models' ports, so a running model reads Starting, never R
 from __future__ import annotations
 
 import hashlib
-import socket
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests._support.asgi_server import free_port
 
 from mirbad_protocol import ExecutableRef, ModelState, ProcessLaunch
 from mirbad_runtime._executables import CatalogedExecutable, ExecutableCatalog
@@ -29,12 +29,6 @@ from mirbad_runtime.testing import FakeProcessHost
 
 MODEL = "m/model.bin"
 MODELS = ("a", "b")
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _workspace(root: Path) -> Path:
@@ -55,7 +49,7 @@ def _driver(root: Path, host: FakeProcessHost) -> ProcessDriver:
         path=wrapper,
         sha256=hashlib.sha256(wrapper.read_bytes()).hexdigest(),
     )
-    start = _free_port()
+    start = free_port()
     config = ProcessDriverConfig(
         state_dir=root / "state",
         model_roots=(root / "models",),

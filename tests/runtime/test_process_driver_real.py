@@ -6,9 +6,9 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import sys
 from collections.abc import AsyncIterator, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +19,14 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as settings_of_hypothesis
 from hypothesis import strategies as st
 from tests._support import process_driver_child
+from tests._support.asgi_server import free_port
+from tests._support.polling import wait_for_state
 from tests._support.process_driver_child import driver_from
-from tests._support.processes import kill_recorded_processes, write_exec_wrapper
+from tests._support.processes import kill_recorded_processes, llama_servers_on, write_exec_wrapper
 from tests._support.real_parts import llama_server_path
 from tests._support.tiny_gguf import TINY_MODEL_PATH
 
-from mirbad_protocol import ExecutableRef, ModelState, ModelStatus, ProcessLaunch
+from mirbad_protocol import ExecutableRef, ModelState, ProcessLaunch
 from mirbad_runtime._executables import sha256_of_file
 from mirbad_runtime._process_driver import ProcessDriver
 from mirbad_runtime._process_host_posix import linux_identity
@@ -44,7 +46,7 @@ def settings(tmp_path: Path, model_root: Path) -> Iterator[dict[str, Any]]:
     """What a driver (here or in a child agent) is built from; every recorded model is killed after."""
     server = llama_server_path()
     assert server is not None
-    start = _free_port()
+    start = free_port()
     spec = ProcessLaunch(
         model_id="tiny",
         served_name="tiny-chat",
@@ -83,17 +85,7 @@ async def driver(settings: dict[str, Any]) -> AsyncIterator[ProcessDriver]:
         yield driver
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-async def _wait_for(driver: ProcessDriver, model_id: str, state: ModelState) -> ModelStatus:
-    with anyio.fail_after(WAIT_S):
-        while (status := await driver.status(model_id)).state is not state:  # noqa: ASYNC110 - polled by design
-            await anyio.sleep(0.05)
-    return status
+_wait_for = partial(wait_for_state, timeout_s=WAIT_S)
 
 
 async def _only_record(driver: ProcessDriver) -> ProcessRecord:
@@ -107,21 +99,6 @@ async def _chat(driver: ProcessDriver, model_id: str, *, with_key: bool = True) 
     body = {"messages": [{"role": "user", "content": "hello"}], "max_tokens": 8}
     async with httpx.AsyncClient(trust_env=False, timeout=30) as http:
         return await http.post(upstream + "v1/chat/completions", json=body, headers=headers)
-
-
-def _servers_on(port: int) -> list[int]:
-    """Pids of every llama-server whose command line listens on ``port``."""
-    found: list[int] = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            if argv[0].endswith(b"llama-server") and b"--port" in argv and str(port).encode() in argv:
-                identity = linux_identity(int(entry.name))
-                if identity is not None:
-                    found.append(identity.pid)
-    return found
 
 
 async def test_start_serves_with_its_instance_key_until_stop(
@@ -179,7 +156,7 @@ async def test_a_new_driver_adopts_the_running_model_without_a_second_process(
         again = await successor.start(spec)
         answer = await _chat(successor, spec.model_id)
         record = await _only_record(successor)
-        servers = _servers_on(original.port)
+        servers = llama_servers_on(original.port)
         await successor.stop(spec.model_id)
 
     assert [(status.id, status.state) for status in adopted] == [("tiny", ModelState.READY)]
@@ -298,13 +275,13 @@ async def test_a_wrapper_script_that_execs_llama_server_is_ready_and_started_onc
         record = await _only_record(driver)
         again = await driver.start(spec)  # a crash restart's question: it must launch nothing
         assert ready.port is not None
-        servers = _servers_on(ready.port)
+        servers = llama_servers_on(ready.port)
         await driver.stop(spec.model_id)
 
     assert again.state is ModelState.READY
     assert servers == [record.pid]
     assert linux_identity(record.pid) is None
-    assert _servers_on(ready.port) == []
+    assert llama_servers_on(ready.port) == []
 
 
 _REAL_STEPS = st.lists(st.sampled_from(["start", "crash", "stop"]), min_size=1, max_size=4)
@@ -332,7 +309,7 @@ async def test_at_most_one_real_llama_server_per_model_at_every_step(
                 os.kill(record.pid, signal.SIGKILL)
                 await _wait_for(driver, spec.model_id, ModelState.FAILED)
             status = await driver.status(spec.model_id)
-            running = _servers_on(status.port) if status.port is not None else []
+            running = llama_servers_on(status.port) if status.port is not None else []
             assert len(running) <= 1, (step, running)
         await driver.stop(spec.model_id)
         assert await driver.records.all() == []

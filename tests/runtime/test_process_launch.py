@@ -12,7 +12,7 @@ from mirbad_runtime._process_launch import (
     ProcessDriverConfig,
     check_owned_flags,
     child_environment,
-    command_line,
+    process_argv,
     resolve_model_path,
 )
 from mirbad_runtime.exceptions import LaunchRejectedError, ModelPathRejectedError
@@ -97,7 +97,7 @@ def test_other_flags_pass() -> None:
 
 
 def test_the_command_line_appends_the_plumbing(tmp_path: Path) -> None:
-    argv = command_line(tmp_path / "llama-server", _spec(), "127.0.0.1", 8123)
+    argv = process_argv(tmp_path / "llama-server", _spec(), "127.0.0.1", 8123)
 
     assert argv == [
         str(tmp_path / "llama-server"),

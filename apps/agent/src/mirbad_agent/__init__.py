@@ -9,6 +9,7 @@ over :class:`AgentServices`; :func:`compose_services` builds those from :class:`
 
 from ._app import create_app
 from ._compose import compose_services, connect_docker, container_driver, process_driver
+from ._composition import AgentServices, GpuProbe, agent_version
 from ._config import (
     SETTINGS_FILE_NAME,
     AgentSettings,
@@ -23,7 +24,7 @@ from ._config import (
 )
 from ._enroll import add_enroll_arguments, run_enroll
 from ._enroll_client import AGENT_TLS_STEM, EXIT_FAILED, EXIT_REFUSED, EnrollFailedError, enroll_node
-from ._errors import agent_error_response, error_code_of, error_response
+from ._errors import agent_error_response, error_code_of, handle_exception
 from ._executables_cli import add_executable, add_executables_arguments, run_executables, toml_string
 from ._folders import DEFAULT_LISTING_LIMIT, ModelFolders, relative_parts
 from ._lifecycle import ModelLifecycle
@@ -36,22 +37,21 @@ from ._llama_server import (
     version_of,
     with_found_llama_server,
 )
-from ._proxy import PROXY_METHODS, RETRY_AFTER_S, Upstream, UpstreamLookup, proxy_route
+from ._proxy import PROXY_METHODS, RETRY_AFTER_S, ModelServer, ModelServerLookup, proxy_route
 from ._proxy_paths import FORWARDED_PREFIX, checked_path, raw_tail
 from ._request_log import POLL_PATHS, REQUEST_LOGGER, QuietPollFilter, quiet_polls
 from ._routes_models import model_routes
 from ._routes_node import node_routes
 from ._runtimes import ComposedDriver, NodeRuntimes
 from ._serve import load_credentials, run_agent, serve
-from ._services import AgentServices, GpuProbe, agent_version
 from ._telemetry_loop import TelemetryCollector
 from .exceptions import (
     AgentConfigError,
-    AgentRequestError,
     MirbadAgentError,
     PathNotFoundError,
     PathRefusedError,
     ProxyPathError,
+    RequestRefusedError,
 )
 
 __all__ = [
@@ -68,7 +68,6 @@ __all__ = [
     "SETTINGS_FILE_NAME",
     "UNKNOWN_VERSION",
     "AgentConfigError",
-    "AgentRequestError",
     "AgentServices",
     "AgentSettings",
     "ComposedDriver",
@@ -80,15 +79,16 @@ __all__ = [
     "MirbadAgentError",
     "ModelFolders",
     "ModelLifecycle",
+    "ModelServer",
+    "ModelServerLookup",
     "NodeRuntimes",
     "PathNotFoundError",
     "PathRefusedError",
     "ProcessSettings",
     "ProxyPathError",
     "QuietPollFilter",
+    "RequestRefusedError",
     "TelemetryCollector",
-    "Upstream",
-    "UpstreamLookup",
     "add_enroll_arguments",
     "add_executable",
     "add_executables_arguments",
@@ -104,8 +104,8 @@ __all__ = [
     "default_state_dir",
     "enroll_node",
     "error_code_of",
-    "error_response",
     "find_llama_server",
+    "handle_exception",
     "load_credentials",
     "load_settings",
     "model_routes",

@@ -18,11 +18,11 @@ from starlette.routing import BaseRoute, Mount
 
 from mirbad_protocol import AGENT_API_PREFIX, MirbadError, ModelState
 
-from ._errors import error_response
-from ._proxy import Upstream, proxy_route
+from ._composition import AgentServices
+from ._errors import handle_exception
+from ._proxy import ModelServer, proxy_route
 from ._routes_models import model_routes
 from ._routes_node import node_routes
-from ._services import AgentServices
 
 __all__ = ["create_app"]
 
@@ -47,7 +47,7 @@ def create_app(services: AgentServices, *, background: bool = True) -> Starlette
             running=_running_check(services),
         ),
     ]
-    handlers = {HTTPException: error_response, MirbadError: error_response, Exception: error_response}
+    handlers = {HTTPException: handle_exception, MirbadError: handle_exception, Exception: handle_exception}
     return Starlette(
         routes=[Mount(AGENT_API_PREFIX, routes=routes)],
         exception_handlers=handlers,
@@ -55,11 +55,11 @@ def create_app(services: AgentServices, *, background: bool = True) -> Starlette
     )
 
 
-def _upstream_lookup(services: AgentServices) -> Callable[[str], Awaitable[Upstream | None]]:
-    async def lookup(model_id: str) -> Upstream | None:
+def _upstream_lookup(services: AgentServices) -> Callable[[str], Awaitable[ModelServer | None]]:
+    async def lookup(model_id: str) -> ModelServer | None:
         # A model without an instance raises ModelNotFoundError, which the proxy answers with 404.
         url, headers = await services.runtimes.upstream(model_id)
-        return Upstream(url, headers)
+        return ModelServer(url, headers)
 
     return lookup
 

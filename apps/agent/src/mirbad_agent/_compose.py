@@ -38,10 +38,10 @@ from mirbad_runtime import (
     platform_process_host,
 )
 
+from ._composition import AgentServices
 from ._config import AgentSettings, DockerSettings
 from ._llama_server import LlamaServerFinder, find_llama_server, with_found_llama_server
 from ._runtimes import ComposedDriver, NodeRuntimes
-from ._services import AgentServices
 
 __all__ = ["compose_services", "connect_docker", "container_driver", "process_driver"]
 

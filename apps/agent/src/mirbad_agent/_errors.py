@@ -25,9 +25,9 @@ from mirbad_runtime.exceptions import (
     StartConflictError,
 )
 
-from .exceptions import AgentRequestError, PathNotFoundError, PathRefusedError
+from .exceptions import PathNotFoundError, PathRefusedError, RequestRefusedError
 
-__all__ = ["agent_error_response", "error_code_of", "error_response"]
+__all__ = ["agent_error_response", "error_code_of", "handle_exception"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ _HTTP_CODES = {404: AgentErrorCode.ROUTE_NOT_FOUND, 405: AgentErrorCode.METHOD_N
 
 def error_code_of(exc: BaseException) -> AgentErrorCode:
     """The contract's error code for an exception (``internal_error`` for anything unexpected)."""
-    if isinstance(exc, AgentRequestError):
+    if isinstance(exc, RequestRefusedError):
         return exc.code
     if isinstance(exc, HTTPException):
         return _HTTP_CODES.get(exc.status_code, AgentErrorCode.INVALID_REQUEST)
@@ -78,14 +78,14 @@ def agent_error_response(
     return JSONResponse(body, status_code=code.http_status, headers=headers)
 
 
-async def error_response(request: Request, exc: Exception) -> JSONResponse:
+async def handle_exception(request: Request, exc: Exception) -> JSONResponse:
     """The error envelope for ``exc``, with the status its code carries (a Starlette exception handler)."""
     code = error_code_of(exc)
-    field = exc.field if isinstance(exc, AgentRequestError | InvalidFieldError) else None
+    field = exc.field if isinstance(exc, RequestRefusedError | InvalidFieldError) else None
     headers = exc.headers if isinstance(exc, HTTPException) else None
     if isinstance(exc, HTTPException):
         message = f"{request.method} {request.url.path}: {exc.detail}"
-    elif isinstance(exc, AgentRequestError):
+    elif isinstance(exc, RequestRefusedError):
         message = exc.message
     elif code is AgentErrorCode.INTERNAL_ERROR and not isinstance(exc, MirbadError):
         # Internals stay in the agent's log (the server logs the traceback), not in the answer.

@@ -21,7 +21,7 @@ import anyio.to_thread
 from mirbad_protocol import AgentErrorCode, FolderEntry, FolderListing, GgufInfo
 from mirbad_runtime import read_gguf_info
 
-from .exceptions import AgentRequestError, PathNotFoundError, PathRefusedError
+from .exceptions import PathNotFoundError, PathRefusedError, RequestRefusedError
 
 __all__ = ["DEFAULT_LISTING_LIMIT", "ModelFolders", "relative_parts"]
 
@@ -64,12 +64,12 @@ class ModelFolders:
         """List the folder ``path`` under root number ``root``.
 
         Raises:
-            AgentRequestError: there is no root with that index, or the path is a file.
+            RequestRefusedError: there is no root with that index, or the path is a file.
             PathRefusedError: the path is refused (see :func:`relative_parts`) or leads out of the root.
             PathNotFoundError: nothing is there.
         """
         if not 0 <= root < len(self.roots):
-            raise AgentRequestError(
+            raise RequestRefusedError(
                 AgentErrorCode.INVALID_REQUEST, f"this node has no model root {root}", field="root"
             )
         return await anyio.to_thread.run_sync(self._list, root, path)
@@ -78,7 +78,7 @@ class ModelFolders:
         """The real path of the file ``path`` in the first root that has it.
 
         Raises:
-            AgentRequestError: the path is a folder.
+            RequestRefusedError: the path is a folder.
             PathRefusedError: the path is refused or leads out of its root.
             PathNotFoundError: no root has it.
         """
@@ -97,7 +97,7 @@ class ModelFolders:
         parts = relative_parts(path)
         real_root, target = _resolve(self.roots[root], parts, path)
         if not target.is_dir():
-            raise AgentRequestError(
+            raise RequestRefusedError(
                 AgentErrorCode.INVALID_REQUEST, f"{path!r} is a file, not a folder", field="path"
             )
         entries: list[FolderEntry] = []
@@ -117,14 +117,14 @@ class ModelFolders:
     def _find_file(self, path: str) -> Path:
         parts = relative_parts(path)
         if not parts:
-            raise AgentRequestError(AgentErrorCode.INVALID_REQUEST, "a file path is required", field="path")
+            raise RequestRefusedError(AgentErrorCode.INVALID_REQUEST, "a file path is required", field="path")
         for root in self.roots:
             try:
                 _, target = _resolve(root, parts, path)
             except PathNotFoundError:
                 continue
             if not target.is_file():
-                raise AgentRequestError(
+                raise RequestRefusedError(
                     AgentErrorCode.INVALID_REQUEST, f"{path!r} is not a file", field="path"
                 )
             return target

@@ -11,7 +11,7 @@ from starlette.responses import JSONResponse
 from mirbad_protocol import MAX_REQUEST_BODY_BYTES, AgentErrorCode, WireModel
 from mirbad_router import read_body
 
-from .exceptions import AgentRequestError
+from .exceptions import RequestRefusedError
 
 __all__ = ["query_bool", "query_datetime", "query_int", "read_wire", "wire_response"]
 
@@ -29,13 +29,13 @@ async def read_wire(request: Request, model: type[_M]) -> _M:
     """The request's JSON body as ``model``.
 
     Raises:
-        AgentRequestError: no body (400).
+        RequestRefusedError: no body (400).
         RequestTooLargeError: a body over :data:`~mirbad_protocol.MAX_REQUEST_BODY_BYTES` (413).
         InvalidFieldError: the body is not valid JSON or breaks the model (400, naming the field).
     """
     body = await read_body(request, limit=MAX_REQUEST_BODY_BYTES)
     if not body.strip():
-        raise AgentRequestError(AgentErrorCode.INVALID_REQUEST, "a JSON body is required")
+        raise RequestRefusedError(AgentErrorCode.INVALID_REQUEST, "a JSON body is required")
     return model.from_wire_json(body)
 
 
@@ -78,5 +78,5 @@ def query_datetime(request: Request, name: str) -> datetime | None:
     return value
 
 
-def _bad_query(name: str, reason: str) -> AgentRequestError:
-    return AgentRequestError(AgentErrorCode.INVALID_REQUEST, f"{name}: {reason}", field=name)
+def _bad_query(name: str, reason: str) -> RequestRefusedError:
+    return RequestRefusedError(AgentErrorCode.INVALID_REQUEST, f"{name}: {reason}", field=name)

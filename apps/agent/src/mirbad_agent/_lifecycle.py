@@ -21,7 +21,7 @@ from mirbad_protocol import (
 from mirbad_runtime import AdmissionController, AdmissionRequest, ModelBudget, RuntimeDriver, TelemetryRing
 
 from ._runtimes import NodeRuntimes
-from .exceptions import AgentRequestError
+from .exceptions import RequestRefusedError
 
 __all__ = ["ModelLifecycle"]
 
@@ -54,7 +54,7 @@ class ModelLifecycle:
             LaunchRejectedError: no driver runs the spec, or its driver refused it (422).
             MemoryAdmissionError: the budget does not fit and ``force`` is off (409).
             StartConflictError: another model is still starting on unified memory (409).
-            AgentRequestError: the model is stopping, or runs under another runtime (409).
+            RequestRefusedError: the model is stopping, or runs under another runtime (409).
         """
         driver = self._runtimes.driver_for(spec)
         found = await self._runtimes.locate(spec.model_id)
@@ -141,5 +141,5 @@ class ModelLifecycle:
         ]
 
 
-def _conflict(message: str) -> AgentRequestError:
-    return AgentRequestError(AgentErrorCode.START_CONFLICT, message)
+def _conflict(message: str) -> RequestRefusedError:
+    return RequestRefusedError(AgentErrorCode.START_CONFLICT, message)

@@ -20,13 +20,19 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from mirbad_protocol import MAX_PROXY_BODY_BYTES, ROUTE_PROXY, AgentErrorCode, MirbadError
-from mirbad_router import RequestTooLargeError, UpstreamError, UpstreamTimeoutError, forward, upstream_url
+from mirbad_router import (
+    RequestTooLargeError,
+    UpstreamError,
+    UpstreamTimeoutError,
+    forward,
+    join_upstream_url,
+)
 
 from ._errors import agent_error_response
 from ._proxy_paths import checked_path, raw_tail
 from .exceptions import ProxyPathError
 
-__all__ = ["PROXY_METHODS", "RETRY_AFTER_S", "Upstream", "UpstreamLookup", "proxy_route"]
+__all__ = ["PROXY_METHODS", "RETRY_AFTER_S", "ModelServer", "ModelServerLookup", "proxy_route"]
 
 _log = logging.getLogger(__name__)
 
@@ -37,7 +43,7 @@ RETRY_AFTER_S: Final = 30
 
 
 @dataclass(frozen=True)
-class Upstream:
+class ModelServer:
     """Where a running model's own HTTP server is reached, and what every request to it must carry.
 
     Attributes:
@@ -50,15 +56,15 @@ class Upstream:
     headers: Mapping[str, str] = field(default_factory=dict)
 
 
-class UpstreamLookup(Protocol):
-    """Finds a model's upstream: ``None`` when the model is known but its server is not Ready.
+class ModelServerLookup(Protocol):
+    """Finds a model's own server: ``None`` when the model is known but its server is not Ready.
 
     An unknown model raises :class:`LookupError` (such as mirbad_runtime's ``ModelNotFoundError``);
     the proxy answers it with 404 ``model_not_found``.
     """
 
-    def __call__(self, model_id: str, /) -> Awaitable[Upstream | None]:
-        """Return the upstream of ``model_id``, or ``None`` if it has no running server."""
+    def __call__(self, model_id: str, /) -> Awaitable[ModelServer | None]:
+        """Return the server of ``model_id``, or ``None`` if it has no running server."""
         ...
 
 
@@ -67,7 +73,7 @@ RunningCheck = Callable[[str], Awaitable[bool]]
 
 
 def proxy_route(
-    lookup: UpstreamLookup,
+    lookup: ModelServerLookup,
     client: httpx.AsyncClient,
     *,
     idle_timeout_s: float | None = None,
@@ -85,7 +91,7 @@ def proxy_route(
     the model's own response, streamed as it comes.
 
     Args:
-        lookup: where each model listens (see :class:`UpstreamLookup`).
+        lookup: where each model listens (see :class:`ModelServerLookup`).
         client: the shared upstream client (``mirbad_router``'s ``create_upstream_client``).
         idle_timeout_s: end a request whose model stays silent this long (``None``: never; a long
             generation may legitimately take many minutes).
@@ -110,7 +116,7 @@ def proxy_route(
             return agent_error_response(AgentErrorCode.MODEL_NOT_FOUND, message)
         if upstream is None:
             return _not_running(model_id)
-        url = upstream_url(upstream.base_url, path, request.url.query)
+        url = join_upstream_url(upstream.base_url, path, request.url.query)
         try:
             return await _forward(request, url, client, upstream, idle_timeout_s)
         except UpstreamError as exc:
@@ -124,7 +130,7 @@ def proxy_route(
 
 
 async def _forward(
-    request: Request, url: str, client: httpx.AsyncClient, upstream: Upstream, idle_timeout_s: float | None
+    request: Request, url: str, client: httpx.AsyncClient, upstream: ModelServer, idle_timeout_s: float | None
 ) -> Response:
     # Any UpstreamError but a timeout goes to the endpoint, which asks whether the model still runs.
     try:

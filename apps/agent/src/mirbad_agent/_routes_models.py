@@ -32,9 +32,9 @@ from mirbad_protocol import (
 )
 from mirbad_runtime import ModelNotFoundError, RuntimeDriver
 
+from ._composition import AgentServices
 from ._http import query_bool, query_int, read_wire, wire_response
-from ._services import AgentServices
-from .exceptions import AgentRequestError
+from .exceptions import RequestRefusedError
 
 __all__ = ["model_routes"]
 
@@ -96,7 +96,7 @@ def model_routes(services: AgentServices) -> list[Route]:
 def _checked_spec(request: Request, spec: ContainerLaunch | ProcessLaunch) -> ContainerLaunch | ProcessLaunch:
     model_id = request.path_params["model_id"]
     if spec.model_id != model_id:
-        raise AgentRequestError(
+        raise RequestRefusedError(
             AgentErrorCode.INVALID_REQUEST,
             f"the spec is for model {spec.model_id}, the path names model {model_id}",
             field="spec.modelId",

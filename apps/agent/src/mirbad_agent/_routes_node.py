@@ -20,8 +20,8 @@ from mirbad_protocol import (
     TelemetrySnapshot,
 )
 
+from ._composition import AgentServices
 from ._http import query_datetime, query_int, read_wire, wire_response
-from ._services import AgentServices
 
 __all__ = ["node_routes"]
 

@@ -6,11 +6,11 @@ from mirbad_protocol import AgentErrorCode, MirbadError
 
 __all__ = [
     "AgentConfigError",
-    "AgentRequestError",
     "MirbadAgentError",
     "PathNotFoundError",
     "PathRefusedError",
     "ProxyPathError",
+    "RequestRefusedError",
 ]
 
 
@@ -22,7 +22,7 @@ class AgentConfigError(MirbadAgentError, ValueError):
     """A configuration the agent cannot start with (a bad file, flag or credential), said in one line."""
 
 
-class AgentRequestError(MirbadAgentError):
+class RequestRefusedError(MirbadAgentError):
     """A request the agent refuses with one of the contract's error codes.
 
     Attributes:
@@ -66,7 +66,7 @@ class PathNotFoundError(MirbadAgentError, FileNotFoundError):
         self.reason = reason
 
 
-class ProxyPathError(AgentRequestError):
+class ProxyPathError(RequestRefusedError):
     """A path the proxy will not forward to a model's server (400 ``invalid_request``, field ``path``).
 
     Attributes:

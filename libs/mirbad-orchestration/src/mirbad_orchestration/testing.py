@@ -198,9 +198,10 @@ class FakeRuntime(ModelRuntime):
 class FakeClock:
     """Virtual time: :meth:`sleep` waits until a test moves the clock past its end with :meth:`advance`.
 
-    Pass :meth:`now` and :meth:`sleep` to the code under test. :meth:`advance` wakes the sleepers in
-    deadline order and lets every task run until it blocks again before it moves on, so a test reads
-    the same sequence of events on every run.
+    Pass :meth:`now` and :meth:`sleep` to the code under test, or the clock itself where it takes a
+    ``clock=`` callable (the stores). :meth:`advance` wakes the sleepers in deadline order and lets
+    every task run until it blocks again before it moves on, so a test reads the same sequence of
+    events on every run.
 
     Args:
         start: the time the clock shows at first.
@@ -215,6 +216,10 @@ class FakeClock:
         """The virtual time."""
         return self._now
 
+    def __call__(self) -> datetime:
+        """The virtual time, so the clock itself serves as a ``clock=`` callable."""
+        return self._now
+
     async def sleep(self, seconds: float) -> None:
         """Wait until the virtual time has moved ``seconds`` on."""
         if seconds <= 0:
@@ -224,9 +229,10 @@ class FakeClock:
         heapq.heappush(self._sleepers, (self._now + timedelta(seconds=seconds), next(self._order), wake))
         await wake.wait()
 
-    async def advance(self, seconds: float = 0.0) -> None:
-        """Move the time ``seconds`` on, waking every sleeper whose time has come, in order."""
-        target = self._now + timedelta(seconds=seconds)
+    async def advance(self, seconds: float | timedelta = 0.0) -> None:
+        """Move the time ``seconds`` (or a timedelta) on, waking each sleeper whose time has come in order."""
+        step = seconds if isinstance(seconds, timedelta) else timedelta(seconds=seconds)
+        target = self._now + step
         await self.settle()
         while self._sleepers and self._sleepers[0][0] <= target:
             self._now = max(self._now, self._sleepers[0][0])

@@ -30,7 +30,6 @@ from ._forward import (
     forward,
     join_upstream_url,
     read_body,
-    upstream_url,
 )
 from ._headers import HOP_BY_HOP_HEADERS, request_headers, response_headers
 from ._limits import LimitExceeded, RateLimiter, TokenReservation
@@ -93,7 +92,6 @@ __all__ = [
     "request_stream_usage",
     "request_token_bound",
     "response_headers",
-    "upstream_url",
     "usage_from_object",
     "wait_for_disconnect",
 ]

@@ -50,7 +50,6 @@ __all__ = [
     "forward",
     "join_upstream_url",
     "read_body",
-    "upstream_url",
 ]
 
 _log = logging.getLogger(__name__)
@@ -107,10 +106,6 @@ def join_upstream_url(base_url: str, path: str, query: str = "") -> str:
     check_proxy_path(path)
     url = base_url.rstrip("/") + "/" + quote(path.lstrip("/"), safe=_PATH_SAFE)
     return f"{url}?{query}" if query else url
-
-
-upstream_url = join_upstream_url
-"""The former name of :func:`join_upstream_url`, kept for the callers that import it."""
 
 
 async def read_body(request: Request, *, limit: int = MAX_BODY_BYTES) -> bytes:

@@ -42,7 +42,7 @@ from ._process_launch import (
     ProcessDriverConfig,
     check_owned_flags,
     child_environment,
-    command_line,
+    process_argv,
     resolve_model_path,
 )
 from ._process_logs import follow_log, read_log_tail, rotate_log
@@ -226,7 +226,7 @@ class ProcessDriver(RuntimeDriver):
         key = new_instance_key() if key_variable else None
         inherit = self._config.inherit_environment
         env = child_environment(spec, inherit=inherit, key_variable=key_variable, key=key)
-        argv = command_line(executable, spec, self._config.host, port)
+        argv = process_argv(executable, spec, self._config.host, port)
         log_path = self._config.logs_dir / f"{spec.model_id}.log"
         # Spawning and recording belong together: a model that runs unrecorded is one nobody sees.
         with anyio.CancelScope(shield=True):

@@ -115,7 +115,7 @@ def check_owned_flags(argv: Sequence[str]) -> None:
             raise LaunchRejectedError(f"{argument!r}: the agent sets {name} itself")
 
 
-def command_line(executable: Path, spec: ProcessLaunch, host: str, port: int) -> list[str]:
+def process_argv(executable: Path, spec: ProcessLaunch, host: str, port: int) -> list[str]:
     """The full argv: the verified executable, the spec's flags, then the driver's plumbing."""
     return [str(executable), *spec.argv, "--host", host, "--port", str(port)]
 
