@@ -6,8 +6,11 @@ A library may be split into public subpackages by concept (``mirbad_orchestratio
 
 from __future__ import annotations
 
+import ast
 import importlib
 import pkgutil
+from collections.abc import Iterator
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -94,3 +97,40 @@ def test_an_exception_name_means_one_class_across_the_libraries() -> None:
             if first[1] is not value:
                 clashes.append(f"{name} ({first[0]} and {package.__name__})")
     assert clashes == []
+
+
+TESTS = Path(__file__).parent
+
+
+def _nearest_public(dotted: str) -> str | None:
+    """The package above the first ``_private`` part of ``dotted``; None when no part is private."""
+    parts = dotted.split(".")
+    for index, part in enumerate(parts):
+        if part.startswith("_") and not part.startswith("__"):
+            return ".".join(parts[:index]) or None
+    return None
+
+
+def _private_path_imports(path: Path) -> Iterator[tuple[int, str, str, str]]:
+    """(line, private module, public package, name) for each name a test imports by a private path."""
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+            continue
+        if not node.module.startswith("mirbad_"):
+            continue
+        public = _nearest_public(node.module)
+        if public is not None:
+            yield from ((node.lineno, node.module, public, alias.name) for alias in node.names)
+
+
+def test_tests_import_public_names_from_the_public_package() -> None:
+    # A test that reaches a public name through a private path breaks on every internal move and shows a
+    # newcomer the wrong import; names a package keeps private may still be tested where they live.
+    offenders = []
+    for path in sorted(TESTS.rglob("*.py")):
+        for line, module, public, name in _private_path_imports(path):
+            if name in getattr(importlib.import_module(public), "__all__", ()):
+                offenders.append(
+                    f"{path.relative_to(TESTS)}:{line}: from {module} import {name} → from {public}"
+                )
+    assert not offenders, "\n".join(offenders)

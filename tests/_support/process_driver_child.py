@@ -14,11 +14,14 @@ from typing import Any
 import anyio
 
 from mirbad_protocol import ModelState, ProcessLaunch
-from mirbad_runtime._executables import CatalogedExecutable, ExecutableCatalog
-from mirbad_runtime._instance_keys import FileInstanceKeyProtector
-from mirbad_runtime._process_driver import ProcessDriver
-from mirbad_runtime._process_host_posix import PosixProcessHost
-from mirbad_runtime._process_launch import ProcessDriverConfig
+from mirbad_runtime import (
+    CatalogedExecutable,
+    ExecutableCatalog,
+    FileInstanceKeyProtector,
+    PosixProcessHost,
+    ProcessDriver,
+    ProcessDriverConfig,
+)
 
 READY_WAIT_S = 60
 

@@ -8,8 +8,8 @@ import os
 import signal
 from pathlib import Path
 
+from mirbad_runtime import ProcessRecord
 from mirbad_runtime._process_host_posix import _reap, linux_identity
-from mirbad_runtime._process_records import ProcessRecord
 
 
 def kill_recorded_processes(records_path: Path) -> None:

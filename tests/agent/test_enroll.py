@@ -20,11 +20,23 @@ import pytest
 from tests._support.asgi_server import free_port
 from tests._support.enroll_master import enroll_master
 
-from mirbad_agent._config import default_state_dir
-from mirbad_agent._enroll import add_enroll_arguments, run_enroll
-from mirbad_agent._enroll_client import AGENT_TLS_STEM, EXIT_FAILED, EXIT_REFUSED
-from mirbad_protocol import CertificateAuthority, TlsCredentials, certificate_identity, verify_pinned_chain
-from mirbad_protocol._enroll import ENROLL_CA_PATH, ENROLL_PATH, JoinToken
+from mirbad_agent import (
+    AGENT_TLS_STEM,
+    EXIT_FAILED,
+    EXIT_REFUSED,
+    add_enroll_arguments,
+    default_state_dir,
+    run_enroll,
+)
+from mirbad_protocol import (
+    ENROLL_CA_PATH,
+    ENROLL_PATH,
+    CertificateAuthority,
+    JoinToken,
+    TlsCredentials,
+    certificate_identity,
+    verify_pinned_chain,
+)
 
 pytestmark = pytest.mark.anyio
 

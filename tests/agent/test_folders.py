@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests._support.tiny_gguf import TINY, TINY_MODEL_PATH, write_tiny_gguf
 
-from mirbad_agent._folders import ModelFolders, relative_parts
+from mirbad_agent import ModelFolders, relative_parts
 from mirbad_agent.exceptions import PathNotFoundError, PathRefusedError, RequestRefusedError
 from mirbad_protocol import AgentErrorCode
 

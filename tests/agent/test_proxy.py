@@ -15,9 +15,20 @@ from starlette.routing import Mount
 from tests._support.asgi_server import announce_body, free_port, serve_asgi
 from tests._support.fake_upstream import CHUNKS, WAIT_S, FakeUpstream, event
 
-from mirbad_agent import AgentServices, ComposedDriver, NodeRuntimes, create_app
-from mirbad_agent._proxy import PROXY_METHODS, RETRY_AFTER_S, ModelServer, proxy_route
+from mirbad_agent import (
+    PROXY_METHODS,
+    RETRY_AFTER_S,
+    AgentServices,
+    ComposedDriver,
+    ModelServer,
+    NodeRuntimes,
+    create_app,
+    proxy_route,
+)
 from mirbad_protocol import (
+    AGENT_API_PREFIX,
+    MAX_PROXY_BODY_BYTES,
+    AgentErrorBody,
     ContainerLaunch,
     ContainerRuntimeInfo,
     ExecutableRef,
@@ -25,7 +36,6 @@ from mirbad_protocol import (
     ProcessLaunch,
     ProcessRuntimeInfo,
 )
-from mirbad_protocol._agent import AGENT_API_PREFIX, MAX_PROXY_BODY_BYTES, AgentErrorBody
 from mirbad_router import create_upstream_client
 from mirbad_runtime import MemoryProbe, ModelNotFoundError
 from mirbad_runtime.testing import FakeDriver

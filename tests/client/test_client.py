@@ -50,8 +50,14 @@ from mirbad_client import (
     StatusReport,
 )
 from mirbad_master._app import create_master_app
-from mirbad_protocol import ApiKeyCreate, InvalidFieldError, ModelDefinition, ModelState, WireModel
-from mirbad_protocol._agent import AgentErrorCode
+from mirbad_protocol import (
+    AgentErrorCode,
+    ApiKeyCreate,
+    InvalidFieldError,
+    ModelDefinition,
+    ModelState,
+    WireModel,
+)
 
 pytestmark = pytest.mark.anyio
 

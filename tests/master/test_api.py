@@ -12,8 +12,7 @@ from tests.master._stack import Master, running_master
 from tests.orchestration._fake_agent import Refusal
 
 from mirbad_orchestration.supervision import RestartPause
-from mirbad_protocol import ModelState
-from mirbad_protocol._agent import AgentErrorCode
+from mirbad_protocol import AgentErrorCode, ModelState
 
 pytestmark = pytest.mark.anyio
 

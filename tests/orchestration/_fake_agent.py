@@ -20,8 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from mirbad_protocol import GgufInfo, GpuMemory, MemorySnapshot, ModelMetrics, WireModel
-from mirbad_protocol._agent import (
+from mirbad_protocol import (
     AGENT_API_PREFIX,
     LOG_STREAM_MEDIA_TYPE,
     AgentErrorCode,
@@ -29,16 +28,21 @@ from mirbad_protocol._agent import (
     ContainerRuntimeInfo,
     FolderEntry,
     FolderListing,
+    GgufInfo,
     GgufInspectRequest,
     GpuList,
+    GpuMemory,
     LogEnd,
     LogLine,
     LogTail,
+    MemorySnapshot,
+    ModelMetrics,
     ModelTelemetry,
     RestartRequest,
     StartRequest,
     StatusList,
     TelemetrySnapshot,
+    WireModel,
     agent_error_body,
 )
 from mirbad_runtime import LaunchRejectedError, ModelNotFoundError

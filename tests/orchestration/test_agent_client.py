@@ -32,6 +32,7 @@ from mirbad_orchestration.exceptions import (
 )
 from mirbad_orchestration.fleet import AgentClient, AgentClients, AgentTimeouts, NodeRecord
 from mirbad_protocol import (
+    AgentErrorCode,
     ContainerLaunch,
     GgufInfo,
     GpuMemory,
@@ -41,7 +42,6 @@ from mirbad_protocol import (
     TlsCredentials,
     spki_pin,
 )
-from mirbad_protocol._agent import AgentErrorCode
 
 pytestmark = pytest.mark.anyio
 

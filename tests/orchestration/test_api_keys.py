@@ -35,8 +35,7 @@ from mirbad_orchestration.keys import (
     ApiKeyStore,
 )
 from mirbad_orchestration.testing import FakeClock
-from mirbad_protocol import InvalidFieldError
-from mirbad_protocol._api_keys import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, KeyUsage
+from mirbad_protocol import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, InvalidFieldError, KeyUsage
 
 pytestmark = pytest.mark.anyio
 

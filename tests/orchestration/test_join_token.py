@@ -12,12 +12,12 @@ from mirbad_orchestration.exceptions import EnrollmentTokenUsedError, UnknownEnr
 from mirbad_orchestration.fleet import ENROLLMENT_TOKENS_FILE, EnrollmentTokens
 from mirbad_protocol import (
     CertificateAuthority,
+    JoinToken,
     PrivateKey,
     certificate_request_to_pem,
     create_certificate_request,
     generate_private_key,
 )
-from mirbad_protocol._enroll import JoinToken
 
 pytestmark = pytest.mark.anyio
 

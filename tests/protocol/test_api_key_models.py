@@ -10,14 +10,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 from syrupy.assertion import SnapshotAssertion
 
-from mirbad_protocol import MAX_KEY_RATE_LIMIT, InvalidFieldError
-from mirbad_protocol._api_keys import (
+from mirbad_protocol import (
     API_KEY_NAME_MAX_LENGTH,
     MAX_ALLOWED_MODELS,
+    MAX_KEY_RATE_LIMIT,
     ApiKeyCreate,
     ApiKeyCreated,
     ApiKeyInfo,
     ApiKeyRecord,
+    InvalidFieldError,
     KeyUsage,
 )
 

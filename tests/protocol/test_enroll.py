@@ -10,13 +10,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mirbad_protocol import CertificateAuthority, InvalidFieldError
-from mirbad_protocol._enroll import (
+from mirbad_protocol import (
     JOIN_TOKEN_PREFIX,
+    CertificateAuthority,
     EnrollErrorBody,
     EnrollErrorCode,
     EnrollRequest,
     EnrollResponse,
+    InvalidFieldError,
     JoinToken,
     enroll_error_body,
 )

@@ -24,13 +24,7 @@ from tests._support.asgi_server import announce_body, free_port, serve_asgi
 from tests._support.fake_upstream import CHUNKS, WAIT_S, FakeUpstream, event
 from tests.router._raw_upstream import Connection, RawUpstream, Script, json_response, raw_upstream
 
-from mirbad_router._forward import (
-    MAX_BODY_BYTES,
-    create_upstream_client,
-    forward,
-    join_upstream_url,
-    read_body,
-)
+from mirbad_router import MAX_BODY_BYTES, create_upstream_client, forward, join_upstream_url, read_body
 from mirbad_router.exceptions import (
     MirbadRouterError,
     RequestTooLargeError,

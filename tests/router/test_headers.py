@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mirbad_router._headers import HOP_BY_HOP_HEADERS, request_headers, response_headers
+from mirbad_router import HOP_BY_HOP_HEADERS, request_headers, response_headers
 
 NAMES = st.sampled_from(
     [

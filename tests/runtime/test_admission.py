@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mirbad_protocol import ContainerLaunch, GpuMemory, GpuSelection, MemorySnapshot
-from mirbad_runtime._admission import AdmissionController, AdmissionRequest, ModelBudget, check_admission
+from mirbad_runtime import AdmissionController, AdmissionRequest, ModelBudget, check_admission
 from mirbad_runtime.exceptions import (
     LaunchRejectedError,
     MemoryAdmissionError,

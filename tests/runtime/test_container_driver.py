@@ -19,8 +19,7 @@ from tests._support.polling import wait_for_state
 from tests.fakes.fake_vllm import START_LINE
 
 from mirbad_protocol import ContainerLaunch, ModelState
-from mirbad_runtime._container_driver import ContainerDriver
-from mirbad_runtime._container_spec import MODEL_LABEL, ContainerDriverConfig
+from mirbad_runtime import MODEL_LABEL, ContainerDriver, ContainerDriverConfig
 from mirbad_runtime.exceptions import ImagePullError, LaunchRejectedError, ModelNotFoundError
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]

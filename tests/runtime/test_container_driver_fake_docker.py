@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from mirbad_runtime._container_driver import ContainerDriver
-from mirbad_runtime._container_spec import ContainerDriverConfig
+from mirbad_runtime import ContainerDriver, ContainerDriverConfig
 from mirbad_runtime.exceptions import RuntimeUnavailableError
 
 pytestmark = pytest.mark.anyio

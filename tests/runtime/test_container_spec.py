@@ -9,7 +9,8 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from mirbad_protocol import ContainerLaunch, GpuSelection
-from mirbad_runtime._container_spec import ContainerDriverConfig, container_name, create_arguments
+from mirbad_runtime import ContainerDriverConfig, container_name
+from mirbad_runtime._container_spec import create_arguments
 
 CONFIG = ContainerDriverConfig(models_host_path=Path("/srv/models"), cache_host_path=Path("/srv/cache"))
 

@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from mirbad_protocol import ExecutableRef
-from mirbad_runtime._executables import CatalogedExecutable, ExecutableCatalog, sha256_of_file
+from mirbad_runtime import CatalogedExecutable, ExecutableCatalog, sha256_of_file
 from mirbad_runtime.exceptions import (
     DuplicateExecutableError,
     ExecutableIntegrityError,

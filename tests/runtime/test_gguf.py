@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from syrupy.assertion import SnapshotAssertion
 from tests._support.tiny_gguf import TINY
 
-from mirbad_runtime._gguf import MAX_ARRAY_ITEMS, MAX_METADATA_ENTRIES, aread_gguf_info, read_gguf_info
+from mirbad_runtime import aread_gguf_info, read_gguf_info
+from mirbad_runtime._gguf import MAX_ARRAY_ITEMS, MAX_METADATA_ENTRIES
 from mirbad_runtime.exceptions import GgufFormatError, MirbadRuntimeError
 
 # ---------------------------------------------------------------- hand-made headers

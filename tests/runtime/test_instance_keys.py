@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mirbad_runtime._instance_keys import FileInstanceKeyProtector, InstanceKeyProtector, new_instance_key
+from mirbad_runtime import FileInstanceKeyProtector, InstanceKeyProtector, new_instance_key
 from mirbad_runtime.exceptions import InstanceKeyError
 
 

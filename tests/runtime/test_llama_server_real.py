@@ -24,7 +24,7 @@ from tests._support.tiny_gguf import TINY, TINY_MODEL_PATH
 
 from mirbad_orchestration.commandline import build_llamacpp_args, estimate_llamacpp_definition_gib
 from mirbad_protocol import ExecutableRef, ModelDefinition
-from mirbad_runtime._gguf import read_gguf_info
+from mirbad_runtime import read_gguf_info
 
 pytestmark = pytest.mark.llamacpp
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from syrupy.assertion import SnapshotAssertion
 
 from mirbad_protocol import GpuMemory
-from mirbad_runtime._memory_probe import DEFAULT_FAKE_TOTAL_GIB, MemoryProbe, parse_meminfo
+from mirbad_runtime import DEFAULT_FAKE_TOTAL_GIB, MemoryProbe, parse_meminfo
 from mirbad_runtime.exceptions import MeminfoFormatError, MirbadRuntimeError
 
 pytestmark = pytest.mark.anyio

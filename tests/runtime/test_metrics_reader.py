@@ -20,7 +20,7 @@ from tests._support.real_parts import llama_server_path
 from tests.fakes import fake_vllm
 
 from mirbad_protocol import ModelMetrics
-from mirbad_runtime._metrics_reader import METRIC_SERIES, parse_metrics, scrape, with_rates
+from mirbad_runtime import METRIC_SERIES, parse_metrics, scrape, with_rates
 from mirbad_runtime.exceptions import MetricsReadError
 
 pytestmark = pytest.mark.anyio

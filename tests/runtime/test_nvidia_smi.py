@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from syrupy.assertion import SnapshotAssertion
 
-from mirbad_runtime._nvidia_smi import NVIDIA_SMI_ARGS, NvidiaSmiProbe, parse_gpu_rows
+from mirbad_runtime import NVIDIA_SMI_ARGS, NvidiaSmiProbe, parse_gpu_rows
 from mirbad_runtime.exceptions import GpuProbeError
 
 pytestmark = pytest.mark.anyio

@@ -21,12 +21,16 @@ from tests._support.processes import kill_recorded_processes
 from tests.fakes import fake_model_server
 
 from mirbad_protocol import ContainerLaunch, ExecutableRef, ModelState, ProcessLaunch
-from mirbad_runtime._executables import CatalogedExecutable, ExecutableCatalog
-from mirbad_runtime._instance_keys import FileInstanceKeyProtector
-from mirbad_runtime._process_driver import ProcessDriver
-from mirbad_runtime._process_host_posix import PosixProcessHost, linux_identity
-from mirbad_runtime._process_launch import ProcessDriverConfig
-from mirbad_runtime._process_records import ProcessRecord
+from mirbad_runtime import (
+    CatalogedExecutable,
+    ExecutableCatalog,
+    FileInstanceKeyProtector,
+    PosixProcessHost,
+    ProcessDriver,
+    ProcessDriverConfig,
+    ProcessRecord,
+)
+from mirbad_runtime._process_host_posix import linux_identity
 from mirbad_runtime.exceptions import (
     LaunchRejectedError,
     ModelNotFoundError,

@@ -19,11 +19,14 @@ from hypothesis import strategies as st
 from tests._support.asgi_server import free_port
 
 from mirbad_protocol import ExecutableRef, ModelState, ProcessLaunch
-from mirbad_runtime._executables import CatalogedExecutable, ExecutableCatalog
-from mirbad_runtime._instance_keys import FileInstanceKeyProtector
-from mirbad_runtime._process_driver import ProcessDriver
-from mirbad_runtime._process_host import ProcessIdentity
-from mirbad_runtime._process_launch import ProcessDriverConfig
+from mirbad_runtime import (
+    CatalogedExecutable,
+    ExecutableCatalog,
+    FileInstanceKeyProtector,
+    ProcessDriver,
+    ProcessDriverConfig,
+    ProcessIdentity,
+)
 from mirbad_runtime.exceptions import RuntimeUnavailableError
 from mirbad_runtime.testing import FakeProcessHost
 

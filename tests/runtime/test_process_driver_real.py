@@ -27,10 +27,8 @@ from tests._support.real_parts import llama_server_path
 from tests._support.tiny_gguf import TINY_MODEL_PATH
 
 from mirbad_protocol import ExecutableRef, ModelState, ProcessLaunch
-from mirbad_runtime._executables import sha256_of_file
-from mirbad_runtime._process_driver import ProcessDriver
+from mirbad_runtime import ProcessDriver, ProcessRecord, sha256_of_file
 from mirbad_runtime._process_host_posix import linux_identity
-from mirbad_runtime._process_records import ProcessRecord
 
 pytestmark = [
     pytest.mark.llamacpp,

@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from mirbad_runtime._process_host import ProcessIdentity, platform_process_host
-from mirbad_runtime._process_host_posix import PosixProcessHost, linux_identity, parse_ps_identity
-from mirbad_runtime._process_host_windows import WindowsProcessHost
+from mirbad_runtime import PosixProcessHost, ProcessIdentity, WindowsProcessHost, platform_process_host
+from mirbad_runtime._process_host_posix import linux_identity, parse_ps_identity
 from mirbad_runtime.exceptions import RuntimeUnavailableError
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc (Linux)")

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from mirbad_protocol import ExecutableRef, ProcessLaunch
+from mirbad_runtime import ProcessDriverConfig
 from mirbad_runtime._process_launch import (
-    ProcessDriverConfig,
     check_owned_flags,
     child_environment,
     process_argv,

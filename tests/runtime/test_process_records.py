@@ -14,8 +14,7 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from mirbad_protocol import ExecutableRef
-from mirbad_runtime._process_host import ProcessIdentity
-from mirbad_runtime._process_records import ProcessRecord, ProcessRecordStore
+from mirbad_runtime import ProcessIdentity, ProcessRecord, ProcessRecordStore
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mirbad_protocol import ModelMetrics
-from mirbad_runtime._telemetry import DEFAULT_RING_CAPACITY, TelemetryRing
+from mirbad_runtime import DEFAULT_RING_CAPACITY, TelemetryRing
 
 pytestmark = pytest.mark.anyio
 
