@@ -7,6 +7,7 @@ answers whenever a stand-in runs. Real processes, no real agent: ``test_up_real.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -135,3 +136,29 @@ async def test_a_stopped_supervisor_restarts_nothing(stand_in: _StandIn) -> None
 
     assert not await supervisor.ensure_answering()
     assert stand_in.count == 1
+
+
+ARGV_RECORDER = """
+import pathlib, sys
+(pathlib.Path(sys.argv[1]) / "argv").write_text("\\n".join(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize(("level", "expected"), [(logging.DEBUG, "debug"), (logging.WARNING, "warning")])
+async def test_the_local_agent_logs_at_the_masters_level(tmp_path: Path, level: int, expected: str) -> None:
+    # `mirbad up --log-level` used to stop at the master: the agent's log stayed at info either way.
+    script = tmp_path / "record.py"
+    script.write_text(ARGV_RECORDER)
+    settings = tmp_path / "agent.json"
+    settings.write_text("{}")
+    agent = LocalAgent(tmp_path, settings, command=[sys.executable, str(script), str(tmp_path)])
+    root = logging.getLogger()
+    before = root.level
+    root.setLevel(level)
+    try:
+        await agent.start()
+        assert await agent.wait_exit() == 0
+    finally:
+        root.setLevel(before)
+    argv = (tmp_path / "argv").read_text().splitlines()
+    assert argv == ["serve", "--config", str(settings), "--log-level", expected]

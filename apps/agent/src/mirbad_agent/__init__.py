@@ -39,11 +39,11 @@ from ._llama_server import (
 )
 from ._proxy import PROXY_METHODS, RETRY_AFTER_S, ModelServer, ModelServerLookup, proxy_route
 from ._proxy_paths import FORWARDED_PREFIX, checked_path, raw_tail
-from ._request_log import POLL_PATHS, REQUEST_LOGGER, QuietPollFilter, quiet_polls
+from ._request_log import POLL_PATHS, PROXIED_PREFIX, REQUEST_LOGGER, QuietPollFilter, quiet_polls
 from ._routes_models import model_routes
 from ._routes_node import node_routes
 from ._runtimes import ComposedDriver, NodeRuntimes
-from ._serve import load_credentials, run_agent, serve
+from ._serve import load_credentials, run_agent, serve, server_config
 from ._telemetry_loop import TelemetryCollector
 from .exceptions import (
     AgentConfigError,
@@ -62,6 +62,7 @@ __all__ = [
     "FORWARDED_PREFIX",
     "LLAMA_SERVER_NAME",
     "POLL_PATHS",
+    "PROXIED_PREFIX",
     "PROXY_METHODS",
     "REQUEST_LOGGER",
     "RETRY_AFTER_S",
@@ -120,6 +121,7 @@ __all__ = [
     "run_enroll",
     "run_executables",
     "serve",
+    "server_config",
     "toml_string",
     "validate_settings",
     "version_of",

@@ -19,7 +19,7 @@ import anyio
 import uvicorn
 from starlette.types import ASGIApp
 
-from mirbad_protocol import PkiError, TlsCredentials
+from mirbad_protocol import AGENT_IDLE_TIMEOUT_S, PkiError, TlsCredentials
 
 from ._app import create_app
 from ._compose import compose_services
@@ -27,7 +27,7 @@ from ._config import AgentSettings
 from ._enroll_client import AGENT_TLS_STEM
 from .exceptions import AgentConfigError
 
-__all__ = ["load_credentials", "run_agent", "serve"]
+__all__ = ["load_credentials", "run_agent", "serve", "server_config"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,15 +63,7 @@ async def serve(
     app: ASGIApp, settings: AgentSettings, credentials: TlsCredentials, listener: socket.socket
 ) -> None:
     """Serve ``app`` on ``listener`` with mutual TLS until SIGTERM or SIGINT (a second one forces)."""
-    config = uvicorn.Config(
-        app,
-        ssl_context_factory=lambda _config, _default: credentials.server_context(),
-        lifespan="on",
-        log_config=None,
-        access_log=False,
-        server_header=False,
-        timeout_graceful_shutdown=max(1, round(settings.graceful_shutdown_s)),
-    )
+    config = server_config(app, settings, credentials)
     server = _Server(config) if sys.platform != "win32" else uvicorn.Server(config)
     host, port = listener.getsockname()[:2]
     logger.info("agent %s listening on https://%s:%s/agent/v1", settings.node_name, host, port)
@@ -80,6 +72,21 @@ async def serve(
             group.start_soon(_stop_on_signal, server)
         await server.serve(sockets=[listener])
         group.cancel_scope.cancel()
+
+
+def server_config(app: ASGIApp, settings: AgentSettings, credentials: TlsCredentials) -> uvicorn.Config:
+    """Uvicorn's settings for the agent: mutual TLS, no access log, an idle timeout clients stay inside."""
+    return uvicorn.Config(
+        app,
+        ssl_context_factory=lambda _config, _default: credentials.server_context(),
+        lifespan="on",
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        timeout_graceful_shutdown=max(1, round(settings.graceful_shutdown_s)),
+        # Longer than any client keeps an idle connection (the master: AGENT_CLIENT_KEEPALIVE_S).
+        timeout_keep_alive=round(AGENT_IDLE_TIMEOUT_S),
+    )
 
 
 class _Server(uvicorn.Server):

@@ -42,6 +42,7 @@ __all__ = [
     "LocalAgent",
     "LocalAgentError",
     "agent_command",
+    "agent_log_level",
     "find_llama_server",
     "is_enrolled",
     "write_agent_settings",
@@ -55,6 +56,13 @@ LLAMA_SERVER_VERSION: Final = "local"
 """The catalogued version of a llama-server whose build is not known."""
 
 _logger = logging.getLogger("mirbad_master.agent")
+_AGENT_LOG_LEVELS: Final = (
+    ("debug", logging.DEBUG),
+    ("info", logging.INFO),
+    ("warning", logging.WARNING),
+    ("error", logging.ERROR),
+)
+"""The levels ``mirbad-agent serve --log-level`` accepts, most verbose first."""
 _AGENT_TLS_STEM: Final = "agent"  # what `mirbad-agent enroll` writes: agent.key, agent.crt, agent-ca.crt
 _ENROLL_TIMEOUT_S: Final = 60.0
 _STOP_GRACE_S: Final = 15.0
@@ -160,6 +168,19 @@ def write_agent_settings(settings: MasterSettings, port: int) -> Path:
     return path
 
 
+def agent_log_level() -> str:
+    """The ``--log-level`` for the local agent: the master's own (``mirbad up --log-level``).
+
+    Without it the agent logged at info whatever the master was told, so ``--log-level debug`` showed
+    nothing more of the agent and ``--log-level warning`` still left its info lines in ``agent.log``.
+    """
+    level = logging.getLogger().getEffectiveLevel()
+    for name, value in _AGENT_LOG_LEVELS:
+        if level <= value:
+            return name
+    return "error"
+
+
 class LocalAgent:
     """``mirbad-agent serve`` as a child process of the master.
 
@@ -216,6 +237,7 @@ class LocalAgent:
             await exited.aclose()
         await self._stop_leftover()
         command = [*(self._command or agent_command()), "serve", "--config", str(self._settings_path)]
+        command += ["--log-level", agent_log_level()]
         with self.log_path.open("ab") as log:
             self._process = await anyio.open_process(
                 command,

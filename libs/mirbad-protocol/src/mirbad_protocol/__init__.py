@@ -17,6 +17,8 @@ from ._admin_views import (
 )
 from ._agent import (
     AGENT_API_PREFIX,
+    AGENT_CLIENT_KEEPALIVE_S,
+    AGENT_IDLE_TIMEOUT_S,
     DEFAULT_AGENT_PORT,
     LOG_STREAM_MEDIA_TYPE,
     MAX_PROXY_BODY_BYTES,
@@ -171,6 +173,8 @@ from .exceptions import (
 
 __all__ = [
     "AGENT_API_PREFIX",
+    "AGENT_CLIENT_KEEPALIVE_S",
+    "AGENT_IDLE_TIMEOUT_S",
     "API_KEY_ID_PATTERN",
     "API_KEY_NAME_MAX_LENGTH",
     "API_KEY_SECRET_PREFIX",

@@ -24,6 +24,8 @@ from ._wire import WireModel
 
 __all__ = [
     "AGENT_API_PREFIX",
+    "AGENT_CLIENT_KEEPALIVE_S",
+    "AGENT_IDLE_TIMEOUT_S",
     "DEFAULT_AGENT_PORT",
     "LOG_STREAM_MEDIA_TYPE",
     "MAX_PROXY_BODY_BYTES",
@@ -75,6 +77,15 @@ MAX_PROXY_BODY_BYTES: Final = 64 * 1024 * 1024
 """The largest request body the proxy forwards to a model (64 MiB); larger ones get 413."""
 MAX_REQUEST_BODY_BYTES: Final = 30_000_000
 """The largest request body every other agent route reads; larger ones get 413."""
+AGENT_IDLE_TIMEOUT_S: Final = 30.0
+"""How long the agent keeps an idle kept-alive connection open before it closes it."""
+AGENT_CLIENT_KEEPALIVE_S: Final = 15.0
+"""How long a client of the agent may reuse an idle connection: well inside :data:`AGENT_IDLE_TIMEOUT_S`.
+
+Both were 5 s (httpx's and uvicorn's defaults) while the master polls every 5 s, so now and then a
+request went out on a connection the agent was closing that very moment: "Server disconnected", and an
+idle node was marked unreachable about every two minutes.
+"""
 LOG_STREAM_MEDIA_TYPE: Final = "application/x-ndjson"
 """The media type of a followed log: one :data:`LogEvent` JSON object per line."""
 

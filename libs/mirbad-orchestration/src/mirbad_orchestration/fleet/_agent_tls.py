@@ -15,7 +15,7 @@ import ssl
 import httpx
 from cryptography import x509
 
-from mirbad_protocol import TlsCredentials, certificate_identity, spki_pin
+from mirbad_protocol import AGENT_CLIENT_KEEPALIVE_S, TlsCredentials, certificate_identity, spki_pin
 
 from ._nodes import NodeRecord
 
@@ -70,5 +70,11 @@ def node_transport(credentials: TlsCredentials, record: NodeRecord) -> httpx.Asy
     # retries=0: a start must never be sent twice behind the caller's back.
     # Keep as many idle connections as the router may have requests in flight: with httpx's default
     # of 20, most requests at higher concurrency paid a fresh mutual-TLS handshake to the agent.
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=_KEEPALIVE_CONNECTIONS)
+    # The expiry stays well inside the agent's idle timeout, so a pooled connection is never reused
+    # just as the agent closes it.
+    limits = httpx.Limits(
+        max_connections=None,
+        max_keepalive_connections=_KEEPALIVE_CONNECTIONS,
+        keepalive_expiry=AGENT_CLIENT_KEEPALIVE_S,
+    )
     return httpx.AsyncHTTPTransport(verify=context, retries=0, limits=limits)
