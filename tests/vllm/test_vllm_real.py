@@ -24,7 +24,9 @@ import docker
 import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
+from tests._support.real_parts import CHROMIUM
 from tests._support.vllm_image import MODEL_NAME, ensure_model, ensure_vllm_image
+from tests.browser.conftest import CHROMIUM_ARGS
 from tests.master.test_up_real import Admin, Up, _free_port, _until
 
 from mirbad_runtime import MODEL_LABEL
@@ -32,6 +34,7 @@ from mirbad_runtime import MODEL_LABEL
 pytestmark = [
     pytest.mark.vllm,
     pytest.mark.docker,
+    pytest.mark.browser,
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the agent's pid file"),
     pytest.mark.timeout(1500),
 ]
@@ -39,6 +42,7 @@ pytestmark = [
 START_S = 600.0
 """vLLM's start on two shared cores: ~35 s alone, several minutes while other tests load the CPUs."""
 WAIT_S = 120.0
+DOCS_SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 HIDDEN_SIZE = 128
 """The tiny model's width (tests/_support/vllm_tiny_model.py): the length of its embeddings."""
 
@@ -111,6 +115,31 @@ def _wait_state(
     return seen[-1]
 
 
+def _photograph(up: Up, password: str, model_id: str, folder: Path) -> None:
+    """The portal shows the real vLLM model Ready (Models) with live metrics (Overview); both photographed."""
+    from playwright.sync_api import expect, sync_playwright
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=list(CHROMIUM_ARGS))
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            page.set_default_timeout(WAIT_S * 1000)
+            page.goto(f"{up.base_url}/models")
+            page.get_by_test_id("password").fill(password)
+            page.get_by_test_id("sign-in").click()
+            expect(page.get_by_test_id(f"state-{model_id}")).to_have_text("Ready")
+            page.screenshot(path=str(folder / "models-vllm.png"), full_page=True)
+            page.goto(up.base_url)
+            row = page.get_by_test_id("overview-models").locator("tr", has_text=model_id)
+            expect(row).to_contain_text("Ready")
+            # Running and Waiting read "—" until the agent has scraped the model's /metrics.
+            expect(row.locator("td").nth(4)).to_have_text("0")
+            page.screenshot(path=str(folder / "overview-vllm.png"), full_page=True)
+        finally:
+            browser.close()
+
+
 def _container(client: Any, model_id: str) -> Any:
     [found] = client.containers.list(all=True, filters={"label": f"{MODEL_LABEL}={model_id}"})
     return found
@@ -127,9 +156,10 @@ def closing() -> Iterator[contextlib.ExitStack]:
 
 
 def test_a_real_vllm_starts_serves_reports_restarts_pending_is_adopted_and_fails_loudly(
-    up: Up, run_id: str, closing: contextlib.ExitStack
+    up: Up, run_id: str, closing: contextlib.ExitStack, tmp_path: Path
 ) -> None:
-    admin = Admin(up.base_url, up.first_run_password(up.start()))
+    password = up.first_run_password(up.start())
+    admin = Admin(up.base_url, password)
     closing.callback(admin.close)
     docker_client = docker.from_env(version="auto", timeout=60)
     closing.callback(docker_client.close)
@@ -202,6 +232,9 @@ def test_a_real_vllm_starts_serves_reports_restarts_pending_is_adopted_and_fails
     )
     assert metrics["promptTokensTotal"] > 0
     assert "kvCacheUsage" in metrics
+
+    shots = DOCS_SCREENSHOTS if os.environ.get("MIRBAD_UPDATE_SCREENSHOTS") == "1" else tmp_path / "shots"
+    _photograph(up, password, model_id, shots)
 
     # A settings change: pending, with old → new read back from the running container's Cmd.
     admin.ok("PUT", f"/api/models/{model_id}", json={**model, "maxNumSeqs": 2})
