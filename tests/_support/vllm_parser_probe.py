@@ -18,6 +18,9 @@ import json
 import sys
 from typing import Any
 
+_DRAWN_FIELDS = frozenset({"engine_id"})
+"""Config fields vLLM fills with a fresh random value on every parse (the KV transfer engine id)."""
+
 
 def serve_parser() -> Any:
     """The top-level ``vllm`` parser with the ``serve`` subcommand, as ``vllm.entrypoints.cli.main``."""
@@ -52,7 +55,8 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, dict):
         return {str(key): jsonable(item) for key, item in value.items()}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {field.name: jsonable(getattr(value, field.name)) for field in dataclasses.fields(value)}
+        fields = [field.name for field in dataclasses.fields(value) if field.name not in _DRAWN_FIELDS]
+        return {name: jsonable(getattr(value, name)) for name in fields}
     return repr(value)
 
 

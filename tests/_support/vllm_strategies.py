@@ -233,7 +233,10 @@ def _accepted_compilation() -> st.SearchStrategy[dict[str, Any]]:
 
 
 def _accepted_speculative() -> st.SearchStrategy[dict[str, Any]]:
-    return st.fixed_dictionaries({}, optional=_SPECULATIVE_VALUES)
+    # Never empty: vLLM reads `--speculative-config {}` as a draft-model config without a model, while
+    # Mirbad reads it as "no speculation" (docs/command-lines.md), so the two would rightly differ.
+    optional = {key: value for key, value in _SPECULATIVE_VALUES.items() if key != "method"}
+    return st.fixed_dictionaries({"method": _SPECULATIVE_VALUES["method"]}, optional=optional)
 
 
 @st.composite
