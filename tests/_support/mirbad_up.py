@@ -21,8 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from tests._support.asgi_server import free_port
+from tests._support.polling import until
 from tests._support.processes import kill_recorded_processes
 from tests._support.tiny_gguf import TINY_MODEL_PATH, write_tiny_gguf
 
@@ -207,3 +209,43 @@ def mirbad_up(
         yield started
     finally:
         started.kill_everything()
+
+
+class Admin:
+    """The admin API with the administrator password."""
+
+    def __init__(self, base_url: str, password: str) -> None:
+        self.http = httpx.Client(
+            base_url=base_url,
+            headers={"Authorization": f"Bearer {password}"},
+            timeout=WAIT_S,
+            trust_env=False,
+        )
+
+    def close(self) -> None:
+        self.http.close()
+
+    def ok(self, method: str, path: str, **kwargs: Any) -> Any:
+        response = self.http.request(method, path, **kwargs)
+        assert response.is_success, f"{method} {path}: {response.status_code} {response.text}"
+        return response.json() if response.content else None
+
+    def view(self, model_id: str) -> dict[str, Any]:
+        view: dict[str, Any] = self.ok("GET", f"/api/models/{model_id}")
+        return view
+
+    def wait_ready(self, model_id: str, *, after: str | None = None) -> dict[str, Any]:
+        """Wait until the model is Ready (in an instance started after ``after``, when given)."""
+        seen: list[dict[str, Any]] = []
+
+        def ready() -> bool:
+            seen.append(self.view(model_id)["status"])
+            status = seen[-1]
+            return status["state"] == "Ready" and (after is None or status["startedAt"] != after)
+
+        until(
+            ready,
+            lambda: f"{model_id} never became Ready: last {seen[-1] if seen else None}",
+            timeout_s=WAIT_S,
+        )
+        return seen[-1]

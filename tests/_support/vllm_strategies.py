@@ -197,3 +197,134 @@ def definitions(draw: st.DrawFn, *, extra_args: st.SearchStrategy[list[str]] = E
         mamba_cache_mode=draw(_maybe(st.sampled_from(["align", "all"]))),
         extra_args=draw(extra_args),
     )
+
+
+# ---------------------------------------------------------------- what the pinned vLLM accepts
+# The strategies above explore every spelling with made-up keys; vLLM's own parser refuses unknown
+# compilation keys and values outside a flag's choices, so the real-parser tier draws from these.
+# Only the spellings vLLM reads itself (no Mirbad-only whole-line elements): the raw form of a
+# definition is then a command line vLLM can parse too.
+
+_COMPILATION_VALUES: dict[str, st.SearchStrategy[Any]] = {
+    "mode": st.integers(0, 3),
+    "backend": st.sampled_from(["inductor", "eager"]),
+    # One entry: vLLM refuses "all" beside "none" (or twice), so repeated dotted lists stay out too.
+    "custom_ops": st.lists(st.sampled_from(["none", "all", "+rms_norm", "-silu_and_mul"]), max_size=1),
+    "cudagraph_capture_sizes": st.lists(st.integers(1, 64), min_size=1, max_size=3),
+    "max_cudagraph_capture_size": st.integers(64, 512),
+    "use_inductor_graph_partition": st.booleans(),
+    "pass_config": st.fixed_dictionaries(
+        {}, optional={"fuse_norm_quant": st.booleans(), "eliminate_noops": st.booleans()}
+    ),
+}
+_SPECULATIVE_VALUES: dict[str, st.SearchStrategy[Any]] = {
+    "method": st.sampled_from(["mtp", "ngram", "eagle3"]),
+    "num_speculative_tokens": st.integers(0, 8),
+    "model": st.sampled_from(["/models/draft", "org/draft"]),
+    "prompt_lookup_max": st.integers(1, 8),
+    "prompt_lookup_min": st.integers(1, 4),
+}
+ACCEPTED_KV_CACHE_DTYPES = st.sampled_from(["auto", "fp8", "fp8_e5m2", "fp8_e4m3", "bfloat16"])
+ACCEPTED_MAMBA_CACHE_MODES = st.sampled_from(["align", "none"])
+
+
+def _accepted_compilation() -> st.SearchStrategy[dict[str, Any]]:
+    return st.fixed_dictionaries({}, optional=_COMPILATION_VALUES)
+
+
+def _accepted_speculative() -> st.SearchStrategy[dict[str, Any]]:
+    # Never empty: vLLM reads `--speculative-config {}` as a draft-model config without a model, while
+    # Mirbad reads it as "no speculation" (docs/command-lines.md), so the two would rightly differ.
+    optional = {key: value for key, value in _SPECULATIVE_VALUES.items() if key != "method"}
+    return st.fixed_dictionaries({"method": _SPECULATIVE_VALUES["method"]}, optional=optional)
+
+
+@st.composite
+def _accepted_with_value(draw: st.DrawFn, flag: str, value: str) -> list[str]:
+    return [flag, value] if draw(st.booleans()) else [f"{flag}={value}"]
+
+
+@st.composite
+def _accepted_scalar(draw: st.DrawFn) -> list[str]:
+    flag = draw(st.sampled_from(["--max-num-seqs", "--max-num-batched-tokens", "--kv-cache-dtype"]))
+    if flag == "--kv-cache-dtype":
+        value = draw(ACCEPTED_KV_CACHE_DTYPES)
+    else:
+        value = str(draw(st.integers(1, 100_000)))
+    return draw(_accepted_with_value(draw(_spell(flag)), value))
+
+
+@st.composite
+def _accepted_object(draw: st.DrawFn) -> list[str]:
+    if draw(st.booleans()):
+        flag, value = draw(_spell("--speculative-config")), draw(_accepted_speculative())
+    else:
+        flag = draw(st.sampled_from(["--compilation-config", "--compilation_config", "-cc"]))
+        value = draw(_accepted_compilation())
+        if draw(st.booleans()):
+            value["cudagraph_mode"] = draw(CUDAGRAPH_MODES)
+    return draw(_accepted_with_value(flag, _compact(value)))
+
+
+@st.composite
+def _accepted_dotted(draw: st.DrawFn) -> list[str]:
+    if draw(st.booleans()):
+        head = draw(_spell("--speculative-config"))
+        key = draw(st.sampled_from(sorted(_SPECULATIVE_VALUES)))
+        value = draw(_SPECULATIVE_VALUES[key])
+    else:
+        head = draw(st.sampled_from(["-cc", "--compilation-config"]))
+        key = draw(
+            st.sampled_from([*(key for key in _COMPILATION_VALUES if key != "custom_ops"), "cudagraph_mode"])
+        )
+        value = draw(CUDAGRAPH_MODES if key == "cudagraph_mode" else _COMPILATION_VALUES[key])
+    text = value if isinstance(value, str) else _compact(value)
+    return draw(_accepted_with_value(f"{head}.{key}", text))
+
+
+ACCEPTED_OTHER_ARGS = st.sampled_from(
+    [
+        ["--trust-remote-code"],
+        ["--seed", "7"],
+        ["-tp", "2"],
+        ["-O3"],
+        ["-O", "2"],
+        ["--chat-template=/models/t.jinja"],
+        ["--max-model-len", "4096"],
+        ["--quantization", "awq"],
+        ["--served-model-name", "alias"],
+        ["--tool-call-parser", "hermes"],
+        ["--enable-auto-tool-choice"],
+        ["--kv-transfer-config.kv_role=kv_both"],
+        ["--override-generation-config", '{"temperature": 0.5}'],
+        ["--dtype", "bfloat16"],
+        ["--enforce-eager"],
+    ]
+)
+ACCEPTED_EXTRA_ARGS = st.lists(
+    st.one_of(
+        ACCEPTED_OTHER_ARGS, _accepted_scalar(), owned_switch(), _accepted_object(), _accepted_dotted()
+    ),
+    max_size=6,
+).map(lambda pieces: [arg for piece in pieces for arg in piece])
+
+
+@st.composite
+def accepted_definitions(draw: st.DrawFn) -> ModelDefinition:
+    """A vLLM definition whose typed fields and extra arguments the pinned vLLM's parser accepts."""
+    speculative = draw(st.none() | _accepted_speculative())
+    return draw(definitions(extra_args=ACCEPTED_EXTRA_ARGS)).model_copy(
+        update={
+            "kv_cache_dtype": draw(ACCEPTED_KV_CACHE_DTYPES),
+            "mamba_cache_mode": draw(_maybe(ACCEPTED_MAMBA_CACHE_MODES)),
+            "compilation_config": draw(_accepted_compilation()),
+            "speculative": None if speculative is None else _typed(speculative),
+        }
+    )
+
+
+def _typed(value: dict[str, Any]) -> SpeculativeDecoding | None:
+    typed = {key: value[key] for key in ("method", "model", "num_speculative_tokens") if key in value}
+    extra = {key: item for key, item in value.items() if key not in typed}
+    result = SpeculativeDecoding(**typed, extra=extra)
+    return None if result.is_empty() else result

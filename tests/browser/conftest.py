@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Final
 import httpx
 import pytest
 from tests._support.asgi_server import free_port
-from tests._support.real_parts import CHROMIUM, llama_server_path
+from tests._support.real_parts import CHROMIUM, CHROMIUM_ARGS, llama_server_path
 from tests._support.tiny_gguf import TINY_MODEL_PATH, write_tiny_gguf
 
 from mirbad_master._admin_auth import AdminAuth
@@ -34,13 +34,6 @@ STARTUP_TIMEOUT_S: Final = 60.0
 STOP_TIMEOUT_S: Final = 30.0
 PAGE_TIMEOUT_MS: Final = 15_000
 READY_TIMEOUT_MS: Final = 60_000
-CHROMIUM_ARGS: Final = (
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-)
 
 
 @dataclass(frozen=True)

@@ -110,6 +110,26 @@ async def test_an_owned_flag_in_extra_args_is_held_to_the_same_limits(tmp_path: 
     assert field_of(replaced)[0] == "maxNumSeqs"
 
 
+async def test_a_vllm_value_the_pinned_vllm_refuses_is_400_naming_the_field(tmp_path: Path) -> None:
+    # vLLM would refuse these at start-up (its choices, a renamed compilation key): say so at save time.
+    bodies = {
+        "kvCacheDtype": {**MODEL, "kvCacheDtype": "fp4"},
+        "mambaCacheMode": {**MODEL, "extraArgs": ["--mamba_cache_mode=all"]},
+        "compilationConfig": {**MODEL, "extraArgs": ["-cc.level=3"]},
+        "extraArgs": {**MODEL, "extraArgs": ["--dtype bf16"]},
+    }
+    async with running_master(tmp_path) as master:
+        answers = {field: await master.admin.post("/api/models", json=body) for field, body in bodies.items()}
+        listed = (await master.admin.get("/api/models")).json()
+
+    assert {field: field_of(answer)[0] for field, answer in answers.items()} == {
+        field: field for field in bodies
+    }
+    assert "'mode'" in field_of(answers["compilationConfig"])[1]
+    assert "bfloat16" in field_of(answers["extraArgs"])[1]
+    assert "qwen" not in {view["definition"]["id"] for view in listed}
+
+
 async def test_the_sign_in_body_is_strict_too(tmp_path: Path) -> None:
     async with running_master(tmp_path) as master:
         typo = await master.anonymous.post("/api/session", json={"pasword": master.password})

@@ -21,14 +21,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import docker
-import httpx
 import openai
 import pytest
 from tests._support.docker_image import ensure_test_image
-from tests._support.mirbad_up import WAIT_S, Up, mirbad_up, port_block
+from tests._support.mirbad_up import WAIT_S, Admin, Up, mirbad_up, port_block
 from tests._support.polling import until
 from tests._support.processes import write_exec_wrapper
 from tests._support.real_parts import llama_server_path
@@ -102,42 +100,6 @@ def up(tmp_path: Path, names: Names) -> Iterator[Up]:
         for network in client.networks.list(names=[names.network]):
             network.remove()
         client.close()
-
-
-class Admin:
-    """The admin API with the administrator password."""
-
-    def __init__(self, base_url: str, password: str) -> None:
-        self.http = httpx.Client(
-            base_url=base_url,
-            headers={"Authorization": f"Bearer {password}"},
-            timeout=WAIT_S,
-            trust_env=False,
-        )
-
-    def close(self) -> None:
-        self.http.close()
-
-    def ok(self, method: str, path: str, **kwargs: Any) -> Any:
-        response = self.http.request(method, path, **kwargs)
-        assert response.is_success, f"{method} {path}: {response.status_code} {response.text}"
-        return response.json() if response.content else None
-
-    def view(self, model_id: str) -> dict[str, Any]:
-        view: dict[str, Any] = self.ok("GET", f"/api/models/{model_id}")
-        return view
-
-    def wait_ready(self, model_id: str, *, after: str | None = None) -> dict[str, Any]:
-        """Wait until the model is Ready (in an instance started after ``after``, when given)."""
-        seen: list[dict[str, Any]] = []
-
-        def ready() -> bool:
-            seen.append(self.view(model_id)["status"])
-            status = seen[-1]
-            return status["state"] == "Ready" and (after is None or status["startedAt"] != after)
-
-        _until(ready, lambda: f"{model_id} never became Ready: last {seen[-1] if seen else None}")
-        return seen[-1]
 
 
 def _llama_pid(data_dir: Path, model_id: str) -> int:

@@ -129,7 +129,7 @@ async def test_every_field_survives_a_round_trip_through_the_file(tmp_path: Path
         maxNumBatchedTokens=8192,
         memoryBudgetGiB=48.5,
         speculative={"method": "mtp", "num_speculative_tokens": 2, "draft_tensor_parallel_size": 1},
-        compilationConfig={"level": 3},
+        compilationConfig={"mode": 3},
         cudaGraphMode="FULL_AND_PIECEWISE",
         enablePrefixCaching=False,
         extraArgs=["--trust-remote-code"],

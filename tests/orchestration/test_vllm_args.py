@@ -58,14 +58,14 @@ GOLDEN: dict[str, dict[str, Any]] = {
     "speculative-empty-is-dropped": {"speculative": SpeculativeDecoding()},
     "cudagraph-mode-only": {"cudagraph_mode": "FULL_AND_PIECEWISE"},
     "compilation-config-only-sorted": {
-        "compilation_config": {"mode": 3, "pass_config": {"z": True, "a": False}}
+        "compilation_config": {"mode": 3, "pass_config": {"fuse_norm_quant": True, "eliminate_noops": False}}
     },
     "cudagraph-mode-leads-compilation": {
         "cudagraph_mode": "FULL",
-        "compilation_config": {"level": 3, "b": "x"},
+        "compilation_config": {"mode": 3, "backend": "inductor"},
     },
     "compilation-dict-cudagraph-key-is-lifted": {
-        "compilation_config": {"cudagraph_mode": "PIECEWISE", "level": 3}
+        "compilation_config": {"cudagraph_mode": "PIECEWISE", "mode": 3}
     },
     "mamba-cache-mode": {"mamba_cache_mode": "align"},
     "everything": {
@@ -80,9 +80,9 @@ GOLDEN: dict[str, dict[str, Any]] = {
         "enable_prefix_caching": True,
         "speculative": MTP3,
         "cudagraph_mode": "FULL",
-        "compilation_config": {"level": 3},
+        "compilation_config": {"mode": 3},
         "async_scheduling": True,
-        "mamba_cache_mode": "all",
+        "mamba_cache_mode": "align",
         "extra_args": ["--trust-remote-code", "-tp", "2"],
     },
     # ------------------------------------------------ extra args: non-owned pass through verbatim
@@ -91,7 +91,7 @@ GOLDEN: dict[str, dict[str, Any]] = {
     ),
     "extra-typed-but-not-owned-stay": extra("--max-model-len", "4096", "--quantization=awq"),
     "extra-optimization-level-not-owned": extra("-O3", "-O.level=3", "-O", "2"),
-    "extra-non-owned-line-kept-whole": extra("--seed 7"),
+    "extra-non-owned-line-is-split": extra("--seed 7"),
     # ------------------------------------------------ extra args: every spelling of an owned flag
     "extra-scalar-space": extra("--max-num-seqs", "32"),
     "extra-scalar-equals": extra("--max-num-seqs=32"),
@@ -136,12 +136,12 @@ GOLDEN: dict[str, dict[str, Any]] = {
     "speculative-full-one-line-quoted": extra('--speculative-config \'{"method": "mtp"}\''),
     "speculative-full-empty-clears": extra("--speculative-config", "{}", speculative=MTP3),
     "compilation-full-replaces-typed-and-mode": extra(
-        "--compilation-config", '{"mode":3}', cudagraph_mode="FULL", compilation_config={"level": 3}
+        "--compilation-config", '{"mode":3}', cudagraph_mode="FULL", compilation_config={"backend": "eager"}
     ),
     "compilation-full-cc-equals-with-mode": extra(
         '-cc={"custom_ops":["none"],"cudagraph_mode":"FULL_DECODE_ONLY"}', cudagraph_mode="FULL"
     ),
-    "compilation-full-underscores": extra('--compilation_config={"level":2}'),
+    "compilation-full-underscores": extra('--compilation_config={"mode":2}'),
     # ------------------------------------------------ precedence: dotted keys
     "speculative-dotted-discards-typed": extra(
         "--speculative-config.num_speculative_tokens=4", speculative=MTP3
@@ -163,24 +163,26 @@ GOLDEN: dict[str, dict[str, Any]] = {
         "--speculative-config.method=mtp", "--speculative-config.hf_overrides.rope.factor=2.5"
     ),
     "cc-dotted-cudagraph-mode": extra(
-        "-cc.cudagraph_mode=PIECEWISE", cudagraph_mode="FULL", compilation_config={"level": 3}
+        "-cc.cudagraph_mode=PIECEWISE", cudagraph_mode="FULL", compilation_config={"mode": 3}
     ),
     "compilation-dotted-nested-json-values": extra(
-        "--compilation-config.pass_config.enable_fusion=true",
-        "--compilation_config.pass_config.enable_noop=false",
+        "--compilation-config.pass_config.fuse_norm_quant=true",
+        "--compilation_config.pass_config.eliminate_noops=false",
         "--compilation-config.compile_sizes=[1,2]",
         "--compilation-config.backend",
         "inductor",
     ),
     "compilation-dotted-discards-full-either-order": extra(
-        "-cc", '{"cudagraph_mode":"FULL"}', "-cc.level=3", "-cc", '{"mode":1}'
+        "-cc", '{"cudagraph_mode":"FULL"}', "-cc.mode=3", "-cc", '{"mode":1}'
     ),
     "compilation-dotted-object-merges-with-later-key": extra(
-        '-cc.pass_config={"a":1}', "-cc.pass_config.b=2", "-cc.pass_config.a=3"
+        '-cc.pass_config={"fuse_norm_quant":true}',
+        "-cc.pass_config.eliminate_noops=false",
+        "-cc.pass_config.fuse_norm_quant=false",
     ),
     "compilation-dotted-list-append": extra("-cc.custom_ops+=-quant_fp8,+rms_norm", "-cc.custom_ops+=+silu"),
     "compilation-dotted-two-spellings-later-group-wins": extra(
-        "-cc.level=3", "--compilation-config.mode=2", "-cc.cudagraph_mode=FULL"
+        "-cc.backend=eager", "--compilation-config.mode=2", "-cc.cudagraph_mode=FULL"
     ),
     "everything-overridden-by-extra": {
         **extra(
@@ -192,13 +194,13 @@ GOLDEN: dict[str, dict[str, Any]] = {
             "--speculative-config.method=ngram",
             "-cc.cudagraph_mode=NONE",
             "--no-async-scheduling",
-            "--mamba-cache-mode=all",
+            "--mamba-cache-mode=none",
             "--trust-remote-code",
         ),
         "enable_prefix_caching": True,
         "speculative": MTP3,
         "cudagraph_mode": "FULL",
-        "compilation_config": {"level": 3},
+        "compilation_config": {"mode": 3},
         "async_scheduling": True,
     },
 }

@@ -187,6 +187,29 @@ async def test_a_new_driver_adopts_the_running_container(
     assert count == 1
 
 
+async def test_an_agent_on_another_network_neither_adopts_nor_stops_the_model(
+    config: ContainerDriverConfig, image: str, run_id: str, docker_client: Any
+) -> None:
+    # Two agents on one dockerd (parallel test runs, a second fleet): each owns its own network's models.
+    spec = _spec(image, run_id, "owned")
+    other = replace(config, network=f"{config.network}-other")
+    async with ContainerDriver(config) as owner:
+        await owner.start(spec)
+        await _wait_for(owner, spec.model_id, ModelState.READY)
+        async with ContainerDriver(other) as stranger:
+            adopted = [status.id for status in await stranger.adopt()]
+            seen = await stranger.status(spec.model_id)
+            await stranger.stop(spec.model_id)
+        still = await owner.status(spec.model_id)
+        await owner.stop(spec.model_id)
+    for stale in docker_client.networks.list(names=[other.network]):
+        stale.remove()
+
+    assert spec.model_id not in adopted
+    assert seen.state is ModelState.STOPPED
+    assert still.state is ModelState.READY
+
+
 async def test_a_foreign_container_on_the_range_start_pushes_the_port_up(
     config: ContainerDriverConfig, image: str, run_id: str, docker_client: Any
 ) -> None:

@@ -143,7 +143,10 @@ class ContainerDriver(RuntimeDriver):
 
     async def list_statuses(self) -> list[ModelStatus]:
         """Every model container Docker has, plus models whose start or stop is in flight."""
-        containers = await self._docker.call("list model containers", model_containers)
+        network = self._config.network
+        containers = await self._docker.call(
+            "list model containers", lambda client: model_containers(client, network=network)
+        )
         statuses: dict[str, ModelStatus] = {}
 
         async def read(attrs: Mapping[str, Any]) -> None:
@@ -247,7 +250,7 @@ class ContainerDriver(RuntimeDriver):
 
     def _stop_all(self, client: DockerClient, model_id: str) -> None:
         # Every container carrying the model's label goes, so a duplicate left by a crash cannot linger.
-        for attrs in model_containers(client, model_id):
+        for attrs in model_containers(client, model_id, network=self._config.network):
             try:
                 client.api.stop(attrs["Id"], timeout=self._config.stop_timeout_s)
             except docker.errors.NotFound:
@@ -256,7 +259,8 @@ class ContainerDriver(RuntimeDriver):
 
     async def _inspect(self, model_id: str) -> Mapping[str, Any] | None:
         containers = await self._docker.call(
-            f"find the container of {model_id}", lambda client: model_containers(client, model_id)
+            f"find the container of {model_id}",
+            lambda client: model_containers(client, model_id, network=self._config.network),
         )
         # Docker lists newest first; a running container wins over a leftover one.
         running = [attrs for attrs in containers if container_phase(attrs) is ContainerPhase.RUNNING]

@@ -49,10 +49,19 @@ def ensure_network(client: DockerClient, name: str) -> None:
             raise
 
 
-def model_containers(client: DockerClient, model_id: str | None = None) -> list[Mapping[str, Any]]:
-    """Inspect every model container (of one model, when ``model_id`` is given), running or not."""
+def model_containers(
+    client: DockerClient, model_id: str | None = None, *, network: str | None = None
+) -> list[Mapping[str, Any]]:
+    """Inspect every model container (of one model, when ``model_id`` is given), running or not.
+
+    With ``network``, only the containers on that Docker network: an agent owns the models on its own
+    network, so two agents sharing one dockerd (tests, a second fleet) never adopt or stop each other's.
+    """
     label = MODEL_LABEL if model_id is None else f"{MODEL_LABEL}={model_id}"
-    containers = client.containers.list(all=True, filters={"label": label}, ignore_removed=True)
+    filters: dict[str, str | list[str] | bool] = {"label": label}
+    if network is not None:
+        filters["network"] = network
+    containers = client.containers.list(all=True, filters=filters, ignore_removed=True)
     return [container.attrs for container in containers]
 
 

@@ -41,6 +41,7 @@ from ._restart_pending import (
     changed_settings,
 )
 from ._vllm_args import build_vllm_args, format_gpu_memory_utilization
+from ._vllm_flags import check_vllm_values
 from ._vllm_normalize import normalize_vllm
 from ._vllm_parse import parse_vllm_args
 
@@ -61,6 +62,7 @@ __all__ = [
     "build_vllm_args",
     "canonicalize_vllm_args",
     "changed_settings",
+    "check_vllm_values",
     "config_hash",
     "detect_runtime",
     "estimate_llamacpp_definition_gib",

@@ -19,8 +19,9 @@ from typing import Final, Literal
 from pydantic import JsonValue
 
 from mirbad_orchestration.exceptions import UnreadableFlagError
+from mirbad_protocol import InvalidFieldError, ModelDefinition
 
-__all__: list[str] = []
+__all__ = ["check_vllm_values"]
 
 ConfigName = Literal["speculative", "compilation"]
 
@@ -47,6 +48,47 @@ _CONFIGS: Final[dict[str, ConfigName]] = {
     "--compilation-config": "compilation",
     "-cc": "compilation",
 }
+
+PINNED_VLLM: Final = "0.32.0"
+"""The vLLM release whose choices :data:`CHOICES` copies (the real-vLLM test tier checks the copy)."""
+
+CHOICES: Final[dict[str, tuple[str, frozenset[str]]]] = {
+    "--kv-cache-dtype": (
+        "kvCacheDtype",
+        frozenset(
+            {
+                "auto",
+                "bfloat16",
+                "float16",
+                "fp8",
+                "fp8_ds_mla",
+                "fp8_e4m3",
+                "fp8_e5m2",
+                "fp8_inc",
+                "fp8_per_token_head",
+                "int4_per_token_head",
+                "int8_per_token_head",
+                "nvfp4",
+                "nvfp4_4over6",
+                "nvfp4_ds_mla",
+                "turboquant_3bit_nc",
+                "turboquant_4bit_nc",
+                "turboquant_k3v4_nc",
+                "turboquant_k8v4",
+                "ultraquant_4bit",
+            }
+        ),
+    ),
+    "--mamba-cache-mode": ("mambaCacheMode", frozenset({"align", "none"})),
+    "--dtype": ("extraArgs", frozenset({"auto", "bfloat16", "float", "float16", "float32", "half"})),
+}
+"""Flags whose values vLLM checks against a fixed list: the field a bad value is reported on, and the list.
+
+The first two are owned (typed fields); ``--dtype`` is only ever in ``extraArgs``.
+"""
+
+RENAMED_COMPILATION_KEYS: Final = {"level": "mode"}
+"""Compilation-config keys the pinned vLLM refuses, with the key that replaced each."""
 
 # Everything after the leading dashes up to the first dot: the part vLLM writes with dashes.
 _FLAG_NAME = re.compile(r"(?<=^--)[^.]*")
@@ -171,12 +213,18 @@ def _is_owned(flag: Flag) -> bool:
 
 
 def _expand_lines(args: Sequence[str]) -> Iterator[str]:
-    """Split an element holding a whole ``--flag value`` line, when that flag is owned."""
+    """Split an element holding a whole ``--flag value`` line into the arguments vLLM expects.
+
+    vLLM reads an element such as ``"--seed 7"`` as one unknown positional argument and refuses to
+    start, so every flag's line is split, owned or not; JSON after the flag stays one value.
+    """
     for arg in args:
         first, rest = _first_word(arg)
         flag = read_flag(first) if rest and "=" not in first else None
-        if flag is None or not _is_owned(flag):
+        if flag is None:
             yield arg
+        elif not _is_owned(flag):
+            yield from _split_other(arg, first, rest)
         elif flag.name in _CONFIGS and _is_json(rest):
             # Unquoted JSON would lose its quotes to a shell-style split.
             yield from (first, rest)
@@ -185,6 +233,16 @@ def _expand_lines(args: Sequence[str]) -> Iterator[str]:
                 yield from shlex.split(arg)
             except ValueError as exc:
                 raise UnreadableFlagError(first, f"cannot split {arg!r}: {exc}") from None
+
+
+def _split_other(arg: str, first: str, rest: str) -> list[str]:
+    """A line of a flag Mirbad does not own: JSON stays whole; what shell rules cannot split stays as is."""
+    if rest[:1] in "{[" and _is_json(rest):
+        return [first, rest]
+    try:
+        return shlex.split(arg)
+    except ValueError:
+        return [arg]
 
 
 def _first_word(arg: str) -> tuple[str, str]:
@@ -271,3 +329,49 @@ def _dotted_value(flag: str, text: str) -> JsonValue:
         return text
     except ValueError as exc:
         raise UnreadableFlagError(flag, str(exc)) from None
+
+
+def check_vllm_values(definition: ModelDefinition) -> None:
+    """Refuse what the pinned vLLM would refuse and the flag table can tell, naming the field.
+
+    ``definition`` is normalized: owned settings are in their typed fields, whatever their spelling
+    in ``extraArgs`` was. Called where a definition is saved, never where one is read back (a stored
+    or running definition stays readable; its start then fails with vLLM's own message).
+
+    Raises:
+        InvalidFieldError: a value outside vLLM's choices (``kvCacheDtype``, ``mambaCacheMode``,
+            ``extraArgs`` for ``--dtype``) or a compilation key vLLM renamed (``compilationConfig``).
+    """
+    _check_choice("--kv-cache-dtype", definition.kv_cache_dtype)
+    if definition.mamba_cache_mode is not None:
+        _check_choice("--mamba-cache-mode", definition.mamba_cache_mode)
+    for old, new in RENAMED_COMPILATION_KEYS.items():
+        if old in definition.compilation_config:
+            raise InvalidFieldError(
+                "compilationConfig", f"vLLM {PINNED_VLLM} refuses the key {old!r}: it is {new!r} now"
+            )
+    for flag, value in _plain_values(definition.extra_args):
+        if flag in CHOICES:
+            _check_choice(flag, value)
+
+
+def _check_choice(flag: str, value: str) -> None:
+    field, allowed = CHOICES[flag]
+    if value not in allowed:
+        raise InvalidFieldError(
+            field,
+            f"{flag} {value!r} is not one of vLLM {PINNED_VLLM}'s choices: {', '.join(sorted(allowed))}",
+        )
+
+
+def _plain_values(args: Sequence[str]) -> Iterator[tuple[str, str]]:
+    """Each non-dotted flag with a value in ``args``, as vLLM spells the flag."""
+    tokens = list(_expand_lines(args))
+    for index, token in enumerate(tokens):
+        flag = read_flag(token)
+        if flag is None or "." in flag.name:
+            continue
+        if flag.value is not None:
+            yield flag.name, flag.value
+        elif index + 1 < len(tokens) and read_flag(tokens[index + 1]) is None:
+            yield flag.name, tokens[index + 1]

@@ -6,6 +6,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Final
 
+from mirbad_orchestration.commandline import check_vllm_values
 from mirbad_orchestration.exceptions import DuplicateServedNameError
 from mirbad_protocol import MODEL_ID_PATTERN, InvalidFieldError, ModelDefinition
 
@@ -28,14 +29,18 @@ def prepare_definition(definition: ModelDefinition, normalize: Normalizer) -> Mo
 
     Raises:
         InvalidFieldError: ``id``, ``tags[i]``, ``sources[i].folder`` or an owned flag
-            (:class:`UnreadableFlagError`) is invalid.
+            (:class:`UnreadableFlagError`) is invalid, or a vLLM value the pinned vLLM refuses
+            (``kvCacheDtype``, ``mambaCacheMode``, ``compilationConfig``, ``extraArgs``).
     """
     # The id is a pydantic constraint already; model_copy(update=...) skips validation, so check again.
     if not _MODEL_ID.fullmatch(definition.id):
         raise InvalidFieldError("id", f"{definition.id!r} does not match {MODEL_ID_PATTERN}")
     _check_sources(definition)
     tagged = definition.model_copy(update={"tags": normalize_tags(definition.tags)})
-    return normalize(tagged)
+    stored = normalize(tagged)
+    if stored.runtime == "vllm":
+        check_vllm_values(stored)
+    return stored
 
 
 def check_served_name(models: Sequence[ModelDefinition], definition: ModelDefinition) -> None:
