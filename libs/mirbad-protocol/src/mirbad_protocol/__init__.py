@@ -72,6 +72,20 @@ from ._api_keys import (
     ApiKeyState,
     KeyUsage,
 )
+from ._downloads import (
+    DOWNLOAD_STATES,
+    ROUTE_DOWNLOAD,
+    ROUTE_DOWNLOADS,
+    ROUTE_DOWNLOAD_CANCEL,
+    DownloadFile,
+    DownloadJob,
+    DownloadList,
+    DownloadRequest,
+    DownloadState,
+    HuggingFaceDownload,
+    OllamaDownload,
+    check_download_folder,
+)
 from ._atomic import (
     DEFAULT_FILE_MODE,
     BeforeReplace,
@@ -170,6 +184,18 @@ from .exceptions import (
 )
 
 __all__ = [
+    "check_download_folder",
+    "OllamaDownload",
+    "HuggingFaceDownload",
+    "DownloadState",
+    "DownloadRequest",
+    "DownloadList",
+    "DownloadJob",
+    "DownloadFile",
+    "ROUTE_DOWNLOAD_CANCEL",
+    "ROUTE_DOWNLOADS",
+    "ROUTE_DOWNLOAD",
+    "DOWNLOAD_STATES",
     "AGENT_API_PREFIX",
     "API_KEY_ID_PATTERN",
     "API_KEY_NAME_MAX_LENGTH",
