@@ -14,6 +14,7 @@ import hashlib
 import json
 import re
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -22,6 +23,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from .asgi_server import serve_asgi
 
 HOLD_TIMEOUT_S: Final = 60.0
 _CHUNK: Final = 16 * 1024
@@ -228,3 +231,44 @@ class TestRegistry(_Served):
         if data is None:
             return JSONResponse({"errors": [{"code": "BLOB_UNKNOWN"}]}, status_code=404)
         return self.body(request, digest, data, {"Docker-Content-Digest": digest})
+
+
+REPO: Final = "mirbad/tiny"
+"""The public repository :func:`loopback_sources` serves: config.json, weights/tiny.gguf, README.md."""
+PRIVATE_REPO: Final = "mirbad/private"
+"""A private repository (config.json only) that needs :attr:`TestHub.token`."""
+CONFIG: Final = b'{"architectures": ["LlamaForCausalLM"]}'
+"""The config.json of both repositories."""
+TEMPLATE: Final = "{{ .Prompt }}"
+PARAMS: Final = '{"stop": []}'
+
+
+@dataclass
+class Sources:
+    """The loopback hub and registry of one test, their base URLs and what they serve."""
+
+    hub: TestHub
+    registry: TestRegistry
+    hub_url: str
+    registry_url: str
+    gguf: bytes
+    commit: str
+
+
+@asynccontextmanager
+async def loopback_sources(gguf: bytes) -> AsyncIterator[Sources]:
+    """Serve a hub with :data:`REPO` and :data:`PRIVATE_REPO` and a registry with ``library/tiny:latest``.
+
+    Any hold a test set is released on the way out, so the servers can stop.
+    """
+    hub, registry = TestHub(), TestRegistry()
+    commit = hub.add_repo(REPO, {"config.json": CONFIG, "weights/tiny.gguf": gguf, "README.md": b"hi"})
+    hub.add_repo(PRIVATE_REPO, {"config.json": CONFIG}, private=True)
+    registry.add_model("library/tiny", "latest", gguf, template=TEMPLATE, params=PARAMS)
+    async with serve_asgi(hub.app()) as hub_url, serve_asgi(registry.app()) as registry_url:
+        try:
+            yield Sources(hub, registry, hub_url, registry_url, gguf, commit)
+        finally:
+            for served in (hub, registry):
+                if served.hold is not None:
+                    served.hold.release()

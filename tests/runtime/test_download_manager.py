@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 import pytest
 from pydantic import SecretStr
-from tests._support.asgi_server import serve_asgi
-from tests._support.model_hub import Hold, TestHub, TestRegistry
+from tests._support.model_hub import (
+    CONFIG,
+    PARAMS,
+    PRIVATE_REPO,
+    REPO,
+    TEMPLATE,
+    Hold,
+    Sources,
+    loopback_sources,
+)
 from tests._support.polling import eventually
 from tests._support.tiny_gguf import write_tiny_gguf
 
@@ -29,19 +36,6 @@ from mirbad_runtime.exceptions import (
 pytestmark = pytest.mark.anyio
 
 WAIT_S = 30.0
-REPO = "mirbad/tiny"
-PRIVATE = "mirbad/private"
-CONFIG = b'{"architectures": ["LlamaForCausalLM"]}'
-
-
-@dataclass
-class Servers:
-    hub: TestHub
-    registry: TestRegistry
-    hub_url: str
-    registry_url: str
-    gguf: bytes
-    commit: str
 
 
 @pytest.fixture(scope="module")
@@ -50,20 +44,12 @@ def gguf_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
 
 
 @pytest.fixture
-async def servers(gguf_bytes: bytes) -> AsyncIterator[Servers]:
-    hub, registry = TestHub(), TestRegistry()
-    commit = hub.add_repo(REPO, {"config.json": CONFIG, "weights/tiny.gguf": gguf_bytes, "README.md": b"hi"})
-    hub.add_repo(PRIVATE, {"config.json": CONFIG}, private=True)
-    registry.add_model("library/tiny", "latest", gguf_bytes, template="{{ .Prompt }}", params='{"stop": []}')
-    async with serve_asgi(hub.app()) as hub_url, serve_asgi(registry.app()) as registry_url:
-        yield Servers(hub, registry, hub_url, registry_url, gguf_bytes, commit)
-        if hub.hold is not None:
-            hub.hold.release()
-        if registry.hold is not None:
-            registry.hold.release()
+async def servers(gguf_bytes: bytes) -> AsyncIterator[Sources]:
+    async with loopback_sources(gguf_bytes) as sources:
+        yield sources
 
 
-def _manager(tmp_path: Path, servers: Servers, *, free: int = 1 << 40) -> DownloadManager:
+def _manager(tmp_path: Path, servers: Sources, *, free: int = 1 << 40) -> DownloadManager:
     (tmp_path / "models").mkdir(exist_ok=True)
     return DownloadManager(
         [tmp_path / "models"],
@@ -75,7 +61,7 @@ def _manager(tmp_path: Path, servers: Servers, *, free: int = 1 << 40) -> Downlo
 
 
 @pytest.fixture
-async def manager(tmp_path: Path, servers: Servers) -> AsyncIterator[DownloadManager]:
+async def manager(tmp_path: Path, servers: Sources) -> AsyncIterator[DownloadManager]:
     async with anyio.create_task_group() as group:
         built = _manager(tmp_path, servers)
         await group.start(built.run)
@@ -95,7 +81,7 @@ def _hf(folder: str = "tiny", **values: object) -> HuggingFaceDownload:
 
 
 async def test_a_hugging_face_folder_lands_whole_and_verified(
-    manager: DownloadManager, servers: Servers, tmp_path: Path
+    manager: DownloadManager, servers: Sources, tmp_path: Path
 ) -> None:
     job = await _ended(manager, await manager.start(_hf(allow_patterns=["*.json", "*.gguf"])))
     assert (job.state, job.error, job.revision) == ("completed", None, servers.commit)
@@ -110,20 +96,20 @@ async def test_a_hugging_face_folder_lands_whole_and_verified(
 
 
 async def test_an_ollama_model_lands_as_a_gguf_with_its_template_and_params(
-    manager: DownloadManager, servers: Servers, tmp_path: Path
+    manager: DownloadManager, servers: Sources, tmp_path: Path
 ) -> None:
     request = OllamaDownload(model="tiny", folder="tiny-ollama")
     job = await _ended(manager, await manager.start(request))
     assert (job.state, job.source) == ("completed", "library/tiny:latest")
     folder = tmp_path / "models" / "tiny-ollama"
     assert (folder / "model.gguf").read_bytes() == servers.gguf
-    assert (folder / "template").read_text() == "{{ .Prompt }}"
-    assert (folder / "params").read_text() == '{"stop": []}'
+    assert (folder / "template").read_text() == TEMPLATE
+    assert (folder / "params").read_text() == PARAMS
     assert (job.revision or "").startswith("sha256:")
 
 
 async def test_a_blob_whose_digest_does_not_match_is_refused_and_removed(
-    manager: DownloadManager, servers: Servers, tmp_path: Path
+    manager: DownloadManager, servers: Sources, tmp_path: Path
 ) -> None:
     digest = "sha256:" + hashlib.sha256(servers.gguf).hexdigest()
     servers.registry.corrupt.add(digest)
@@ -138,7 +124,7 @@ async def test_a_blob_whose_digest_does_not_match_is_refused_and_removed(
 
 
 async def test_cancel_mid_file_leaves_no_model_folder_and_remove_deletes_the_partial(
-    manager: DownloadManager, servers: Servers, tmp_path: Path
+    manager: DownloadManager, servers: Sources, tmp_path: Path
 ) -> None:
     servers.hub.hold = hold = Hold("weights/tiny.gguf", after_bytes=64 * 1024)
     job = await manager.start(_hf(allow_patterns=["*.gguf"]))
@@ -160,17 +146,16 @@ async def test_cancel_mid_file_leaves_no_model_folder_and_remove_deletes_the_par
 
 
 async def test_a_restarted_manager_resumes_with_a_range_from_what_is_on_disk(
-    tmp_path: Path, servers: Servers
+    tmp_path: Path, servers: Sources
 ) -> None:
     servers.hub.hold = hold = Hold("weights/tiny.gguf", after_bytes=128 * 1024)
-    partial = None
     async with anyio.create_task_group() as group:
         first = _manager(tmp_path, servers)
         await group.start(first.run)
         job = await first.start(_hf(allow_patterns=["*.gguf"]))
+        partial = tmp_path / "models" / f"{TEMP_PREFIX}{job.id}" / "weights" / f"tiny.gguf{PARTIAL_SUFFIX}"
         with anyio.fail_after(WAIT_S):
             await hold.reached.wait()
-        partial = tmp_path / "models" / f"{TEMP_PREFIX}{job.id}" / "weights" / f"tiny.gguf{PARTIAL_SUFFIX}"
         await eventually(lambda: partial.is_file() and partial.stat().st_size > 0, timeout_s=WAIT_S)
         group.cancel_scope.cancel()  # the agent stops mid-file: nothing marks the job stopped
     on_disk = partial.stat().st_size
@@ -185,7 +170,7 @@ async def test_a_restarted_manager_resumes_with_a_range_from_what_is_on_disk(
     assert (tmp_path / "models" / "tiny" / "weights" / "tiny.gguf").read_bytes() == servers.gguf
 
 
-async def test_a_full_disk_is_refused_before_anything_is_written(tmp_path: Path, servers: Servers) -> None:
+async def test_a_full_disk_is_refused_before_anything_is_written(tmp_path: Path, servers: Sources) -> None:
     async with anyio.create_task_group() as group:
         small = _manager(tmp_path, servers, free=1000)
         await group.start(small.run)
@@ -204,7 +189,7 @@ async def test_a_full_disk_is_refused_before_anything_is_written(tmp_path: Path,
     [
         (_hf(revision="v9"), SourceNotFoundError, "revision"),
         (HuggingFaceDownload(repo_id="mirbad/nope", folder="x"), SourceNotFoundError, "repoId"),
-        (HuggingFaceDownload(repo_id=PRIVATE, folder="x"), SourceNeedsTokenError, "token"),
+        (HuggingFaceDownload(repo_id=PRIVATE_REPO, folder="x"), SourceNeedsTokenError, "token"),
         (_hf(allow_patterns=["*.onnx"]), SourceNotFoundError, "allowPatterns"),
         (OllamaDownload(model="tiny:nope", folder="x"), SourceNotFoundError, "model"),
         (_hf(root=3), DownloadRefusedError, "root"),
@@ -225,13 +210,13 @@ async def test_bad_sources_are_refused_naming_the_field(
 
 async def test_a_private_repository_without_a_token_says_it_needs_one(manager: DownloadManager) -> None:
     with pytest.raises(SourceNeedsTokenError, match="this repository needs a token"):
-        await manager.start(HuggingFaceDownload(repo_id=PRIVATE, folder="x"))
+        await manager.start(HuggingFaceDownload(repo_id=PRIVATE_REPO, folder="x"))
 
 
 async def test_a_token_is_sent_stored_owner_only_and_never_shown(
-    manager: DownloadManager, servers: Servers, tmp_path: Path
+    manager: DownloadManager, servers: Sources, tmp_path: Path
 ) -> None:
-    request = HuggingFaceDownload(repo_id=PRIVATE, folder="private", token=SecretStr(servers.hub.token))
+    request = HuggingFaceDownload(repo_id=PRIVATE_REPO, folder="private", token=SecretStr(servers.hub.token))
     job = await _ended(manager, await manager.start(request))
     assert job.state == "completed", job.error
     assert f"Bearer {servers.hub.token}" in servers.hub.authorizations

@@ -54,7 +54,7 @@ def download_routes(services: AgentServices) -> list[Route]:
         return wire_response(await manager().start(body), status_code=202)
 
     async def list_jobs(request: Request) -> JSONResponse:
-        return wire_response(DownloadList(downloads=manager().list()))
+        return wire_response(DownloadList(downloads=manager().jobs()))
 
     async def one(request: Request) -> JSONResponse:
         return wire_response(manager().get(request.path_params["download_id"]))

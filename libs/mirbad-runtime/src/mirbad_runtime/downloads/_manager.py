@@ -179,7 +179,7 @@ class DownloadManager:
         self._group.start_soon(self._run_job, job)
         return self.get(job.view.id)
 
-    def list(self) -> list[DownloadJob]:
+    def jobs(self) -> list[DownloadJob]:
         """Every job, newest first."""
         views = [self.get(job_id) for job_id in self._jobs]
         return sorted(views, key=lambda view: view.created_at, reverse=True)
