@@ -51,12 +51,12 @@ def test_an_accepted_folder_is_one_visible_name_directly_under_the_root(folder: 
 @example("a\\..\\..\\x")
 def test_an_accepted_file_path_stays_inside_the_jobs_folder(path: str) -> None:
     temp = ROOT / f"{TEMP_PREFIX}dl-1"
+    field: str | None = None
     try:
         accepted = check_file_path(path)
     except DownloadRefusedError as refused:
         field = refused.field
     else:
-        field = None
         assert _inside(temp, accepted)
     assert field in (None, "files")
 
