@@ -8,7 +8,6 @@ from pathlib import Path
 
 import anyio
 import pytest
-from pydantic import SecretStr
 from tests._support.model_hub import (
     CONFIG,
     PARAMS,
@@ -216,7 +215,7 @@ async def test_a_private_repository_without_a_token_says_it_needs_one(manager: D
 async def test_a_token_is_sent_stored_owner_only_and_never_shown(
     manager: DownloadManager, servers: Sources, tmp_path: Path
 ) -> None:
-    request = HuggingFaceDownload(repo_id=PRIVATE_REPO, folder="private", token=SecretStr(servers.hub.token))
+    request = HuggingFaceDownload(repo_id=PRIVATE_REPO, folder="private", token=servers.hub.token)
     job = await _ended(manager, await manager.start(request))
     assert job.state == "completed", job.error
     assert f"Bearer {servers.hub.token}" in servers.hub.authorizations
@@ -230,3 +229,20 @@ async def test_an_existing_target_folder_is_refused(manager: DownloadManager, tm
     (tmp_path / "models" / "tiny").mkdir()
     with pytest.raises(DownloadConflictError, match="already exists"):
         await manager.start(_hf())
+
+
+async def test_the_token_waits_owner_only_while_its_job_runs(
+    manager: DownloadManager, servers: Sources, tmp_path: Path
+) -> None:
+    servers.hub.hold = hold = Hold("config.json", after_bytes=5)
+    request = HuggingFaceDownload(repo_id=PRIVATE_REPO, folder="private", token=servers.hub.token)
+    job = await manager.start(request)
+    with anyio.fail_after(WAIT_S):
+        await hold.reached.wait()
+    token_file = tmp_path / "state" / f"{job.id}.token"
+    assert token_file.read_text() == servers.hub.token
+    assert token_file.stat().st_mode & 0o777 == 0o600
+    assert servers.hub.token not in (tmp_path / "state" / f"{job.id}.json").read_text()
+    hold.release()
+    assert (await _ended(manager, job)).state == "completed"
+    assert not token_file.exists()

@@ -130,7 +130,7 @@ class AgentErrorCode(StrEnum):
     """409: the model's memory budget does not fit; start again with ``force`` to override."""
     START_CONFLICT = "start_conflict"
     """409: another model is still starting on unified memory, or the model runs under another runtime."""
-    SOURCE_NEEDS_TOKEN = "source_needs_token"
+    SOURCE_NEEDS_TOKEN = "source_needs_token"  # noqa: S105 - an error code, not a secret
     """403: the hub refused the repository without a (valid) token: "this repository needs a token"."""
     DOWNLOAD_CONFLICT = "download_conflict"
     """409: the target folder exists, another job writes it, or the job is not in a state for that."""

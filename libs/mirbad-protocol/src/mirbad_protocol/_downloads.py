@@ -12,7 +12,7 @@ import re
 from datetime import datetime
 from typing import Annotated, Final, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, field_validator
 
 from ._wire import WireModel
 
@@ -94,7 +94,9 @@ class HuggingFaceDownload(_DownloadBase):
     repo_id: str
     revision: str = "main"
     allow_patterns: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(default_factory=list)
-    token: SecretStr | None = Field(default=None, repr=False)
+    # Plain text on the wire: the master forwards it to the agent over mutual TLS. repr and str leave it
+    # out, and no answer of the agent carries it.
+    token: Annotated[str, Field(min_length=1, max_length=500)] | None = Field(default=None, repr=False)
 
     @field_validator("repo_id")
     @classmethod

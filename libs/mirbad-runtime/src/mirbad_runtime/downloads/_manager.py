@@ -159,11 +159,7 @@ class DownloadManager:
             raise DownloadConflictError("the download manager is not running")
         root = self._root(request.root)
         self._check_target(root, request.folder)
-        token = (
-            request.token.get_secret_value()
-            if isinstance(request, HuggingFaceDownload) and request.token
-            else None
-        )
+        token = _token_of(request)
         plan = await self._plan(request, token)
         needed = sum(item.size for item in plan.files)
         free = await anyio.to_thread.run_sync(self._free_space, root)
@@ -403,6 +399,4 @@ def replace_file(item: DownloadFile, done: int) -> DownloadFile:
 
 
 def _token_of(request: HuggingFaceDownload | OllamaDownload) -> str | None:
-    if isinstance(request, HuggingFaceDownload) and request.token is not None:
-        return request.token.get_secret_value() or None
-    return None
+    return request.token if isinstance(request, HuggingFaceDownload) else None

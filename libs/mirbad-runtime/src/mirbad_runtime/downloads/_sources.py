@@ -21,6 +21,7 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
+
 # Documented as public in huggingface_hub.utils, though its __init__ does not list it for type checkers.
 from huggingface_hub.utils import filter_repo_objects  # type: ignore[attr-defined]
 
