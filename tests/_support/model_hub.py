@@ -46,10 +46,24 @@ class Hold:
         self.released.set()
 
 
+class DroppedConnection(Exception):  # noqa: N818 - what the test hub does, not an error of the test
+    """Raised inside a response body: the server aborts the connection mid-file."""
+
+
+@dataclass
+class Drop:
+    """Breaks the connection once ``after_bytes`` of a file are sent, ``times`` times."""
+
+    path: str
+    after_bytes: int
+    times: int = 1
+
+
 @dataclass
 class _Served:
     requests: list[tuple[str, str | None]] = field(default_factory=list)
     hold: Hold | None = None
+    drop: Drop | None = None
     corrupt: set[str] = field(default_factory=set)
 
     def body(self, request: Request, key: str, data: bytes, headers: dict[str, str]) -> Response:
@@ -73,6 +87,10 @@ class _Served:
     async def _chunks(self, key: str, data: bytes, start: int) -> AsyncIterator[bytes]:
         position = start
         while position < len(data):
+            drop = self.drop
+            if drop is not None and drop.path == key and drop.times > 0 and position >= drop.after_bytes:
+                drop.times -= 1
+                raise DroppedConnection(key)
             hold = self.hold
             if hold is not None and hold.path == key and not hold.released.is_set():
                 if position >= hold.after_bytes:

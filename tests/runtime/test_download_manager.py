@@ -14,6 +14,7 @@ from tests._support.model_hub import (
     PRIVATE_REPO,
     REPO,
     TEMPLATE,
+    Drop,
     Hold,
     Sources,
     loopback_sources,
@@ -246,3 +247,17 @@ async def test_the_token_waits_owner_only_while_its_job_runs(
     hold.release()
     assert (await _ended(manager, job)).state == "completed"
     assert not token_file.exists()
+
+
+async def test_a_dropped_connection_resumes_with_a_range_in_the_same_job(
+    manager: DownloadManager, servers: Sources, tmp_path: Path
+) -> None:
+    servers.hub.drop = Drop("weights/tiny.gguf", after_bytes=64 * 1024)
+    job = await _ended(manager, await manager.start(_hf(allow_patterns=["*.gguf"])))
+    assert job.state == "completed", job.error
+    ranges = [offset for path, offset in servers.hub.requests if path == "weights/tiny.gguf"]
+    assert ranges[0] is None
+    assert len(ranges) == 2
+    assert ranges[1] is not None
+    assert int(ranges[1].removeprefix("bytes=").rstrip("-")) >= 64 * 1024
+    assert (tmp_path / "models" / "tiny" / "weights" / "tiny.gguf").read_bytes() == servers.gguf

@@ -43,6 +43,7 @@ from mirbad_runtime.exceptions import (
     DownloadRefusedError,
     DownloadVerificationError,
     InsufficientSpaceError,
+    SourceUnavailableError,
 )
 
 from ._sources import DownloadPlan, PlannedFile, plan_huggingface, plan_ollama
@@ -66,6 +67,8 @@ DEFAULT_OLLAMA_REGISTRY: Final = "https://registry.ollama.ai"
 TEMP_PREFIX: Final = ".mirbad-download-"
 """The prefix of a job's temporary folder beside its target (a dot folder listings still show)."""
 _ACTIVE: Final = frozenset({"queued", "running", "verifying"})
+_ATTEMPTS: Final = 4
+_RETRY_PAUSE_S: Final = 0.5
 
 FreeSpaceProbe = Callable[[Path], int]
 """The free bytes of the file system holding a folder (blocking; a seam for tests)."""
@@ -251,12 +254,26 @@ class DownloadManager:
         await self._set_state(job, "running")
         headers = await anyio.to_thread.run_sync(self._auth_headers, job)
         for item in job.plan.files:
-            await fetch_file(
-                self._http_client, item, temp / item.path, headers=headers, progress=self._progress(job, item)
-            )
+            await self._fetch_with_retries(job, item, temp / item.path, headers)
         await self._set_state(job, "verifying")
         await anyio.to_thread.run_sync(self._place, job)
         await self._set_state(job, "completed")
+
+    async def _fetch_with_retries(
+        self, job: _Job, item: PlannedFile, target: Path, headers: dict[str, str]
+    ) -> None:
+        for attempt in range(1, _ATTEMPTS + 1):
+            try:
+                await fetch_file(
+                    self._http_client, item, target, headers=headers, progress=self._progress(job, item)
+                )
+                return
+            except SourceUnavailableError as exc:
+                # A dropped connection or a hub hiccup: resume (Range) from what reached the disk.
+                if attempt == _ATTEMPTS:
+                    raise
+                logger.warning("download %s: %s; retry %d of %d", job.view.id, exc, attempt, _ATTEMPTS - 1)
+                await anyio.sleep(_RETRY_PAUSE_S * attempt)
 
     def _progress(self, job: _Job, item: PlannedFile) -> Callable[[int], None]:
         def update(written: int) -> None:
