@@ -350,21 +350,24 @@ class DownloadManager:
         if job.cancel_requested and state != "cancelled":
             return  # a transfer unwinding after a cancel must not overwrite "cancelled"
         files = self.get(job.view.id).files if job.view.id in self._jobs else job.view.files
-        job.view = job.view.model_copy(
+        view = job.view.model_copy(
             update={"state": state, "error": error, "files": files, "updated_at": datetime.now(UTC)}
         )
         with anyio.CancelScope(shield=True):
-            await self._persist(job)
+            # On disk first: a reader who sees the new state finds its record already written.
+            await self._persist(job, view)
+        job.view = view
 
-    async def _persist(self, job: _Job) -> None:
+    async def _persist(self, job: _Job, view: DownloadJob | None = None) -> None:
+        view = view or job.view
         record = {
-            "job": job.view.to_wire(),
+            "job": view.to_wire(),
             "request": job.request,
             "files": [
                 {"path": f.path, "url": f.url, "size": f.size, "sha256": f.sha256} for f in job.plan.files
             ],
         }
-        await anyio.to_thread.run_sync(self._write_record, job.view.id, record)
+        await anyio.to_thread.run_sync(self._write_record, view.id, record)
 
     def _write_record(self, download_id: str, record: dict[str, Any]) -> None:
         self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
