@@ -12,6 +12,7 @@ from ._manager import (
     FreeSpaceProbe,
     disk_free_bytes,
 )
+from ._records import JobRecord, JobRecords
 from ._sources import (
     OLLAMA_LAYER_FILES,
     OLLAMA_MANIFEST_MEDIA_TYPE,
@@ -33,6 +34,8 @@ __all__ = [
     "DownloadManager",
     "DownloadPlan",
     "FreeSpaceProbe",
+    "JobRecord",
+    "JobRecords",
     "PlannedFile",
     "check_file_path",
     "disk_free_bytes",

@@ -10,7 +10,6 @@ not persisted: the bytes on disk are the truth a resumed job starts from.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import secrets
 import shutil
@@ -32,9 +31,6 @@ from mirbad_protocol import (
     DownloadState,
     HuggingFaceDownload,
     OllamaDownload,
-    remove_stale_temp_files,
-    write_bytes_atomic,
-    write_json_atomic,
 )
 from mirbad_runtime.exceptions import (
     DownloadConflictError,
@@ -46,6 +42,7 @@ from mirbad_runtime.exceptions import (
     SourceUnavailableError,
 )
 
+from ._records import JobRecord, JobRecords
 from ._sources import DownloadPlan, PlannedFile, plan_huggingface, plan_ollama
 from ._transfer import fetch_file, on_disk_bytes
 
@@ -117,6 +114,7 @@ class DownloadManager:
     ) -> None:
         self.roots = tuple(roots)
         self.state_dir = state_dir
+        self._records = JobRecords(state_dir)
         self.hf_endpoint = hf_endpoint.rstrip("/")
         self.ollama_registry = ollama_registry.rstrip("/")
         self._limiter = anyio.CapacityLimiter(max_concurrent)
@@ -136,8 +134,8 @@ class DownloadManager:
                 self._http = await stack.enter_async_context(
                     httpx.AsyncClient(timeout=httpx.Timeout(30.0, connect=10.0), trust_env=False)
                 )
-            for view, request, plan in await anyio.to_thread.run_sync(self._load):
-                self._jobs[view.id] = _Job(view=view, request=request, plan=plan)
+            for record in await anyio.to_thread.run_sync(self._records.load, len(self.roots)):
+                self._jobs[record.view.id] = _Job(view=record.view, request=record.request, plan=record.plan)
             async with anyio.create_task_group() as group:
                 self._group = group
                 for job in self._jobs.values():
@@ -172,7 +170,7 @@ class DownloadManager:
             self._check_target(root, request.folder)
             job = self._new_job(request, plan)
             if token is not None:
-                await anyio.to_thread.run_sync(self._save_token, job.view.id, token)
+                await anyio.to_thread.run_sync(self._records.save_token, job.view.id, token)
             await self._persist(job)
             self._jobs[job.view.id] = job
         self._group.start_soon(self._run_job, job)
@@ -207,11 +205,14 @@ class DownloadManager:
 
         Raises:
             DownloadNotFoundError: no such job.
-            DownloadConflictError: the job has already ended.
+            DownloadConflictError: the job has already ended, or is putting its folder in place.
         """
         job = self._job(download_id)
         if job.view.state not in _ACTIVE:
             raise DownloadConflictError(f"download {download_id} is {job.view.state}, not running")
+        if job.view.state == "verifying":
+            # Every byte is in and the folder is being put in place: a cancel could only half-undo it.
+            raise DownloadConflictError(f"download {download_id} is already putting its folder in place")
         job.cancel_requested = True
         job.scope.cancel()
         await self._set_state(job, "cancelled")
@@ -252,7 +253,7 @@ class DownloadManager:
             job.done[item.path] = await anyio.to_thread.run_sync(on_disk_bytes, temp / item.path)
         job.started_at, job.started_bytes = time.monotonic(), sum(job.done.values())
         await self._set_state(job, "running")
-        headers = await anyio.to_thread.run_sync(self._auth_headers, job)
+        headers = await anyio.to_thread.run_sync(self._records.auth_headers, job.view.id)
         for item in job.plan.files:
             await self._fetch_with_retries(job, item, temp / item.path, headers)
         await self._set_state(job, "verifying")
@@ -290,7 +291,7 @@ class DownloadManager:
         if target.exists():
             raise DownloadConflictError(f"{target} appeared while downloading; the files stay in {temp}")
         temp.rename(target)
-        self._token_path(job.view.id).unlink(missing_ok=True)
+        self._records.forget_token(job.view.id)
 
     # ------------------------------------------------------------ records and paths
 
@@ -314,9 +315,6 @@ class DownloadManager:
 
     def _temp(self, job: _Job) -> Path:
         return self.roots[job.view.root] / f"{TEMP_PREFIX}{job.view.id}"
-
-    def _token_path(self, download_id: str) -> Path:
-        return self.state_dir / f"{download_id}.token"
 
     async def _plan(self, request: HuggingFaceDownload | OllamaDownload, token: str | None) -> DownloadPlan:
         if isinstance(request, HuggingFaceDownload):
@@ -359,52 +357,12 @@ class DownloadManager:
         job.view = view
 
     async def _persist(self, job: _Job, view: DownloadJob | None = None) -> None:
-        view = view or job.view
-        record = {
-            "job": view.to_wire(),
-            "request": job.request,
-            "files": [
-                {"path": f.path, "url": f.url, "size": f.size, "sha256": f.sha256} for f in job.plan.files
-            ],
-        }
-        await anyio.to_thread.run_sync(self._write_record, view.id, record)
-
-    def _write_record(self, download_id: str, record: dict[str, Any]) -> None:
-        self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        write_json_atomic(self.state_dir / f"{download_id}.json", record)
-
-    def _save_token(self, download_id: str, token: str) -> None:
-        self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        write_bytes_atomic(self._token_path(download_id), token.encode())
-
-    def _auth_headers(self, job: _Job) -> dict[str, str]:
-        path = self._token_path(job.view.id)
-        return {"Authorization": f"Bearer {path.read_text().strip()}"} if path.is_file() else {}
-
-    def _load(self) -> list[tuple[DownloadJob, dict[str, Any], DownloadPlan]]:
-        loaded: list[tuple[DownloadJob, dict[str, Any], DownloadPlan]] = []
-        if not self.state_dir.is_dir():
-            return loaded
-        remove_stale_temp_files(self.state_dir)
-        for path in sorted(self.state_dir.glob("dl-*.json")):
-            try:
-                record = json.loads(path.read_bytes())
-                view = DownloadJob.from_wire(record["job"])
-                files = tuple(PlannedFile(**item) for item in record["files"])
-            except (OSError, ValueError, KeyError, TypeError, DownloadError) as exc:
-                logger.warning("skipping the unreadable download record %s: %s", path, exc)
-                continue
-            if view.root >= len(self.roots):
-                logger.warning("skipping download %s: its model root %d is gone", view.id, view.root)
-                continue
-            plan = DownloadPlan(revision=view.revision or "", files=files)
-            loaded.append((view, record.get("request", {}), plan))
-        return loaded
+        record = JobRecord(view or job.view, job.request, job.plan)
+        await anyio.to_thread.run_sync(self._records.write, record)
 
     def _delete_files(self, job: _Job) -> None:
         shutil.rmtree(self._temp(job), ignore_errors=True)
-        for path in (self.state_dir / f"{job.view.id}.json", self._token_path(job.view.id)):
-            path.unlink(missing_ok=True)
+        self._records.delete(job.view.id)
 
     def _job(self, download_id: str) -> _Job:
         try:
