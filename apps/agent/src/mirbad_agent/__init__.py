@@ -14,6 +14,7 @@ from ._config import (
     SETTINGS_FILE_NAME,
     AgentSettings,
     DockerSettings,
+    DownloadSettings,
     ExecutableSettings,
     ProcessSettings,
     default_settings_file,
@@ -22,6 +23,7 @@ from ._config import (
     read_settings_file,
     validate_settings,
 )
+from ._downloads import download_routes, read_download_request
 from ._enroll import add_enroll_arguments, run_enroll
 from ._enroll_client import AGENT_TLS_STEM, EXIT_FAILED, EXIT_REFUSED, EnrollFailedError, enroll_node
 from ._errors import agent_error_response, error_code_of, handle_exception
@@ -73,6 +75,7 @@ __all__ = [
     "AgentSettings",
     "ComposedDriver",
     "DockerSettings",
+    "DownloadSettings",
     "EnrollFailedError",
     "ExecutableSettings",
     "GpuProbe",
@@ -103,6 +106,7 @@ __all__ = [
     "create_app",
     "default_settings_file",
     "default_state_dir",
+    "download_routes",
     "enroll_node",
     "error_code_of",
     "find_llama_server",
@@ -115,6 +119,7 @@ __all__ = [
     "proxy_route",
     "quiet_polls",
     "raw_tail",
+    "read_download_request",
     "read_settings_file",
     "relative_parts",
     "run_agent",

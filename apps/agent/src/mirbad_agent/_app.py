@@ -1,8 +1,9 @@
 """The agent's Starlette application: the contract's routes under ``/agent/v1`` and the background work.
 
 The lifespan starts one task group: adoption of what a previous agent left running, the executable
-catalogue's first check, and the telemetry loop. None of it delays the listener (the port opens at
-once) and all of it is cancelled when the server stops; the models keep running.
+catalogue's first check, the telemetry loop and the download jobs (resuming unfinished ones). None of
+it delays the listener (the port opens at once) and all of it is cancelled when the server stops; the
+models keep running and an unfinished download resumes at the next start.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from starlette.routing import BaseRoute, Mount
 from mirbad_protocol import AGENT_API_PREFIX, MirbadError, ModelState
 
 from ._composition import AgentServices
+from ._downloads import download_routes
 from ._errors import handle_exception
 from ._proxy import ModelServer, proxy_route
 from ._routes_models import model_routes
@@ -40,6 +42,7 @@ def create_app(services: AgentServices, *, background: bool = True) -> Starlette
     routes: list[BaseRoute] = [
         *model_routes(services),
         *node_routes(services),
+        *download_routes(services),
         proxy_route(
             _upstream_lookup(services),
             services.proxy_client,
@@ -81,6 +84,8 @@ def _lifespan(services: AgentServices) -> Callable[[Starlette], AbstractAsyncCon
             if services.catalog is not None:
                 group.start_soon(services.catalog.verify_all)
             group.start_soon(services.telemetry.run, services.telemetry_interval_s)
+            if services.downloads is not None:
+                await group.start(services.downloads.run)
             yield
             group.cancel_scope.cancel()
 

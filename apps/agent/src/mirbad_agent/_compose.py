@@ -37,6 +37,7 @@ from mirbad_runtime import (
     ProcessHost,
     platform_process_host,
 )
+from mirbad_runtime.downloads import DownloadManager
 
 from ._composition import AgentServices
 from ._config import AgentSettings, DockerSettings
@@ -107,6 +108,20 @@ async def compose_services(
         telemetry_capacity=settings.telemetry_capacity,
         start_slot_timeout_s=settings.start_slot_timeout_s,
         proxy_idle_timeout_s=settings.proxy_idle_timeout_s,
+        downloads=_download_manager(settings),
+    )
+
+
+def _download_manager(settings: AgentSettings) -> DownloadManager | None:
+    options = settings.downloads
+    if not options.enabled or not settings.model_roots:
+        return None
+    return DownloadManager(
+        settings.model_roots,
+        settings.state_dir / "downloads",
+        hf_endpoint=options.hf_endpoint,
+        ollama_registry=options.ollama_registry,
+        max_concurrent=options.max_concurrent,
     )
 
 

@@ -14,6 +14,7 @@ import httpx
 from mirbad_protocol import AgentInfo, FeatureFlag, GpuMemory
 from mirbad_router import create_upstream_client
 from mirbad_runtime import AdmissionController, ExecutableCatalog, MemoryProbe, TelemetryRing
+from mirbad_runtime.downloads import DownloadManager
 
 from ._folders import ModelFolders
 from ._lifecycle import ModelLifecycle
@@ -65,6 +66,7 @@ class AgentServices:
         proxy_idle_timeout_s: end a proxied request whose model sends nothing this long before its
             response headers (None: never, since a long generation may take minutes).
         version: the reported agent version (the installed one when None).
+        downloads: the download jobs (run in the app's lifespan); None on a node that offers none.
     """
 
     def __init__(
@@ -83,6 +85,7 @@ class AgentServices:
         proxy_client: httpx.AsyncClient | None = None,
         proxy_idle_timeout_s: float | None = None,
         version: str | None = None,
+        downloads: DownloadManager | None = None,
     ) -> None:
         self.runtimes = runtimes
         self.memory = memory
@@ -99,11 +102,14 @@ class AgentServices:
         self._owned: list[httpx.AsyncClient] = []
         self.http = http or self._own(httpx.AsyncClient(timeout=_HTTP_TIMEOUT_S, trust_env=False))
         self.proxy_client = proxy_client or self._own(create_upstream_client())
+        self.downloads = downloads
         self.telemetry = TelemetryCollector(runtimes, self.lifecycle, self.ring, self.http)
 
     def info(self) -> AgentInfo:
         """What this agent reports at ``GET /agent/v1/runtimes``."""
         features = [*self.runtimes.runtime_features(), *_BASE_FEATURES]
+        if self.downloads is not None:
+            features += [FeatureFlag.DOWNLOADS_HF_NATIVE, FeatureFlag.DOWNLOADS_OLLAMA]
         return AgentInfo(
             node_name=self.node_name,
             version=self.version,

@@ -25,6 +25,7 @@ __all__ = [
     "SETTINGS_FILE_NAME",
     "AgentSettings",
     "DockerSettings",
+    "DownloadSettings",
     "ExecutableSettings",
     "ProcessSettings",
     "default_settings_file",
@@ -122,6 +123,22 @@ class ExecutableSettings(_Settings):
     sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 
 
+class DownloadSettings(_Settings):
+    """Download jobs of models into the model roots (Hugging Face, Ollama).
+
+    Attributes:
+        enabled: offer downloads (the ``downloads.*`` feature flags) when the node has a model root.
+        hf_endpoint: the Hugging Face hub, or a mirror of it.
+        ollama_registry: the Ollama registry.
+        max_concurrent: how many jobs transfer at once; the others wait queued.
+    """
+
+    enabled: bool = True
+    hf_endpoint: Annotated[str, Field(pattern=r"^https?://")] = "https://huggingface.co"
+    ollama_registry: Annotated[str, Field(pattern=r"^https?://")] = "https://registry.ollama.ai"
+    max_concurrent: Annotated[int, Field(ge=1, le=16)] = 2
+
+
 class AgentSettings(_Settings):
     """Everything the agent reads at start-up.
 
@@ -135,6 +152,7 @@ class AgentSettings(_Settings):
         docker: the container driver.
         process: the process driver.
         executables: the catalogue of native executables launch specs may name.
+        downloads: download jobs into the model roots.
         memory_reserve_gib: memory admission always keeps free.
         fake_total_gib: the memory a node without ``/proc/meminfo`` reports.
         nvidia_smi: the nvidia-smi command for the GPU probe; None means the node has no discrete GPU.
@@ -154,6 +172,7 @@ class AgentSettings(_Settings):
     docker: DockerSettings = Field(default_factory=DockerSettings)
     process: ProcessSettings = Field(default_factory=ProcessSettings)
     executables: list[ExecutableSettings] = Field(default_factory=list)
+    downloads: DownloadSettings = Field(default_factory=DownloadSettings)
     memory_reserve_gib: Annotated[float, Field(ge=0)] = 0.0
     fake_total_gib: Annotated[float, Field(ge=0)] = 121.0
     nvidia_smi: str | None = "nvidia-smi"

@@ -19,9 +19,16 @@ from mirbad_runtime import (
     RuntimeUnavailableError,
 )
 from mirbad_runtime.exceptions import (
+    DownloadConflictError,
+    DownloadNotFoundError,
+    DownloadRefusedError,
     GpuProbeError,
+    InsufficientSpaceError,
     MeminfoFormatError,
     MemoryAdmissionError,
+    SourceNeedsTokenError,
+    SourceNotFoundError,
+    SourceUnavailableError,
     StartConflictError,
 )
 
@@ -36,6 +43,13 @@ _CODES: tuple[tuple[type[BaseException], AgentErrorCode], ...] = (
     (PathRefusedError, AgentErrorCode.PATH_REFUSED),
     (PathNotFoundError, AgentErrorCode.PATH_NOT_FOUND),
     (InvalidFieldError, AgentErrorCode.INVALID_REQUEST),
+    (DownloadRefusedError, AgentErrorCode.INVALID_REQUEST),
+    (DownloadNotFoundError, AgentErrorCode.DOWNLOAD_NOT_FOUND),
+    (SourceNotFoundError, AgentErrorCode.SOURCE_NOT_FOUND),
+    (SourceNeedsTokenError, AgentErrorCode.SOURCE_NEEDS_TOKEN),
+    (InsufficientSpaceError, AgentErrorCode.INSUFFICIENT_SPACE),
+    (DownloadConflictError, AgentErrorCode.DOWNLOAD_CONFLICT),
+    (SourceUnavailableError, AgentErrorCode.UPSTREAM_UNREACHABLE),
     (RequestTooLargeError, AgentErrorCode.REQUEST_TOO_LARGE),
     (MemoryAdmissionError, AgentErrorCode.ADMISSION_REFUSED),
     (StartConflictError, AgentErrorCode.START_CONFLICT),
@@ -46,6 +60,15 @@ _CODES: tuple[tuple[type[BaseException], AgentErrorCode], ...] = (
     (RuntimeUnavailableError, AgentErrorCode.RUNTIME_UNAVAILABLE),
     (GpuProbeError, AgentErrorCode.PROBE_FAILED),
     (MeminfoFormatError, AgentErrorCode.PROBE_FAILED),
+)
+# The exceptions that name the request field at fault.
+_FIELDED = (
+    RequestRefusedError,
+    InvalidFieldError,
+    DownloadRefusedError,
+    SourceNotFoundError,
+    SourceNeedsTokenError,
+    InsufficientSpaceError,
 )
 _HTTP_CODES = {404: AgentErrorCode.ROUTE_NOT_FOUND, 405: AgentErrorCode.METHOD_NOT_ALLOWED}
 
@@ -81,7 +104,7 @@ def agent_error_response(
 async def handle_exception(request: Request, exc: Exception) -> JSONResponse:
     """The error envelope for ``exc``, with the status its code carries (a Starlette exception handler)."""
     code = error_code_of(exc)
-    field = exc.field if isinstance(exc, RequestRefusedError | InvalidFieldError) else None
+    field = exc.field if isinstance(exc, _FIELDED) else None
     headers = exc.headers if isinstance(exc, HTTPException) else None
     if isinstance(exc, HTTPException):
         message = f"{request.method} {request.url.path}: {exc.detail}"

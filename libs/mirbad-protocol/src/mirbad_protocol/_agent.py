@@ -129,6 +129,10 @@ class AgentErrorCode(StrEnum):
     """404: the model has no instance on this node (logs, proxy, telemetry of an unknown model)."""
     PATH_NOT_FOUND = "path_not_found"
     """404: nothing at that path under the model roots."""
+    DOWNLOAD_NOT_FOUND = "download_not_found"
+    """404: the agent has no download job with that id."""
+    SOURCE_NOT_FOUND = "source_not_found"
+    """404: the hub or registry has no such repository, revision, model or tag (``field`` names it)."""
     ROUTE_NOT_FOUND = "route_not_found"
     """404: no such agent route (an older agent than the caller expects)."""
     METHOD_NOT_ALLOWED = "method_not_allowed"
@@ -137,6 +141,12 @@ class AgentErrorCode(StrEnum):
     """409: the model's memory budget does not fit; start again with ``force`` to override."""
     START_CONFLICT = "start_conflict"
     """409: another model is still starting on unified memory, or the model runs under another runtime."""
+    SOURCE_NEEDS_TOKEN = "source_needs_token"  # noqa: S105 - an error code, not a secret
+    """403: the hub refused the repository without a (valid) token: "this repository needs a token"."""
+    DOWNLOAD_CONFLICT = "download_conflict"
+    """409: the target folder exists, another job writes it, or the job is not in a state for that."""
+    INSUFFICIENT_SPACE = "insufficient_space"
+    """409: the model root has less free space than the download needs (the message names the shortfall)."""
     REQUEST_TOO_LARGE = "request_too_large"
     """413: the body is over the route's limit (64 MiB through the proxy, 30,000,000 bytes elsewhere)."""
     SPEC_REJECTED = "spec_rejected"
@@ -167,10 +177,15 @@ _HTTP_STATUS: Final = {
     AgentErrorCode.PATH_REFUSED: 403,
     AgentErrorCode.MODEL_NOT_FOUND: 404,
     AgentErrorCode.PATH_NOT_FOUND: 404,
+    AgentErrorCode.DOWNLOAD_NOT_FOUND: 404,
+    AgentErrorCode.SOURCE_NOT_FOUND: 404,
     AgentErrorCode.ROUTE_NOT_FOUND: 404,
     AgentErrorCode.METHOD_NOT_ALLOWED: 405,
     AgentErrorCode.ADMISSION_REFUSED: 409,
     AgentErrorCode.START_CONFLICT: 409,
+    AgentErrorCode.SOURCE_NEEDS_TOKEN: 403,
+    AgentErrorCode.DOWNLOAD_CONFLICT: 409,
+    AgentErrorCode.INSUFFICIENT_SPACE: 409,
     AgentErrorCode.REQUEST_TOO_LARGE: 413,
     AgentErrorCode.SPEC_REJECTED: 422,
     AgentErrorCode.GGUF_UNREADABLE: 422,
@@ -206,6 +221,10 @@ class FeatureFlag(StrEnum):
     """Followed logs as a stream of events."""
     FOLDERS_LIST = "folders.list"
     """Folder listings under the model roots."""
+    DOWNLOADS_HF_NATIVE = "downloads.hf-native"
+    """Download jobs from a Hugging Face hub (or a mirror of one) into the model roots."""
+    DOWNLOADS_OLLAMA = "downloads.ollama"
+    """Download jobs of Ollama models (the GGUF layer) from an Ollama registry into the model roots."""
 
 
 class AgentError(WireModel):

@@ -7,12 +7,21 @@ from pathlib import Path
 from mirbad_protocol import MirbadError
 
 __all__ = [
+    "DownloadConflictError",
+    "DownloadError",
+    "DownloadNotFoundError",
+    "DownloadRefusedError",
+    "DownloadVerificationError",
     "GgufFormatError",
     "ImagePullError",
+    "InsufficientSpaceError",
     "LaunchRejectedError",
     "MirbadRuntimeError",
     "ModelNotFoundError",
     "RuntimeUnavailableError",
+    "SourceNeedsTokenError",
+    "SourceNotFoundError",
+    "SourceUnavailableError",
 ]
 
 
@@ -246,4 +255,104 @@ class ModelPathRejectedError(LaunchRejectedError):
     def __init__(self, model_path: str, reason: str) -> None:
         super().__init__(f"model path {model_path!r} refused: {reason}")
         self.model_path = model_path
+        self.reason = reason
+
+
+class DownloadError(MirbadRuntimeError):
+    """Root of the download failures: a refused request, a source that cannot be read, a bad file."""
+
+
+class DownloadRefusedError(DownloadError, ValueError):
+    """A download request the agent will not run (no such model root, a hostile file path ...).
+
+    Attributes:
+        field: the request field at fault.
+        reason: why it is refused.
+    """
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+class SourceNotFoundError(DownloadError):
+    """The hub or registry has no such repository, revision, model or tag.
+
+    Attributes:
+        field: the request field that names what is missing.
+        reason: what the source said.
+    """
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+class SourceNeedsTokenError(DownloadError):
+    """The hub refused the repository without a (valid) token (its 401 or 403).
+
+    Attributes:
+        field: always ``token``.
+    """
+
+    field = "token"
+
+
+class SourceUnavailableError(DownloadError):
+    """The hub or registry could not be reached or answered with a server error."""
+
+
+class InsufficientSpaceError(DownloadError):
+    """The model root has less free space than the download still needs.
+
+    Attributes:
+        needed_bytes: what the download still has to write.
+        free_bytes: what the root's file system has free.
+        shortfall_bytes: the difference.
+    """
+
+    field = "root"
+
+    def __init__(self, root: Path, needed_bytes: int, free_bytes: int) -> None:
+        self.needed_bytes = needed_bytes
+        self.free_bytes = free_bytes
+        self.shortfall_bytes = needed_bytes - free_bytes
+        super().__init__(
+            f"not enough free space in {root}: the download needs {needed_bytes} bytes, "
+            f"{free_bytes} are free ({self.shortfall_bytes} bytes short)"
+        )
+
+
+class DownloadConflictError(DownloadError):
+    """The target folder exists or another job writes it, or the job's state does not allow the action."""
+
+
+class DownloadNotFoundError(DownloadError, KeyError):
+    """No download job with that id.
+
+    Attributes:
+        download_id: the id asked for.
+    """
+
+    def __init__(self, download_id: str) -> None:
+        super().__init__(f"no download job {download_id!r}")
+        self.download_id = download_id
+
+    def __str__(self) -> str:
+        return f"no download job {self.download_id!r}"
+
+
+class DownloadVerificationError(DownloadError):
+    """A downloaded file whose size or sha256 is not what the source announced; it is removed.
+
+    Attributes:
+        path: the file inside the job's folder.
+        reason: what did not match.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}; the file was removed")
+        self.path = path
         self.reason = reason

@@ -1,0 +1,46 @@
+"""Model downloads on a node: Hugging Face repositories and Ollama models into the model roots.
+
+:class:`DownloadManager` runs the jobs; :func:`plan_huggingface` and :func:`plan_ollama` resolve what
+a request fetches; :func:`fetch_file` moves and verifies one file.
+"""
+
+from ._manager import (
+    DEFAULT_HF_ENDPOINT,
+    DEFAULT_OLLAMA_REGISTRY,
+    TEMP_PREFIX,
+    DownloadManager,
+    FreeSpaceProbe,
+    disk_free_bytes,
+)
+from ._records import JobRecord, JobRecords
+from ._sources import (
+    OLLAMA_LAYER_FILES,
+    OLLAMA_MANIFEST_MEDIA_TYPE,
+    DownloadPlan,
+    PlannedFile,
+    check_file_path,
+    plan_huggingface,
+    plan_ollama,
+)
+from ._transfer import PARTIAL_SUFFIX, fetch_file, on_disk_bytes
+
+__all__ = [
+    "DEFAULT_HF_ENDPOINT",
+    "DEFAULT_OLLAMA_REGISTRY",
+    "OLLAMA_LAYER_FILES",
+    "OLLAMA_MANIFEST_MEDIA_TYPE",
+    "PARTIAL_SUFFIX",
+    "TEMP_PREFIX",
+    "DownloadManager",
+    "DownloadPlan",
+    "FreeSpaceProbe",
+    "JobRecord",
+    "JobRecords",
+    "PlannedFile",
+    "check_file_path",
+    "disk_free_bytes",
+    "fetch_file",
+    "on_disk_bytes",
+    "plan_huggingface",
+    "plan_ollama",
+]

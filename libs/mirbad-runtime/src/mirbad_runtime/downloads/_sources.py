@@ -1,0 +1,216 @@
+"""What a download fetches: the files of a Hugging Face revision or of an Ollama manifest, with checks.
+
+Hugging Face repository info goes through ``huggingface_hub`` (its endpoint argument reaches a mirror or
+a local hub); the file bytes are fetched by :mod:`._transfer`. Ollama manifests are read with httpx:
+the registry speaks the Docker distribution API with Ollama's own layer media types.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Final
+
+import anyio.to_thread
+import httpx
+from huggingface_hub import HfApi, hf_hub_url
+from huggingface_hub.errors import (
+    GatedRepoError,
+    HfHubHTTPError,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
+
+# Documented as public in huggingface_hub.utils, though its __init__ does not list it for type checkers.
+from huggingface_hub.utils import filter_repo_objects  # type: ignore[attr-defined]
+
+from mirbad_protocol import HuggingFaceDownload, OllamaDownload
+from mirbad_runtime.exceptions import (
+    DownloadRefusedError,
+    SourceNeedsTokenError,
+    SourceNotFoundError,
+    SourceUnavailableError,
+)
+
+__all__ = [
+    "OLLAMA_LAYER_FILES",
+    "OLLAMA_MANIFEST_MEDIA_TYPE",
+    "DownloadPlan",
+    "PlannedFile",
+    "check_file_path",
+    "plan_huggingface",
+    "plan_ollama",
+]
+
+OLLAMA_MANIFEST_MEDIA_TYPE: Final = "application/vnd.docker.distribution.manifest.v2+json"
+"""The manifest media type an Ollama registry answers with."""
+OLLAMA_LAYER_FILES: Final = {
+    "application/vnd.ollama.image.model": "model.gguf",
+    "application/vnd.ollama.image.template": "template",
+    "application/vnd.ollama.image.params": "params",
+    "application/vnd.ollama.image.system": "system",
+    "application/vnd.ollama.image.license": "license",
+}
+"""The layers kept, by media type, and the file each lands as in the job's folder."""
+_MODEL_LAYER: Final = "application/vnd.ollama.image.model"
+_DIGEST: Final = re.compile(r"^sha256:([0-9a-f]{64})$")
+_SHA256: Final = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True)
+class PlannedFile:
+    """One file to fetch.
+
+    Attributes:
+        path: its path inside the job's folder (``/`` separated, checked by :func:`check_file_path`).
+        url: where its bytes are.
+        size: the size the source announced.
+        sha256: the digest to verify (LFS files, Ollama blobs); None: verified by size alone.
+    """
+
+    path: str
+    url: str
+    size: int
+    sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class DownloadPlan:
+    """The resolved revision (a commit, a manifest digest) and the files it has."""
+
+    revision: str
+    files: tuple[PlannedFile, ...]
+
+
+def check_file_path(path: str) -> str:
+    """A file path from a hub or manifest, if it stays inside the job's folder.
+
+    Raises:
+        DownloadRefusedError: an absolute path, a ``..``/``.``/empty segment, a backslash or NUL.
+    """
+    parts = path.split("/")
+    if (
+        not path
+        or "\\" in path
+        or "\x00" in path
+        or any(part in ("", ".", "..") for part in parts)
+        or re.match(r"^[A-Za-z]:", path)
+    ):
+        raise DownloadRefusedError(
+            "files", f"the source names a file path the agent will not write: {path!r}"
+        )
+    return path
+
+
+async def plan_huggingface(request: HuggingFaceDownload, endpoint: str, token: str | None) -> DownloadPlan:
+    """The files of ``request``'s revision that its allow patterns select, with their sizes and digests.
+
+    Raises:
+        SourceNotFoundError: no such repository (``repoId``) or revision (``revision``), or no file matches
+            (``allowPatterns``).
+        SourceNeedsTokenError: the hub refused without a token, or refused the token given.
+        SourceUnavailableError: the hub could not be reached or failed.
+    """
+    api = HfApi(endpoint=endpoint, token=token if token else False)
+    try:
+        info = await anyio.to_thread.run_sync(
+            lambda: api.model_info(request.repo_id, revision=request.revision, files_metadata=True)
+        )
+    except RevisionNotFoundError:
+        raise SourceNotFoundError(
+            "revision", f"{request.repo_id} has no revision {request.revision!r}"
+        ) from None
+    except GatedRepoError:
+        raise SourceNeedsTokenError(
+            f"{request.repo_id} is gated: this repository needs a token of an account granted access"
+        ) from None
+    except RepositoryNotFoundError as exc:
+        raise _repository_error(request, token, exc.response.status_code) from None
+    except HfHubHTTPError as exc:
+        status = exc.response.status_code
+        if status in (401, 403):
+            raise _repository_error(request, token, status) from None
+        raise SourceUnavailableError(f"the hub answered {status} for {request.repo_id}") from None
+    except (httpx.HTTPError, OSError) as exc:
+        raise SourceUnavailableError(f"cannot reach the hub at {endpoint}: {exc}") from None
+    if not info.sha:
+        raise SourceUnavailableError(f"the hub did not name the commit of {request.source}")
+    siblings = list(
+        filter_repo_objects(
+            info.siblings or [], allow_patterns=request.allow_patterns or None, key=lambda s: s.rfilename
+        )
+    )
+    if not siblings:
+        raise SourceNotFoundError("allowPatterns", f"no file of {request.source} matches the allow patterns")
+    files = tuple(_hf_file(request.repo_id, info.sha, endpoint, sibling) for sibling in siblings)
+    return DownloadPlan(revision=info.sha, files=files)
+
+
+def _repository_error(request: HuggingFaceDownload, token: str | None, status: int) -> Exception:
+    if status in (401, 403):
+        if token:
+            return SourceNeedsTokenError(f"the hub refused the token for {request.repo_id}")
+        # The real hub answers 401 alike for a private repository and a missing one when asked anonymously.
+        return SourceNeedsTokenError(
+            f"this repository needs a token: {request.repo_id} is private (or does not exist)"
+        )
+    return SourceNotFoundError("repoId", f"the hub has no repository {request.repo_id}")
+
+
+def _hf_file(repo_id: str, commit: str, endpoint: str, sibling: object) -> PlannedFile:
+    name = check_file_path(str(getattr(sibling, "rfilename", "")))
+    lfs = getattr(sibling, "lfs", None)
+    size = getattr(lfs, "size", None) if lfs is not None else getattr(sibling, "size", None)
+    if not isinstance(size, int) or size < 0:
+        raise SourceUnavailableError(f"the hub did not give the size of {name}")
+    sha256 = getattr(lfs, "sha256", None) if lfs is not None else None
+    if sha256 is not None and not _SHA256.match(sha256):
+        raise SourceUnavailableError(f"the hub gave an invalid sha256 for {name}")
+    url = hf_hub_url(repo_id, name, revision=commit, endpoint=endpoint)
+    return PlannedFile(path=name, url=url, size=size, sha256=sha256)
+
+
+async def plan_ollama(request: OllamaDownload, registry: str, http: httpx.AsyncClient) -> DownloadPlan:
+    """The model, template and parameter layers of ``request``'s manifest.
+
+    Raises:
+        SourceNotFoundError: the registry has no such model or tag (``model``), or its manifest has no
+            GGUF model layer.
+        SourceUnavailableError: the registry could not be reached, failed, or sent a bad manifest.
+    """
+    name, tag = request.source.rsplit(":", 1)
+    base = registry.rstrip("/")
+    try:
+        response = await http.get(
+            f"{base}/v2/{name}/manifests/{tag}",
+            headers={"Accept": OLLAMA_MANIFEST_MEDIA_TYPE},
+            follow_redirects=True,
+        )
+    except httpx.HTTPError as exc:
+        raise SourceUnavailableError(f"cannot reach the registry at {registry}: {exc}") from None
+    if response.status_code == 404:
+        raise SourceNotFoundError("model", f"the registry has no {request.source}")
+    if response.status_code != 200:
+        raise SourceUnavailableError(f"the registry answered {response.status_code} for {request.source}")
+    try:
+        layers = response.json()["layers"]
+        files = tuple(
+            _ollama_file(base, name, layer) for layer in layers if layer["mediaType"] in OLLAMA_LAYER_FILES
+        )
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SourceUnavailableError(f"the manifest of {request.source} is not readable: {exc}") from None
+    if sum(1 for item in files if item.path == OLLAMA_LAYER_FILES[_MODEL_LAYER]) != 1:
+        raise SourceNotFoundError("model", f"{request.source} has no single GGUF model layer")
+    if len({item.path for item in files}) != len(files):
+        raise SourceUnavailableError(f"the manifest of {request.source} repeats a layer kind")
+    return DownloadPlan(revision="sha256:" + hashlib.sha256(response.content).hexdigest(), files=files)
+
+
+def _ollama_file(base: str, name: str, layer: dict[str, object]) -> PlannedFile:
+    digest, size = layer["digest"], layer["size"]
+    match = _DIGEST.match(digest) if isinstance(digest, str) else None
+    if match is None or not isinstance(size, int) or size < 0:
+        raise ValueError(f"a layer with digest {digest!r} and size {size!r}")
+    path = OLLAMA_LAYER_FILES[str(layer["mediaType"])]
+    return PlannedFile(path=path, url=f"{base}/v2/{name}/blobs/{digest}", size=size, sha256=match.group(1))

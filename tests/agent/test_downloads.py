@@ -1,0 +1,197 @@
+"""The download routes in-process (httpx's ASGI transport) against the loopback hub and registry."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from tests._support.model_hub import PRIVATE_REPO, REPO, Hold, Sources, loopback_sources
+from tests._support.tiny_gguf import write_tiny_gguf
+
+from mirbad_agent import AgentServices, NodeRuntimes, create_app
+from mirbad_protocol import DownloadJob, DownloadList, FeatureFlag
+from mirbad_runtime import MemoryProbe
+from mirbad_runtime.downloads import TEMP_PREFIX, DownloadManager
+
+pytestmark = pytest.mark.anyio
+
+BASE = "http://agent/agent/v1"
+WAIT_S = 30.0
+
+
+@dataclass
+class Node:
+    client: httpx.AsyncClient
+    sources: Sources
+    root: Path
+
+
+@pytest.fixture(scope="module")
+def gguf_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    return write_tiny_gguf(tmp_path_factory.mktemp("gguf") / "tiny.gguf").read_bytes()
+
+
+def _services(root: Path, downloads: DownloadManager | None) -> AgentServices:
+    return AgentServices(
+        runtimes=NodeRuntimes([]),
+        memory=MemoryProbe(linux=False, fake_total_gib=16.0),
+        node_name="node-1",
+        model_roots=[root],
+        version="0.0.test",
+        downloads=downloads,
+    )
+
+
+@pytest.fixture
+async def node(tmp_path: Path, gguf_bytes: bytes) -> AsyncIterator[Node]:
+    root = tmp_path / "models"
+    root.mkdir()
+    free = {"bytes": 1 << 40}
+    async with loopback_sources(gguf_bytes) as sources, anyio.create_task_group() as group:
+        manager = DownloadManager(
+            [root],
+            tmp_path / "state",
+            hf_endpoint=sources.hub_url,
+            ollama_registry=sources.registry_url,
+            free_space=lambda _root: free["bytes"],
+        )
+        await group.start(manager.run)
+        services = _services(root, manager)
+        transport = httpx.ASGITransport(app=create_app(services, background=False))
+        async with services, httpx.AsyncClient(transport=transport, base_url=BASE) as client:
+            client.free = free  # type: ignore[attr-defined]  # lets a test shrink the disk
+            yield Node(client, sources, root)
+        group.cancel_scope.cancel()
+
+
+def _error(response: httpx.Response) -> tuple[int, str, str | None]:
+    error = response.json()["error"]
+    return response.status_code, error["code"], error.get("field")
+
+
+async def _finished(client: httpx.AsyncClient, job_id: str) -> DownloadJob:
+    async def read() -> DownloadJob:
+        return DownloadJob.from_wire((await client.get(f"/downloads/{job_id}")).json())
+
+    with anyio.fail_after(WAIT_S):
+        # Polled by design: a client of the agent has only GET to follow a job.
+        while (job := await read()).state in ("queued", "running", "verifying"):  # noqa: ASYNC110
+            await anyio.sleep(0.05)
+    return job
+
+
+async def test_an_agent_with_downloads_reports_both_feature_flags(node: Node) -> None:
+    features = (await node.client.get("/runtimes")).json()["features"]
+    assert FeatureFlag.DOWNLOADS_HF_NATIVE.value in features
+    assert FeatureFlag.DOWNLOADS_OLLAMA.value in features
+
+
+async def test_an_agent_without_downloads_reports_no_flag_and_refuses_the_routes(tmp_path: Path) -> None:
+    services = _services(tmp_path, None)
+    transport = httpx.ASGITransport(app=create_app(services, background=False))
+    async with services, httpx.AsyncClient(transport=transport, base_url=BASE) as client:
+        features = (await client.get("/runtimes")).json()["features"]
+        assert not [flag for flag in features if flag.startswith("downloads.")]
+        assert _error(await client.get("/downloads"))[:2] == (404, "route_not_found")
+
+
+async def test_start_follow_and_list_a_hugging_face_download(node: Node) -> None:
+    body = {"kind": "huggingface", "repoId": REPO, "folder": "tiny", "allowPatterns": ["*.gguf"]}
+    started = await node.client.post("/downloads", json=body)
+    assert started.status_code == 202, started.text
+    job = await _finished(node.client, started.json()["id"])
+    assert (job.state, job.revision, job.source) == ("completed", node.sources.commit, f"{REPO}@main")
+    assert (node.root / "tiny" / "weights" / "tiny.gguf").read_bytes() == node.sources.gguf
+    listed = DownloadList.from_wire((await node.client.get("/downloads")).json())
+    assert [item.id for item in listed.downloads] == [job.id]
+
+
+async def test_start_an_ollama_download(node: Node) -> None:
+    started = await node.client.post("/downloads", json={"kind": "ollama", "model": "tiny", "folder": "olla"})
+    assert started.status_code == 202, started.text
+    job = await _finished(node.client, started.json()["id"])
+    assert job.state == "completed"
+    assert sorted(p.name for p in (node.root / "olla").iterdir()) == ["model.gguf", "params", "template"]
+
+
+async def test_cancel_then_remove_through_the_routes(node: Node) -> None:
+    node.sources.hub.hold = hold = Hold("weights/tiny.gguf", after_bytes=32 * 1024)
+    body = {"kind": "huggingface", "repoId": REPO, "folder": "tiny", "allowPatterns": ["*.gguf"]}
+    job_id = (await node.client.post("/downloads", json=body)).json()["id"]
+    with anyio.fail_after(WAIT_S):
+        await hold.reached.wait()
+    cancelled = await node.client.post(f"/downloads/{job_id}/cancel")
+    assert (cancelled.status_code, cancelled.json()["state"]) == (200, "cancelled")
+    assert _error(await node.client.post(f"/downloads/{job_id}/cancel"))[:2] == (409, "download_conflict")
+    assert not (node.root / "tiny").exists()
+    assert (await node.client.delete(f"/downloads/{job_id}")).status_code == 204
+    assert list(node.root.iterdir()) == []
+    assert _error(await node.client.get(f"/downloads/{job_id}"))[:2] == (404, "download_not_found")
+
+
+async def test_a_token_is_used_but_never_returned(node: Node) -> None:
+    token = node.sources.hub.token
+    body = {"kind": "huggingface", "repoId": PRIVATE_REPO, "folder": "private", "token": token}
+    started = await node.client.post("/downloads", json=body)
+    assert started.status_code == 202, started.text
+    job = await _finished(node.client, started.json()["id"])
+    assert job.state == "completed", job.error
+    for answer in (
+        started,
+        await node.client.get("/downloads"),
+        await node.client.get(f"/downloads/{job.id}"),
+    ):
+        assert token not in answer.text
+        assert "token" not in answer.json()
+
+
+_HF = {"kind": "huggingface", "repoId": REPO, "folder": "tiny"}
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code", "field"),
+    [
+        ({**_HF, "repoId": "no-owner"}, 400, "invalid_request", "repoId"),
+        ({**_HF, "folder": "a/b"}, 400, "invalid_request", "folder"),
+        ({**_HF, "folder": ".."}, 400, "invalid_request", "folder"),
+        ({**_HF, "folder": "..\\x"}, 400, "invalid_request", "folder"),
+        ({**_HF, "revision": "v404"}, 404, "source_not_found", "revision"),
+        ({**_HF, "repoId": "mirbad/missing"}, 404, "source_not_found", "repoId"),
+        ({**_HF, "repoId": PRIVATE_REPO}, 403, "source_needs_token", "token"),
+        ({**_HF, "root": 7}, 400, "invalid_request", "root"),
+        ({**_HF, "revison": "main"}, 400, "invalid_request", "revison"),
+        ({**_HF, "kind": "torrent"}, 400, "invalid_request", "kind"),
+        ({"kind": "ollama", "model": "tiny:nope", "folder": "x"}, 404, "source_not_found", "model"),
+        ({"kind": "ollama", "model": "Bad Name", "folder": "x"}, 400, "invalid_request", "model"),
+    ],
+)
+async def test_bad_input_is_a_4xx_naming_the_field(
+    node: Node, body: dict[str, Any], status: int, code: str, field: str
+) -> None:
+    assert _error(await node.client.post("/downloads", json=body)) == (status, code, field)
+    assert list(node.root.iterdir()) == []
+
+
+async def test_a_private_repository_without_a_token_says_so(node: Node) -> None:
+    answer = await node.client.post("/downloads", json={**_HF, "repoId": PRIVATE_REPO})
+    assert "this repository needs a token" in answer.json()["error"]["message"]
+
+
+async def test_a_full_disk_is_refused_with_the_shortfall(node: Node) -> None:
+    node.client.free["bytes"] = 10  # type: ignore[attr-defined]
+    answer = await node.client.post("/downloads", json=_HF)
+    assert _error(answer) == (409, "insufficient_space", "root")
+    assert "bytes short" in answer.json()["error"]["message"]
+    assert not [p for p in node.root.iterdir() if p.name.startswith(TEMP_PREFIX)]
+
+
+async def test_not_json_is_refused(node: Node) -> None:
+    answer = await node.client.post("/downloads", content=b"{", headers={"content-type": "application/json"})
+    assert _error(answer)[:2] == (400, "invalid_request")
+    assert json.loads(answer.text)["error"]["field"] == "(document)"
