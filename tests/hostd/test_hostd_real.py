@@ -19,13 +19,15 @@ def _mode(path: Path) -> int:
 
 
 def test_socket_and_state_files_have_the_modes_of_the_security_model(layout: HostdLayout) -> None:
-    with running_hostd(layout):
+    with running_hostd(layout) as hostd:
         assert _mode(layout.socket.parent) == 0o750
         assert _mode(layout.socket) == 0o660
         assert stat.S_ISSOCK(layout.socket.stat().st_mode)
         assert layout.socket.stat().st_gid == os.getegid()
         assert _mode(layout.state_dir) == 0o700
         assert _mode(layout.whitelist) == 0o600
+    assert hostd.process.returncode == 0  # SIGTERM is a graceful stop
+    assert not layout.socket.exists()
 
 
 def test_services_lists_the_whitelist_with_state_memory_and_gpu(layout: HostdLayout) -> None:

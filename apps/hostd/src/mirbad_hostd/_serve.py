@@ -14,7 +14,7 @@ import os
 import signal
 import socket
 import stat
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import anyio
@@ -98,17 +98,19 @@ def bind_socket(path: Path, group: str) -> socket.socket:
 async def run_hostd(settings: HostdSettings) -> None:
     """Compose hostd and serve it on its socket until SIGTERM or SIGINT."""
     services = compose(settings)
-    listener = bind_socket(settings.socket_path, settings.socket_group)
-    with listener:
-        config = uvicorn.Config(
-            create_app(services), lifespan="off", log_config=None, access_log=False, server_header=False
-        )
-        server = _Server(config)
-        logger.info("hostd listening on %s", settings.socket_path)
-        async with anyio.create_task_group() as group:
-            group.start_soon(_stop_on_signal, server)
-            await server.serve(sockets=[listener])
-            group.cancel_scope.cancel()
+    # The signal handlers come first: a stop that arrives as soon as the socket exists is graceful.
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        listener = bind_socket(settings.socket_path, settings.socket_group)
+        with listener:
+            config = uvicorn.Config(
+                create_app(services), lifespan="off", log_config=None, access_log=False, server_header=False
+            )
+            server = _Server(config)
+            logger.info("hostd listening on %s", settings.socket_path)
+            async with anyio.create_task_group() as group:
+                group.start_soon(_stop_on_signal, server, signals)
+                await server.serve(sockets=[listener])
+                group.cancel_scope.cancel()
     with contextlib.suppress(OSError):
         settings.socket_path.unlink()
 
@@ -121,10 +123,9 @@ class _Server(uvicorn.Server):
         yield
 
 
-async def _stop_on_signal(server: uvicorn.Server) -> None:
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for received in signals:
-            if server.should_exit:
-                server.force_exit = True
-            server.should_exit = True
-            logger.info("%s: stopping", signal.Signals(received).name)
+async def _stop_on_signal(server: uvicorn.Server, signals: AsyncIterator[int]) -> None:
+    async for received in signals:
+        if server.should_exit:
+            server.force_exit = True
+        server.should_exit = True
+        logger.info("%s: stopping", signal.Signals(received).name)
