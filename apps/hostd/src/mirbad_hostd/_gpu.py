@@ -7,6 +7,7 @@ A process in a Docker container has ``docker-<64 hex>.scope`` (systemd cgroup dr
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 from dataclasses import dataclass
@@ -74,14 +75,15 @@ def parse_compute_apps(text: str) -> list[tuple[int, str, float]]:
     for line in text.splitlines():
         if not line.strip():
             continue
-        cells = [cell.strip() for cell in line.split(",")]
+        raw = line.split(",")
+        cells = [cell.strip() for cell in raw]
         if len(cells) < 3 or not cells[0].isascii() or not cells[0].isdigit():
             raise GpuQueryError(f"unreadable nvidia-smi row {line!r}")
         try:
             used = max(float(cells[-1]), 0.0)
         except ValueError:
             used = 0.0
-        rows.append((int(cells[0]), ",".join(cells[1:-1]).strip(), used if used == used else 0.0))
+        rows.append((int(cells[0]), ",".join(raw[1:-1]).strip(), used if math.isfinite(used) else 0.0))
     return rows
 
 
