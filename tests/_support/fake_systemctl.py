@@ -11,10 +11,11 @@ hidden. ``systemctl show`` prints ``Key=Value`` lines per unit, a blank line bet
 before the unit ones, as the real tool lists the Service interface first.
 
 The fixture (``MIRBAD_FAKE_SYSTEMCTL_STATE``) is ``{"managers": {"system": [unit, ...],
-"user:alice": [...]}, "failing": ["user:bob"], "failing_actions": ["x.service"]}`` where a unit is
-``{"unit", "load", "active", "sub", "description", "file_state", "preset", "fragment", "memory",
-"cgroup", "active_enter", "listed", "alias_of"}``; actions change it the way systemd would, so a later
-``show`` sees the new state. Every call's argv is appended as one JSON line to
+"user:alice": [...]}, "failing": ["user:bob"], "failing_actions": ["x.service"], "hanging":
+["start"]}`` where a unit is ``{"unit", "load", "active", "sub", "description", "file_state",
+"preset", "fragment", "memory", "cgroup", "active_enter", "listed", "alias_of"}``; actions change it
+the way systemd would, so a later ``show`` sees the new state. Every call's argv is appended as one
+JSON line to
 ``MIRBAD_FAKE_SYSTEMCTL_LOG``.
 """
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 _ACTIONS = {"start", "stop", "restart", "enable", "disable"}
@@ -53,6 +55,8 @@ def main(argv: list[str]) -> int:
     if command == "show":
         print("\n\n".join(_show(units, name, _properties(rest)) for name in positional[1:]))
         return 0
+    if command in state.get("hanging", []):
+        time.sleep(3600)  # a wedged manager: hostd's bound has to end the call
     if command in _ACTIONS:
         code = _act(state, units, command, positional[1:])
         state_path.write_text(json.dumps(state, indent=2), encoding="utf-8")

@@ -114,10 +114,18 @@ class HostdLayout:
         self.seed.parent.mkdir(parents=True, exist_ok=True)
         self.seed.write_text(json.dumps(document))
 
-    def write_fixtures(self, *, failing: tuple[str, ...] = (), gpu_exit: int = 0) -> None:
-        self.systemctl_state.write_text(json.dumps({"managers": self.units, "failing": list(failing)}))
+    def write_fixtures(
+        self,
+        *,
+        failing: tuple[str, ...] = (),
+        hanging: tuple[str, ...] = (),
+        gpu_exit: int = 0,
+        settings: dict[str, Any] | None = None,
+    ) -> None:
+        fixture = {"managers": self.units, "failing": list(failing), "hanging": list(hanging)}
+        self.systemctl_state.write_text(json.dumps(fixture))
         self.gpu_state.write_text(json.dumps({"apps": self.gpu_apps, "exit": gpu_exit}))
-        settings = {
+        values = {
             "socket_path": str(self.socket),
             "socket_group": self.group,
             "state_dir": str(self.state_dir),
@@ -128,8 +136,8 @@ class HostdLayout:
             "proc_root": str(self.proc_root),
             "show_batch": 2,  # small, so batching is exercised with a handful of units
             "require_root_owner": os.geteuid() == 0,
-        }
-        self.settings_file.write_text(json.dumps(settings))
+        } | (settings or {})
+        self.settings_file.write_text(json.dumps(values))
 
     def write_cgroup(self, pid: int, text: str) -> None:
         folder = self.proc_root / str(pid)

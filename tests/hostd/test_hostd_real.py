@@ -302,3 +302,37 @@ def test_gpu_processes_are_503_when_nvidia_smi_fails(layout: HostdLayout) -> Non
     assert response.json()["error"]["code"] == "gpu_unavailable"
     assert "couldn't communicate with the NVIDIA driver" in response.json()["error"]["message"]
     assert services.status_code == 200  # the page still lists services, with no GPU memory
+
+
+def test_a_hung_systemctl_is_ended_by_the_action_bound(layout: HostdLayout) -> None:
+    layout.write_fixtures(hanging=("start",), settings={"action_timeout_s": 1})
+    with running_hostd(layout) as hostd:
+        response = hostd.client.post("/services/smartd/start")
+        log = hostd.log()
+    assert response.status_code == 502
+    assert response.json()["error"]["code"] == "action_failed"
+    assert "did not answer within 1 s" in response.json()["error"]["message"]
+    assert "action service=smartd unit=smartd.service action=start result=failed" in log
+
+
+def test_user_units_are_managed_only_for_discover_users(layout: HostdLayout) -> None:
+    layout.write_seed(
+        [{"name": "syncthing", "unit": "syncthing.service", "scope": "user", "user": "alice"}],
+        discover_users=["bob"],
+    )
+    with running_hostd(layout) as hostd:
+        response = hostd.client.post("/services/syncthing/start")
+    assert response.status_code == 422
+    assert response.json()["error"]["field"] == "user"
+    assert layout.actions_run() == []
+
+
+def test_a_failing_action_is_502_with_systemctls_message(layout: HostdLayout) -> None:
+    with running_hostd(layout) as hostd:
+        hostd.client.post("/whitelist", json={"unit": "nginx", "confirm": "nginx"})
+        state = json.loads(layout.systemctl_state.read_text())
+        state["failing_actions"] = ["nginx.service"]
+        layout.systemctl_state.write_text(json.dumps(state))
+        response = hostd.client.post("/services/nginx/restart")
+    assert response.status_code == 502
+    assert "Failed to restart nginx.service" in response.json()["error"]["message"]
