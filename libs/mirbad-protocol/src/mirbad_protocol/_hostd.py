@@ -14,6 +14,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import AfterValidator, Field
 
+from ._user_input import printable_name
 from ._wire import WireModel
 
 __all__ = [
@@ -89,7 +90,8 @@ def _user_name(value: str) -> str:
     return value
 
 
-_Text = Annotated[str, Field(max_length=200)]
+# printable: a display name lands in log lines and on the page; no control character may forge either.
+_Text = Annotated[str, Field(max_length=200), AfterValidator(printable_name)]
 
 
 class WhitelistEntry(WireModel):
