@@ -26,6 +26,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 _ACTIONS = {"start", "stop", "restart", "enable", "disable"}
 
@@ -100,19 +101,19 @@ def _properties(args: list[str]) -> list[str]:
     return wanted
 
 
-def _unit_row(unit: dict) -> dict:
+def _unit_row(unit: dict[str, Any]) -> dict[str, Any]:
     return {k: unit.get(k, "") for k in ("unit", "load", "active", "sub", "description")}
 
 
-def _file_row(unit: dict) -> dict:
+def _file_row(unit: dict[str, Any]) -> dict[str, Any]:
     return {"unit_file": unit["unit"], "state": unit["file_state"], "preset": unit.get("preset")}
 
 
-def _find(units: list[dict], name: str) -> dict | None:
+def _find(units: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
     return next((u for u in units if u["unit"] == name), None)
 
 
-def _show(units: list[dict], name: str, wanted: list[str]) -> str:
+def _show(units: list[dict[str, Any]], name: str, wanted: list[str]) -> str:
     unit = _find(units, name)
     if unit is not None and unit.get("alias_of"):
         unit = _find(units, unit["alias_of"]) or unit
@@ -147,7 +148,7 @@ def _show(units: list[dict], name: str, wanted: list[str]) -> str:
     return "\n".join(f"{key}={value}" for key, value in values.items() if not wanted or key in wanted)
 
 
-def _act(state: dict, units: list[dict], command: str, names: list[str]) -> int:
+def _act(state: dict[str, Any], units: list[dict[str, Any]], command: str, names: list[str]) -> int:
     for name in names:
         unit = _find(units, name)
         if unit is None or name in state.get("failing_actions", []):
