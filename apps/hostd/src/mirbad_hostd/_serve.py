@@ -97,7 +97,8 @@ def bind_socket(path: Path, group: str) -> socket.socket:
 
 async def run_hostd(settings: HostdSettings) -> None:
     """Compose hostd and serve it on its socket until SIGTERM or SIGINT."""
-    services = compose(settings)
+    # The trusted files are read once, off the event loop like every other blocking call.
+    services = await anyio.to_thread.run_sync(compose, settings)
     # The signal handlers come first: a stop that arrives as soon as the socket exists is graceful.
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         listener = bind_socket(settings.socket_path, settings.socket_group)

@@ -130,10 +130,10 @@ class HostServices:
         return HostdActionResult(name=entry.name, unit=entry.unit, action=action, result="ok")
 
     def _check_user(self, scope: str, user: str | None) -> None:
-        if scope == "user" and user not in self._users:
-            raise InvalidFieldError("user", f"{user!r} is not one of discoverUsers {list(self._users)}")
         if scope == "user" and user is None:
             raise InvalidFieldError("user", "a user unit needs its user")
+        if scope == "user" and user not in self._users:
+            raise InvalidFieldError("user", f"{user!r} is not one of discoverUsers {list(self._users)}")
         if scope == "system" and user is not None:
             raise InvalidFieldError("user", "only user units have a user")
 
