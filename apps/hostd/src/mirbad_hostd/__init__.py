@@ -1,3 +1,51 @@
-"""mirbad_hostd: the root daemon behind the Services page, reached by the agent over a unix socket."""
+"""mirbad_hostd: the root daemon behind the Services page, reached by the agent over a unix socket.
 
-__all__: list[str] = []
+It lists and controls whitelisted systemd units (never one on the hard deny list), discovers the
+host's units and reports GPU processes with their container or unit. docs/hostd.md has the API.
+"""
+
+from ._app import MAX_BODY_BYTES, create_app
+from ._deny import BUILT_IN_DENY_PATTERNS, DenyList, load_deny_list
+from ._discovery import UnitState, discover_units, read_states, unit_state
+from ._gpu import GPU_QUERY_ARGS, CgroupOwner, GpuProcesses, GpuProcessRow, cgroup_owner, parse_compute_apps
+from ._serve import bind_socket, compose, run_hostd
+from ._services import CONFIRMED_ACTIONS, HostServices
+from ._settings import HostdSettings, load_settings
+from ._systemctl import SHOW_PROPERTIES, Manager, Systemctl, parse_show, parse_table_json
+from ._trusted_files import check_trusted, read_trusted_json
+from ._whitelist import Seed, WhitelistStore, read_seed
+
+__all__ = [
+    "BUILT_IN_DENY_PATTERNS",
+    "CONFIRMED_ACTIONS",
+    "GPU_QUERY_ARGS",
+    "MAX_BODY_BYTES",
+    "SHOW_PROPERTIES",
+    "CgroupOwner",
+    "DenyList",
+    "GpuProcessRow",
+    "GpuProcesses",
+    "HostServices",
+    "HostdSettings",
+    "Manager",
+    "Seed",
+    "Systemctl",
+    "UnitState",
+    "WhitelistStore",
+    "bind_socket",
+    "cgroup_owner",
+    "check_trusted",
+    "compose",
+    "create_app",
+    "discover_units",
+    "load_deny_list",
+    "load_settings",
+    "parse_compute_apps",
+    "parse_show",
+    "parse_table_json",
+    "read_seed",
+    "read_states",
+    "read_trusted_json",
+    "run_hostd",
+    "unit_state",
+]

@@ -16,6 +16,7 @@ from ._container_spec import MODEL_LABEL, ContainerDriverConfig, container_name
 from ._driver import FAILURE_LOG_LINES, RuntimeDriver
 from ._executables import CatalogedExecutable, ExecutableCatalog, is_executable_name, sha256_of_file
 from ._gguf import aread_gguf_info, read_gguf_info
+from ._hostd_client import DEFAULT_HOSTD_SOCKET, HostdClient
 from ._instance_keys import FileInstanceKeyProtector, InstanceKeyProtector, new_instance_key
 from ._memory_probe import DEFAULT_FAKE_TOTAL_GIB, MEMINFO_PATH, MemoryProbe, parse_meminfo
 from ._memory_usage import PROC_ROOT, container_memory_bytes, parse_vm_rss, process_rss_bytes
@@ -39,6 +40,7 @@ from .exceptions import (
 
 __all__ = [
     "DEFAULT_FAKE_TOTAL_GIB",
+    "DEFAULT_HOSTD_SOCKET",
     "DEFAULT_RING_CAPACITY",
     "DEFAULT_START_SLOT_TIMEOUT_S",
     "FAILURE_LOG_LINES",
@@ -55,6 +57,7 @@ __all__ = [
     "ExecutableCatalog",
     "FileInstanceKeyProtector",
     "GgufFormatError",
+    "HostdClient",
     "ImagePullError",
     "InstanceKeyProtector",
     "LaunchRejectedError",

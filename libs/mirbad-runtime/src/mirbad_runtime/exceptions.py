@@ -13,6 +13,8 @@ __all__ = [
     "DownloadRefusedError",
     "DownloadVerificationError",
     "GgufFormatError",
+    "HostdRefusedError",
+    "HostdUnavailableError",
     "ImagePullError",
     "InsufficientSpaceError",
     "LaunchRejectedError",
@@ -356,3 +358,31 @@ class DownloadVerificationError(DownloadError):
         super().__init__(f"{path}: {reason}; the file was removed")
         self.path = path
         self.reason = reason
+
+
+class HostdUnavailableError(MirbadRuntimeError):
+    """hostd cannot be reached over its socket, did not answer in time, or answered outside its contract.
+
+    A node without hostd (a container-only node, a Mac without the LaunchDaemon) raises it on every
+    call; the agent then falls back (per-model memory from budgets) instead of failing.
+    """
+
+
+class HostdRefusedError(MirbadRuntimeError):
+    """hostd refused a request with its error envelope.
+
+    Attributes:
+        status: the HTTP status.
+        code: the :class:`mirbad_protocol.HostdErrorCode` value (text: a newer hostd's code still reads).
+        field: the offending field of an ``invalid_request``.
+        pattern: the deny pattern of a ``denied``.
+    """
+
+    def __init__(
+        self, status: int, code: str, message: str, *, field: str | None = None, pattern: str | None = None
+    ) -> None:
+        super().__init__(f"hostd refused ({status} {code}): {message}")
+        self.status = status
+        self.code = code
+        self.field = field
+        self.pattern = pattern

@@ -1,0 +1,83 @@
+"""The exceptions of mirbad_hostd; their HTTP mapping lives in ``_errors.py`` alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mirbad_protocol import MirbadError
+
+__all__ = [
+    "ActionFailedError",
+    "ConfirmationRequiredError",
+    "GpuQueryError",
+    "HostdError",
+    "HostdStartupError",
+    "InsecureHostdFileError",
+    "ServiceExistsError",
+    "ServiceNotFoundError",
+    "SystemctlError",
+    "UnitDeniedError",
+    "UnitUnavailableError",
+]
+
+
+class HostdError(MirbadError):
+    """Root of the exceptions of :mod:`mirbad_hostd`."""
+
+
+class HostdStartupError(HostdError):
+    """hostd cannot start: a setting, a file or the socket is not usable (one line for the operator)."""
+
+
+class InsecureHostdFileError(HostdStartupError):
+    """A file hostd trusts (deny list, whitelist, seed) is not root-owned or is group/other-writable.
+
+    Attributes:
+        path: the file (or its folder).
+    """
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path}: {reason}; hostd refuses to start until it is root-owned and go-w")
+        self.path = path
+
+
+class UnitDeniedError(HostdError):
+    """The unit matches the hard deny list: no action and no whitelist add, ever.
+
+    Attributes:
+        unit: the unit (or name) refused.
+        pattern: the deny pattern it matched.
+    """
+
+    def __init__(self, unit: str, pattern: str) -> None:
+        super().__init__(f"{unit} is a system service hostd never manages (deny pattern {pattern!r})")
+        self.unit = unit
+        self.pattern = pattern
+
+
+class ServiceNotFoundError(HostdError):
+    """No whitelist entry of that name (nothing runs for an unknown name)."""
+
+
+class ServiceExistsError(HostdError):
+    """The whitelist already has an entry of that name."""
+
+
+class UnitUnavailableError(HostdError):
+    """The unit to add is not loaded with a unit file on that manager."""
+
+
+class ConfirmationRequiredError(HostdError):
+    """A protected service's stop, restart or autostart-off (or an unprotect) without its typed name."""
+
+
+class SystemctlError(HostdError):
+    """systemctl could not be run, timed out, or printed what hostd cannot read."""
+
+
+class ActionFailedError(SystemctlError):
+    """systemctl exited non-zero for an action (its stderr is in the message)."""
+
+
+class GpuQueryError(HostdError):
+    """nvidia-smi failed, hung, is missing or printed unreadable rows."""
