@@ -53,7 +53,7 @@ _THINKING_OFF: Final = {"chat_template_kwargs": {"enable_thinking": False}}
 class Progress:
     """What the suite reports as it goes (the job shows it); the base class ignores it all."""
 
-    def phase(self, name: str, *, concurrency: int | None = None, run: int | None = None) -> None:
+    async def phase(self, name: str, *, concurrency: int | None = None, run: int | None = None) -> None:
         """The suite entered ``name`` (warm-up, concurrency, prefill, tool-call, questions)."""
 
 
@@ -107,14 +107,14 @@ class ClassicSuite:
         Raises:
             BenchmarkRequestError: a timed run failed in every request, or the warm-up failed.
         """
-        self._progress.phase("warm-up")
+        await self._progress.phase("warm-up")
         await stream_chat(self._endpoint, self._chat_body(0))
         levels = [await self._level(n) for n in self._sizes.levels]
-        self._progress.phase("prefill")
+        await self._progress.phase("prefill")
         prefill = await self._prefill()
-        self._progress.phase("tool-call")
+        await self._progress.phase("tool-call")
         tool_call = await self._tool_call()
-        self._progress.phase("questions")
+        await self._progress.phase("questions")
         questions = await self._questions()
         return SuiteOutcome(levels, prefill, tool_call, questions)
 
@@ -132,7 +132,7 @@ class ClassicSuite:
     async def _level(self, concurrency: int) -> ConcurrencyLevelResult:
         runs: list[RunMeasurement] = []
         for run in range(1, self._sizes.runs + 1):
-            self._progress.phase("concurrency", concurrency=concurrency, run=run)
+            await self._progress.phase("concurrency", concurrency=concurrency, run=run)
             bodies = [self._chat_body(i) for i in range(concurrency)]
             measured, _ = await measure_run(self._endpoint, bodies)
             noisy = await self._noise()
