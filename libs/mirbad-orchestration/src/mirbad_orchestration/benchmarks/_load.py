@@ -20,7 +20,7 @@ import anyio
 import httpx
 
 from mirbad_orchestration.exceptions import BenchmarkRequestError
-from mirbad_protocol import RunMeasurement
+from mirbad_protocol import RunMeasurement, single_errors
 
 from ._stats import median, nearest_rank
 
@@ -156,9 +156,10 @@ async def measure_run(
             failures.append(exc)
 
     started = clock()
-    async with anyio.create_task_group() as tasks:
-        for body in bodies:
-            tasks.start_soon(one, body)
+    with single_errors():
+        async with anyio.create_task_group() as tasks:
+            for body in bodies:
+                tasks.start_soon(one, body)
     wall = clock() - started
     if not done:
         raise failures[-1]

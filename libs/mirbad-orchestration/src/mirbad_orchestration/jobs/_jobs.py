@@ -32,7 +32,7 @@ from mirbad_orchestration.exceptions import (
     UnknownModelError,
     UnknownPresetError,
 )
-from mirbad_protocol import BenchmarkJobView, BenchmarkResult, BenchmarkSizes, MirbadError
+from mirbad_protocol import BenchmarkJobView, BenchmarkResult, BenchmarkSizes, MirbadError, single_errors
 
 from ._host import JobHost, JobTarget
 from ._maintenance import MaintenanceState, NodeMaintenance
@@ -225,10 +225,11 @@ class BenchmarkJobs:
         )
         await self._maintenance.enter_node(target.node_id, held)
         try:
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(self._watch, job, target.model_id)
-                result = await self._measure(job, target)
-                tasks.cancel_scope.cancel()
+            with single_errors():
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(self._watch, job, target.model_id)
+                    result = await self._measure(job, target)
+                    tasks.cancel_scope.cancel()
             job.update(phase="saving")
             return await self._results.save(result)
         finally:
