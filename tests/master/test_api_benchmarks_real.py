@@ -20,7 +20,7 @@ from tests._support.real_parts import llama_server_path
 from tests._support.tiny_gguf import TINY, TINY_MODEL_PATH
 
 from mirbad_client import MirbadClient
-from mirbad_protocol import ModelDefinition
+from mirbad_protocol import ModelDefinition, ProcessRuntimeInfo
 
 pytestmark = [
     pytest.mark.llamacpp,
@@ -51,7 +51,8 @@ def test_a_classic_benchmark_of_a_llama_server_model(up: Up) -> None:
     ):
         [node] = admin.nodes()
         assert node.info is not None
-        [executable] = next(r for r in node.info.runtimes if r.runtime == "llamacpp").executables
+        [llamacpp] = [r for r in node.info.runtimes if isinstance(r, ProcessRuntimeInfo)]
+        [executable] = llamacpp.executables
         definition = {
             "id": "tiny",
             "servedName": "tiny-chat",

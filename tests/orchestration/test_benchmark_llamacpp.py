@@ -117,10 +117,10 @@ async def test_per_request_speed_agrees_with_llama_servers_own_timings(
     # stream's first chunk can lag would otherwise weigh on a decode that lasts tens of them.
     await stream_chat(one_slot_endpoint, _chat(48))  # warm-up, as the suite does
     ratios = []
-    for _ in range(3):
+    for _ in range(5):
         measured, chats = await measure_run(one_slot_endpoint, [_chat(ANSWER_TOKENS)])
         assert chats[0].timings is not None
         ratios.append(measured.per_request_tokens_per_s / chats[0].timings["predicted_per_second"])
 
     ratios.sort()
-    assert 0.85 <= ratios[1] <= 1.15, ratios
+    assert 0.85 <= ratios[2] <= 1.15, ratios
