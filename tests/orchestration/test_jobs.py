@@ -121,6 +121,7 @@ async def test_a_job_measures_and_stores_a_result_with_the_node_in_maintenance(b
     await until_holding(bench)
     during = bench.maintenance.notice_for("qwen")
     other_node = bench.maintenance.notice_for("Other")
+    owned = (bench.maintenance.owns("qwen"), bench.maintenance.owns("llama"), bench.maintenance.owns("other"))
     flag = json.loads((bench.data_dir / MAINTENANCE_FILE_NAME).read_text())
     running = bench.jobs.job(job.id)
     assert bench.server.hold is not None
@@ -131,6 +132,7 @@ async def test_a_job_measures_and_stores_a_result_with_the_node_in_maintenance(b
     assert during is not None
     assert "benchmark of 'qwen'" in during.message
     assert other_node is None
+    assert owned == (True, True, False)  # the health monitor leaves the node's models alone
     assert flag["nodes"]["gpu-1"]["servedNames"] == ["Qwen", "Llama"]
     assert flag["nodes"]["gpu-1"]["jobId"] == job.id
     assert running is not None
