@@ -7,7 +7,7 @@ runs for real on short intervals.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,11 +72,19 @@ def record(node_id: str, *, local: bool = False) -> NodeRecord:
 
 @asynccontextmanager
 async def running_master(
-    tmp_path: Path, *node_ids: str, stop_models_on_exit: str | None = None, **settings: Any
+    tmp_path: Path,
+    *node_ids: str,
+    stop_models_on_exit: str | None = None,
+    agent: Callable[[str], FakeAgent] = lambda node_id: FakeAgent(node_name=node_id),
+    services_options: dict[str, Any] | None = None,
+    **settings: Any,
 ) -> AsyncIterator[Master]:
-    """A master over fake agents ``node_ids`` (``local`` by default, the first is the local node)."""
+    """A master over fake agents ``node_ids`` (``local`` by default, the first is the local node).
+
+    ``agent`` builds each node's fake agent; ``services_options`` go to :class:`MasterServices`.
+    """
     node_ids = node_ids or ("local",)
-    agents = Agents({node_id: FakeAgent(node_name=node_id) for node_id in node_ids})
+    agents = Agents({node_id: agent(node_id) for node_id in node_ids})
     options = {"health_poll_s": 0.2, "telemetry_interval_s": 0.2, "usage_flush_s": 0.5, **settings}
     config = MasterSettings(data_dir=tmp_path / "data", **options)
     clients = AgentClients(
@@ -87,6 +95,7 @@ async def running_master(
         clients=clients,
         authority=CertificateAuthority.create("Test CA"),
         stop_models_on_exit=stop_models_on_exit,
+        **(services_options or {}),
     )
     for index, node_id in enumerate(node_ids):
         await services.nodes.add(record(node_id, local=index == 0))

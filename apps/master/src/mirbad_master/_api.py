@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Response
 from fastapi.responses import JSONResponse
 
 from ._admin_auth import AdminAuth
+from ._api_benchmarks import benchmarks_router
 from ._api_keys import keys_router
 from ._api_models import models_router
 from ._api_nodes import nodes_router
@@ -35,5 +36,6 @@ def api_router(services: MasterServices, auth: AdminAuth) -> APIRouter:
     guarded.include_router(models_router(services))
     guarded.include_router(nodes_router(services))
     guarded.include_router(keys_router(services))
+    guarded.include_router(benchmarks_router(services))
     api.include_router(guarded)
     return api

@@ -31,16 +31,20 @@ from mirbad_orchestration import (
     DuplicateNodeError,
     DuplicateServedNameError,
     EnrollmentError,
+    JobConflictError,
     LogStreamError,
+    ModelNotReadyError,
     NodeConflictError,
     NodeTimeoutError,
     NodeUnreachableError,
+    NoJobRunningError,
     RegistryError,
     StartLaneBusyError,
     StoreFileError,
     UnknownApiKeyError,
     UnknownModelError,
     UnknownNodeError,
+    UnknownPresetError,
 )
 from mirbad_protocol import (
     AdminError,
@@ -94,7 +98,11 @@ _TABLE: Final[Sequence[tuple[type[Exception], AdminErrorCode]]] = (
     (LocalNodeError, _C.LOCAL_NODE),
     (NodeHasModelsError, _C.NODE_HAS_MODELS),
     (DuplicateServedNameError, _C.SERVED_NAME_TAKEN),
+    (UnknownPresetError, _C.UNKNOWN_PRESET),
     (InvalidFieldError, _C.INVALID_REQUEST),
+    (JobConflictError, _C.JOB_CONFLICT),
+    (ModelNotReadyError, _C.MODEL_NOT_READY),
+    (NoJobRunningError, _C.JOB_NOT_FOUND),
     (UnknownModelError, _C.MODEL_NOT_FOUND),
     (UnknownNodeError, _C.NODE_NOT_FOUND),
     (UnknownApiKeyError, _C.KEY_NOT_FOUND),
@@ -115,17 +123,19 @@ _TABLE: Final[Sequence[tuple[type[Exception], AdminErrorCode]]] = (
 )
 _HTTP_CODES: Final = {404: _C.ROUTE_NOT_FOUND, 405: _C.METHOD_NOT_ALLOWED, 413: _C.REQUEST_TOO_LARGE}
 # The attributes the libraries' exceptions name their subjects with, as the envelope's fields.
-_SUBJECTS: Final = ("node_id", "model_id", "key_id")
+_SUBJECTS: Final = ("node_id", "model_id", "key_id", "job_id")
 
 
 # What each refusal status means, for the OpenAPI document (the codes are the table's above).
 _STATUS_DESCRIPTIONS: Final = {
     400: "`invalid_request`: a field is invalid or unknown; `field` names it (wire spelling)",
     401: "`unauthorized`: no or a wrong administrator password or session",
-    404: "`model_not_found`, `node_not_found`, `key_not_found` (or `route_not_found`)",
+    404: "`model_not_found`, `node_not_found`, `key_not_found`, `job_not_found` (or `route_not_found`)",
     409: "a conflict: `model_exists`, `served_name_taken`, `admission_refused` (retry with force=true), "
-    "`start_conflict`, `start_lane_busy`, `node_exists`, `node_conflict`, `local_node`",
-    422: "`spec_rejected`: the node cannot run this launch at all",
+    "`start_conflict`, `start_lane_busy`, `node_exists`, `node_conflict`, `local_node`, "
+    "`job_conflict` (a job runs on the node: `jobId`), `model_not_ready` (the message says its state)",
+    422: "`spec_rejected`: the node cannot run this launch at all; `unknown_preset`: the message lists "
+    "the presets",
     429: "`too_many_attempts`: five wrong passwords within a minute; see `Retry-After`",
     502: "`node_refused`, `bad_gateway`, `log_stream_failed`: the node answered oddly",
     503: "`node_unreachable`: the model's node does not answer",

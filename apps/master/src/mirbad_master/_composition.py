@@ -3,7 +3,8 @@
 ``async with MasterServices(...)`` clears a maintenance flag left by a crash, opens the key store (a
 broken key file fails the start, never opens ``/v1``), then runs the background work in one task group:
 the node monitor (every node's statuses into the cache), the health monitor (auto-start, relaunch,
-crash restarts, idle unload), the telemetry collector and the API key usage flusher. Leaving it stops
+crash restarts, idle unload), the benchmark jobs, the telemetry collector and the API key usage
+flusher. Leaving it stops
 them, flushes the usage counted in memory and closes the agent clients.
 """
 
@@ -18,6 +19,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from mirbad_orchestration import ApiKeyStore, ModelRegistry
+from mirbad_orchestration.benchmarks import BenchmarkResults
 from mirbad_orchestration.commandline import RestartPendingCheck
 from mirbad_orchestration.fleet import (
     ENROLLMENT_TOKENS_FILE,
@@ -29,10 +31,12 @@ from mirbad_orchestration.fleet import (
     RemoteTelemetryCollector,
     StatusCache,
 )
+from mirbad_orchestration.jobs import DEFAULT_DRAIN_TIMEOUT_S, BenchmarkJobs
 from mirbad_orchestration.stores import AuditLog
 from mirbad_orchestration.supervision import HealthMonitor, RecoveryState, RestartPauses, StartLanes
-from mirbad_protocol import CertificateAuthority, MirbadError, ModelState, ModelStatus
+from mirbad_protocol import BenchmarkSizes, CertificateAuthority, MirbadError, ModelState, ModelStatus
 
+from ._job_host import MasterJobHost
 from ._maintenance import MaintenanceMode
 from ._master_runtime import MasterRuntime
 from ._router_adapters import ApiKeyGate, FleetResolver, MasterStats, StartPausedError
@@ -61,6 +65,8 @@ class MasterServices:
             whose models stop with it: see :class:`MasterRuntime`).
         stop_models_on_exit: a node whose models are stopped when the services stop (after the
             monitors, so the stops are not taken for crashes); they stay in the recovery state.
+        benchmark_sizes: the sizes of the benchmark suite (the spec's by default; tests pass small ones).
+        drain_timeout_s: how long a benchmark job waits for its node to drain.
 
     Attributes:
         registry_lock: held by the write path (``_changes``) around a model's id check and its write.
@@ -77,6 +83,8 @@ class MasterServices:
         authority: CertificateAuthority,
         local_boot_id: str | None = None,
         stop_models_on_exit: str | None = None,
+        benchmark_sizes: BenchmarkSizes | None = None,
+        drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S,
     ) -> None:
         data_dir = settings.data_dir
         self.settings = settings
@@ -123,6 +131,26 @@ class MasterServices:
         self.control = self.health.control
         self.resolver = FleetResolver(self.endpoints, self.cache, self._start_on_request)
         self.key_gate = ApiKeyGate(self.keys)
+        self.benchmarks = BenchmarkResults(data_dir)
+        job_host = MasterJobHost(
+            models=self.models,
+            nodes=self.nodes,
+            clients=clients,
+            cache=self.cache,
+            endpoints=self.endpoints,
+            telemetry=self.telemetry,
+            runtime=self.runtime,
+            restart_pending=self.restart_pending,
+        )
+        # One job at a time per node; a job holds its node through the maintenance state.
+        self.jobs = BenchmarkJobs(
+            job_host,
+            self.benchmarks,
+            self.maintenance.state,
+            sizes=benchmark_sizes,
+            drain_timeout_s=drain_timeout_s,
+            poll_s=min(1.0, settings.health_poll_s),
+        )
         self.stopped_on_exit: list[ModelStatus] = []
         self.left_on_exit: list[ModelStatus] = []
         self.unlisted_on_exit: str | None = None
@@ -208,6 +236,7 @@ class MasterServices:
         # The first node poll fills the cache before the health monitor looks at it.
         await tasks.start(self.node_monitor.run)
         await tasks.start(self.health.run)
+        await tasks.start(self.jobs.run)
         tasks.start_soon(self.telemetry.run)
         tasks.start_soon(self.keys.run_usage_flusher)
 

@@ -1,74 +1,69 @@
-"""Maintenance mode: while a job owns models, ``/v1`` answers 503 ``maintenance`` to every request.
+"""Maintenance mode: the router's gate over the jobs' maintenance state.
 
-The flag is ``{data_dir}/maintenance.json``, written when a job enters maintenance and removed when it
-leaves. A master that starts finds no job running, so it clears a flag left behind by a crash before it
-serves anything. ``/healthz``, ``/metrics``, ``/api`` and the portal keep working throughout, and the
-health monitor leaves the job's models alone (:meth:`MaintenanceMode.owns`).
+The state is :class:`~mirbad_orchestration.jobs.MaintenanceState` (``{data_dir}/maintenance.json``,
+cleared at boot): a job on one node holds that node's models, so ``/v1`` answers 503 ``maintenance``
+for them (before the key check) while other nodes keep serving; :meth:`MaintenanceMode.enter` holds
+the whole router. ``/healthz``, ``/metrics``, ``/api`` and the portal keep working throughout, and the
+health monitor leaves held models alone (:meth:`MaintenanceMode.owns`).
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Final
 
-import anyio.to_thread
-
-from mirbad_protocol import write_json_atomic
+from mirbad_orchestration.jobs import MAINTENANCE_FILE_NAME, MaintenanceState, Notice
 from mirbad_router import MaintenanceGate, MaintenanceNotice
 
 __all__ = ["MAINTENANCE_FILE_NAME", "MaintenanceMode"]
 
-MAINTENANCE_FILE_NAME: Final = "maintenance.json"
-"""The flag file's name inside the data directory."""
-
 
 class MaintenanceMode(MaintenanceGate):
-    """The router's maintenance gate, with the flag a job raises and lowers.
+    """The router's maintenance gate, with the state jobs raise and lower.
 
     Args:
-        data_dir: the data directory holding the flag file.
+        data_dir: the data directory holding the state file.
+
+    Attributes:
+        state: the maintenance state the jobs change.
     """
 
     def __init__(self, data_dir: Path) -> None:
-        self._path = data_dir / MAINTENANCE_FILE_NAME
-        self._notice: MaintenanceNotice | None = None
-        self._models: frozenset[str] = frozenset()
+        self.state = MaintenanceState(data_dir)
 
     @property
     def path(self) -> Path:
-        """The flag file."""
-        return self._path
+        """The state file."""
+        return self.state.path
 
     def clear_on_boot(self) -> bool:
-        """Remove a flag a previous run left behind; returns whether there was one."""
-        self._notice, self._models = None, frozenset()
-        with contextlib.suppress(FileNotFoundError):
-            self._path.unlink()
-            return True
-        return False
+        """Remove the state a previous run left behind; returns whether there was one."""
+        return self.state.clear_on_boot()
 
     async def enter(self, message: str, retry_after_s: int, model_ids: Iterable[str] = ()) -> None:
-        """Refuse ``/v1`` from now on with ``message``; the monitor leaves ``model_ids`` alone."""
-        models = frozenset(model_ids)
-        document = {"message": message, "retryAfterS": retry_after_s, "modelIds": sorted(models)}
-        await anyio.to_thread.run_sync(lambda: write_json_atomic(self._path, document, mode=0o644))
-        self._notice, self._models = MaintenanceNotice(message, retry_after_s), models
+        """Refuse all of ``/v1`` from now on with ``message``; the monitor leaves ``model_ids`` alone."""
+        await self.state.enter(message, retry_after_s, model_ids)
 
     async def leave(self) -> None:
-        """Serve ``/v1`` again."""
-        self._notice, self._models = None, frozenset()
-        await anyio.to_thread.run_sync(self._remove)
+        """Serve ``/v1`` again (nodes held by jobs stay held)."""
+        await self.state.leave()
 
     async def current(self) -> MaintenanceNotice | None:
-        """The notice while maintenance lasts, else None."""
-        return self._notice
+        """The whole router's notice while it lasts, else None."""
+        return _router_notice(self.state.global_notice())
+
+    async def holds_models(self) -> bool:
+        """Whether a job holds some node's models."""
+        return bool(self.state.document.nodes)
+
+    async def notice_for(self, served_name: str) -> MaintenanceNotice | None:
+        """The notice for a request naming ``served_name``: the router's, or its node's job's."""
+        return _router_notice(self.state.notice_for(served_name))
 
     def owns(self, model_id: str, node_id: str) -> bool:
-        """Whether a job in maintenance owns ``model_id`` (the health monitor's skip check)."""
-        return self._notice is not None and model_id in self._models
+        """Whether a job in maintenance holds ``model_id`` (the health monitor's skip check)."""
+        return self.state.owns(model_id)
 
-    def _remove(self) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            self._path.unlink()
+
+def _router_notice(notice: Notice | None) -> MaintenanceNotice | None:
+    return MaintenanceNotice(notice.message, notice.retry_after_s) if notice is not None else None

@@ -19,6 +19,8 @@ from mirbad_protocol import (
     ApiKeyCreate,
     ApiKeyCreated,
     ApiKeyInfo,
+    BenchmarkJobView,
+    BenchmarkList,
     EnrollmentTokenIssued,
     KeyUsage,
     ModelDefinition,
@@ -167,6 +169,28 @@ class AsyncMirbadClient:
         return self._events(call, self._options.stream_timeout(idle_timeout))
 
     # ------------------------------------------------------------ fleet
+
+    async def benchmark(self, model_id: str, *, preset: str | None = None) -> BenchmarkJobView:
+        """Start a benchmark of a Ready model with its current settings (no preset: the classic suite).
+
+        Its node is in maintenance until the job ends: ``/v1`` refuses the node's models meanwhile.
+        A second job on the node is refused with code ``job_conflict`` (the error's message names the
+        running job), a model that is not Ready with ``model_not_ready``, an unknown preset with
+        ``unknown_preset``.
+        """
+        return await self._send(calls.benchmark(model_id, preset))
+
+    async def benchmarks(self, model_id: str) -> BenchmarkList:
+        """A model's stored benchmark results, newest first, and the unreadable files skipped."""
+        return await self._send(calls.benchmarks(model_id))
+
+    async def benchmark_jobs(self) -> list[BenchmarkJobView]:
+        """Each node's running benchmark job (else its last one), with its progress."""
+        return (await self._send(calls.benchmark_jobs())).jobs
+
+    async def cancel_benchmark(self, node_id: str | None = None) -> list[BenchmarkJobView]:
+        """Cancel the running job of ``node_id`` (every running one without); returns them, ended."""
+        return (await self._send(calls.cancel_benchmark(node_id))).jobs
 
     async def status(self) -> StatusReport:
         """The whole fleet: nodes with their memory, model statuses and metrics, router counters."""

@@ -20,6 +20,9 @@ from mirbad_protocol import (
     ApiKeyCreate,
     ApiKeyCreated,
     ApiKeyInfo,
+    BenchmarkJobList,
+    BenchmarkJobView,
+    BenchmarkList,
     EnrollmentTokenIssued,
     KeyUsage,
     ModelDefinition,
@@ -196,6 +199,32 @@ def logs(model_id: str, tail: int, *, follow: bool) -> AdminCall[None]:
     """``GET /api/models/{id}/logs?tail=N``: server-sent events, read with :class:`LogEvents`."""
     params = (("tail", str(tail)),) + (() if follow else (("follow", "false"),))
     return AdminCall("GET", _model_path(model_id, "/logs"), _nothing, params=params, subject=model_id)
+
+
+# ------------------------------------------------------------------ benchmarks
+
+
+def benchmark(model_id: str, preset: str | None) -> AdminCall[BenchmarkJobView]:
+    """``POST /api/models/{id}/benchmark[?preset=]``: start a job (202 with it)."""
+    params = (("preset", preset),) if preset is not None else ()
+    path = _model_path(model_id, "/benchmark")
+    return AdminCall("POST", path, _one(BenchmarkJobView), params=params, subject=model_id)
+
+
+def benchmarks(model_id: str) -> AdminCall[BenchmarkList]:
+    """``GET /api/models/{id}/benchmarks``: the stored results, newest first."""
+    return AdminCall("GET", _model_path(model_id, "/benchmarks"), _one(BenchmarkList), subject=model_id)
+
+
+def benchmark_jobs() -> AdminCall[BenchmarkJobList]:
+    """``GET /api/benchmark``: each node's running (else last) job."""
+    return AdminCall("GET", f"{API}/benchmark", _one(BenchmarkJobList))
+
+
+def cancel_benchmark(node_id: str | None) -> AdminCall[BenchmarkJobList]:
+    """``DELETE /api/benchmark[?node=]``: cancel and wait until the jobs ended."""
+    params = (("node", node_id),) if node_id is not None else ()
+    return AdminCall("DELETE", f"{API}/benchmark", _one(BenchmarkJobList), params=params, waits=True)
 
 
 # ------------------------------------------------------------------ fleet

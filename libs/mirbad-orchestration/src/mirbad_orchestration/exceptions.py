@@ -18,6 +18,7 @@ __all__ = [
     "ApiKeyRefusedError",
     "ApiKeyRevokedError",
     "ApiKeyStoreError",
+    "BenchmarkRequestError",
     "DuplicateNodeError",
     "DuplicateServedNameError",
     "EnrollmentError",
@@ -25,9 +26,14 @@ __all__ = [
     "EnrollmentTokenError",
     "EnrollmentTokenExpiredError",
     "EnrollmentTokenUsedError",
+    "JobConflictError",
+    "JobError",
+    "JobTargetLostError",
     "LogStreamError",
     "MirbadOrchestrationError",
     "ModelNotOnNodeError",
+    "ModelNotReadyError",
+    "NoJobRunningError",
     "NodeConflictError",
     "NodeError",
     "NodeIdentityError",
@@ -42,6 +48,7 @@ __all__ = [
     "UnknownEnrollmentTokenError",
     "UnknownModelError",
     "UnknownNodeError",
+    "UnknownPresetError",
     "UnreadableFlagError",
 ]
 
@@ -348,3 +355,61 @@ class StartLaneBusyError(MirbadOrchestrationError):
 
 class StateFileError(StoreFileError):
     """A state file of the master (recovery state, restart pauses) could not be read or written."""
+
+
+class JobError(MirbadOrchestrationError):
+    """Root of the refusals and failures of jobs (benchmarks) on a node."""
+
+
+class JobConflictError(JobError):
+    """A job runs on the node already: one job at a time per node.
+
+    Attributes:
+        job_id: the running job.
+        model_id: the model it holds.
+        node_id: the node.
+    """
+
+    def __init__(self, job_id: str, model_id: str, node_id: str) -> None:
+        super().__init__(
+            f"node {node_id!r} is running job {job_id!r} (a benchmark of {model_id!r}); "
+            "wait for it to end or cancel it"
+        )
+        self.job_id = job_id
+        self.model_id = model_id
+        self.node_id = node_id
+
+
+class ModelNotReadyError(JobError):
+    """A job was asked for a model that is not Ready.
+
+    Attributes:
+        model_id: the model.
+        state: the state it is in (``Stopped``, ``Starting`` ...).
+    """
+
+    def __init__(self, model_id: str, state: str) -> None:
+        super().__init__(f"model {model_id!r} is {state}, not Ready: start it first")
+        self.model_id = model_id
+        self.state = state
+
+
+class UnknownPresetError(InvalidFieldError, JobError):
+    """No benchmark preset of that name; the message lists the presets there are."""
+
+    def __init__(self, preset: str, presets: list[str]) -> None:
+        super().__init__("preset", f"unknown preset {preset!r}; the presets are: {', '.join(presets)}")
+        self.preset = preset
+        self.presets = presets
+
+
+class NoJobRunningError(JobError):
+    """A cancel found no running job (on the node asked for)."""
+
+
+class JobTargetLostError(JobError):
+    """The model a job measures went away mid-job (deleted, stopped, crashed or its node gone)."""
+
+
+class BenchmarkRequestError(JobError):
+    """A benchmark request failed outright (the model refused it or the exchange broke)."""

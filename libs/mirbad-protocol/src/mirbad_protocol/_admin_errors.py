@@ -76,6 +76,14 @@ class AdminErrorCode(StrEnum):
     """The node's agent did not answer in time."""
     INSUFFICIENT_STORAGE = "insufficient_storage"
     """A file of the master cannot be written: its disk is full (the message names the file)."""
+    JOB_CONFLICT = "job_conflict"
+    """A job runs on the model's node already; ``jobId``, ``modelId`` and ``nodeId`` name it."""
+    MODEL_NOT_READY = "model_not_ready"
+    """The model is not Ready (the message says its state); ``modelId`` names it."""
+    UNKNOWN_PRESET = "unknown_preset"
+    """No benchmark preset of that name (``field`` is ``preset``; the message lists the presets)."""
+    JOB_NOT_FOUND = "job_not_found"
+    """No benchmark job is running (on that node)."""
     HTTP_ERROR = "http_error"
     """Any other HTTP error, with its own status."""
 
@@ -96,6 +104,10 @@ _HTTP_STATUS: Final = {
     AdminErrorCode.ROUTE_NOT_FOUND: 404,
     AdminErrorCode.METHOD_NOT_ALLOWED: 405,
     AdminErrorCode.MODEL_EXISTS: 409,
+    AdminErrorCode.JOB_CONFLICT: 409,
+    AdminErrorCode.MODEL_NOT_READY: 409,
+    AdminErrorCode.UNKNOWN_PRESET: 422,
+    AdminErrorCode.JOB_NOT_FOUND: 404,
     AdminErrorCode.SERVED_NAME_TAKEN: 409,
     AdminErrorCode.NODE_EXISTS: 409,
     AdminErrorCode.NODE_HAS_MODELS: 409,
@@ -131,6 +143,7 @@ class AdminError(WireModel):
         key_id: the unknown API key, for ``key_not_found``.
         served_name: the served name asked for, for ``served_name_taken``.
         retry_after_s: the seconds to wait before trying again, for ``too_many_attempts``.
+        job_id: the job in the way, for ``job_conflict``.
     """
 
     code: str
@@ -141,6 +154,7 @@ class AdminError(WireModel):
     key_id: str | None = None
     served_name: str | None = None
     retry_after_s: int | None = None
+    job_id: str | None = None
 
 
 class AdminErrorBody(WireModel):
@@ -159,6 +173,7 @@ def admin_error_body(
     key_id: str | None = None,
     served_name: str | None = None,
     retry_after_s: int | None = None,
+    job_id: str | None = None,
 ) -> dict[str, Any]:
     """The JSON body of an admin API refusal (send it with ``code.http_status``).
 
@@ -173,5 +188,6 @@ def admin_error_body(
         key_id=key_id,
         served_name=served_name,
         retry_after_s=retry_after_s,
+        job_id=job_id,
     )
     return AdminErrorBody(error=error).to_wire()

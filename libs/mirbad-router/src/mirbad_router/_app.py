@@ -2,8 +2,9 @@
 
 Each request passes the same gates in the same order, and the first that refuses answers in the OpenAI
 error shape: maintenance (503 ``maintenance``, before anything else, so a running benchmark sees no
-traffic) → API key (401) → the path (400 for one that could leave the upstream's ``v1/``) → body and
-``model`` field (413, 400) → the model (404, or 503 while it is not Ready unless it starts on request) →
+traffic: the whole router's, or a job's on the named model's node, for which the body is read first)
+→ API key (401) → the path (400 for one that could leave the upstream's ``v1/``) → body and ``model``
+field (413, 400) → the model (404, or 503 while it is not Ready unless it starts on request) →
 the key's limits (429; a token limit reserves the request's bound until it ends) → the upstream,
 streamed both ways. A method no route takes is 405, in the same shape.
 """
@@ -139,13 +140,14 @@ class _Router:
         return JSONResponse(found[0]) if found else errors.model_not_found(only)
 
     async def _proxy(self, request: Request) -> Response:
+        early = await self._refuse_held_model(request)
         grant = await self._admit(request)
         try:
             path = checked_path_param(request)
         except UnsafeProxyPathError as error:
             return errors.unsafe_path(error)
         try:
-            body = await self._read_body(request)
+            body = await self._body(request, early)
         except ClientDisconnect:
             return Response(status_code=CLIENT_CLOSED_REQUEST)
         if body.model is None:
@@ -163,10 +165,41 @@ class _Router:
             admitted.release()  # nothing went upstream (settling twice counts once)
             raise
 
-    async def _admit(self, request: Request) -> KeyGrant | None:
-        notice = await self.maintenance.current()
+    async def _refuse_held_model(self, request: Request) -> RequestBody | Exception | None:
+        """While a job holds some models, refuse a request for one of them before the key check.
+
+        The gate needs the model's name, so the body is read early; what that read found (the body,
+        or why it cannot be read) is answered later, in the gates' usual order. With no job holding
+        models the body is read at its usual place.
+        """
+        await self._refuse_in_maintenance(None)
+        if not await self.maintenance.holds_models():
+            return None
+        try:
+            body = await self._read_body(request)
+        except (_Refused, ClientDisconnect) as problem:
+            return problem
+        if body.model is not None:
+            await self._refuse_in_maintenance(body.model)
+        return body
+
+    async def _body(self, request: Request, early: RequestBody | Exception | None) -> RequestBody:
+        if isinstance(early, RequestBody):
+            return early
+        if early is not None:
+            raise early
+        return await self._read_body(request)
+
+    async def _refuse_in_maintenance(self, served_name: str | None) -> None:
+        if served_name is None:
+            notice = await self.maintenance.current()
+        else:
+            notice = await self.maintenance.notice_for(served_name)
         if notice is not None:
             raise _Refused(errors.maintenance(notice.message, notice.retry_after_s))
+
+    async def _admit(self, request: Request) -> KeyGrant | None:
+        await self._refuse_in_maintenance(None)
         token = _bearer(request.headers.get("authorization"))
         grant = await self.keys.authenticate(token) if token else None
         required = await self.keys.keys_required()

@@ -187,7 +187,19 @@ class MaintenanceGate(ABC):
 
     @abstractmethod
     async def current(self) -> MaintenanceNotice | None:
-        """The notice while maintenance lasts, else None."""
+        """The notice while the whole router is in maintenance, else None."""
+
+    async def holds_models(self) -> bool:
+        """Whether a job holds single models now (then the router reads a request's model early)."""
+        return False
+
+    async def notice_for(self, served_name: str) -> MaintenanceNotice | None:
+        """The notice for a request naming ``served_name`` while a job holds that model, else None.
+
+        By default the whole router's notice: a gate that holds single models (a job on one node)
+        overrides it, so the models of other nodes keep serving.
+        """
+        return await self.current()
 
 
 class StatsSink(ABC):

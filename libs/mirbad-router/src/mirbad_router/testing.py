@@ -187,10 +187,30 @@ def _digest(secret: str) -> bytes:
 
 
 class FakeMaintenanceGate(MaintenanceGate):
-    """Maintenance mode switched by hand: set :attr:`notice`, or call :meth:`enter` and :meth:`leave`."""
+    """Maintenance mode switched by hand: set :attr:`notice`, or call :meth:`enter` and :meth:`leave`.
+
+    :meth:`hold` and :meth:`release` hold single served names instead, as a job on one node does.
+    """
 
     def __init__(self) -> None:
         self.notice: MaintenanceNotice | None = None
+        self.held: dict[str, MaintenanceNotice] = {}
+
+    def hold(self, served_name: str, message: str, retry_after_s: int) -> None:
+        """Refuse requests for ``served_name`` (any case) with ``message``."""
+        self.held[served_name.casefold()] = MaintenanceNotice(message, retry_after_s)
+
+    def release(self, served_name: str) -> None:
+        """Serve ``served_name`` again."""
+        self.held.pop(served_name.casefold(), None)
+
+    async def holds_models(self) -> bool:
+        """Whether single names are held."""
+        return bool(self.held)
+
+    async def notice_for(self, served_name: str) -> MaintenanceNotice | None:
+        """The whole router's notice, else the held name's."""
+        return self.notice or self.held.get(served_name.casefold())
 
     def enter(self, message: str, retry_after_s: int) -> None:
         """Start refusing requests with ``message``."""

@@ -1,0 +1,81 @@
+"""``/api/models/{id}/benchmark(s)`` and ``/api/benchmark``: benchmark jobs and their stored results.
+
+A POST starts a job on the model's node (202 with the job; one job per node, so a second is 409
+``job_conflict`` naming the running job); ``GET /api/benchmark`` lists each node's current (or last)
+job with its live progress and ``DELETE /api/benchmark`` cancels. Every start and cancel is audited.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Final
+
+from fastapi import APIRouter, Query, Request, Response
+from fastapi.responses import JSONResponse
+
+from mirbad_orchestration.jobs import PRESETS
+from mirbad_protocol import BenchmarkJobList, BenchmarkJobView, BenchmarkList
+
+from ._api_errors import refusals
+from ._api_session import actor_of
+from ._composition import MasterServices
+from ._views import dump
+
+__all__ = ["benchmarks_router"]
+
+_PRESET_HELP: Final = f"the workload preset: one of {', '.join(PRESETS)}; none: the classic suite"
+_Preset = Annotated[str | None, Query(description=_PRESET_HELP)]
+_Node = Annotated[str | None, Query(alias="node", description="cancel only this node's job")]
+
+
+def benchmarks_router(services: MasterServices) -> APIRouter:
+    """The benchmark routes over ``services``."""
+    router = APIRouter(tags=["benchmarks"])
+
+    @router.post(
+        "/models/{model_id}/benchmark",
+        status_code=202,
+        response_model=BenchmarkJobView,
+        summary="Benchmark a Ready model with its current settings (its node goes into maintenance)",
+        responses=refusals(404, 409, 422),
+    )
+    async def start_benchmark(model_id: str, request: Request, preset: _Preset = None) -> Response:
+        job = await services.jobs.start(model_id, preset=preset)
+        detail = f"job {job.id}" + (f", preset {preset}" if preset else "")
+        await services.audit.record(
+            actor_of(request), "model.benchmark", model_id, node_id=job.node_id, detail=detail
+        )
+        return JSONResponse(dump(job), status_code=202)
+
+    @router.get(
+        "/models/{model_id}/benchmarks",
+        response_model=BenchmarkList,
+        summary="A model's stored benchmark results, newest first (unreadable files are skipped)",
+        responses=refusals(404),
+    )
+    async def list_benchmarks(model_id: str) -> Response:
+        await services.models.get(model_id)
+        return JSONResponse(dump(await services.benchmarks.list(model_id)))
+
+    @router.get(
+        "/benchmark",
+        response_model=BenchmarkJobList,
+        summary="Each node's running benchmark job (else its last one) with its progress",
+    )
+    async def current_benchmarks() -> Response:
+        return JSONResponse({"jobs": [dump(job) for job in services.jobs.jobs()]})
+
+    @router.delete(
+        "/benchmark",
+        response_model=BenchmarkJobList,
+        summary="Cancel the running benchmark job(s); the node leaves maintenance",
+        responses=refusals(404),
+    )
+    async def cancel_benchmark(request: Request, node_id: _Node = None) -> Response:
+        cancelled = await services.jobs.cancel(node_id)
+        for job in cancelled:
+            await services.audit.record(
+                actor_of(request), "model.benchmark.cancel", job.model_id, node_id=job.node_id
+            )
+        return JSONResponse({"jobs": [dump(job) for job in cancelled]})
+
+    return router

@@ -1,0 +1,377 @@
+"""Benchmark jobs: one at a time per node, with the node in maintenance while it runs.
+
+A job measures a Ready model with its current settings (no restart). It holds the model's node in
+maintenance (``/v1`` refuses the node's models with the job's estimate as Retry-After; other nodes keep
+serving), drains (every Ready model of the node reports 0 running and 0 waiting on a sample taken after
+the job started, within a bound, else the result is noisy "in-flight requests at start"), checks the
+node's GPUs, runs the suite and stores the result. Whatever happens (success, failure, cancel, the
+model deleted or crashing mid-job) the node leaves maintenance; a lost model fails the job with the
+reason. Cancelling always propagates: the job's requests are cancelled with it.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import partial
+from typing import Final
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+
+from mirbad_orchestration.benchmarks import BenchmarkResults, ClassicSuite, Progress
+from mirbad_orchestration.exceptions import (
+    JobConflictError,
+    MirbadOrchestrationError,
+    ModelNotReadyError,
+    NoJobRunningError,
+    UnknownModelError,
+    UnknownPresetError,
+)
+from mirbad_protocol import BenchmarkJobView, BenchmarkResult, BenchmarkSizes, MirbadError, single_errors
+
+from ._host import JobHost, JobTarget
+from ._maintenance import MaintenanceState, NodeMaintenance
+
+__all__ = ["DEFAULT_DRAIN_TIMEOUT_S", "PRESETS", "BenchmarkJobs", "estimate_seconds"]
+
+PRESETS: Final = ("classic",)
+"""The benchmark presets there are (none given: the classic suite)."""
+DEFAULT_DRAIN_TIMEOUT_S: Final = 120.0
+"""How long a job waits for its node's models to drain before it measures anyway (noisy)."""
+
+_logger = logging.getLogger(__name__)
+# A pessimistic decode speed for the first estimate, before the job has measured anything.
+_ASSUMED_TOKENS_PER_S: Final = 20.0
+_EXTRA_PARTS_S: Final = 30.0  # prefill, tool call and questions
+
+
+def estimate_seconds(sizes: BenchmarkSizes) -> float:
+    """The first estimate of a classic run: every timed run at a slow decode speed, plus the extras."""
+    per_run = sizes.max_tokens / _ASSUMED_TOKENS_PER_S
+    return (len(sizes.levels) * sizes.runs + 1) * per_run + _EXTRA_PARTS_S
+
+
+@dataclass
+class _Job:
+    view: BenchmarkJobView
+    sizes: BenchmarkSizes
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    done: anyio.Event = field(default_factory=anyio.Event)
+    lost: str | None = None
+    cancelled_by_user: bool = False
+    runs_started: int = 0
+    first_run_at: float | None = None
+
+    def update(self, **changes: object) -> None:
+        self.view = self.view.model_copy(update=changes)
+
+
+class BenchmarkJobs:
+    """Runs benchmark jobs (see the module); start :meth:`run` in the app's task group first.
+
+    Args:
+        host: the master's side (targets, node models, telemetry, GPUs).
+        results: where results are stored.
+        maintenance: the maintenance state the router and the health monitor read.
+        sizes: the suite's sizes (the spec's by default; tests pass small ones).
+        drain_timeout_s: the bound of the drain (the spec's 120 s by default).
+        poll_s: how often the drain and the model watch look again.
+        clock: the wall clock (aware), for the job's and the result's times.
+    """
+
+    def __init__(
+        self,
+        host: JobHost,
+        results: BenchmarkResults,
+        maintenance: MaintenanceState,
+        *,
+        sizes: BenchmarkSizes | None = None,
+        drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S,
+        poll_s: float = 1.0,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self._host = host
+        self._results = results
+        self._maintenance = maintenance
+        self._sizes = sizes or BenchmarkSizes()
+        self._drain_timeout_s = drain_timeout_s
+        self._poll_s = poll_s
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self._jobs: dict[str, _Job] = {}  # by node: the running job, else the last one
+        self._tasks: TaskGroup | None = None
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Hold the jobs' task group until cancelled (leaving cancels every running job)."""
+        async with anyio.create_task_group() as tasks:
+            self._tasks = tasks
+            task_status.started()
+            try:
+                await anyio.sleep_forever()
+            finally:
+                self._tasks = None
+
+    async def start(self, model_id: str, *, preset: str | None = None) -> BenchmarkJobView:
+        """Start a benchmark of ``model_id`` with its current settings.
+
+        Raises:
+            UnknownPresetError: ``preset`` is not one of :data:`PRESETS`.
+            UnknownModelError: no such model.
+            ModelNotReadyError: the model is not Ready.
+            JobConflictError: a job runs on the model's node already.
+        """
+        if preset is not None and preset not in PRESETS:
+            raise UnknownPresetError(preset, list(PRESETS))
+        target = await self._host.target(model_id)
+        if not target.ready:
+            raise ModelNotReadyError(model_id, target.state.value)
+        if self._tasks is None:
+            raise MirbadOrchestrationError("the benchmark jobs are not running (BenchmarkJobs.run)")
+        running = self._jobs.get(target.node_id)
+        if running is not None and running.view.state == "running":
+            raise JobConflictError(running.view.id, running.view.model_id, target.node_id)
+        # No await between the check above and this line: two starts cannot both pass it.
+        job = _Job(self._new_view(target), self._sizes)
+        self._jobs[target.node_id] = job
+        self._tasks.start_soon(self._run_job, job, target)
+        return job.view
+
+    def jobs(self) -> list[BenchmarkJobView]:
+        """Every node's running job, else its last one, by node."""
+        return [self._jobs[node].view for node in sorted(self._jobs)]
+
+    def job(self, job_id: str) -> BenchmarkJobView | None:
+        """The job ``job_id`` while it is running or the last of its node."""
+        return next((job.view for job in self._jobs.values() if job.view.id == job_id), None)
+
+    async def wait(self, job_id: str, *, timeout_s: float) -> BenchmarkJobView:
+        """Wait (bounded) for ``job_id`` to end; returns how it ended.
+
+        Raises:
+            NoJobRunningError: no such job.
+            TimeoutError: it did not end within ``timeout_s``.
+        """
+        job = next((job for job in self._jobs.values() if job.view.id == job_id), None)
+        if job is None:
+            raise NoJobRunningError(f"no job {job_id!r}")
+        with anyio.fail_after(timeout_s):
+            await job.done.wait()
+        return job.view
+
+    async def cancel(self, node_id: str | None = None, *, timeout_s: float = 30.0) -> list[BenchmarkJobView]:
+        """Cancel the running job of ``node_id`` (every running job without one); waits until they ended.
+
+        Raises:
+            NoJobRunningError: nothing runs there.
+        """
+        running = [
+            job
+            for node, job in self._jobs.items()
+            if job.view.state == "running" and (node_id is None or node == node_id)
+        ]
+        if not running:
+            where = f" on node {node_id!r}" if node_id is not None else ""
+            raise NoJobRunningError(f"no benchmark job is running{where}")
+        for job in running:
+            job.cancelled_by_user = True
+            job.scope.cancel()
+        with anyio.fail_after(timeout_s):
+            for job in running:
+                await job.done.wait()
+        return [job.view for job in running]
+
+    def _new_view(self, target: JobTarget) -> BenchmarkJobView:
+        return BenchmarkJobView(
+            id=secrets.token_hex(6),
+            model_id=target.model_id,
+            node_id=target.node_id,
+            started_at=self._clock(),
+            runs=self._sizes.runs,
+            eta_s=estimate_seconds(self._sizes),
+        )
+
+    async def _run_job(self, job: _Job, target: JobTarget) -> None:
+        # The job ends (and its waiters wake) only after its node left maintenance.
+        stored: str | None = None
+        try:
+            with job.scope:
+                stored = await self._hold_and_measure(job, target)
+        except Exception as exc:
+            reason = job.lost or await self._loss_reason(target) or str(exc) or type(exc).__name__
+            self._finish(job, "failed", error=reason)
+        else:
+            if job.lost is not None:
+                self._finish(job, "failed", error=job.lost)
+            elif stored is None or job.cancelled_by_user:
+                self._finish(job, "cancelled", error="cancelled")
+            else:
+                self._finish(job, "succeeded", result=stored)
+        finally:
+            if job.view.state == "running":  # the app itself is being cancelled
+                self._finish(job, "cancelled", error="the master stopped")
+
+    async def _hold_and_measure(self, job: _Job, target: JobTarget) -> str:
+        models = await self._host.node_models(target.node_id)
+        held = NodeMaintenance(
+            job_id=job.view.id,
+            message=f"a benchmark of {target.model_id!r} is running on node {target.node_id!r}",
+            retry_after_s=_whole(job.view.eta_s),
+            model_ids=[model.model_id for model in models],
+            served_names=[model.served_name for model in models],
+        )
+        await self._maintenance.enter_node(target.node_id, held)
+        try:
+            with single_errors():
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(self._watch, job, target.model_id)
+                    result = await self._measure(job, target)
+                    tasks.cancel_scope.cancel()
+            job.update(phase="saving")
+            return await self._results.save(result)
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+                await self._maintenance.leave_node(target.node_id)
+
+    async def _measure(self, job: _Job, target: JobTarget) -> BenchmarkResult:
+        assert target.endpoint is not None
+        started_at = job.view.started_at
+        noisy = await self._drain(job, target.node_id)
+        gpu = await self._gpu_check(target.node_id)
+        progress = _JobProgress(partial(self._report_progress, job))
+        suite = ClassicSuite(
+            target.endpoint,
+            job.sizes,
+            max_model_len=target.max_model_len,
+            progress=progress,
+            noise=lambda: self._other_models_busy(target),
+        )
+        outcome = await suite.run()
+        return BenchmarkResult(
+            model_id=target.model_id,
+            served_name=target.served_name,
+            node_id=target.node_id,
+            runtime=target.runtime,
+            started_at=started_at,
+            finished_at=self._clock(),
+            config_hash=target.config_hash,
+            restart_pending=target.restart_pending,
+            settings=target.settings,
+            sizes=job.sizes,
+            gpu=gpu,
+            noisy=noisy,
+            levels=outcome.levels,
+            prefill=outcome.prefill,
+            tool_call=outcome.tool_call,
+            questions=outcome.questions,
+        )
+
+    async def _drain(self, job: _Job, node_id: str) -> list[str]:
+        job.update(phase="draining")
+        since = self._clock()
+        with anyio.move_on_after(self._drain_timeout_s):
+            while True:
+                busy = await self._busy_models(node_id, since)
+                if not busy:
+                    return []
+                await anyio.sleep(self._poll_s)
+        busy = await self._busy_models(node_id, since)
+        return [f"in-flight requests at start ({', '.join(busy)})"] if busy else []
+
+    async def _busy_models(self, node_id: str, since: datetime) -> list[str]:
+        """The node's Ready models without a fresh sample of 0 running and 0 waiting."""
+        busy = []
+        for model in await self._host.node_models(node_id):
+            if not model.ready:
+                continue
+            sample = self._host.latest_metrics(model.model_id)
+            fresh = sample is not None and sample.at > since
+            if not fresh or sample is None or sample.requests_running > 0 or sample.requests_waiting > 0:
+                busy.append(model.model_id)
+        return busy
+
+    async def _gpu_check(self, node_id: str) -> str:
+        if await self._host.gpu_count(node_id) == 0:
+            return "skipped: the node has no GPU"
+        # The agent reports GPU memory, not utilization, so there is nothing to sample yet.
+        return "skipped: the node agent does not report GPU utilization"
+
+    async def _other_models_busy(self, target: JobTarget) -> list[str]:
+        noisy = []
+        for model in await self._host.node_models(target.node_id):
+            if model.model_id == target.model_id or not model.ready:
+                continue
+            sample = self._host.latest_metrics(model.model_id)
+            if sample is not None and sample.requests_running > 0:
+                noisy.append(f"model {model.model_id!r} had running requests")
+        return noisy
+
+    async def _watch(self, job: _Job, model_id: str) -> None:
+        """Fail the job as soon as its model is deleted, stops or crashes."""
+        while True:
+            await anyio.sleep(self._poll_s)
+            reason = await self._loss_reason_of(model_id)
+            if reason is not None:
+                job.lost = reason
+                job.scope.cancel()
+                return
+
+    async def _loss_reason(self, target: JobTarget) -> str | None:
+        return await self._loss_reason_of(target.model_id)
+
+    async def _loss_reason_of(self, model_id: str) -> str | None:
+        try:
+            now = await self._host.target(model_id)
+        except UnknownModelError:
+            return f"model {model_id!r} was deleted during the benchmark"
+        except MirbadError as exc:
+            _logger.warning("cannot check model %s during its benchmark: %s", model_id, exc)
+            return None
+        if now.ready:
+            return None
+        detail = f": {now.error}" if now.error else ""
+        return f"model {model_id!r} went {now.state.value} during the benchmark{detail}"
+
+    def _finish(self, job: _Job, state: str, *, error: str | None = None, result: str | None = None) -> None:
+        if job.view.state != "running":
+            return
+        job.update(state=state, error=error, result=result, finished_at=self._clock(), eta_s=0.0)
+        job.done.set()
+        suffix = f": {error}" if error else ""
+        _logger.info("benchmark job %s of %s ended %s%s", job.view.id, job.view.model_id, state, suffix)
+
+    async def _report_progress(self, job: _Job, phase: str, concurrency: int | None, run: int | None) -> None:
+        if phase == "concurrency":
+            job.runs_started += 1
+            job.first_run_at = job.first_run_at or time.monotonic()
+        eta = self._eta(job, phase)
+        job.update(phase=phase, concurrency=concurrency, run=run, eta_s=eta)
+        await self._maintenance.update_node(job.view.node_id, _whole(eta))
+
+    def _eta(self, job: _Job, phase: str) -> float:
+        """Runs left at the pace of the runs so far, plus the parts after them."""
+        total = len(job.sizes.levels) * job.sizes.runs
+        finished = total if phase not in ("concurrency", "warm-up", "draining") else job.runs_started - 1
+        if finished <= 0 or job.first_run_at is None:
+            return estimate_seconds(job.sizes)
+        per_run = (time.monotonic() - job.first_run_at) / finished
+        extras = {"prefill": 3, "tool-call": 2, "questions": 1}.get(phase, 3)
+        return max(0.0, (total - finished + extras) * per_run)
+
+
+class _JobProgress(Progress):
+    """Hands the suite's phases to the job (its view and the maintenance estimate)."""
+
+    def __init__(self, report: Callable[[str, int | None, int | None], Awaitable[None]]) -> None:
+        self._report = report
+
+    async def phase(self, name: str, *, concurrency: int | None = None, run: int | None = None) -> None:
+        """Update the job's progress and its node's Retry-After."""
+        await self._report(name, concurrency, run)
+
+
+def _whole(seconds: float | None) -> int:
+    return max(1, round(seconds or 1))

@@ -1,0 +1,236 @@
+"""Benchmark results and jobs as the admin API and the results files carry them.
+
+A result is what one run of a suite measured (``{data}/benchmarks/{modelId}/{stamp}.json``); a job is
+the work that produces it, with its live progress. Both are read by the master, the typed client and
+the portal; stored files of an older or newer writer load too (unknown fields ignored).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import Field
+
+from ._wire import WireModel
+
+__all__ = [
+    "BenchmarkJobList",
+    "BenchmarkJobView",
+    "BenchmarkList",
+    "BenchmarkResult",
+    "BenchmarkSizes",
+    "ConcurrencyLevelResult",
+    "JobState",
+    "PrefillResult",
+    "QuestionAnswer",
+    "QuestionsResult",
+    "RunMeasurement",
+    "ToolCallResult",
+]
+
+JobState = Literal["running", "succeeded", "failed", "cancelled"]
+"""Where a job is: running, or how it ended."""
+
+
+class BenchmarkSizes(WireModel):
+    """The sizes a suite ran with (the spec's by default; tests on tiny models pass smaller ones).
+
+    Attributes:
+        levels: the concurrency levels N, in order.
+        runs: the runs at each level (medians are taken over them).
+        max_tokens: the tokens each streamed chat asks for (``max_tokens`` = ``min_tokens``).
+        prefill_tokens: the cap of the prefill prompt (the model's max length caps it too).
+        question_tokens: the tokens an objective question may answer with.
+    """
+
+    levels: list[int] = Field(default_factory=lambda: [1, 4, 8, 16])
+    runs: int = Field(default=3, ge=1)
+    max_tokens: int = Field(default=256, ge=1)
+    prefill_tokens: int = Field(default=65_536, ge=1)
+    question_tokens: int = Field(default=32, ge=1)
+
+
+class RunMeasurement(WireModel):
+    """One run of N concurrent streamed chats.
+
+    Attributes:
+        per_request_tokens_per_s: the median over the requests of tokens ÷ (total - TTFT).
+        aggregate_tokens_per_s: every request's tokens ÷ the run's wall time.
+        ttft_p50_s: the median time to first token (nearest rank).
+        ttft_p95_s: the 95th percentile time to first token (nearest rank).
+        tokens: the completion tokens of the run.
+        wall_s: from the first request sent to the last answer read.
+        failed: the requests that failed.
+        noisy: why the run's numbers may be disturbed (other models busy ...).
+    """
+
+    per_request_tokens_per_s: float
+    aggregate_tokens_per_s: float
+    ttft_p50_s: float
+    ttft_p95_s: float
+    tokens: int
+    wall_s: float
+    failed: int = 0
+    noisy: list[str] = Field(default_factory=list)
+
+
+class ConcurrencyLevelResult(WireModel):
+    """One concurrency level: its runs and the per-metric medians over them.
+
+    Attributes:
+        concurrency: N, the requests in flight at once.
+        per_request_tokens_per_s: median over the runs.
+        aggregate_tokens_per_s: median over the runs.
+        ttft_p50_s: median over the runs.
+        ttft_p95_s: median over the runs.
+        runs: each run's measurement.
+    """
+
+    concurrency: int
+    per_request_tokens_per_s: float
+    aggregate_tokens_per_s: float
+    ttft_p50_s: float
+    ttft_p95_s: float
+    runs: list[RunMeasurement] = Field(default_factory=list)
+
+
+class PrefillResult(WireModel):
+    """A long prompt with a unique prefix, then the same prompt again (a prefix-cache hit).
+
+    Attributes:
+        prompt_tokens: the prompt's tokens as the model counted them.
+        cold_ttft_s: time to first token of the first send.
+        warm_ttft_s: time to first token of the second send.
+        cached_tokens: the prompt tokens the model says it reused on the second send, when it says.
+        cache_source: where ``cached_tokens`` came from (the response field read), or why it is unknown.
+    """
+
+    prompt_tokens: int
+    cold_ttft_s: float
+    warm_ttft_s: float
+    cached_tokens: int | None = None
+    cache_source: str = ""
+
+
+class ToolCallResult(WireModel):
+    """The tool call with a schema without properties.
+
+    Attributes:
+        called: whether the model answered with a tool call.
+        valid: whether its arguments validate against the tool's JSON schema.
+        detail: what went wrong, for people.
+    """
+
+    called: bool
+    valid: bool
+    detail: str = ""
+
+
+class QuestionAnswer(WireModel):
+    """One objective question and how it was answered."""
+
+    question: str
+    answer: str
+    correct: bool
+
+
+class QuestionsResult(WireModel):
+    """The objective questions, scored by regex."""
+
+    correct: int
+    asked: int
+    answers: list[QuestionAnswer] = Field(default_factory=list)
+
+
+class BenchmarkResult(WireModel):
+    """One benchmark of one model with its settings at the time (a results file).
+
+    Attributes:
+        schema_version: 1 for the classic suite (absent in a file means 1).
+        preset: the preset run; None for the classic suite.
+        model_id: the model.
+        served_name: its served name.
+        node_id: the node it ran on.
+        runtime: its runtime (``vllm``, ``llamacpp`` ...).
+        started_at: when the job started.
+        finished_at: when the suite finished.
+        config_hash: the running instance's config hash, as its node reports it.
+        restart_pending: whether the instance ran other settings than the saved ones.
+        settings: the launch arguments of those settings.
+        sizes: the sizes the suite ran with.
+        gpu: the GPU check: ``"idle"``, ``"busy"`` or why it was skipped.
+        noisy: why the numbers may be disturbed, for the whole run.
+        levels: the concurrency levels.
+        prefill: the long-prompt measurement.
+        tool_call: the tool call.
+        questions: the objective questions.
+    """
+
+    schema_version: int = 1
+    preset: str | None = None
+    model_id: str
+    served_name: str
+    node_id: str
+    runtime: str
+    started_at: datetime
+    finished_at: datetime
+    config_hash: str | None = None
+    restart_pending: bool = False
+    settings: list[str] = Field(default_factory=list)
+    sizes: BenchmarkSizes = Field(default_factory=BenchmarkSizes)
+    gpu: str = ""
+    noisy: list[str] = Field(default_factory=list)
+    levels: list[ConcurrencyLevelResult] = Field(default_factory=list)
+    prefill: PrefillResult | None = None
+    tool_call: ToolCallResult | None = None
+    questions: QuestionsResult | None = None
+
+
+class BenchmarkList(WireModel):
+    """A model's stored benchmarks, newest first, and the files that could not be read."""
+
+    results: list[BenchmarkResult] = Field(default_factory=list)
+    skipped: list[str] = Field(default_factory=list)
+
+
+class BenchmarkJobView(WireModel):
+    """A benchmark job and its live progress.
+
+    Attributes:
+        id: the job's id.
+        model_id: the model benchmarked.
+        node_id: the node it holds in maintenance.
+        preset: the preset; None for the classic suite.
+        state: running, or how it ended.
+        phase: what it is doing (``draining``, ``warm-up``, ``concurrency``, ``prefill`` ...).
+        concurrency: the level N being measured, in the ``concurrency`` phase.
+        run: the run at that level (1-based).
+        runs: the runs per level.
+        eta_s: the seconds it expects to still need.
+        started_at: when it started.
+        finished_at: when it ended.
+        error: why it failed.
+        result: the results file's name once written.
+    """
+
+    id: str
+    model_id: str
+    node_id: str
+    preset: str | None = None
+    state: JobState = "running"
+    phase: str = "queued"
+    concurrency: int | None = None
+    run: int | None = None
+    runs: int | None = None
+    eta_s: float | None = None
+    started_at: datetime
+    finished_at: datetime | None = None
+    error: str | None = None
+    result: str | None = None
+
+
+class BenchmarkJobList(WireModel):
+    """Every node's current or last benchmark job."""
+
+    jobs: list[BenchmarkJobView] = Field(default_factory=list)

@@ -1,0 +1,267 @@
+"""Benchmark jobs: one per node, maintenance held and always released, drain, cancel and lost models.
+
+The model answers from a stand-in chat server on loopback (``_fake_chat``); the master's side is a
+hand-written :class:`FakeHost`. Sizes are tiny: N = 1 and 2, one run, 4 tokens.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+from tests._support.asgi_server import serve_asgi
+from tests._support.polling import eventually
+from tests.orchestration._fake_chat import FakeChatServer
+
+from mirbad_orchestration import (
+    JobConflictError,
+    ModelNotReadyError,
+    NoJobRunningError,
+    UnknownModelError,
+    UnknownPresetError,
+)
+from mirbad_orchestration.benchmarks import BenchmarkResults, ChatEndpoint
+from mirbad_orchestration.jobs import (
+    MAINTENANCE_FILE_NAME,
+    BenchmarkJobs,
+    JobHost,
+    JobTarget,
+    MaintenanceState,
+    NodeMaintenance,
+    NodeModel,
+)
+from mirbad_protocol import BenchmarkSizes, ModelMetrics, ModelState
+
+pytestmark = pytest.mark.anyio
+
+TINY = BenchmarkSizes(levels=[1, 2], runs=1, max_tokens=4, prefill_tokens=80, question_tokens=4)
+"""The sizes of these tests (the product runs the spec's)."""
+WAIT_S = 10.0
+
+
+@dataclass
+class FakeHost(JobHost):
+    """Targets by model id, placements by node; telemetry is live and idle unless a model is busy."""
+
+    targets: dict[str, JobTarget] = field(default_factory=dict)
+    busy: set[str] = field(default_factory=set)
+    gpus: dict[str, int] = field(default_factory=dict)
+
+    async def target(self, model_id: str) -> JobTarget:
+        if model_id not in self.targets:
+            raise UnknownModelError(model_id)
+        return self.targets[model_id]
+
+    async def node_models(self, node_id: str) -> list[NodeModel]:
+        return [
+            NodeModel(t.model_id, t.served_name, t.ready)
+            for t in self.targets.values()
+            if t.node_id == node_id
+        ]
+
+    def latest_metrics(self, model_id: str) -> ModelMetrics | None:
+        running = 1.0 if model_id in self.busy else 0.0
+        return ModelMetrics(
+            model_id=model_id, at=datetime.now(UTC) + timedelta(seconds=1), requests_running=running
+        )
+
+    async def gpu_count(self, node_id: str) -> int:
+        return self.gpus.get(node_id, 0)
+
+
+@dataclass
+class Bench:
+    host: FakeHost
+    jobs: BenchmarkJobs
+    maintenance: MaintenanceState
+    results: BenchmarkResults
+    server: FakeChatServer
+    data_dir: Path
+
+
+@pytest.fixture
+async def bench(tmp_path: Path) -> AsyncIterator[Bench]:
+    server = FakeChatServer()
+    async with serve_asgi(server.app) as base, httpx.AsyncClient(trust_env=False) as client:
+        endpoint = ChatEndpoint(f"{base}/agent/v1/proxy/m/", client, served_name="Qwen", timeout_s=WAIT_S)
+        host = FakeHost()
+        for model_id, node_id in (("qwen", "gpu-1"), ("llama", "gpu-1"), ("other", "gpu-2")):
+            served = "Qwen" if model_id == "qwen" else model_id.title()
+            host.targets[model_id] = JobTarget(
+                model_id, served, node_id, "llamacpp", ModelState.READY,
+                endpoint=replace(endpoint, served_name=served), max_model_len=256, config_hash="abcd",
+            )  # fmt: skip
+        maintenance = MaintenanceState(tmp_path)
+        results = BenchmarkResults(tmp_path)
+        jobs = BenchmarkJobs(host, results, maintenance, sizes=TINY, drain_timeout_s=0.5, poll_s=0.02)
+        async with anyio.create_task_group() as tasks:
+            await tasks.start(jobs.run)
+            yield Bench(host, jobs, maintenance, results, server, tmp_path)
+            tasks.cancel_scope.cancel()
+
+
+async def hold_chats(bench: Bench) -> None:
+    """Hold every streamed chat before its end (until the test sets the event)."""
+    bench.server.hold = anyio.Event()
+
+
+async def until_holding(bench: Bench) -> None:
+    await eventually(lambda: bench.server.holding > 0, timeout_s=WAIT_S)
+
+
+async def test_a_job_measures_and_stores_a_result_with_the_node_in_maintenance(bench: Bench) -> None:
+    await hold_chats(bench)
+    job = await bench.jobs.start("qwen")
+    await until_holding(bench)
+    during = bench.maintenance.notice_for("qwen")
+    other_node = bench.maintenance.notice_for("Other")
+    owned = (bench.maintenance.owns("qwen"), bench.maintenance.owns("llama"), bench.maintenance.owns("other"))
+    flag = json.loads((bench.data_dir / MAINTENANCE_FILE_NAME).read_text())
+    running = bench.jobs.job(job.id)
+    assert bench.server.hold is not None
+    bench.server.hold.set()
+    ended = await bench.jobs.wait(job.id, timeout_s=WAIT_S)
+    listed = await bench.results.list("qwen")
+
+    assert during is not None
+    assert "benchmark of 'qwen'" in during.message
+    assert other_node is None
+    assert owned == (True, True, False)  # the health monitor leaves the node's models alone
+    assert flag["nodes"]["gpu-1"]["servedNames"] == ["Qwen", "Llama"]
+    assert flag["nodes"]["gpu-1"]["jobId"] == job.id
+    assert running is not None
+    assert running.state == "running"
+    assert running.phase in ("warm-up", "concurrency")
+    assert ended.state == "succeeded"
+    assert ended.result is not None
+    assert bench.maintenance.notice_for("qwen") is None
+    assert bench.maintenance.owns("qwen") is False
+    assert not (bench.data_dir / MAINTENANCE_FILE_NAME).exists()
+    [result] = listed.results
+    assert [level.concurrency for level in result.levels] == [1, 2]
+    assert result.levels[1].runs[0].tokens == 8
+    assert result.gpu == "skipped: the node has no GPU"
+    assert result.noisy == []
+    assert result.config_hash == "abcd"
+    assert result.sizes == TINY
+    assert result.questions is not None
+    assert result.questions.correct == 1  # the stand-in answers 42 to everything
+
+
+async def test_one_job_per_node_but_nodes_run_at_once(bench: Bench) -> None:
+    await hold_chats(bench)
+    first = await bench.jobs.start("qwen")
+    with pytest.raises(JobConflictError) as conflict:
+        await bench.jobs.start("llama")
+    elsewhere = await bench.jobs.start("other")
+    both = {view.node_id: view.state for view in bench.jobs.jobs()}
+    await bench.jobs.cancel()
+
+    assert conflict.value.job_id == first.id
+    assert (conflict.value.node_id, conflict.value.model_id) == ("gpu-1", "qwen")
+    assert first.id in str(conflict.value)
+    assert elsewhere.node_id == "gpu-2"
+    assert both == {"gpu-1": "running", "gpu-2": "running"}
+
+
+async def test_refusals_before_a_job_starts(bench: Bench) -> None:
+    bench.host.targets["qwen"] = replace(bench.host.targets["qwen"], state=ModelState.STARTING)
+
+    with pytest.raises(ModelNotReadyError, match="Starting") as not_ready:
+        await bench.jobs.start("qwen")
+    with pytest.raises(UnknownPresetError, match="classic") as preset:
+        await bench.jobs.start("llama", preset="agents")
+    with pytest.raises(UnknownModelError):
+        await bench.jobs.start("nope")
+    with pytest.raises(NoJobRunningError):
+        await bench.jobs.cancel()
+
+    assert not_ready.value.state == "Starting"
+    assert preset.value.field == "preset"
+    assert bench.jobs.jobs() == []
+
+
+async def test_cancel_ends_the_job_and_always_leaves_maintenance(bench: Bench) -> None:
+    await hold_chats(bench)
+    job = await bench.jobs.start("qwen")
+    await until_holding(bench)
+    [cancelled] = await bench.jobs.cancel("gpu-1")
+
+    assert cancelled.state == "cancelled"
+    assert bench.maintenance.notice_for("qwen") is None
+    assert not (bench.data_dir / MAINTENANCE_FILE_NAME).exists()
+    assert (await bench.results.list("qwen")).results == []
+    assert bench.jobs.job(job.id) == cancelled
+
+
+async def test_a_model_deleted_mid_job_fails_it_with_the_reason(bench: Bench) -> None:
+    await hold_chats(bench)
+    job = await bench.jobs.start("qwen")
+    await until_holding(bench)
+    del bench.host.targets["qwen"]
+    ended = await bench.jobs.wait(job.id, timeout_s=WAIT_S)
+
+    assert ended.state == "failed"
+    assert ended.error == "model 'qwen' was deleted during the benchmark"
+    assert bench.maintenance.notice_for("qwen") is None
+
+
+async def test_a_model_crashing_mid_job_fails_it_with_its_state_and_error(bench: Bench) -> None:
+    await hold_chats(bench)
+    job = await bench.jobs.start("qwen")
+    await until_holding(bench)
+    crashed = replace(bench.host.targets["qwen"], state=ModelState.FAILED, error="exit code 139")
+    bench.host.targets["qwen"] = crashed
+    ended = await bench.jobs.wait(job.id, timeout_s=WAIT_S)
+
+    assert ended.state == "failed"
+    assert ended.error == "model 'qwen' went Failed during the benchmark: exit code 139"
+    assert not (bench.data_dir / MAINTENANCE_FILE_NAME).exists()
+
+
+async def test_a_node_that_does_not_drain_in_time_makes_the_result_noisy(bench: Bench) -> None:
+    bench.host.busy.add("llama")
+    job = await bench.jobs.start("qwen")
+    ended = await bench.jobs.wait(job.id, timeout_s=WAIT_S)
+    [result] = (await bench.results.list("qwen")).results
+
+    assert ended.state == "succeeded"
+    assert result.noisy == ["in-flight requests at start (llama)"]
+    # The other model stayed busy through every run.
+    assert all(run.noisy == ["model 'llama' had running requests"] for lv in result.levels for run in lv.runs)
+
+
+async def test_a_node_with_gpus_says_utilization_was_not_sampled(bench: Bench) -> None:
+    bench.host.gpus["gpu-1"] = 2
+    job = await bench.jobs.start("qwen")
+    await bench.jobs.wait(job.id, timeout_s=WAIT_S)
+    [result] = (await bench.results.list("qwen")).results
+
+    assert result.gpu == "skipped: the node agent does not report GPU utilization"
+
+
+async def test_the_maintenance_state_is_persisted_and_cleared_at_boot(tmp_path: Path) -> None:
+    state = MaintenanceState(tmp_path)
+
+    await state.enter_node(
+        "gpu-1", NodeMaintenance(job_id="j1", message="busy", retry_after_s=30, served_names=["Qwen"])
+    )
+    await state.update_node("gpu-1", 12)
+    written = json.loads((tmp_path / MAINTENANCE_FILE_NAME).read_text())
+    after_crash = MaintenanceState(tmp_path)
+    cleared = after_crash.clear_on_boot()
+
+    assert written["nodes"]["gpu-1"]["retryAfterS"] == 12
+    notice = state.notice_for("qwen")
+    assert notice is not None
+    assert (notice.message, notice.retry_after_s) == ("busy", 12)
+    assert state.notice_for(None) is None
+    assert cleared
+    assert not (tmp_path / MAINTENANCE_FILE_NAME).exists()
+    assert after_crash.notice_for("qwen") is None
