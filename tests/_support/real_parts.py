@@ -1,21 +1,22 @@
-"""Which real components (dockerd, llama-server, chromium, vLLM) this machine offers to the tests.
+"""Which real components (dockerd, llama-server, chromium, vLLM, deploy checkers) the machine offers.
 
 A test that needs one carries its marker. Where the component is missing the test is skipped with the
-reason, unless ``MIRBAD_REQUIRE`` (comma-separated: docker, llamacpp, browser, vllm) names it: then the
-test fails with the same reason, so CI can never go green by skipping a tier.
+reason, unless ``MIRBAD_REQUIRE`` (comma-separated: docker, llamacpp, browser, vllm, deploy) names it:
+then the test fails with the same reason, so CI can never go green by skipping a tier.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
 from tests._support.vllm_image import VLLM_VERSION, venv_dir
 
-REAL_PARTS = ("docker", "llamacpp", "browser", "vllm")
+REAL_PARTS = ("docker", "llamacpp", "browser", "vllm", "deploy")
 CHROMIUM = Path("/usr/bin/chromium")
 
 
@@ -93,11 +94,20 @@ def vllm_missing() -> str | None:
     return None
 
 
+def deploy_missing() -> str | None:
+    """Why the deploy files cannot be checked (``systemd-analyze verify``, ``shellcheck``), or None."""
+    absent = [tool for tool in ("systemd-analyze", "shellcheck") if shutil.which(tool) is None]
+    if absent:
+        return f"{' and '.join(absent)} not installed (Debian packages systemd, shellcheck)"
+    return None
+
+
 PROBES: dict[str, Callable[[], str | None]] = {
     "docker": docker_missing,
     "llamacpp": llamacpp_missing,
     "browser": browser_missing,
     "vllm": vllm_missing,
+    "deploy": deploy_missing,
 }
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -47,7 +46,7 @@ def test_tmpfiles_creates_the_socket_folder_at_boot() -> None:
     assert lines == ["d /run/mirbad-hostd 0750 root docker -"]
 
 
-@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed")
+@pytest.mark.deploy
 def test_systemd_analyze_verifies_the_unit_without_a_warning(tmp_path: Path) -> None:
     # verify checks that ExecStart's binary exists: point it at one that does, as the installer does.
     text = UNIT.read_text().replace("ExecStart=/usr/local/bin/mirbad-hostd", "ExecStart=/bin/true")
@@ -73,7 +72,7 @@ def test_the_installer_is_valid_shell() -> None:
     assert result.returncode == 0, result.stderr
 
 
-@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck is not installed")
+@pytest.mark.deploy
 def test_the_installer_is_shellcheck_clean() -> None:
     result = subprocess.run(
         ["shellcheck", str(DEPLOY / "install-hostd.sh")],
