@@ -64,6 +64,8 @@ def test_a_model_refused_for_its_id_is_saved_once_fixed_and_started_until_ready(
     expect(page).to_have_url(re.compile(r"/models\?focus=tiny-ui$"))
     page.get_by_test_id("start-tiny-ui").click()
     expect(page.get_by_test_id("state-tiny-ui")).to_have_text("Ready", timeout=READY_TIMEOUT_MS)
+    # Its card shows what it is doing, from the node's telemetry (llama-server's own /metrics).
+    expect(page.get_by_test_id("metrics-tiny-ui")).to_contain_text("running 0", timeout=READY_TIMEOUT_MS)
 
     # A saved change waits for a restart, which lists it as old -> new.
     page.get_by_test_id("edit-tiny-ui").click()

@@ -130,6 +130,9 @@ def _photograph(up: Up, password: str, model_id: str, folder: Path) -> None:
             page.get_by_test_id("password").fill(password)
             page.get_by_test_id("sign-in").click()
             expect(page.get_by_test_id(f"state-{model_id}")).to_have_text("Ready")
+            # The card's live line, from the agent's scrape of vLLM's own /metrics.
+            expect(page.get_by_test_id(f"metrics-{model_id}")).to_contain_text("running 0")
+            expect(page.get_by_test_id(f"metrics-{model_id}")).to_contain_text("KV cache")
             page.screenshot(path=str(folder / "models-vllm.png"), full_page=True)
             page.goto(up.base_url)
             row = page.get_by_test_id("overview-models").locator("tr", has_text=model_id)

@@ -20,7 +20,7 @@ from mirbad_protocol import AgentInfo, MirbadError, ModelState
 
 from . import _actions as actions
 from ._fleet import STARTING_POLL_S, FleetSnapshot, ModelRow, fleet_snapshot, read_starting
-from ._format import gib, pause_text, state_color
+from ._format import DASH, gib, memory_in_use, pause_text, per_second, state_color
 from ._marks import link_button, testid
 from ._model_dialogs import change_line, confirm_delete, confirm_force, confirm_restart
 from ._nodes import catalogue_hint, lacks_llama_server
@@ -183,6 +183,7 @@ def _model_card(row: ModelRow, handlers: _Handlers, node_info: AgentInfo | None,
                 f"{definition.served_name} · {definition.runtime} · node {status.node_id or '—'} · "
                 f"budget {gib(definition.memory_budget_gib)}"
             ).classes("text-caption text-grey-7")
+            _live_metrics(row)
             _pending_changes(row)
             if row.view.pause is not None:
                 testid(ui.label(pause_text(row.view.pause)).classes("text-negative"), "paused")
@@ -200,6 +201,25 @@ def _model_card(row: ModelRow, handlers: _Handlers, node_info: AgentInfo | None,
                     for tag in definition.tags:
                         ui.chip(tag).props("dense outline")
         _buttons(row, handlers)
+
+
+def _live_metrics(row: ModelRow) -> None:
+    # What a running model is doing, from the node's latest telemetry sample (refreshed with the page):
+    # the card is where a user looks after starting one, so it answers "is it serving?" without the
+    # Overview.
+    metrics = row.metrics if row.running else None
+    if metrics is None:
+        return
+    budget = row.view.status.budget_gib or row.view.definition.memory_budget_gib
+    parts = [
+        f"running {metrics.requests_running:g}",
+        f"waiting {metrics.requests_waiting:g}",
+        f"generation {per_second(metrics.generation_tokens_per_second)}",
+        f"prompt {per_second(metrics.prompt_tokens_per_second)}",
+        f"KV cache {DASH if metrics.kv_cache_usage is None else f'{metrics.kv_cache_usage:.0%}'}",
+        memory_in_use(metrics.memory_bytes, budget),
+    ]
+    testid(ui.label(" · ".join(parts)).classes("text-caption"), f"metrics-{row.id}")
 
 
 def _pending_changes(row: ModelRow) -> None:
