@@ -8,8 +8,8 @@ from contextlib import asynccontextmanager
 import anyio
 from starlette.types import ASGIApp
 
-from mirbad_master._connections import ConnectionLimits
 from mirbad_master._serving import Server, bind
+from mirbad_router import ConnectionLimits
 
 
 @asynccontextmanager

@@ -17,8 +17,8 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from mirbad_master._connections import ConnectionLimits, default_max_connections
 from mirbad_master._serving import Server, bind
+from mirbad_router import ConnectionLimits, default_max_connections
 
 
 async def healthz(_request: Request) -> Response:

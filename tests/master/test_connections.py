@@ -28,8 +28,7 @@ from starlette.routing import Route
 from tests._support.master_server import serve_master_server
 from tests._support.monotonic import FakeMonotonic
 
-from mirbad_master._accept_errors import AcceptErrorLog
-from mirbad_master._connections import ConnectionLimits
+from mirbad_router import AcceptErrorLog, ConnectionLimits
 
 pytestmark = pytest.mark.anyio
 
@@ -306,7 +305,7 @@ def test_failed_accepts_are_reported_once_per_interval_with_a_count(caplog: pyte
         "exception": OSError(24, "Too many open files"),
     }
 
-    with caplog.at_level(logging.ERROR, logger="mirbad_master"):
+    with caplog.at_level(logging.ERROR, logger="mirbad_router.serving"):
         for _ in range(10_000):
             handler(loop, failure)  # type: ignore[arg-type]
         clock.now += 10.0

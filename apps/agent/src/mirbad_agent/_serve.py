@@ -20,6 +20,13 @@ import uvicorn
 from starlette.types import ASGIApp
 
 from mirbad_protocol import AGENT_IDLE_TIMEOUT_S, PkiError, TlsCredentials
+from mirbad_router import (
+    ACCEPT_BURST,
+    LISTEN_QUEUE,
+    ConnectionLimits,
+    GuardedConfig,
+    install_accept_error_log,
+)
 
 from ._app import create_app
 from ._compose import compose_services
@@ -64,6 +71,7 @@ async def serve(
 ) -> None:
     """Serve ``app`` on ``listener`` with mutual TLS until SIGTERM or SIGINT (a second one forces)."""
     config = server_config(app, settings, credentials)
+    install_accept_error_log()
     server = _Server(config) if sys.platform != "win32" else uvicorn.Server(config)
     host, port = listener.getsockname()[:2]
     logger.info("agent %s listening on https://%s:%s/agent/v1", settings.node_name, host, port)
@@ -74,10 +82,23 @@ async def serve(
         group.cancel_scope.cancel()
 
 
-def server_config(app: ASGIApp, settings: AgentSettings, credentials: TlsCredentials) -> uvicorn.Config:
-    """Uvicorn's settings for the agent: mutual TLS, no access log, an idle timeout clients stay inside."""
-    return uvicorn.Config(
+def server_config(
+    app: ASGIApp,
+    settings: AgentSettings,
+    credentials: TlsCredentials,
+    *,
+    limits: ConnectionLimits | None = None,
+) -> GuardedConfig:
+    """Uvicorn's settings for the agent: mutual TLS, no access log, an idle timeout clients stay inside.
+
+    Served with the master's guards (:class:`~mirbad_router.GuardedConfig`): a client that completes the
+    TLS handshake and then stalls in its header or body no longer holds a socket forever, and a flood of
+    idle connections cannot keep the master out (the longest-idle one makes room).
+    """
+    return GuardedConfig(
         app,
+        limits=limits or ConnectionLimits(),
+        backlog=ACCEPT_BURST,
         ssl_context_factory=lambda _config, _default: credentials.server_context(),
         lifespan="on",
         log_config=None,
@@ -99,6 +120,13 @@ class _Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        # asyncio listens with the accept burst as the queue's length: give the kernel's queue its
+        # own, longer one, so a burst of clients waits there instead of being refused.
+        for listener in sockets or ():
+            listener.listen(LISTEN_QUEUE)
 
 
 async def _stop_on_signal(server: uvicorn.Server) -> None:

@@ -36,12 +36,12 @@ from anyio.abc import TaskGroup
 
 from mirbad_orchestration.fleet import LOCAL_NODE_ID, AgentClients, NodeRecord
 from mirbad_protocol import ModelStatus
+from mirbad_router import ConnectionLimits, default_max_connections
 
 from ._admin_auth import AdminAuth
 from ._agent_supervisor import AgentSupervisor
 from ._app import UiInstaller, create_master_app
 from ._composition import MasterServices
-from ._connections import ConnectionLimits, default_max_connections
 from ._data_dir import prepare_data_dir, write_initial_password
 from ._enroll_listener import create_enroll_app, enroll_server_context, issue_enroll_server_credentials
 from ._local_agent import AGENT_FOLDER, LocalAgent, is_enrolled, write_agent_settings

@@ -2,9 +2,9 @@
 
 The master handles SIGINT and SIGTERM itself (it must stop models before the agent), so uvicorn's own
 signal handling is switched off; a server says when it listens with an event, and stops when asked.
-Every server runs uvicorn's httptools protocol with the guards of :mod:`._connections` (header and
-body timeouts, a connection limit, HTTP/1.0 without chunked encoding) and the loop reports failed
-accepts at most once per interval.
+Every server runs uvicorn's httptools protocol with the guards of
+:class:`mirbad_router.GuardedConfig` (header and body timeouts, a connection limit, HTTP/1.0 without
+chunked encoding) and the loop reports failed accepts at most once per interval.
 """
 
 from __future__ import annotations
@@ -21,9 +21,13 @@ from anyio.abc import TaskGroup
 from starlette.types import ASGIApp
 
 from mirbad_protocol import MirbadError
-
-from ._accept_errors import install_accept_error_log
-from ._connections import ACCEPT_BURST, LISTEN_QUEUE, ConnectionLimits, GuardedConfig
+from mirbad_router import (
+    ACCEPT_BURST,
+    LISTEN_QUEUE,
+    ConnectionLimits,
+    GuardedConfig,
+    install_accept_error_log,
+)
 
 __all__ = ["ServeError", "Server", "bind", "free_loopback_port"]
 

@@ -4,12 +4,22 @@
 :class:`ModelResolver`, a :class:`KeyStore`, a :class:`MaintenanceGate` and a :class:`StatsSink`), to be
 mounted at ``/v1`` by any ASGI application. The streaming reverse-proxy core beneath it
 (:func:`forward`, :func:`read_body`) is shared with the agent's model proxy. In-memory fakes of the
-contracts live in :mod:`mirbad_router.testing`.
+contracts live in :mod:`mirbad_router.testing`. :class:`GuardedConfig` serves it (or any ASGI app) with
+uvicorn behind header and body timeouts and a connection limit, as the master and the agent do.
 """
 
+from ._accept_errors import AcceptErrorLog, install_accept_error_log
 from ._app import create_router_app
 from ._body import RequestBody, parse_request_body
 from ._bounds import request_token_bound
+from ._connections import (
+    ACCEPT_BURST,
+    LISTEN_QUEUE,
+    ConnectionLimits,
+    GuardedConfig,
+    GuardedHttpProtocol,
+    default_max_connections,
+)
 from ._contracts import (
     KeyGrant,
     KeyStore,
@@ -49,11 +59,17 @@ from .exceptions import (
 )
 
 __all__ = [
+    "ACCEPT_BURST",
     "CLIENT_CLOSED_REQUEST",
     "CONNECT_TIMEOUT_S",
     "HOP_BY_HOP_HEADERS",
+    "LISTEN_QUEUE",
     "MAX_BODY_BYTES",
     "NOT_READY_RETRY_AFTER_S",
+    "AcceptErrorLog",
+    "ConnectionLimits",
+    "GuardedConfig",
+    "GuardedHttpProtocol",
     "InvalidRequestBodyError",
     "JsonUsageTap",
     "KeyGrant",
@@ -84,7 +100,9 @@ __all__ = [
     "checked_path_param",
     "create_router_app",
     "create_upstream_client",
+    "default_max_connections",
     "forward",
+    "install_accept_error_log",
     "join_upstream_url",
     "parse_request_body",
     "read_body",

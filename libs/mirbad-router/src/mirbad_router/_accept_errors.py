@@ -23,7 +23,7 @@ from typing import Any, Final
 
 __all__ = ["AcceptErrorLog", "install_accept_error_log"]
 
-_logger = logging.getLogger("mirbad_master")
+_logger = logging.getLogger("mirbad_router.serving")
 _RETRIES: Final = ("._start_serving(", "._accept_connection(")  # asyncio's retry callbacks, by name
 
 
