@@ -11,11 +11,14 @@ import contextlib
 import logging
 import resource
 import socket
+import struct
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager, contextmanager
+from typing import Final
 
 import anyio
 import httpx
@@ -318,3 +321,47 @@ def test_failed_accepts_are_reported_once_per_interval_with_a_count(caplog: pyte
     assert "(10000 time(s)" in reports[1]
     assert all(record.exc_info is None for record in caplog.records)
     assert loop.passed == [{"message": "something else"}]
+
+
+_DROPPED: Final = 50  # pieces the app sends after its client has gone
+
+
+def _sends_after_the_client_left(ready: threading.Event, gone: threading.Event) -> Starlette:
+    async def app_stream(_request: Request) -> Response:
+        async def pieces() -> AsyncIterator[bytes]:
+            yield b"first "
+            ready.set()
+            # Blocks the loop on purpose, so the connection's reset is not read before the next writes:
+            # what a busy master sees when a client drops a stream. Bounded.
+            gone.wait(WAIT_S)
+            for _ in range(_DROPPED):
+                yield b"more "
+
+        return StreamingResponse(pieces(), media_type="text/plain")
+
+    return Starlette(routes=[Route("/stream", app_stream)])
+
+
+async def test_a_stream_whose_client_left_is_not_written_again(caplog: pytest.LogCaptureFixture) -> None:
+    # Issue 16: after clients dropped streams, asyncio logged "socket.send() raised exception." for every
+    # piece still written to the dead socket (25,460 lines in one master's log).
+    ready, gone = threading.Event(), threading.Event()
+
+    def drop_the_stream(host: str, port: int) -> bytes:
+        # In a thread: the app blocks the event loop until this client is gone.
+        with socket.create_connection((host, port), timeout=WAIT_S) as client:
+            client.sendall(b"GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+            first = client.recv(4096)
+            ready.wait(WAIT_S)
+            # A reset, not a polite close: the next write fails at once.
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        gone.set()
+        return first
+
+    with caplog.at_level(logging.WARNING, logger="asyncio"):
+        async with serve_master_server(_sends_after_the_client_left(ready, gone)) as (host, port):
+            first = await anyio.to_thread.run_sync(drop_the_stream, host, port)
+            await anyio.sleep(0.5)  # lets the stream's task run to its end; nothing is timed
+    assert b"first" in first
+    floods = [record for record in caplog.records if "socket.send() raised exception" in record.getMessage()]
+    assert floods == []

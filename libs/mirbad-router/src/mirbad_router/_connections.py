@@ -186,9 +186,11 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._guard.idle.pop(self, None)
         self._reading_body = True
         self.deadline = self.loop.time() + self._body_timeout_s
-        if self.scope["http_version"] == "1.0" and type(self.cycle) is RequestResponseCycle:
-            # The cycle's task has not run yet: it picks up the HTTP/1.0 send() below.
-            self.cycle.__class__ = _CloseDelimitedCycle
+        if type(self.cycle) is RequestResponseCycle:
+            # The cycle's task has not run yet: it picks up the send() below.
+            self.cycle.__class__ = (
+                _CloseDelimitedCycle if self.scope["http_version"] == "1.0" else _StopOnCloseCycle
+            )
 
     def on_body(self, body: bytes) -> None:
         """A piece of the body arrived: the pause allowed starts over."""
@@ -236,7 +238,23 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         return False
 
 
-class _CloseDelimitedCycle(RequestResponseCycle):
+class _StopOnCloseCycle(RequestResponseCycle):
+    """An exchange that stops writing once its connection is closing.
+
+    uvicorn stops at ``disconnected``, which is set only when the loop gets round to the connection's
+    loss; a busy loop runs the application first, and every piece it still writes to the dead socket
+    made asyncio log "socket.send() raised exception." (one line per piece: floods after clients drop
+    streams). A failed write marks the transport closing at once, so the next send sees it.
+    """
+
+    async def send(self, message: Any) -> None:
+        if self.transport.is_closing():
+            self.disconnected = True
+            return
+        await super().send(message)
+
+
+class _CloseDelimitedCycle(_StopOnCloseCycle):
     """An HTTP/1.0 exchange: a body without a Content-Length runs until the connection closes."""
 
     _close_delimited = False
