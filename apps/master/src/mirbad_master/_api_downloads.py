@@ -17,33 +17,19 @@ from fastapi import APIRouter, Body, Query, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BeforeValidator
 
-from mirbad_orchestration import NodeFeatureMissingError
-from mirbad_orchestration.fleet import AgentClient
-from mirbad_protocol import (
-    DownloadJob,
-    DownloadList,
-    FeatureFlag,
-    HuggingFaceDownload,
-    InvalidFieldError,
-    OllamaDownload,
-)
+from mirbad_protocol import DownloadJob, DownloadList, HuggingFaceDownload, InvalidFieldError, OllamaDownload
 
+from . import _downloads as downloads
 from ._api_errors import refusals
 from ._api_session import actor_of
 from ._composition import MasterServices
 
-__all__ = ["DOWNLOAD_FEATURES", "downloads_router", "read_download_request"]
+__all__ = ["downloads_router", "read_download_request"]
 
-DOWNLOAD_FEATURES: Final = {
-    "huggingface": FeatureFlag.DOWNLOADS_HF_NATIVE.value,
-    "ollama": FeatureFlag.DOWNLOADS_OLLAMA.value,
-}
-"""The feature flag a node's agent must report for each download kind."""
 _KINDS: Final[dict[str, type[HuggingFaceDownload | OllamaDownload]]] = {
     "huggingface": HuggingFaceDownload,
     "ollama": OllamaDownload,
 }
-_STOPPABLE: Final = ("queued", "running", "verifying")
 _REMOVED: Final[dict[int | str, dict[str, Any]]] = {
     204: {"description": "remove=true: the job is forgotten and its partial files deleted"}
 }
@@ -73,9 +59,6 @@ def downloads_router(services: MasterServices) -> APIRouter:
     """The routes under ``/nodes/{node_id}/downloads`` over ``services``."""
     router = APIRouter(prefix="/nodes/{node_id}/downloads", tags=["downloads"])
 
-    async def client_of(node_id: str) -> AgentClient:
-        return services.clients.client_for(await services.nodes.get(node_id))
-
     @router.post(
         "",
         status_code=202,
@@ -84,16 +67,7 @@ def downloads_router(services: MasterServices) -> APIRouter:
         responses=refusals(400, 403, 404, 409, 502, 503, 504),
     )
     async def start_download(node_id: str, body: _Start, request: Request) -> Response:
-        client = await client_of(node_id)
-        # Asked fresh: the monitor's cached info may predate an agent upgrade or a changed setting.
-        feature = DOWNLOAD_FEATURES[body.kind]
-        if feature not in (await client.info()).features:
-            raise NodeFeatureMissingError(node_id, feature)
-        job = await client.start_download(body)
-        detail = f"{body.kind} {body.source} into root {body.root} folder {body.folder}"
-        await services.audit.record(
-            actor_of(request), "download.start", job.id, node_id=node_id, detail=detail
-        )
+        job = await downloads.start_download(services, node_id, body, actor_of(request))
         return JSONResponse(job.to_wire(), status_code=202)
 
     @router.get(
@@ -103,8 +77,9 @@ def downloads_router(services: MasterServices) -> APIRouter:
         responses=refusals(404, 502, 503, 504),
     )
     async def list_downloads(node_id: str) -> Response:
-        client = await client_of(node_id)
-        return JSONResponse(DownloadList(downloads=await client.downloads()).to_wire())
+        return JSONResponse(
+            DownloadList(downloads=await downloads.node_downloads(services, node_id)).to_wire()
+        )
 
     @router.get(
         "/{download_id}",
@@ -113,7 +88,7 @@ def downloads_router(services: MasterServices) -> APIRouter:
         responses=refusals(404, 502, 503, 504),
     )
     async def get_download(node_id: str, download_id: str) -> Response:
-        client = await client_of(node_id)
+        client = services.clients.client_for(await services.nodes.get(node_id))
         return JSONResponse((await client.download(download_id)).to_wire())
 
     @router.delete(
@@ -125,19 +100,9 @@ def downloads_router(services: MasterServices) -> APIRouter:
     async def cancel_download(
         node_id: str, download_id: str, request: Request, remove: _Remove = False
     ) -> Response:
-        client = await client_of(node_id)
-        job = await client.download(download_id)
-        if job.state in _STOPPABLE:
-            job = await client.cancel_download(download_id)
-            await services.audit.record(
-                actor_of(request), "download.cancel", download_id, node_id=node_id, detail=job.source
-            )
-        if not remove:
-            return JSONResponse(job.to_wire())
-        await client.remove_download(download_id)
-        await services.audit.record(
-            actor_of(request), "download.remove", download_id, node_id=node_id, detail=job.source
+        job = await downloads.cancel_download(
+            services, node_id, download_id, actor_of(request), remove=remove
         )
-        return Response(status_code=204)
+        return Response(status_code=204) if remove else JSONResponse(job.to_wire())
 
     return router
