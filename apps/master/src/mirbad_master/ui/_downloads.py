@@ -299,10 +299,11 @@ def _job_row(
         ui.linear_progress(overall / 100, show_value=False).props("rounded")
         for file in job.files:
             share = progress_percent(file.done_bytes, file.size_bytes)
-            with ui.row().classes("w-full items-center gap-2 pl-8"):
-                ui.label(file.path).classes("text-caption w-64 truncate")
-                ui.linear_progress(share / 100, show_value=False, size="6px").classes("grow")
-                ui.label(f"{_bytes(file.done_bytes)} / {_bytes(file.size_bytes)}").classes("text-caption")
+            with ui.column().classes("w-full gap-0 pl-8"):
+                with ui.row().classes("w-full justify-between"):
+                    ui.label(file.path).classes("text-caption")
+                    ui.label(f"{_bytes(file.done_bytes)} / {_bytes(file.size_bytes)}").classes("text-caption")
+                ui.linear_progress(share / 100, show_value=False, size="6px")
         if job.error:
             ui.label(job.error).classes("text-caption text-negative")
 
