@@ -26,18 +26,23 @@ from mirbad_protocol import (
     AgentErrorCode,
     AgentInfo,
     ContainerRuntimeInfo,
+    DownloadFile,
+    DownloadJob,
+    DownloadList,
     FolderEntry,
     FolderListing,
     GgufInfo,
     GgufInspectRequest,
     GpuList,
     GpuMemory,
+    HuggingFaceDownload,
     LogEnd,
     LogLine,
     LogTail,
     MemorySnapshot,
     ModelMetrics,
     ModelTelemetry,
+    OllamaDownload,
     RestartRequest,
     StartRequest,
     StatusList,
@@ -59,6 +64,7 @@ class Refusal:
     code: AgentErrorCode | None = None
     message: str = "refused by the test"
     raw: str | None = None
+    field: str | None = None
 
 
 @dataclass
@@ -84,6 +90,10 @@ class FakeAgent:
     """Every request seen: (method, path), with its query."""
     bodies: list[Any] = field(default_factory=list)
     """The JSON body of every POST seen, in order."""
+    download_features: list[str] = field(default_factory=list)
+    """Feature flags reported besides the fixed ones (``downloads.hf-native``, ``downloads.ollama``)."""
+    downloads: dict[str, DownloadJob] = field(default_factory=dict)
+    """The download jobs, by id: a start adds one ``running`` with nothing done; tests move them on."""
 
     @property
     def app(self) -> Starlette:
@@ -108,6 +118,11 @@ class FakeAgent:
             ("telemetry", "GET", "/telemetry", self._telemetry),
             ("gguf", "POST", "/gguf/inspect", self._gguf),
             ("folders", "GET", "/folders", self._folders),
+            ("downloads", "GET", "/downloads", self._downloads),
+            ("download_start", "POST", "/downloads", self._download_start),
+            ("download", "GET", "/downloads/{download_id}", self._download),
+            ("download_remove", "DELETE", "/downloads/{download_id}", self._download_remove),
+            ("download_cancel", "POST", "/downloads/{download_id}/cancel", self._download_cancel),
         ]
 
     def _guard(self, name: str, handler: Any) -> Any:
@@ -123,7 +138,7 @@ class FakeAgent:
                 if refusal.raw is not None:
                     return Response(refusal.raw, status_code=refusal.status, media_type="text/plain")
                 assert refusal.code is not None
-                return _error(refusal.code, refusal.message)
+                return _error(refusal.code, refusal.message, refusal.field)
             try:
                 answer: Response = await handler(request)
             except ModelNotFoundError as exc:
@@ -141,7 +156,13 @@ class FakeAgent:
             node_name=self.node_name,
             version="0.1.0-test",
             runtimes=[ContainerRuntimeInfo(runtime="vllm", network="mirbad")],
-            features=["runtime.vllm.container", "telemetry.ring", "logs.follow", "some.future-flag"],
+            features=[
+                "runtime.vllm.container",
+                "telemetry.ring",
+                "logs.follow",
+                "some.future-flag",
+                *self.download_features,
+            ],
             model_roots=["/models"],
         )
         body = info.to_wire()
@@ -228,6 +249,56 @@ class FakeAgent:
         ]
         return _ok(FolderListing(root=int(request.query_params.get("root", "0")), path=path, entries=entries))
 
+    async def _downloads(self, request: Request) -> Response:
+        jobs = sorted(self.downloads.values(), key=lambda job: job.created_at, reverse=True)
+        return _ok(DownloadList(downloads=jobs))
+
+    async def _download_start(self, request: Request) -> Response:
+        data = await request.json()
+        body = (HuggingFaceDownload if data.get("kind") == "huggingface" else OllamaDownload).from_wire(data)
+        if any(job.folder == body.folder and job.root == body.root for job in self.downloads.values()):
+            return _error(AgentErrorCode.DOWNLOAD_CONFLICT, f"folder {body.folder!r} is taken", "folder")
+        now = datetime.now(UTC)
+        files = [DownloadFile(path="model.gguf", size_bytes=1000)]
+        job = DownloadJob(
+            id=f"d{len(self.downloads) + 1}",
+            kind=body.kind,
+            source=body.source,
+            root=body.root,
+            folder=body.folder,
+            state="running",
+            files=files,
+            total_bytes=1000,
+            created_at=now,
+            updated_at=now,
+        )
+        self.downloads[job.id] = job
+        return JSONResponse(job.to_wire(), status_code=202)
+
+    def _job(self, request: Request) -> DownloadJob | Response:
+        job = self.downloads.get(request.path_params["download_id"])
+        if job is None:
+            return _error(AgentErrorCode.DOWNLOAD_NOT_FOUND, "no download job with that id")
+        return job
+
+    async def _download(self, request: Request) -> Response:
+        job = self._job(request)
+        return job if isinstance(job, Response) else _ok(job)
+
+    async def _download_cancel(self, request: Request) -> Response:
+        job = self._job(request)
+        if isinstance(job, Response):
+            return job
+        self.downloads[job.id] = job.model_copy(update={"state": "cancelled"})
+        return _ok(self.downloads[job.id])
+
+    async def _download_remove(self, request: Request) -> Response:
+        job = self._job(request)
+        if isinstance(job, Response):
+            return job
+        del self.downloads[job.id]
+        return Response(status_code=204)
+
     def _admission(self, budget_gib: float, *, force: bool, released: float) -> Response | None:
         free = self.memory.available_gib + released - self.memory.reserve_gib
         if force or budget_gib <= free:
@@ -240,8 +311,8 @@ def _ok(model: WireModel) -> Response:
     return JSONResponse(model.to_wire())
 
 
-def _error(code: AgentErrorCode, message: str) -> Response:
-    return JSONResponse(agent_error_body(code, message), status_code=code.http_status)
+def _error(code: AgentErrorCode, message: str, field: str | None = None) -> Response:
+    return JSONResponse(agent_error_body(code, message, field=field), status_code=code.http_status)
 
 
 def _ndjson(event: WireModel) -> bytes:

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 
 from ._admin_auth import AdminAuth
 from ._api_benchmarks import benchmarks_router
+from ._api_downloads import downloads_router
 from ._api_keys import keys_router
 from ._api_models import models_router
 from ._api_nodes import nodes_router
@@ -37,5 +38,6 @@ def api_router(services: MasterServices, auth: AdminAuth) -> APIRouter:
     guarded.include_router(nodes_router(services))
     guarded.include_router(keys_router(services))
     guarded.include_router(benchmarks_router(services))
+    guarded.include_router(downloads_router(services))
     api.include_router(guarded)
     return api

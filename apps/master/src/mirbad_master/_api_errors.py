@@ -35,6 +35,7 @@ from mirbad_orchestration import (
     LogStreamError,
     ModelNotReadyError,
     NodeConflictError,
+    NodeFeatureMissingError,
     NodeTimeoutError,
     NodeUnreachableError,
     NoJobRunningError,
@@ -101,6 +102,7 @@ _TABLE: Final[Sequence[tuple[type[Exception], AdminErrorCode]]] = (
     (UnknownPresetError, _C.UNKNOWN_PRESET),
     (InvalidFieldError, _C.INVALID_REQUEST),
     (JobConflictError, _C.JOB_CONFLICT),
+    (NodeFeatureMissingError, _C.FEATURE_MISSING),
     (ModelNotReadyError, _C.MODEL_NOT_READY),
     (NoJobRunningError, _C.JOB_NOT_FOUND),
     (UnknownModelError, _C.MODEL_NOT_FOUND),
@@ -122,6 +124,22 @@ _TABLE: Final[Sequence[tuple[type[Exception], AdminErrorCode]]] = (
     (RegistryError, _C.STORAGE_ERROR),
 )
 _HTTP_CODES: Final = {404: _C.ROUTE_NOT_FOUND, 405: _C.METHOD_NOT_ALLOWED, 413: _C.REQUEST_TOO_LARGE}
+# The agent's download refusals keep their code (and field) at the admin API instead of node_refused.
+_AGENT_CODES: Final = {
+    code.value: code
+    for code in (
+        _C.DOWNLOAD_NOT_FOUND,
+        _C.SOURCE_NOT_FOUND,
+        _C.SOURCE_NEEDS_TOKEN,
+        _C.DOWNLOAD_CONFLICT,
+        _C.INSUFFICIENT_SPACE,
+        _C.INVALID_REQUEST,
+    )
+}
+# How the agent refuses a launch whose model path leads to nothing (mirbad_runtime's
+# ModelPathRejectedError): the model's files are missing, a conflict to fix by downloading them, not a
+# spec the node can never run.
+_MISSING_MODEL_PATH: Final = re.compile(r"model path '(?P<path>[^']*)' refused: no such file under")
 # The attributes the libraries' exceptions name their subjects with, as the envelope's fields.
 _SUBJECTS: Final = ("node_id", "model_id", "key_id", "job_id")
 
@@ -129,11 +147,15 @@ _SUBJECTS: Final = ("node_id", "model_id", "key_id", "job_id")
 # What each refusal status means, for the OpenAPI document (the codes are the table's above).
 _STATUS_DESCRIPTIONS: Final = {
     400: "`invalid_request`: a field is invalid or unknown; `field` names it (wire spelling)",
+    403: "`source_needs_token`: the repository is private or gated; start again with a `token`",
     401: "`unauthorized`: no or a wrong administrator password or session",
-    404: "`model_not_found`, `node_not_found`, `key_not_found`, `job_not_found` (or `route_not_found`)",
+    404: "`model_not_found`, `node_not_found`, `key_not_found`, `job_not_found`, `download_not_found`, "
+    "`source_not_found` (`field` names it) (or `route_not_found`)",
     409: "a conflict: `model_exists`, `served_name_taken`, `admission_refused` (retry with force=true), "
     "`start_conflict`, `start_lane_busy`, `node_exists`, `node_conflict`, `local_node`, "
-    "`job_conflict` (a job runs on the node: `jobId`), `model_not_ready` (the message says its state)",
+    "`job_conflict` (a job runs on the node: `jobId`), `model_not_ready` (the message says its state), "
+    "`feature_missing` (the node lacks the download feature: `nodeId`, `field`), `download_conflict`, "
+    "`insufficient_space`, `model_files_missing` (the model's files are not on its node)",
     422: "`spec_rejected`: the node cannot run this launch at all; `unknown_preset`: the message lists "
     "the presets",
     429: "`too_many_attempts`: five wrong passwords within a minute; see `Retry-After`",
@@ -204,10 +226,20 @@ def refusal_of(exc: Exception) -> Refusal:
     if isinstance(exc, ApiError):
         return Refusal(exc.status, exc.code, str(exc), exc.field)
     code = next((c for kind, c in _TABLE if isinstance(exc, kind)), AdminErrorCode.INTERNAL_ERROR)
+    if isinstance(exc, AgentLaunchRejectedError):
+        missing = _MISSING_MODEL_PATH.search(exc.message)
+        if missing is not None:
+            message = (
+                f"node {exc.node_id!r} has no {missing['path']!r} under its model roots: download it first"
+            )
+            return Refusal(409, AdminErrorCode.MODEL_FILES_MISSING, message, "modelPath")
+    if type(exc) is AgentRequestError and exc.code in _AGENT_CODES:
+        passed = _AGENT_CODES[exc.code]
+        return Refusal(passed.http_status, passed, _message(exc), exc.field)
     if isinstance(exc, StoreFileError | RegistryError) and exc.disk_full:
         # Not the server's bug: someone has to make room; the message names the file.
         code = AdminErrorCode.INSUFFICIENT_STORAGE
-    field = exc.field if isinstance(exc, InvalidFieldError) else None
+    field = exc.field if isinstance(exc, InvalidFieldError | NodeFeatureMissingError) else None
     return Refusal(code.http_status, code, _message(exc), field)
 
 

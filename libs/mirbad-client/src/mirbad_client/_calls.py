@@ -23,11 +23,15 @@ from mirbad_protocol import (
     BenchmarkJobList,
     BenchmarkJobView,
     BenchmarkList,
+    DownloadJob,
+    DownloadList,
     EnrollmentTokenIssued,
+    HuggingFaceDownload,
     KeyUsage,
     ModelDefinition,
     ModelView,
     NodeSummary,
+    OllamaDownload,
     StatusReport,
     WireModel,
 )
@@ -265,6 +269,43 @@ def enrollment_token(
     if address is not None:
         body["address"] = address
     return AdminCall("POST", f"{API}/nodes/enrollment-tokens", _one(EnrollmentTokenIssued), body=body)
+
+
+# ------------------------------------------------------------------ downloads
+
+
+def _downloads_path(node_id: str, download_id: str = "") -> str:
+    tail = f"/{quote(download_id, safe='')}" if download_id else ""
+    return f"{API}/nodes/{quote(node_id, safe='')}/downloads{tail}"
+
+
+def start_download(node_id: str, request: HuggingFaceDownload | OllamaDownload) -> AdminCall[DownloadJob]:
+    """``POST /api/nodes/{id}/downloads``: start a job (202 with it; the token is never returned)."""
+    body = request.to_wire()
+    path = _downloads_path(node_id)
+    return AdminCall("POST", path, _one(DownloadJob), body=body, subject=node_id, waits=True)
+
+
+def downloads(node_id: str) -> AdminCall[DownloadList]:
+    """``GET /api/nodes/{id}/downloads``: the node's jobs, newest first, with their progress."""
+    return AdminCall("GET", _downloads_path(node_id), _one(DownloadList), subject=node_id)
+
+
+def download(node_id: str, download_id: str) -> AdminCall[DownloadJob]:
+    """``GET /api/nodes/{id}/downloads/{download}``."""
+    return AdminCall("GET", _downloads_path(node_id, download_id), _one(DownloadJob), subject=node_id)
+
+
+def cancel_download(node_id: str, download_id: str) -> AdminCall[DownloadJob]:
+    """``DELETE /api/nodes/{id}/downloads/{download}``: cancel; its partial files stay."""
+    path = _downloads_path(node_id, download_id)
+    return AdminCall("DELETE", path, _one(DownloadJob), subject=node_id)
+
+
+def remove_download(node_id: str, download_id: str) -> AdminCall[None]:
+    """``DELETE /api/nodes/{id}/downloads/{download}?remove=true``: cancel, delete the partial files."""
+    path = _downloads_path(node_id, download_id)
+    return AdminCall("DELETE", path, _nothing, params=(("remove", "true"),), subject=node_id)
 
 
 # ------------------------------------------------------------------ API keys

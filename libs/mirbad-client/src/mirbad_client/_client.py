@@ -21,11 +21,14 @@ from mirbad_protocol import (
     ApiKeyInfo,
     BenchmarkJobView,
     BenchmarkList,
+    DownloadJob,
     EnrollmentTokenIssued,
+    HuggingFaceDownload,
     KeyUsage,
     ModelDefinition,
     ModelView,
     NodeSummary,
+    OllamaDownload,
     StatusReport,
 )
 
@@ -184,6 +187,31 @@ class MirbadClient:
     def cancel_benchmark(self, node_id: str | None = None) -> list[BenchmarkJobView]:
         """Cancel the running job of ``node_id`` (every running one without); returns them, ended."""
         return (self._send(calls.cancel_benchmark(node_id))).jobs
+
+    def start_download(self, node_id: str, request: HuggingFaceDownload | OllamaDownload) -> DownloadJob:
+        """Start downloading a model onto ``node_id`` (a Hugging Face repository or an Ollama model).
+
+        A node without the kind's feature flag is refused with code ``feature_missing``; the agent's
+        own refusals keep their codes (``source_not_found``, ``source_needs_token``,
+        ``download_conflict``, ``insufficient_space``) and name the field.
+        """
+        return self._send(calls.start_download(node_id, request))
+
+    def downloads(self, node_id: str) -> list[DownloadJob]:
+        """The node's download jobs, newest first, with their progress."""
+        return (self._send(calls.downloads(node_id))).downloads
+
+    def download(self, node_id: str, download_id: str) -> DownloadJob:
+        """One download job with its per-file and overall progress."""
+        return self._send(calls.download(node_id, download_id))
+
+    def cancel_download(self, node_id: str, download_id: str) -> DownloadJob:
+        """Cancel a download job; its partial files stay until :meth:`remove_download`."""
+        return self._send(calls.cancel_download(node_id, download_id))
+
+    def remove_download(self, node_id: str, download_id: str) -> None:
+        """Cancel a download job if it runs, delete its partial files and forget it."""
+        self._send(calls.remove_download(node_id, download_id))
 
     def status(self) -> StatusReport:
         """The whole fleet: nodes with their memory, model statuses and metrics, router counters."""

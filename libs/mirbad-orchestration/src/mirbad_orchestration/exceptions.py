@@ -36,6 +36,7 @@ __all__ = [
     "NoJobRunningError",
     "NodeConflictError",
     "NodeError",
+    "NodeFeatureMissingError",
     "NodeIdentityError",
     "NodeRegistryError",
     "NodeTimeoutError",
@@ -242,6 +243,22 @@ class NodeError(MirbadOrchestrationError):
     def __init__(self, node_id: str, message: str) -> None:
         super().__init__(message)
         self.node_id = node_id
+
+
+class NodeFeatureMissingError(NodeError):
+    """The node's agent does not report the feature flag a request needs (a download kind).
+
+    Attributes:
+        feature: the missing feature flag (``downloads.hf-native``, ``downloads.ollama``).
+        field: the request field that asked for it (``kind``).
+    """
+
+    def __init__(self, node_id: str, feature: str, field: str = "kind") -> None:
+        super().__init__(
+            node_id, f"node {node_id!r} does not offer {feature} (its agent reports no such feature)"
+        )
+        self.feature = feature
+        self.field = field
 
 
 class UnknownNodeError(NodeError, KeyError):

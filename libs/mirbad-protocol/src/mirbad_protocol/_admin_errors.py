@@ -84,6 +84,21 @@ class AdminErrorCode(StrEnum):
     """No benchmark preset of that name (``field`` is ``preset``; the message lists the presets)."""
     JOB_NOT_FOUND = "job_not_found"
     """No benchmark job is running (on that node)."""
+    FEATURE_MISSING = "feature_missing"
+    """The node lacks the feature flag the request needs (``downloads.hf-native``, ``downloads.ollama``);
+    ``nodeId`` names the node, ``field`` the request field (``kind``) and the message the feature."""
+    DOWNLOAD_NOT_FOUND = "download_not_found"
+    """The node has no download job of that id; ``nodeId`` names the node."""
+    SOURCE_NOT_FOUND = "source_not_found"
+    """The download's source has no such repository, revision or tag; ``field`` names it."""
+    SOURCE_NEEDS_TOKEN = "source_needs_token"  # noqa: S105 - an error code, not a secret
+    """The repository is private or gated: start again with a ``token`` (``field`` is ``token``)."""
+    DOWNLOAD_CONFLICT = "download_conflict"
+    """The download's folder exists on the node already, or another job writes it (``field``)."""
+    INSUFFICIENT_SPACE = "insufficient_space"
+    """The node's model root has too little free space; the message names the bytes short."""
+    MODEL_FILES_MISSING = "model_files_missing"
+    """The model's files are not on its node (``field`` is ``modelPath``; the message names the path)."""
     HTTP_ERROR = "http_error"
     """Any other HTTP error, with its own status."""
 
@@ -116,6 +131,13 @@ _HTTP_STATUS: Final = {
     AdminErrorCode.START_CONFLICT: 409,
     AdminErrorCode.START_LANE_BUSY: 409,
     AdminErrorCode.NODE_CONFLICT: 409,
+    AdminErrorCode.FEATURE_MISSING: 409,
+    AdminErrorCode.DOWNLOAD_NOT_FOUND: 404,
+    AdminErrorCode.SOURCE_NOT_FOUND: 404,
+    AdminErrorCode.SOURCE_NEEDS_TOKEN: 403,
+    AdminErrorCode.DOWNLOAD_CONFLICT: 409,
+    AdminErrorCode.INSUFFICIENT_SPACE: 409,
+    AdminErrorCode.MODEL_FILES_MISSING: 409,
     AdminErrorCode.REQUEST_TOO_LARGE: 413,
     AdminErrorCode.SPEC_REJECTED: 422,
     AdminErrorCode.TOO_MANY_ATTEMPTS: 429,

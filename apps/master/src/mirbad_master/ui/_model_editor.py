@@ -21,6 +21,7 @@ from mirbad_orchestration.fleet import launch_total_gib
 from mirbad_protocol import InvalidFieldError, MirbadError, ModelDefinition, ProcessRuntimeInfo
 
 from . import _actions as actions
+from ._downloads import render_source_downloads
 from ._marks import code_block, link_button, testid
 from ._model_form import FORM_FIELDS, FormCheck, check_form, form_from_definition
 from ._nodes import CATALOGUE_FIX
@@ -147,6 +148,8 @@ async def render_model_editor(portal: Portal, model_id: str | None) -> None:
         ui.label("Command line").classes("text-subtitle1")
         preview = testid(code_block("", language="bash").classes("w-full"), "command-preview")
         hint = ui.label("").classes("text-caption text-grey-7")
+    if base is not None:
+        render_source_downloads(portal, base)
     saving = testid(ui.button("Save", icon="save"), "save-model")
     link_button("Cancel", "/models").props("flat")
 

@@ -19,6 +19,7 @@ from mirbad_orchestration import AgentAdmissionRefusedError
 from mirbad_protocol import AgentInfo, MirbadError, ModelState
 
 from . import _actions as actions
+from ._downloads import render_models_downloads
 from ._fleet import STARTING_POLL_S, FleetSnapshot, ModelRow, fleet_snapshot, read_starting
 from ._format import DASH, gib, memory_in_use, pause_text, per_second, state_color
 from ._marks import link_button, testid
@@ -135,6 +136,7 @@ async def render_models(portal: Portal, selected: list[str], focus: str | None =
         ui.run_javascript(f"document.querySelector({selector})?.scrollIntoView({{block: 'center'}})")
     ui.timer(REFRESH_S, refresh, immediate=False)
     ui.timer(STARTING_POLL_S, settle, immediate=False)
+    await render_models_downloads(portal)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from mirbad_protocol import (
 )
 
 from . import _actions as actions
+from ._downloads import render_nodes_downloads
 from ._format import ago, gib, percent
 from ._marks import code_block, testid
 from ._portal import Portal
@@ -98,6 +99,7 @@ async def render_nodes(portal: Portal) -> None:
         _register_card(portal, refresh)
     await refresh()
     ui.timer(REFRESH_S, refresh, immediate=False)
+    await render_nodes_downloads(portal)
 
 
 def _node_card(node: NodeSummary) -> None:

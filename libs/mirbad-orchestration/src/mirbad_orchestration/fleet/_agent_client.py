@@ -24,6 +24,9 @@ from pydantic import Field, TypeAdapter, ValidationError
 from mirbad_orchestration.exceptions import AgentProtocolError, LogStreamError
 from mirbad_protocol import (
     LOG_STREAM_MEDIA_TYPE,
+    ROUTE_DOWNLOAD,
+    ROUTE_DOWNLOAD_CANCEL,
+    ROUTE_DOWNLOADS,
     ROUTE_FOLDERS,
     ROUTE_GGUF_INSPECT,
     ROUTE_GPUS,
@@ -38,17 +41,21 @@ from mirbad_protocol import (
     ROUTE_TELEMETRY,
     AgentInfo,
     ContainerLaunch,
+    DownloadJob,
+    DownloadList,
     FolderListing,
     GgufInfo,
     GgufInspectRequest,
     GpuList,
     GpuMemory,
+    HuggingFaceDownload,
     InvalidFieldError,
     LogEnd,
     LogLine,
     LogTail,
     MemorySnapshot,
     ModelStatus,
+    OllamaDownload,
     ProcessLaunch,
     RestartRequest,
     StartRequest,
@@ -241,6 +248,41 @@ class AgentClient:
     async def folders(self, *, root: int = 0, path: str = "") -> FolderListing:
         """The entries of the folder ``path`` under the node's model root number ``root``."""
         return await self._get(FolderListing, agent_path(ROUTE_FOLDERS), params={"root": root, "path": path})
+
+    async def start_download(self, request: HuggingFaceDownload | OllamaDownload) -> DownloadJob:
+        """Start a download job; the agent checks the source and the free space before it answers.
+
+        The request's token (if any) travels in the body over mutual TLS and never comes back.
+        """
+        body = request.to_wire()
+        # The agent resolves the source (a hub round trip) before it answers: a start's patience.
+        return await self._call(
+            DownloadJob, "POST", agent_path(ROUTE_DOWNLOADS), self.timeouts.stop_s, json=body
+        )
+
+    async def downloads(self) -> list[DownloadJob]:
+        """Every download job the agent knows, newest first, with its progress."""
+        return (await self._get(DownloadList, agent_path(ROUTE_DOWNLOADS))).downloads
+
+    async def download(self, download_id: str) -> DownloadJob:
+        """One download job with its per-file and overall progress."""
+        return await self._get(DownloadJob, agent_path(ROUTE_DOWNLOAD, download_id=download_id))
+
+    async def cancel_download(self, download_id: str) -> DownloadJob:
+        """Stop a queued or running job; its partial files stay until :meth:`remove_download`."""
+        path = agent_path(ROUTE_DOWNLOAD_CANCEL, download_id=download_id)
+        return await self._call(DownloadJob, "POST", path, self.timeouts.read_s)
+
+    async def remove_download(self, download_id: str) -> None:
+        """Forget a stopped job and delete its partial files (a completed folder stays)."""
+        path = agent_path(ROUTE_DOWNLOAD, download_id=download_id)
+        timeout = httpx.Timeout(self.timeouts.read_s, connect=self.timeouts.connect_s)
+        try:
+            answer = await self._http.request("DELETE", path, timeout=timeout)
+        except httpx.HTTPError as exc:
+            raise transport_error(self.node_id, self.agent_url, exc) from exc
+        if answer.is_error:
+            raise refusal_error(self.node_id, answer, None)
 
     # ------------------------------------------------------------ plumbing
 

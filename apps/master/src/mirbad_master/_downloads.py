@@ -1,0 +1,94 @@
+"""The master's side of model downloads, shared by the admin API and the portal.
+
+A start asks the node's agent for its feature flags first (fresh: the monitor's cached info may
+predate an agent upgrade) and refuses a node without the kind's flag before the agent is asked; a
+start, cancel and removal each write an audit line. A token is forwarded to the agent and never
+logged, audited nor returned.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from mirbad_orchestration import NodeFeatureMissingError
+from mirbad_orchestration.fleet import AgentClient
+from mirbad_protocol import AgentInfo, DownloadJob, FeatureFlag, HuggingFaceDownload, OllamaDownload
+
+from ._composition import MasterServices
+
+__all__ = [
+    "DOWNLOAD_FEATURES",
+    "STOPPABLE_STATES",
+    "cancel_download",
+    "download_kinds",
+    "node_downloads",
+    "start_download",
+]
+
+DOWNLOAD_FEATURES: Final = {
+    "huggingface": FeatureFlag.DOWNLOADS_HF_NATIVE.value,
+    "ollama": FeatureFlag.DOWNLOADS_OLLAMA.value,
+}
+"""The feature flag a node's agent must report for each download kind."""
+STOPPABLE_STATES: Final = ("queued", "running", "verifying")
+"""The states a cancel stops."""
+
+
+def download_kinds(info: AgentInfo | None) -> list[str]:
+    """The download kinds (``huggingface``, ``ollama``) a node's agent offers, by its feature flags."""
+    if info is None:
+        return []
+    return [kind for kind, feature in DOWNLOAD_FEATURES.items() if feature in info.features]
+
+
+async def _client(services: MasterServices, node_id: str) -> AgentClient:
+    return services.clients.client_for(await services.nodes.get(node_id))
+
+
+async def start_download(
+    services: MasterServices, node_id: str, request: HuggingFaceDownload | OllamaDownload, actor: str
+) -> DownloadJob:
+    """Start ``request`` on ``node_id``'s agent and audit it.
+
+    Raises:
+        UnknownNodeError: no such node.
+        NodeFeatureMissingError: the node's agent does not report the kind's feature flag.
+        AgentRequestError: the agent refused (its code and field kept: ``source_not_found`` ...).
+    """
+    client = await _client(services, node_id)
+    feature = DOWNLOAD_FEATURES[request.kind]
+    if feature not in (await client.info()).features:
+        raise NodeFeatureMissingError(node_id, feature)
+    job = await client.start_download(request)
+    # The source and folder only: the request's token never reaches the audit log.
+    detail = f"{request.kind} {request.source} into root {request.root} folder {request.folder}"
+    await services.audit.record(actor, "download.start", job.id, node_id=node_id, detail=detail)
+    return job
+
+
+async def node_downloads(services: MasterServices, node_id: str) -> list[DownloadJob]:
+    """The node's download jobs, newest first, with their progress."""
+    return await (await _client(services, node_id)).downloads()
+
+
+async def cancel_download(
+    services: MasterServices, node_id: str, download_id: str, actor: str, *, remove: bool = False
+) -> DownloadJob:
+    """Stop a queued or running job (audited); with ``remove`` also delete its partial files.
+
+    Returns:
+        The job as it was left (cancelled, or as it was when it had stopped already).
+
+    Raises:
+        UnknownNodeError: no such node.
+        AgentRequestError: ``download_not_found``, or another refusal of the agent.
+    """
+    client = await _client(services, node_id)
+    job = await client.download(download_id)
+    if job.state in STOPPABLE_STATES:
+        job = await client.cancel_download(download_id)
+        await services.audit.record(actor, "download.cancel", download_id, node_id=node_id, detail=job.source)
+    if remove:
+        await client.remove_download(download_id)
+        await services.audit.record(actor, "download.remove", download_id, node_id=node_id, detail=job.source)
+    return job

@@ -1,0 +1,132 @@
+"""A download started from the portal's Download box, followed to 100 % in the browser.
+
+A ``mirbad up`` of its own whose agent downloads from a loopback Ollama registry; the registry runs in
+a blocking portal's event loop (Playwright's sync API owns this thread) and holds the GGUF mid-file, so
+the bar is seen below 100 % before the test lets the transfer finish. The screenshot for the README is
+taken while it is held.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+import anyio
+import pytest
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+from tests._support.asgi_server import free_port
+from tests._support.model_hub import Hold, Sources, loopback_sources
+from tests._support.tiny_gguf import write_tiny_gguf
+from tests.browser._portal import sign_in
+from tests.browser.conftest import RunningMaster, _mirbad, _stop, _wait_until_serving
+from tests.browser.test_screenshots import DOCS_SCREENSHOTS
+
+from mirbad_master._admin_auth import AdminAuth
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
+pytestmark = [pytest.mark.browser]
+
+HELD_AT: Final = 32 * 1024
+"""Where the registry holds the GGUF blob: well inside the tiny model."""
+HOLD_WAIT_S: Final = 30.0
+BELOW_100: Final = re.compile(r"^[1-9]\d? %$")
+"""What the panel shows for a job held mid-file: some bytes there, not all (1 to 99 %)."""
+
+
+@dataclass(frozen=True)
+class Registry:
+    """The loopback sources and the event loop they run in."""
+
+    portal: BlockingPortal
+    sources: Sources
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
+    gguf = write_tiny_gguf(tmp_path_factory.mktemp("gguf") / "tiny.gguf").read_bytes()
+    with (
+        start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(loopback_sources(gguf)) as sources,
+    ):
+        yield Registry(portal, sources)
+
+
+@pytest.fixture(scope="module")
+def downloading_master(
+    tmp_path_factory: pytest.TempPathFactory, registry: Registry
+) -> Iterator[RunningMaster]:
+    root = tmp_path_factory.mktemp("downloads-portal")
+    data_dir = root / "data"
+    data_dir.mkdir(mode=0o700)
+    (data_dir / "models").mkdir()
+    password = AdminAuth(data_dir).reset_password()
+    agent_config = root / "agent.json"
+    downloads = {"hf_endpoint": registry.sources.hub_url, "ollama_registry": registry.sources.registry_url}
+    agent_config.write_text(json.dumps({"downloads": downloads, "docker": {"enabled": False}}))
+    port = free_port()
+    env = {
+        **os.environ,
+        "MIRBAD_DATA_DIR": str(data_dir),
+        "MIRBAD_PORT": str(port),
+        "MIRBAD_ENROLL_PORT": str(free_port()),
+        "MIRBAD_HEALTH_POLL_S": "0.5",
+    }
+    env.pop("PYTEST_CURRENT_TEST", None)  # NiceGUI changes its behaviour under pytest; the master is no test
+    log = root / "mirbad-up.log"
+    url = f"http://127.0.0.1:{port}"
+    with log.open("wb") as output:
+        command = [*_mirbad(), "up", "--agent-config", str(agent_config)]
+        process = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT)
+    try:
+        _wait_until_serving(process, url, log)
+        yield RunningMaster(url, password, data_dir, log)
+    finally:
+        _stop(process)
+
+
+def test_a_download_from_the_box_is_seen_below_then_at_100_percent(
+    page: Page, downloading_master: RunningMaster, registry: Registry, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    master = downloading_master
+    hold = registry.portal.call(lambda: Hold(_gguf_digest(registry.sources), after_bytes=HELD_AT))
+    registry.sources.registry.hold = hold
+    with master.api() as api:
+        # The Download box is offered once the monitor read the node's feature flags.
+        features = api.get("/nodes/local").json()["info"]["features"]
+    assert "downloads.ollama" in features
+
+    sign_in(page, master, "/models")
+    page.get_by_test_id("download-source").fill("tiny")
+    page.get_by_test_id("download-folder").fill("tiny-from-portal")
+    page.get_by_test_id("download-start").click()
+    registry.portal.call(_reached, hold)
+    percent = page.locator('[data-testid^="download-percent-"]')
+    expect(percent).to_have_text(BELOW_100)
+    shots = DOCS_SCREENSHOTS if os.environ.get("MIRBAD_UPDATE_SCREENSHOTS") == "1" else tmp_path
+    shots.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(shots / "downloads.png"), full_page=True)
+    registry.portal.call(hold.release)
+    expect(percent).to_have_text("100 %")
+    expect(page.get_by_test_id("downloads")).to_contain_text("completed")
+
+    assert (master.data_dir / "models" / "tiny-from-portal" / "model.gguf").is_file()
+
+
+async def _reached(hold: Hold) -> None:
+    with anyio.fail_after(HOLD_WAIT_S):
+        await hold.reached.wait()
+
+
+def _gguf_digest(sources: Sources) -> str:
+    [digest] = [d for d, data in sources.registry.blobs.items() if data == sources.gguf]
+    return digest
