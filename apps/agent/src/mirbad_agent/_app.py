@@ -22,6 +22,7 @@ from mirbad_protocol import AGENT_API_PREFIX, MirbadError, ModelState
 from ._composition import AgentServices
 from ._downloads import download_routes
 from ._errors import handle_exception
+from ._host_services import host_service_routes
 from ._proxy import ModelServer, proxy_route
 from ._routes_models import model_routes
 from ._routes_node import node_routes
@@ -43,6 +44,7 @@ def create_app(services: AgentServices, *, background: bool = True) -> Starlette
         *model_routes(services),
         *node_routes(services),
         *download_routes(services),
+        *host_service_routes(services.host_services),
         proxy_route(
             _upstream_lookup(services),
             services.proxy_client,
@@ -86,6 +88,8 @@ def _lifespan(services: AgentServices) -> Callable[[Starlette], AbstractAsyncCon
             group.start_soon(services.telemetry.run, services.telemetry_interval_s)
             if services.downloads is not None:
                 await group.start(services.downloads.run)
+            if services.host_services is not None:
+                group.start_soon(services.host_services.run)
             yield
             group.cancel_scope.cancel()
 

@@ -41,6 +41,7 @@ from mirbad_runtime.downloads import DownloadManager
 
 from ._composition import AgentServices
 from ._config import AgentSettings, DockerSettings
+from ._host_services import HostServicesGateway
 from ._llama_server import LlamaServerFinder, find_llama_server, with_found_llama_server
 from ._runtimes import ComposedDriver, NodeRuntimes
 
@@ -109,6 +110,7 @@ async def compose_services(
         start_slot_timeout_s=settings.start_slot_timeout_s,
         proxy_idle_timeout_s=settings.proxy_idle_timeout_s,
         downloads=_download_manager(settings),
+        host_services=HostServicesGateway(settings.hostd_socket) if settings.hostd_socket else None,
     )
 
 

@@ -17,6 +17,7 @@ from mirbad_runtime import AdmissionController, ExecutableCatalog, MemoryProbe, 
 from mirbad_runtime.downloads import DownloadManager
 
 from ._folders import ModelFolders
+from ._host_services import HostServicesGateway
 from ._lifecycle import ModelLifecycle
 from ._runtimes import NodeRuntimes
 from ._telemetry_loop import TelemetryCollector
@@ -67,6 +68,7 @@ class AgentServices:
             response headers (None: never, since a long generation may take minutes).
         version: the reported agent version (the installed one when None).
         downloads: the download jobs (run in the app's lifespan); None on a node that offers none.
+        host_services: the gateway to the node's hostd (probed in the app's lifespan); None: no hostd.
     """
 
     def __init__(
@@ -86,6 +88,7 @@ class AgentServices:
         proxy_idle_timeout_s: float | None = None,
         version: str | None = None,
         downloads: DownloadManager | None = None,
+        host_services: HostServicesGateway | None = None,
     ) -> None:
         self.runtimes = runtimes
         self.memory = memory
@@ -103,6 +106,7 @@ class AgentServices:
         self.http = http or self._own(httpx.AsyncClient(timeout=_HTTP_TIMEOUT_S, trust_env=False))
         self.proxy_client = proxy_client or self._own(create_upstream_client())
         self.downloads = downloads
+        self.host_services = host_services
         self.telemetry = TelemetryCollector(runtimes, self.lifecycle, self.ring, self.http)
 
     def info(self) -> AgentInfo:
@@ -110,6 +114,8 @@ class AgentServices:
         features = [*self.runtimes.runtime_features(), *_BASE_FEATURES]
         if self.downloads is not None:
             features += [FeatureFlag.DOWNLOADS_HF_NATIVE, FeatureFlag.DOWNLOADS_OLLAMA]
+        if self.host_services is not None and self.host_services.available:
+            features.append(FeatureFlag.HOST_SERVICES)
         return AgentInfo(
             node_name=self.node_name,
             version=self.version,
@@ -127,6 +133,8 @@ class AgentServices:
         """Close the drivers and the clients created here; running models are left running."""
         with anyio.CancelScope(shield=True):
             await self.runtimes.aclose()
+            if self.host_services is not None:
+                await self.host_services.aclose()
             for client in self._owned:
                 await client.aclose()
 

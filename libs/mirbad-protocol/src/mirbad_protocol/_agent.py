@@ -165,6 +165,8 @@ class AgentErrorCode(StrEnum):
     """503: memory or GPUs could not be read (a wedged nvidia-smi, unreadable meminfo)."""
     UPSTREAM_TIMEOUT = "upstream_timeout"
     """504: through the proxy, the model stayed silent past the agent's idle timeout."""
+    HOSTD_UNAVAILABLE = "hostd_unavailable"
+    """503: the ``/host/...`` routes on a node whose hostd is missing, silent or off its contract."""
 
     @property
     def http_status(self) -> int:
@@ -195,6 +197,7 @@ _HTTP_STATUS: Final = {
     AgentErrorCode.MODEL_NOT_RUNNING: 503,
     AgentErrorCode.PROBE_FAILED: 503,
     AgentErrorCode.UPSTREAM_TIMEOUT: 504,
+    AgentErrorCode.HOSTD_UNAVAILABLE: 503,
 }
 
 
@@ -225,6 +228,8 @@ class FeatureFlag(StrEnum):
     """Download jobs from a Hugging Face hub (or a mirror of one) into the model roots."""
     DOWNLOADS_OLLAMA = "downloads.ollama"
     """Download jobs of Ollama models (the GGUF layer) from an Ollama registry into the model roots."""
+    HOST_SERVICES = "host.services"
+    """The ``/host/...`` routes: host services through the node's hostd (reported while hostd answers)."""
 
 
 class AgentError(WireModel):

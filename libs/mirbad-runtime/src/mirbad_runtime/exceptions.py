@@ -374,6 +374,7 @@ class HostdRefusedError(MirbadRuntimeError):
     Attributes:
         status: the HTTP status.
         code: the :class:`mirbad_protocol.HostdErrorCode` value (text: a newer hostd's code still reads).
+        message: hostd's own message.
         field: the offending field of an ``invalid_request``.
         pattern: the deny pattern of a ``denied``.
     """
@@ -382,6 +383,7 @@ class HostdRefusedError(MirbadRuntimeError):
         self, status: int, code: str, message: str, *, field: str | None = None, pattern: str | None = None
     ) -> None:
         super().__init__(f"hostd refused ({status} {code}): {message}")
+        self.message = message
         self.status = status
         self.code = code
         self.field = field
