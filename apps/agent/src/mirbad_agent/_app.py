@@ -22,7 +22,7 @@ from mirbad_protocol import AGENT_API_PREFIX, MirbadError, ModelState
 from ._composition import AgentServices
 from ._downloads import download_routes
 from ._errors import handle_exception
-from ._host_services import host_service_routes
+from ._host_services import container_service_routes, host_service_routes
 from ._proxy import ModelServer, proxy_route
 from ._routes_models import model_routes
 from ._routes_node import node_routes
@@ -45,6 +45,7 @@ def create_app(services: AgentServices, *, background: bool = True) -> Starlette
         *node_routes(services),
         *download_routes(services),
         *host_service_routes(services.host_services),
+        *container_service_routes(services.host_containers),
         proxy_route(
             _upstream_lookup(services),
             services.proxy_client,

@@ -27,6 +27,7 @@ from mirbad_runtime import (
     CatalogedExecutable,
     ContainerDriver,
     ContainerDriverConfig,
+    ContainerServices,
     ExecutableCatalog,
     FileInstanceKeyProtector,
     InstanceKeyProtector,
@@ -111,7 +112,15 @@ async def compose_services(
         proxy_idle_timeout_s=settings.proxy_idle_timeout_s,
         downloads=_download_manager(settings),
         host_services=HostServicesGateway(settings.hostd_socket) if settings.hostd_socket else None,
+        host_containers=_container_services(settings, drivers),
     )
+
+
+def _container_services(settings: AgentSettings, drivers: list[ComposedDriver]) -> ContainerServices | None:
+    # Only where the container driver composed, i.e. dockerd answered at start-up.
+    if not any(info.kind == "container" for composed in drivers for info in composed.runtimes):
+        return None
+    return ContainerServices(settings.docker.url, timeout_s=settings.docker.timeout_s)
 
 
 def _download_manager(settings: AgentSettings) -> DownloadManager | None:

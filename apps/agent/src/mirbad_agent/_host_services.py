@@ -21,30 +21,39 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from mirbad_protocol import (
+    CONTAINER_ACTIONS,
     HOSTD_ACTIONS,
+    ROUTE_HOST_CONTAINER_ACTION,
+    ROUTE_HOST_CONTAINER_RESTART_POLICY,
+    ROUTE_HOST_CONTAINERS,
     ROUTE_HOST_GPU_PROCESSES,
     ROUTE_HOST_SERVICE_ACTION,
     ROUTE_HOST_SERVICES,
     ROUTE_HOST_WHITELIST,
     ROUTE_HOST_WHITELIST_ENTRY,
     AgentErrorCode,
+    ContainerAction,
     GpuProcess,
     HostdAction,
     HostdError,
     HostdErrorBody,
     HostdErrorCode,
+    InvalidFieldError,
+    RestartPolicy,
     WhitelistAdd,
     WhitelistUpdate,
     WireModel,
+    container_service_name,
     hostd_error_body,
 )
-from mirbad_runtime import HostdClient
+from mirbad_runtime import ContainerServices, HostdClient
 from mirbad_runtime.exceptions import HostdRefusedError, HostdUnavailableError
 
 from ._errors import agent_error_response
 from ._http import read_wire, wire_response
+from .exceptions import RequestRefusedError
 
-__all__ = ["HostServicesGateway", "host_service_routes"]
+__all__ = ["HostServicesGateway", "container_service_routes", "host_service_routes"]
 
 logger = logging.getLogger(__name__)
 
@@ -192,3 +201,50 @@ def _unavailable(reason: str) -> JSONResponse:
 def _invalid(field: str, message: str) -> JSONResponse:
     body = hostd_error_body(HostdErrorCode.INVALID_REQUEST, f"{field}: {message}", field=field)
     return JSONResponse(body, status_code=HostdErrorCode.INVALID_REQUEST.http_status)
+
+
+def container_service_routes(containers: ContainerServices | None) -> list[Route]:
+    """The routes under ``/agent/v1/host/containers``: Docker containers as host services.
+
+    Which containers may be touched is the master's whitelist; the agent refuses only Mirbad's own
+    kinds (404 ``service_not_found``). A node without Docker answers 404 ``route_not_found``.
+
+    Args:
+        containers: the node's containers; None on a node whose agent composes no Docker.
+    """
+
+    def docker() -> ContainerServices:
+        if containers is None:
+            raise RequestRefusedError(AgentErrorCode.ROUTE_NOT_FOUND, "this node offers no Docker containers")
+        return containers
+
+    async def list_containers(request: Request) -> Response:
+        return wire_response(await docker().containers())
+
+    async def act(request: Request) -> Response:
+        action = request.path_params["action"]
+        if action not in CONTAINER_ACTIONS:
+            raise RequestRefusedError(
+                AgentErrorCode.ROUTE_NOT_FOUND, f"no action {action!r}; one of {list(CONTAINER_ACTIONS)}"
+            )
+        result = await docker().act(_name(request), cast(ContainerAction, action))
+        return wire_response(result, status_code=202)
+
+    async def set_policy(request: Request) -> Response:
+        policy = await read_wire(request, RestartPolicy)
+        return wire_response(await docker().set_restart_policy(_name(request), policy))
+
+    return [
+        Route(ROUTE_HOST_CONTAINERS, list_containers, methods=["GET"]),
+        # Before the action route: "restart-policy" is not an action.
+        Route(ROUTE_HOST_CONTAINER_RESTART_POLICY, set_policy, methods=["PUT"]),
+        Route(ROUTE_HOST_CONTAINER_ACTION, act, methods=["POST"]),
+    ]
+
+
+def _name(request: Request) -> str:
+    name = str(request.path_params["name"])
+    try:
+        return container_service_name(name)
+    except ValueError as exc:
+        raise InvalidFieldError("name", str(exc)) from None

@@ -133,6 +133,8 @@ class AgentErrorCode(StrEnum):
     """404: the agent has no download job with that id."""
     SOURCE_NOT_FOUND = "source_not_found"
     """404: the hub or registry has no such repository, revision, model or tag (``field`` names it)."""
+    SERVICE_NOT_FOUND = "service_not_found"
+    """404: no container of that name that is a host service (model and download containers are not)."""
     ROUTE_NOT_FOUND = "route_not_found"
     """404: no such agent route (an older agent than the caller expects)."""
     METHOD_NOT_ALLOWED = "method_not_allowed"
@@ -181,6 +183,7 @@ _HTTP_STATUS: Final = {
     AgentErrorCode.PATH_NOT_FOUND: 404,
     AgentErrorCode.DOWNLOAD_NOT_FOUND: 404,
     AgentErrorCode.SOURCE_NOT_FOUND: 404,
+    AgentErrorCode.SERVICE_NOT_FOUND: 404,
     AgentErrorCode.ROUTE_NOT_FOUND: 404,
     AgentErrorCode.METHOD_NOT_ALLOWED: 405,
     AgentErrorCode.ADMISSION_REFUSED: 409,
@@ -230,6 +233,8 @@ class FeatureFlag(StrEnum):
     """Download jobs of Ollama models (the GGUF layer) from an Ollama registry into the model roots."""
     HOST_SERVICES = "host.services"
     """The ``/host/...`` routes: host services through the node's hostd (reported while hostd answers)."""
+    HOST_CONTAINERS = "host.containers"
+    """The ``/host/containers`` routes: the node's Docker containers as host services."""
 
 
 class AgentError(WireModel):

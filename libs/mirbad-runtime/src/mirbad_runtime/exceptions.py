@@ -13,6 +13,7 @@ __all__ = [
     "DownloadRefusedError",
     "DownloadVerificationError",
     "GgufFormatError",
+    "HostContainerNotFoundError",
     "HostdRefusedError",
     "HostdUnavailableError",
     "ImagePullError",
@@ -50,6 +51,18 @@ class GgufFormatError(MirbadRuntimeError, ValueError):
 
 class RuntimeUnavailableError(MirbadRuntimeError):
     """The runtime (dockerd, the process host) could not be reached or did not answer in time."""
+
+
+class HostContainerNotFoundError(MirbadRuntimeError, LookupError):
+    """No container of that name that is a host service (Mirbad's own, model and download ones are not).
+
+    Attributes:
+        name: the container name that was asked for.
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no container {name!r} that is a host service on this node")
+        self.name = name
 
 
 class LaunchRejectedError(MirbadRuntimeError):
