@@ -54,7 +54,11 @@ async def test_a_corrupt_file_fails_closed(tmp_path: Path) -> None:
     store.path.write_text('{"containers": [{"node": 1}]}')
     with pytest.raises(HostServicesFileError):
         await store.read()
-    manager = HostServiceManager(store, lambda node: pytest.fail("no node may be asked"))
+
+    async def no_node(node: str) -> AgentClient:
+        pytest.fail("no node may be asked")
+
+    manager = HostServiceManager(store, no_node)
     with pytest.raises(HostServicesFileError):
         await manager.container_action(NODE, "postgres", "stop")
     assert store.path.read_text() == '{"containers": [{"node": 1}]}'
@@ -84,7 +88,11 @@ async def manager(layout: HostdLayout, tmp_path: Path) -> AsyncIterator[HostServ
         async with services:
             client = AgentClient(NODE, "http://agent", transport)
             try:
-                yield HostServiceManager(HostServicesStore(tmp_path / "data"), lambda node: client)
+
+                async def client_for(node: str) -> AgentClient:
+                    return client
+
+                yield HostServiceManager(HostServicesStore(tmp_path / "data"), client_for)
             finally:
                 await client.aclose()
 

@@ -9,7 +9,7 @@ session, which the caller resolves from the request itself; without one they are
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 from mirbad_orchestration.exceptions import (
@@ -49,18 +49,18 @@ class HostServiceManager:
         client_for: the agent client of a node (raises ``UnknownNodeError`` for an unknown one).
     """
 
-    def __init__(self, store: HostServicesStore, client_for: Callable[[str], AgentClient]) -> None:
+    def __init__(self, store: HostServicesStore, client_for: Callable[[str], Awaitable[AgentClient]]) -> None:
         self._store = store
         self._client_for = client_for
 
     async def units(self, node: str, *, include_all: bool = False) -> ServiceList:
         """The node's whitelisted units (with ``include_all`` discovery and the deny list)."""
-        return await self._client_for(node).host_services(include_all=include_all)
+        return await (await self._client_for(node)).host_services(include_all=include_all)
 
     async def containers(self, node: str) -> tuple[list[WhitelistedContainer], ContainerServiceList]:
         """The node's container whitelist entries and every container it could whitelist."""
         document = await self._store.read()
-        listing = await self._client_for(node).host_containers()
+        listing = await (await self._client_for(node)).host_containers()
         return [c for c in document.containers if c.node == node], listing
 
     async def unit_action(
@@ -70,7 +70,7 @@ class HostServiceManager:
 
         hostd checks the confirmation again; the master's check spares the node a refused call.
         """
-        client = self._client_for(node)
+        client = await self._client_for(node)
         if action in _CONFIRMED_UNIT_ACTIONS and confirm != name:
             listing = await client.host_services()
             entry = next((s.entry for s in listing.services if s.entry.name == name), None)
@@ -91,7 +91,7 @@ class HostServiceManager:
         entry = await self._whitelisted(node, name)
         if entry.protected and action in _CONFIRMED_CONTAINER_ACTIONS and confirm != name:
             raise HostServiceConfirmError(name)
-        return await self._client_for(node).host_container_action(name, action)
+        return await (await self._client_for(node)).host_container_action(name, action)
 
     async def container_autostart(
         self, node: str, name: str, enabled: bool, *, confirm: str | None = None
@@ -102,7 +102,7 @@ class HostServiceManager:
         remembered). A protected container's autostart-off needs ``confirm``.
         """
         entry = await self._whitelisted(node, name)
-        client = self._client_for(node)
+        client = await self._client_for(node)
         key = policy_key(node, name)
         if not enabled:
             if entry.protected and confirm != name:
@@ -124,7 +124,7 @@ class HostServiceManager:
     async def add_unit(self, node: str, request: WhitelistAdd, *, principal: str | None) -> WhitelistEntry:
         """Whitelist a unit on the node's hostd, for a signed-in administrator (``principal``)."""
         _require(principal)
-        return await self._client_for(node).host_whitelist_add(request)
+        return await (await self._client_for(node)).host_whitelist_add(request)
 
     async def update_unit(
         self, node: str, name: str, request: WhitelistUpdate, *, principal: str | None
@@ -133,12 +133,12 @@ class HostServiceManager:
         _require(principal)
         if request.protected is False and request.confirm != name:
             raise HostServiceConfirmError(name)
-        return await self._client_for(node).host_whitelist_update(name, request)
+        return await (await self._client_for(node)).host_whitelist_update(name, request)
 
     async def remove_unit(self, node: str, name: str, *, principal: str | None) -> WhitelistEntry:
         """Remove a unit from the node's hostd whitelist."""
         _require(principal)
-        return await self._client_for(node).host_whitelist_remove(name)
+        return await (await self._client_for(node)).host_whitelist_remove(name)
 
     async def add_container(
         self,
@@ -154,7 +154,7 @@ class HostServiceManager:
         _require(principal)
         if confirm != name:
             raise HostServiceConfirmError(name)
-        listing = await self._client_for(node).host_containers()
+        listing = await (await self._client_for(node)).host_containers()
         if not any(c.name == name for c in listing.containers):
             raise ContainerNotWhitelistedError(node, name)
         entry = WhitelistedContainer(node=node, name=name, display_name=display_name, protected=protected)
