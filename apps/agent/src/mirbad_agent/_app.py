@@ -1,9 +1,10 @@
 """The agent's Starlette application: the contract's routes under ``/agent/v1`` and the background work.
 
 The lifespan starts one task group: adoption of what a previous agent left running, the executable
-catalogue's first check, the telemetry loop and the download jobs (resuming unfinished ones). None of
-it delays the listener (the port opens at once) and all of it is cancelled when the server stops; the
-models keep running and an unfinished download resumes at the next start.
+catalogue's first check, the telemetry loop, the download jobs (resuming unfinished ones) and the
+hostd probe behind the ``host.services`` flag. None of it delays the listener (the port opens at
+once) and all of it is cancelled when the server stops; the models keep running and an unfinished
+download resumes at the next start.
 """
 
 from __future__ import annotations
