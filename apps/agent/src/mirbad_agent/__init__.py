@@ -29,6 +29,7 @@ from ._enroll_client import AGENT_TLS_STEM, EXIT_FAILED, EXIT_REFUSED, EnrollFai
 from ._errors import agent_error_response, error_code_of, handle_exception
 from ._executables_cli import add_executable, add_executables_arguments, run_executables, toml_string
 from ._folders import DEFAULT_LISTING_LIMIT, ModelFolders, relative_parts
+from ._host_services import HostServicesGateway, host_service_routes
 from ._lifecycle import ModelLifecycle
 from ._llama_server import (
     LLAMA_SERVER_NAME,
@@ -79,6 +80,7 @@ __all__ = [
     "EnrollFailedError",
     "ExecutableSettings",
     "GpuProbe",
+    "HostServicesGateway",
     "LlamaServerFinder",
     "MirbadAgentError",
     "ModelFolders",
@@ -111,6 +113,7 @@ __all__ = [
     "error_code_of",
     "find_llama_server",
     "handle_exception",
+    "host_service_routes",
     "load_credentials",
     "load_settings",
     "model_routes",

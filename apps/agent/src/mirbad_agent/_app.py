@@ -1,9 +1,10 @@
 """The agent's Starlette application: the contract's routes under ``/agent/v1`` and the background work.
 
 The lifespan starts one task group: adoption of what a previous agent left running, the executable
-catalogue's first check, the telemetry loop and the download jobs (resuming unfinished ones). None of
-it delays the listener (the port opens at once) and all of it is cancelled when the server stops; the
-models keep running and an unfinished download resumes at the next start.
+catalogue's first check, the telemetry loop, the download jobs (resuming unfinished ones) and the
+hostd probe behind the ``host.services`` flag. None of it delays the listener (the port opens at
+once) and all of it is cancelled when the server stops; the models keep running and an unfinished
+download resumes at the next start.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from mirbad_protocol import AGENT_API_PREFIX, MirbadError, ModelState
 from ._composition import AgentServices
 from ._downloads import download_routes
 from ._errors import handle_exception
+from ._host_services import container_service_routes, host_service_routes
 from ._proxy import ModelServer, proxy_route
 from ._routes_models import model_routes
 from ._routes_node import node_routes
@@ -43,6 +45,8 @@ def create_app(services: AgentServices, *, background: bool = True) -> Starlette
         *model_routes(services),
         *node_routes(services),
         *download_routes(services),
+        *host_service_routes(services.host_services),
+        *container_service_routes(services.host_containers),
         proxy_route(
             _upstream_lookup(services),
             services.proxy_client,
@@ -86,6 +90,8 @@ def _lifespan(services: AgentServices) -> Callable[[Starlette], AbstractAsyncCon
             group.start_soon(services.telemetry.run, services.telemetry_interval_s)
             if services.downloads is not None:
                 await group.start(services.downloads.run)
+            if services.host_services is not None:
+                group.start_soon(services.host_services.run)
             yield
             group.cancel_scope.cancel()
 

@@ -27,6 +27,7 @@ from mirbad_runtime import (
     CatalogedExecutable,
     ContainerDriver,
     ContainerDriverConfig,
+    ContainerServices,
     ExecutableCatalog,
     FileInstanceKeyProtector,
     InstanceKeyProtector,
@@ -41,6 +42,7 @@ from mirbad_runtime.downloads import DownloadManager
 
 from ._composition import AgentServices
 from ._config import AgentSettings, DockerSettings
+from ._host_services import HostServicesGateway
 from ._llama_server import LlamaServerFinder, find_llama_server, with_found_llama_server
 from ._runtimes import ComposedDriver, NodeRuntimes
 
@@ -109,7 +111,16 @@ async def compose_services(
         start_slot_timeout_s=settings.start_slot_timeout_s,
         proxy_idle_timeout_s=settings.proxy_idle_timeout_s,
         downloads=_download_manager(settings),
+        host_services=HostServicesGateway(settings.hostd_socket) if settings.hostd_socket else None,
+        host_containers=_container_services(settings, drivers),
     )
+
+
+def _container_services(settings: AgentSettings, drivers: list[ComposedDriver]) -> ContainerServices | None:
+    # Only where the container driver composed, i.e. dockerd answered at start-up.
+    if not any(info.kind == "container" for composed in drivers for info in composed.runtimes):
+        return None
+    return ContainerServices(settings.docker.url, timeout_s=settings.docker.timeout_s)
 
 
 def _download_manager(settings: AgentSettings) -> DownloadManager | None:

@@ -13,10 +13,17 @@ import httpx
 
 from mirbad_protocol import AgentInfo, FeatureFlag, GpuMemory
 from mirbad_router import create_upstream_client
-from mirbad_runtime import AdmissionController, ExecutableCatalog, MemoryProbe, TelemetryRing
+from mirbad_runtime import (
+    AdmissionController,
+    ContainerServices,
+    ExecutableCatalog,
+    MemoryProbe,
+    TelemetryRing,
+)
 from mirbad_runtime.downloads import DownloadManager
 
 from ._folders import ModelFolders
+from ._host_services import HostServicesGateway
 from ._lifecycle import ModelLifecycle
 from ._runtimes import NodeRuntimes
 from ._telemetry_loop import TelemetryCollector
@@ -67,6 +74,8 @@ class AgentServices:
             response headers (None: never, since a long generation may take minutes).
         version: the reported agent version (the installed one when None).
         downloads: the download jobs (run in the app's lifespan); None on a node that offers none.
+        host_services: the gateway to the node's hostd (probed in the app's lifespan); None: no hostd.
+        host_containers: the node's Docker containers as host services; None on a node without Docker.
     """
 
     def __init__(
@@ -86,6 +95,8 @@ class AgentServices:
         proxy_idle_timeout_s: float | None = None,
         version: str | None = None,
         downloads: DownloadManager | None = None,
+        host_services: HostServicesGateway | None = None,
+        host_containers: ContainerServices | None = None,
     ) -> None:
         self.runtimes = runtimes
         self.memory = memory
@@ -103,6 +114,8 @@ class AgentServices:
         self.http = http or self._own(httpx.AsyncClient(timeout=_HTTP_TIMEOUT_S, trust_env=False))
         self.proxy_client = proxy_client or self._own(create_upstream_client())
         self.downloads = downloads
+        self.host_services = host_services
+        self.host_containers = host_containers
         self.telemetry = TelemetryCollector(runtimes, self.lifecycle, self.ring, self.http)
 
     def info(self) -> AgentInfo:
@@ -110,6 +123,10 @@ class AgentServices:
         features = [*self.runtimes.runtime_features(), *_BASE_FEATURES]
         if self.downloads is not None:
             features += [FeatureFlag.DOWNLOADS_HF_NATIVE, FeatureFlag.DOWNLOADS_OLLAMA]
+        if self.host_services is not None and self.host_services.available:
+            features.append(FeatureFlag.HOST_SERVICES)
+        if self.host_containers is not None:
+            features.append(FeatureFlag.HOST_CONTAINERS)
         return AgentInfo(
             node_name=self.node_name,
             version=self.version,
@@ -127,6 +144,10 @@ class AgentServices:
         """Close the drivers and the clients created here; running models are left running."""
         with anyio.CancelScope(shield=True):
             await self.runtimes.aclose()
+            if self.host_services is not None:
+                await self.host_services.aclose()
+            if self.host_containers is not None:
+                await self.host_containers.aclose()
             for client in self._owned:
                 await client.aclose()
 

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Final, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from mirbad_protocol import DEFAULT_AGENT_PORT
+from mirbad_runtime import DEFAULT_HOSTD_SOCKET
 
 from .exceptions import AgentConfigError
 
@@ -162,6 +163,7 @@ class AgentSettings(_Settings):
         graceful_shutdown_s: how long a stopping agent waits for open requests (followed logs, streams).
         proxy_idle_timeout_s: end a proxied request whose model sends nothing this long before its
             response headers; None (the default) never does.
+        hostd_socket: the socket of the node's hostd (host services); None offers none.
     """
 
     node_name: Annotated[str, Field(min_length=1, max_length=63)] = Field(default_factory=socket.gethostname)
@@ -181,6 +183,7 @@ class AgentSettings(_Settings):
     start_slot_timeout_s: _Positive = 1800.0
     graceful_shutdown_s: _Positive = 10.0
     proxy_idle_timeout_s: _Positive | None = None
+    hostd_socket: Path | None = DEFAULT_HOSTD_SOCKET
 
     @model_validator(mode="after")
     def _check(self) -> Self:
@@ -280,8 +283,9 @@ def _anchor_paths(data: dict[str, Any], base: Path) -> None:
         # An absolute (or ~) path stays as it is: joining onto an absolute path replaces the base.
         return str(base / Path(value).expanduser()) if isinstance(value, str) else value
 
-    if "state_dir" in data:
-        data["state_dir"] = anchor(data["state_dir"])
+    for key in ("state_dir", "hostd_socket"):
+        if key in data:
+            data[key] = anchor(data[key])
     if isinstance(data.get("model_roots"), list):
         data["model_roots"] = [anchor(root) for root in data["model_roots"]]
     for entry in data.get("executables") or []:

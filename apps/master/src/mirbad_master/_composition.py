@@ -23,6 +23,7 @@ from mirbad_orchestration.benchmarks import BenchmarkResults
 from mirbad_orchestration.commandline import RestartPendingCheck
 from mirbad_orchestration.fleet import (
     ENROLLMENT_TOKENS_FILE,
+    AgentClient,
     AgentClients,
     AgentEndpointResolver,
     EnrollmentTokens,
@@ -32,6 +33,7 @@ from mirbad_orchestration.fleet import (
     StatusCache,
 )
 from mirbad_orchestration.jobs import DEFAULT_DRAIN_TIMEOUT_S, BenchmarkJobs
+from mirbad_orchestration.services import HostServiceManager, HostServicesStore
 from mirbad_orchestration.stores import AuditLog
 from mirbad_orchestration.supervision import HealthMonitor, RecoveryState, RestartPauses, StartLanes
 from mirbad_protocol import BenchmarkSizes, CertificateAuthority, MirbadError, ModelState, ModelStatus
@@ -132,6 +134,7 @@ class MasterServices:
         self.resolver = FleetResolver(self.endpoints, self.cache, self._start_on_request)
         self.key_gate = ApiKeyGate(self.keys)
         self.benchmarks = BenchmarkResults(data_dir)
+        self.host_services = HostServiceManager(HostServicesStore(data_dir), self._client_of)
         job_host = MasterJobHost(
             models=self.models,
             nodes=self.nodes,
@@ -239,6 +242,10 @@ class MasterServices:
         await tasks.start(self.jobs.run)
         tasks.start_soon(self.telemetry.run)
         tasks.start_soon(self.keys.run_usage_flusher)
+
+    async def _client_of(self, node_id: str) -> AgentClient:
+        # The node's current client: a changed address or identity gets a new one.
+        return self.clients.client_for(await self.nodes.get(node_id))
 
     async def _start_on_request(self, model_id: str) -> None:
         definition = await self.models.get(model_id)

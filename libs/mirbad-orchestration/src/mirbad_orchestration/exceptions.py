@@ -19,6 +19,7 @@ __all__ = [
     "ApiKeyRevokedError",
     "ApiKeyStoreError",
     "BenchmarkRequestError",
+    "ContainerNotWhitelistedError",
     "DuplicateNodeError",
     "DuplicateServedNameError",
     "EnrollmentError",
@@ -26,6 +27,9 @@ __all__ = [
     "EnrollmentTokenError",
     "EnrollmentTokenExpiredError",
     "EnrollmentTokenUsedError",
+    "HostServiceConfirmError",
+    "HostServiceError",
+    "HostServicesFileError",
     "JobConflictError",
     "JobError",
     "JobTargetLostError",
@@ -51,6 +55,7 @@ __all__ = [
     "UnknownNodeError",
     "UnknownPresetError",
     "UnreadableFlagError",
+    "WhitelistChangeRefusedError",
 ]
 
 
@@ -430,3 +435,43 @@ class JobTargetLostError(JobError):
 
 class BenchmarkRequestError(JobError):
     """A benchmark request failed outright (the model refused it or the exchange broke)."""
+
+
+class HostServiceError(MirbadOrchestrationError):
+    """A host-service request the master refuses itself, before any node is asked."""
+
+
+class HostServicesFileError(StoreFileError, HostServiceError):
+    """``host-services.json`` cannot be read or written: container actions fail closed until it is fixed."""
+
+
+class HostServiceConfirmError(HostServiceError):
+    """A protected service's stop, restart, autostart-off or unprotect without the right typed name.
+
+    A whitelist add without the typed name is refused the same way.
+
+    Attributes:
+        name: the name that had to be typed.
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"type the service's name {name!r} to confirm")
+        self.name = name
+
+
+class ContainerNotWhitelistedError(HostServiceError):
+    """An action on a container that is not on the master's container whitelist.
+
+    Attributes:
+        node_id: the node.
+        name: the container.
+    """
+
+    def __init__(self, node_id: str, name: str) -> None:
+        super().__init__(f"container {name!r} on node {node_id!r} is not on the whitelist")
+        self.node_id = node_id
+        self.name = name
+
+
+class WhitelistChangeRefusedError(HostServiceError):
+    """A whitelist change without a signed-in administrator session (or with admin login disabled)."""

@@ -74,6 +74,19 @@ class AdminErrorCode(StrEnum):
     """The node's agent cannot be reached."""
     NODE_TIMEOUT = "node_timeout"
     """The node's agent did not answer in time."""
+    CONFIRM = "confirm"
+    """403: a protected host service's stop, restart, autostart-off or unprotect (or a whitelist add)
+    without its name typed in ``confirm``."""
+    DENIED = "denied"
+    """403: the unit is on the node's hard deny list; nothing can touch it."""
+    NOT_WHITELISTED = "not_whitelisted"
+    """403: a container action for a container not on the master's container whitelist."""
+    WHITELIST_REFUSED = "whitelist_refused"
+    """403: a whitelist change without a signed-in administrator."""
+    SERVICE_NOT_FOUND = "service_not_found"
+    """404: no host service (whitelisted unit, container, action) of that name on the node."""
+    HOSTD_UNAVAILABLE = "hostd_unavailable"
+    """503: the node has no hostd that answers (no host services there)."""
     INSUFFICIENT_STORAGE = "insufficient_storage"
     """A file of the master cannot be written: its disk is full (the message names the file)."""
     JOB_CONFLICT = "job_conflict"
@@ -149,6 +162,12 @@ _HTTP_STATUS: Final = {
     AdminErrorCode.NODE_UNREACHABLE: 503,
     AdminErrorCode.NODE_TIMEOUT: 504,
     AdminErrorCode.INSUFFICIENT_STORAGE: 507,
+    AdminErrorCode.CONFIRM: 403,
+    AdminErrorCode.DENIED: 403,
+    AdminErrorCode.NOT_WHITELISTED: 403,
+    AdminErrorCode.WHITELIST_REFUSED: 403,
+    AdminErrorCode.SERVICE_NOT_FOUND: 404,
+    AdminErrorCode.HOSTD_UNAVAILABLE: 503,
 }
 
 

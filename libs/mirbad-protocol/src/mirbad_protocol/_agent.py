@@ -133,6 +133,8 @@ class AgentErrorCode(StrEnum):
     """404: the agent has no download job with that id."""
     SOURCE_NOT_FOUND = "source_not_found"
     """404: the hub or registry has no such repository, revision, model or tag (``field`` names it)."""
+    SERVICE_NOT_FOUND = "service_not_found"
+    """404: no container of that name that is a host service (model and download containers are not)."""
     ROUTE_NOT_FOUND = "route_not_found"
     """404: no such agent route (an older agent than the caller expects)."""
     METHOD_NOT_ALLOWED = "method_not_allowed"
@@ -165,6 +167,8 @@ class AgentErrorCode(StrEnum):
     """503: memory or GPUs could not be read (a wedged nvidia-smi, unreadable meminfo)."""
     UPSTREAM_TIMEOUT = "upstream_timeout"
     """504: through the proxy, the model stayed silent past the agent's idle timeout."""
+    HOSTD_UNAVAILABLE = "hostd_unavailable"
+    """503: the ``/host/...`` routes on a node whose hostd is missing, silent or off its contract."""
 
     @property
     def http_status(self) -> int:
@@ -179,6 +183,7 @@ _HTTP_STATUS: Final = {
     AgentErrorCode.PATH_NOT_FOUND: 404,
     AgentErrorCode.DOWNLOAD_NOT_FOUND: 404,
     AgentErrorCode.SOURCE_NOT_FOUND: 404,
+    AgentErrorCode.SERVICE_NOT_FOUND: 404,
     AgentErrorCode.ROUTE_NOT_FOUND: 404,
     AgentErrorCode.METHOD_NOT_ALLOWED: 405,
     AgentErrorCode.ADMISSION_REFUSED: 409,
@@ -195,6 +200,7 @@ _HTTP_STATUS: Final = {
     AgentErrorCode.MODEL_NOT_RUNNING: 503,
     AgentErrorCode.PROBE_FAILED: 503,
     AgentErrorCode.UPSTREAM_TIMEOUT: 504,
+    AgentErrorCode.HOSTD_UNAVAILABLE: 503,
 }
 
 
@@ -225,6 +231,10 @@ class FeatureFlag(StrEnum):
     """Download jobs from a Hugging Face hub (or a mirror of one) into the model roots."""
     DOWNLOADS_OLLAMA = "downloads.ollama"
     """Download jobs of Ollama models (the GGUF layer) from an Ollama registry into the model roots."""
+    HOST_SERVICES = "host.services"
+    """The ``/host/...`` routes: host services through the node's hostd (reported while hostd answers)."""
+    HOST_CONTAINERS = "host.containers"
+    """The ``/host/containers`` routes: the node's Docker containers as host services."""
 
 
 class AgentError(WireModel):

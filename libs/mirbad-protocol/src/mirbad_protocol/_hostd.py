@@ -20,6 +20,11 @@ from ._wire import WireModel
 __all__ = [
     "HOSTD_ACTIONS",
     "MAX_UNIT_NAME_LENGTH",
+    "ROUTE_HOST_GPU_PROCESSES",
+    "ROUTE_HOST_SERVICES",
+    "ROUTE_HOST_SERVICE_ACTION",
+    "ROUTE_HOST_WHITELIST",
+    "ROUTE_HOST_WHITELIST_ENTRY",
     "DiscoveredService",
     "DiscoveryError",
     "GpuProcess",
@@ -41,6 +46,18 @@ __all__ = [
 
 MAX_UNIT_NAME_LENGTH: Final = 256
 """The longest unit or service name hostd accepts (systemd's own limit is 255 plus the suffix)."""
+
+# The node agent's pass-through routes (under /agent/v1): the same calls as hostd's own, one prefix.
+ROUTE_HOST_SERVICES: Final = "/host/services"
+"""GET (``?include=all``): the node's :class:`ServiceList`, from its hostd."""
+ROUTE_HOST_SERVICE_ACTION: Final = "/host/services/{name:path}/{action}"
+"""POST (``?confirm=NAME``): one action on a whitelisted unit (:class:`HostdActionResult`, 202)."""
+ROUTE_HOST_WHITELIST: Final = "/host/whitelist"
+"""POST :class:`WhitelistAdd`: a new whitelist entry (201)."""
+ROUTE_HOST_WHITELIST_ENTRY: Final = "/host/whitelist/{name:path}"
+"""PATCH :class:`WhitelistUpdate`, DELETE: one whitelist entry."""
+ROUTE_HOST_GPU_PROCESSES: Final = "/host/gpu-processes"
+"""GET: the node's GPU compute processes with their owners (:class:`GpuProcess` list)."""
 
 HostdAction = Literal["start", "stop", "restart", "enable", "disable"]
 """What ``POST /services/{name}/{action}`` can do to a whitelisted unit."""

@@ -12,6 +12,7 @@ from ._admission import (
     check_admission,
 )
 from ._container_driver import ContainerDriver
+from ._container_services import ContainerServices, is_host_service_container
 from ._container_spec import MODEL_LABEL, ContainerDriverConfig, container_name
 from ._driver import FAILURE_LOG_LINES, RuntimeDriver
 from ._executables import CatalogedExecutable, ExecutableCatalog, is_executable_name, sha256_of_file
@@ -54,6 +55,7 @@ __all__ = [
     "CatalogedExecutable",
     "ContainerDriver",
     "ContainerDriverConfig",
+    "ContainerServices",
     "ExecutableCatalog",
     "FileInstanceKeyProtector",
     "GgufFormatError",
@@ -82,6 +84,7 @@ __all__ = [
     "container_memory_bytes",
     "container_name",
     "is_executable_name",
+    "is_host_service_container",
     "new_instance_key",
     "parse_gpu_rows",
     "parse_meminfo",

@@ -13,6 +13,7 @@ __all__ = [
     "DownloadRefusedError",
     "DownloadVerificationError",
     "GgufFormatError",
+    "HostContainerNotFoundError",
     "HostdRefusedError",
     "HostdUnavailableError",
     "ImagePullError",
@@ -50,6 +51,18 @@ class GgufFormatError(MirbadRuntimeError, ValueError):
 
 class RuntimeUnavailableError(MirbadRuntimeError):
     """The runtime (dockerd, the process host) could not be reached or did not answer in time."""
+
+
+class HostContainerNotFoundError(MirbadRuntimeError, LookupError):
+    """No container of that name that is a host service (Mirbad's own, model and download ones are not).
+
+    Attributes:
+        name: the container name that was asked for.
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no container {name!r} that is a host service on this node")
+        self.name = name
 
 
 class LaunchRejectedError(MirbadRuntimeError):
@@ -374,6 +387,7 @@ class HostdRefusedError(MirbadRuntimeError):
     Attributes:
         status: the HTTP status.
         code: the :class:`mirbad_protocol.HostdErrorCode` value (text: a newer hostd's code still reads).
+        message: hostd's own message.
         field: the offending field of an ``invalid_request``.
         pattern: the deny pattern of a ``denied``.
     """
@@ -382,6 +396,7 @@ class HostdRefusedError(MirbadRuntimeError):
         self, status: int, code: str, message: str, *, field: str | None = None, pattern: str | None = None
     ) -> None:
         super().__init__(f"hostd refused ({status} {code}): {message}")
+        self.message = message
         self.status = status
         self.code = code
         self.field = field

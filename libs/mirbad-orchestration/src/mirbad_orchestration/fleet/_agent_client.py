@@ -17,12 +17,14 @@ from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Final, TypeVar
+from urllib.parse import quote
 
 import httpx
 from pydantic import Field, TypeAdapter, ValidationError
 
 from mirbad_orchestration.exceptions import AgentProtocolError, LogStreamError
 from mirbad_protocol import (
+    AGENT_API_PREFIX,
     LOG_STREAM_MEDIA_TYPE,
     ROUTE_DOWNLOAD,
     ROUTE_DOWNLOAD_CANCEL,
@@ -30,6 +32,9 @@ from mirbad_protocol import (
     ROUTE_FOLDERS,
     ROUTE_GGUF_INSPECT,
     ROUTE_GPUS,
+    ROUTE_HOST_CONTAINERS,
+    ROUTE_HOST_SERVICES,
+    ROUTE_HOST_WHITELIST,
     ROUTE_MEMORY,
     ROUTE_MODEL,
     ROUTE_MODEL_LOGS,
@@ -40,7 +45,11 @@ from mirbad_protocol import (
     ROUTE_RUNTIMES,
     ROUTE_TELEMETRY,
     AgentInfo,
+    ContainerAction,
+    ContainerActionResult,
     ContainerLaunch,
+    ContainerService,
+    ContainerServiceList,
     DownloadJob,
     DownloadList,
     FolderListing,
@@ -48,6 +57,8 @@ from mirbad_protocol import (
     GgufInspectRequest,
     GpuList,
     GpuMemory,
+    HostdAction,
+    HostdActionResult,
     HuggingFaceDownload,
     InvalidFieldError,
     LogEnd,
@@ -57,10 +68,15 @@ from mirbad_protocol import (
     ModelStatus,
     OllamaDownload,
     ProcessLaunch,
+    RestartPolicy,
     RestartRequest,
+    ServiceList,
     StartRequest,
     StatusList,
     TelemetrySnapshot,
+    WhitelistAdd,
+    WhitelistEntry,
+    WhitelistUpdate,
     WireModel,
     agent_path,
     proxy_path,
@@ -286,6 +302,54 @@ class AgentClient:
 
     # ------------------------------------------------------------ plumbing
 
+    async def host_services(self, *, include_all: bool = False) -> ServiceList:
+        """The node's whitelisted units from its hostd; with ``include_all`` discovery and the deny list.
+
+        Raises:
+            AgentRequestError: 503 ``hostd_unavailable`` on a node without hostd, or hostd's refusal.
+        """
+        params = {"include": "all"} if include_all else None
+        return await self._call(
+            ServiceList, "GET", _host_path(ROUTE_HOST_SERVICES), _HOST_QUERY_S, params=params
+        )
+
+    async def host_service_action(
+        self, name: str, action: HostdAction, *, confirm: str | None = None
+    ) -> HostdActionResult:
+        """Queue ``action`` on the whitelisted unit ``name`` (``confirm``: a protected one's typed name)."""
+        params = {"confirm": confirm} if confirm is not None else None
+        path = _host_path("/host/services/{}/{}", name, action)
+        return await self._call(HostdActionResult, "POST", path, self.timeouts.stop_s, params=params)
+
+    async def host_whitelist_add(self, request: WhitelistAdd) -> WhitelistEntry:
+        """Add a unit to the node's hostd whitelist."""
+        path = _host_path(ROUTE_HOST_WHITELIST)
+        return await self._call(WhitelistEntry, "POST", path, self.timeouts.stop_s, json=request.to_wire())
+
+    async def host_whitelist_update(self, name: str, request: WhitelistUpdate) -> WhitelistEntry:
+        """Change a whitelist entry's display name or protection."""
+        path = _host_path("/host/whitelist/{}", name)
+        return await self._call(WhitelistEntry, "PATCH", path, self.timeouts.stop_s, json=request.to_wire())
+
+    async def host_whitelist_remove(self, name: str) -> WhitelistEntry:
+        """Remove a whitelist entry; the removed entry."""
+        path = _host_path("/host/whitelist/{}", name)
+        return await self._call(WhitelistEntry, "DELETE", path, self.timeouts.stop_s)
+
+    async def host_containers(self) -> ContainerServiceList:
+        """The node's containers that can be host services (not Mirbad's own, models' or downloads')."""
+        return await self._call(ContainerServiceList, "GET", _host_path(ROUTE_HOST_CONTAINERS), _HOST_QUERY_S)
+
+    async def host_container_action(self, name: str, action: ContainerAction) -> ContainerActionResult:
+        """Start, stop or restart the container ``name``."""
+        path = _host_path("/host/containers/{}/{}", name, action)
+        return await self._call(ContainerActionResult, "POST", path, self.timeouts.stop_s)
+
+    async def host_container_restart_policy(self, name: str, policy: RestartPolicy) -> ContainerService:
+        """Set the container's restart policy (its autostart); the container afterwards."""
+        path = _host_path("/host/containers/{}/restart-policy", name)
+        return await self._call(ContainerService, "PUT", path, self.timeouts.stop_s, json=policy.to_wire())
+
     async def _get(
         self,
         model: type[_WireT],
@@ -349,3 +413,11 @@ class AgentClient:
             raise AgentProtocolError(
                 self.node_id, f"node {self.node_id!r} sent a log event outside the contract: {text[:200]}"
             ) from None
+
+
+_HOST_QUERY_S: Final = 30.0  # hostd bounds each systemctl listing by 15 s; discovery may take two
+
+
+def _host_path(route: str, *segments: str) -> str:
+    # The ROUTE_HOST_* templates use Starlette's {name:path}; each value here is one encoded segment.
+    return AGENT_API_PREFIX + route.format(*(quote(value, safe="") for value in segments))

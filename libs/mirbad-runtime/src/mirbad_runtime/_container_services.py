@@ -1,0 +1,205 @@
+"""Docker containers as host services: list them with their memory, act on them, set their restart policy.
+
+Every container of the node's dockerd is one, except Mirbad's own (named ``mirbad``), model containers
+(labelled ``mirbad.model``) and download containers (``mirbad.download``): those belong to Mirbad's own
+lifecycle, and the Services page must not start or stop them behind its back. Memory comes from
+one-shot stats, usage less the inactive page cache (as ``docker stats`` shows it). Which containers may
+be touched at all is the master's whitelist; this module only refuses Mirbad's own kinds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+import docker
+from docker import DockerClient
+
+from mirbad_protocol import (
+    DOWNLOAD_LABEL,
+    MIRBAD_CONTAINER_NAME,
+    ContainerAction,
+    ContainerActionResult,
+    ContainerService,
+    ContainerServiceList,
+    RestartPolicy,
+    RestartPolicyName,
+)
+
+from ._container_spec import MODEL_LABEL
+from ._docker_calls import read_stats
+from ._docker_gateway import DockerGateway
+from ._memory_usage import container_memory_bytes
+from .exceptions import HostContainerNotFoundError
+
+__all__ = ["ContainerServices", "is_host_service_container"]
+
+_POLICIES: Final[frozenset[str]] = frozenset({"no", "always", "unless-stopped", "on-failure"})
+_STOP_TIMEOUT_S: Final = 30  # Docker's own default is 10 s; a database deserves longer to flush
+
+
+def is_host_service_container(name: str, labels: Mapping[str, str] | None) -> bool:
+    """Whether a container may be a host service: not Mirbad's own, not a model's, not a download's."""
+    marks = labels or {}
+    return name != MIRBAD_CONTAINER_NAME and MODEL_LABEL not in marks and DOWNLOAD_LABEL not in marks
+
+
+class ContainerServices:
+    """The node's containers as host services; every docker-py call off the event loop, under a deadline.
+
+    Args:
+        base_url: the Docker endpoint; None reads ``DOCKER_HOST`` (else the local socket).
+        timeout_s: the HTTP timeout of docker-py's client.
+        list_timeout_s: the bound of a listing (one inspect and one one-shot stats per container).
+        action_timeout_s: the bound of an action (a stop waits for the container to exit).
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        *,
+        timeout_s: float = 30.0,
+        list_timeout_s: float = 15.0,
+        action_timeout_s: float = 60.0,
+    ) -> None:
+        self._gateway = DockerGateway(base_url, max(timeout_s, action_timeout_s))
+        self._list_timeout_s = list_timeout_s
+        self._action_timeout_s = action_timeout_s
+
+    async def aclose(self) -> None:
+        """Close the gateway's client."""
+        await self._gateway.aclose()
+
+    async def containers(self) -> ContainerServiceList:
+        """Every container that can be a host service, by name.
+
+        Raises:
+            RuntimeUnavailableError: Docker did not answer in time or could not be reached.
+        """
+        return await self._gateway.call("list containers", _list, timeout_s=self._list_timeout_s)
+
+    async def container(self, name: str) -> ContainerService:
+        """One container by name.
+
+        Raises:
+            HostContainerNotFoundError: no such container, or one of Mirbad's own kinds.
+            RuntimeUnavailableError: Docker did not answer.
+        """
+        return await self._gateway.call(
+            "inspect a container", lambda client: _one(client, name), timeout_s=self._list_timeout_s
+        )
+
+    async def act(self, name: str, action: ContainerAction) -> ContainerActionResult:
+        """Start, stop or restart the container (synchronous: Docker answers when it is done).
+
+        Raises:
+            HostContainerNotFoundError: no such container, or one of Mirbad's own kinds.
+            RuntimeUnavailableError: Docker did not answer or refused the action.
+        """
+
+        def work(client: DockerClient) -> ContainerActionResult:
+            container_id = _one(client, name).id
+            if action == "start":
+                client.api.start(container_id)
+            elif action == "stop":
+                client.api.stop(container_id, timeout=_STOP_TIMEOUT_S)
+            else:
+                client.api.restart(container_id, timeout=_STOP_TIMEOUT_S)
+            return ContainerActionResult(name=name, action=action, result="ok")
+
+        return await self._gateway.call(f"{action} a container", work, timeout_s=self._action_timeout_s)
+
+    async def set_restart_policy(self, name: str, policy: RestartPolicy) -> ContainerService:
+        """Set the container's restart policy (its autostart) with ``docker update``; the container after.
+
+        Raises:
+            HostContainerNotFoundError: no such container, or one of Mirbad's own kinds.
+            RuntimeUnavailableError: Docker did not answer or refused the update.
+        """
+
+        def work(client: DockerClient) -> ContainerService:
+            container_id = _one(client, name).id
+            retries = policy.maximum_retry_count if policy.name == "on-failure" else 0
+            # Any: the stubs' TypedDict for it is private to docker-py's stubs.
+            restart: Any = {"Name": policy.name, "MaximumRetryCount": retries}
+            client.api.update_container(container_id, restart_policy=restart)
+            return _one(client, name)
+
+        return await self._gateway.call("update a container", work, timeout_s=self._action_timeout_s)
+
+
+def _list(client: DockerClient) -> ContainerServiceList:
+    found: list[ContainerService] = []
+    for summary in client.api.containers(all=True):
+        name = _name(summary.get("Names"))
+        if name is None or not is_host_service_container(name, summary.get("Labels")):
+            continue
+        try:
+            found.append(_described(client, client.api.inspect_container(summary["Id"])))
+        except docker.errors.NotFound:
+            continue  # removed between the listing and the inspect
+    return ContainerServiceList(containers=sorted(found, key=lambda service: service.name))
+
+
+def _one(client: DockerClient, name: str) -> ContainerService:
+    try:
+        details = client.api.inspect_container(name)
+    except docker.errors.NotFound:
+        raise HostContainerNotFoundError(name) from None
+    # Docker also resolves an id prefix; only the exact name names a host service.
+    if details.get("Name", "").lstrip("/") != name:
+        raise HostContainerNotFoundError(name)
+    labels = (details.get("Config") or {}).get("Labels")
+    if not is_host_service_container(name, labels):
+        raise HostContainerNotFoundError(name)
+    return _described(client, details)
+
+
+def _described(client: DockerClient, details: Mapping[str, Any]) -> ContainerService:
+    state = details.get("State") or {}
+    running = bool(state.get("Running"))
+    memory = container_memory_bytes(read_stats(client, details["Id"])) if running else None
+    return ContainerService(
+        name=str(details.get("Name", "")).lstrip("/"),
+        id=details["Id"],
+        image=str((details.get("Config") or {}).get("Image", "")),
+        state=str(state.get("Status", "unknown")),
+        status=_status_text(state),
+        restart_policy=_policy((details.get("HostConfig") or {}).get("RestartPolicy")),
+        memory_bytes=memory,
+    )
+
+
+def _policy(raw: object) -> RestartPolicy:
+    if not isinstance(raw, Mapping):
+        return RestartPolicy()
+    name = raw.get("Name") or "no"
+    retries = raw.get("MaximumRetryCount")
+    if name not in _POLICIES:
+        name = "no"  # an unknown policy of a newer Docker reads as none rather than failing the list
+    count = retries if isinstance(retries, int) and retries >= 0 else 0
+    return RestartPolicy(name=_policy_name(str(name)), maximum_retry_count=count)
+
+
+def _policy_name(name: str) -> RestartPolicyName:
+    if name == "always":
+        return "always"
+    if name == "unless-stopped":
+        return "unless-stopped"
+    if name == "on-failure":
+        return "on-failure"
+    return "no"
+
+
+def _status_text(state: Mapping[str, Any]) -> str:
+    if state.get("Running"):
+        return f"running since {state.get('StartedAt', '')}"
+    if state.get("Status") == "exited":
+        return f"exited ({state.get('ExitCode', '?')})"
+    return str(state.get("Status", ""))
+
+
+def _name(names: object) -> str | None:
+    if isinstance(names, list) and names and isinstance(names[0], str):
+        return names[0].lstrip("/")
+    return None
