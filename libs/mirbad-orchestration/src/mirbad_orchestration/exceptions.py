@@ -41,6 +41,7 @@ __all__ = [
     "NodeTimeoutError",
     "NodeUnreachableError",
     "RegistryError",
+    "RejectedMeasurementError",
     "StartLaneBusyError",
     "StateFileError",
     "StoreFileError",
@@ -413,3 +414,22 @@ class JobTargetLostError(JobError):
 
 class BenchmarkRequestError(JobError):
     """A benchmark request failed outright (the model refused it or the exchange broke)."""
+
+
+class RejectedMeasurementError(JobError):
+    """A preset run cannot be scored: a measurement is not a finite positive number (or none overlap).
+
+    Attributes:
+        component: the score component.
+        side: ``candidate`` or ``baseline``.
+        value: the measurement.
+    """
+
+    def __init__(self, component: str, side: str, value: float, *, detail: str | None = None) -> None:
+        super().__init__(
+            detail
+            or f"the {side}'s {component} is {value!r}, not a finite positive number: the run is rejected"
+        )
+        self.component = component
+        self.side = side
+        self.value = value

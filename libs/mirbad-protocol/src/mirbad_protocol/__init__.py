@@ -93,6 +93,7 @@ from ._benchmarks import (
     QuestionAnswer,
     QuestionsResult,
     RunMeasurement,
+    SloGuards,
     ToolCallResult,
 )
 from ._definition import (
@@ -366,6 +367,7 @@ __all__ = [
     "ServiceList",
     "ServiceScope",
     "SettingChangeView",
+    "SloGuards",
     "SpeculativeDecoding",
     "StartRequest",
     "StatusList",

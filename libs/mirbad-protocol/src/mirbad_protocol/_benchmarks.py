@@ -26,6 +26,7 @@ __all__ = [
     "QuestionAnswer",
     "QuestionsResult",
     "RunMeasurement",
+    "SloGuards",
     "ToolCallResult",
 ]
 
@@ -49,6 +50,35 @@ class BenchmarkSizes(WireModel):
     max_tokens: int = Field(default=256, ge=1)
     prefill_tokens: int = Field(default=65_536, ge=1)
     question_tokens: int = Field(default=32, ge=1)
+
+
+class SloGuards(WireModel):
+    """A workload preset's guards: what a measurement must keep to count (None / False: guard off).
+
+    Each preset has its defaults; a job may override any of them (absent fields keep the preset's).
+
+    Attributes:
+        short_ttft_p95_n1_s: the most the short chat's TTFT p95 at N=1 may be.
+        short_ttft_p95_n16_s: the most the short chat's TTFT p95 at N=16 may be.
+        long_ttft_vs_baseline: the most a cold long prompt's TTFT may be as a multiple of the baseline's.
+        max_error_rate: the largest share of failed requests (0: none may fail).
+        objective_at_least_baseline: the objective questions must score at least the baseline's.
+        tool_validity: every tool call must validate against its tool's schema.
+        valid_vectors: every embedding must be one finite, non-zero vector per input of one dimension.
+        unchanged_normalization: embeddings must be unit length exactly when the baseline's were.
+        embedding_latency_p95_n16_vs_baseline: the most the embeddings latency p95 at N=16 may be as a
+            multiple of the baseline's.
+    """
+
+    short_ttft_p95_n1_s: float | None = Field(default=None, gt=0)
+    short_ttft_p95_n16_s: float | None = Field(default=None, gt=0)
+    long_ttft_vs_baseline: float | None = Field(default=None, gt=0)
+    max_error_rate: float | None = Field(default=None, ge=0, le=1)
+    objective_at_least_baseline: bool = False
+    tool_validity: bool = False
+    valid_vectors: bool = False
+    unchanged_normalization: bool = False
+    embedding_latency_p95_n16_vs_baseline: float | None = Field(default=None, gt=0)
 
 
 class RunMeasurement(WireModel):
