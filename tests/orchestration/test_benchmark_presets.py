@@ -19,13 +19,16 @@ from mirbad_orchestration.benchmarks import (
     GuardInputs,
     check_guards,
     check_tool_call,
+    is_pooling,
     preset_guards,
+    preset_levels,
+    reranker_reason,
     score_components,
     score_run,
     workload_preset,
 )
 from mirbad_orchestration.exceptions import RejectedMeasurementError, UnknownPresetError
-from mirbad_protocol import SloGuards
+from mirbad_protocol import PresetSizes, SloGuards
 
 POSITIVE = st.floats(min_value=1e-3, max_value=1e6, allow_nan=False, allow_infinity=False)
 KEYS = ("a", "b", "c", "d")
@@ -319,3 +322,48 @@ def test_a_reply_without_the_tool_call_is_not_valid() -> None:
     assert not wrong.valid
     assert "unknown tool" in wrong.detail
     assert tool.request()["tools"][0]["function"]["parameters"]["additionalProperties"] is False
+
+
+@pytest.mark.parametrize(
+    ("argv", "tags", "pooling"),
+    [
+        (["--runner", "pooling"], (), True),
+        (["--convert=embed"], (), True),
+        (["--task", "embed"], (), True),
+        (["-m", "x.gguf", "--embeddings", "--pooling", "mean"], (), True),
+        (["--max-num-seqs", "16"], ("embedding",), True),
+        (["--max-num-seqs", "16"], (), False),
+        (["--task", "generate"], (), False),
+        (["--convert", "classify"], (), False),  # a reranker is not an embedding model
+    ],
+)
+def test_pooling_models_are_told_from_their_launch_and_tags(
+    argv: list[str], tags: tuple[str, ...], pooling: bool
+) -> None:
+    assert is_pooling(argv, tags) is pooling
+
+
+@pytest.mark.parametrize(
+    ("argv", "tags", "named"),
+    [
+        (["--convert", "classify"], (), "--convert classify"),
+        (["--task=score"], (), "--task score"),
+        (["--reranking"], (), "--reranking"),
+        ([], ("reranker",), "the reranker tag"),
+    ],
+)
+def test_rerankers_are_refused_saying_why(argv: list[str], tags: tuple[str, ...], named: str) -> None:
+    reason = reranker_reason(argv, tags)
+
+    assert reason is not None
+    assert named in reason
+    assert "nothing the benchmark suites can measure" in reason
+    assert reranker_reason(["--task", "embed"], ("embedding",)) is None
+
+
+def test_the_short_chat_levels_add_max_num_seqs_capped() -> None:
+    sizes = PresetSizes()
+
+    assert preset_levels(sizes, 128) == ([1, 16, 64], 64, "")
+    assert preset_levels(sizes, 16) == ([1, 16], 16, "")
+    assert preset_levels(sizes, None)[1] is None

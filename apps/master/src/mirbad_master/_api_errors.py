@@ -38,6 +38,7 @@ from mirbad_orchestration import (
     NodeTimeoutError,
     NodeUnreachableError,
     NoJobRunningError,
+    PresetNotForModelError,
     RegistryError,
     StartLaneBusyError,
     StoreFileError,
@@ -99,6 +100,7 @@ _TABLE: Final[Sequence[tuple[type[Exception], AdminErrorCode]]] = (
     (NodeHasModelsError, _C.NODE_HAS_MODELS),
     (DuplicateServedNameError, _C.SERVED_NAME_TAKEN),
     (UnknownPresetError, _C.UNKNOWN_PRESET),
+    (PresetNotForModelError, _C.PRESET_NOT_FOR_MODEL),
     (InvalidFieldError, _C.INVALID_REQUEST),
     (JobConflictError, _C.JOB_CONFLICT),
     (ModelNotReadyError, _C.MODEL_NOT_READY),
@@ -135,7 +137,7 @@ _STATUS_DESCRIPTIONS: Final = {
     "`start_conflict`, `start_lane_busy`, `node_exists`, `node_conflict`, `local_node`, "
     "`job_conflict` (a job runs on the node: `jobId`), `model_not_ready` (the message says its state)",
     422: "`spec_rejected`: the node cannot run this launch at all; `unknown_preset`: the message lists "
-    "the presets",
+    "the presets; `preset_not_for_model`: a reranker, or a preset for the other kind of model",
     429: "`too_many_attempts`: five wrong passwords within a minute; see `Retry-After`",
     502: "`node_refused`, `bad_gateway`, `log_stream_failed`: the node answered oddly",
     503: "`node_unreachable`: the model's node does not answer",

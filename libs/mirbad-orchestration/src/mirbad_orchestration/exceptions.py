@@ -40,6 +40,7 @@ __all__ = [
     "NodeRegistryError",
     "NodeTimeoutError",
     "NodeUnreachableError",
+    "PresetNotForModelError",
     "RegistryError",
     "RejectedMeasurementError",
     "StartLaneBusyError",
@@ -402,6 +403,20 @@ class UnknownPresetError(InvalidFieldError, JobError):
         super().__init__("preset", f"unknown preset {preset!r}; the presets are: {', '.join(presets)}")
         self.preset = preset
         self.presets = presets
+
+
+class PresetNotForModelError(JobError):
+    """A model cannot run that benchmark: a reranker, or a preset made for the other kind of model.
+
+    Attributes:
+        model_id: the model.
+        reason: why, in words.
+    """
+
+    def __init__(self, model_id: str, reason: str) -> None:
+        super().__init__(f"model {model_id!r} cannot be benchmarked so: {reason}")
+        self.model_id = model_id
+        self.reason = reason
 
 
 class NoJobRunningError(JobError):

@@ -18,14 +18,20 @@ __all__ = [
     "BenchmarkJobList",
     "BenchmarkJobView",
     "BenchmarkList",
+    "BenchmarkOptions",
     "BenchmarkResult",
     "BenchmarkSizes",
+    "ColdPromptResult",
     "ConcurrencyLevelResult",
     "JobState",
     "PrefillResult",
+    "PresetSizes",
+    "PresetWorkloads",
     "QuestionAnswer",
     "QuestionsResult",
     "RunMeasurement",
+    "SharedPrefixResult",
+    "ShortChatLevel",
     "SloGuards",
     "ToolCallResult",
 ]
@@ -50,6 +56,33 @@ class BenchmarkSizes(WireModel):
     max_tokens: int = Field(default=256, ge=1)
     prefill_tokens: int = Field(default=65_536, ge=1)
     question_tokens: int = Field(default=32, ge=1)
+
+
+class PresetSizes(WireModel):
+    """The sizes of a workload preset run (the spec's by default; tests on tiny models pass smaller ones).
+
+    Attributes:
+        levels: the fixed concurrency levels of the short chat; the configuration's max num seqs (capped
+            at ``max_seqs_cap``) is added when it differs.
+        max_seqs_cap: the most the max-num-seqs level may be.
+        repetitions: how often each workload is measured (medians are taken over them).
+        short_output_tokens: the output lengths of the short chat (``max_tokens`` = ``min_tokens``).
+        cold_prompt_tokens: the cold long prompts (each only when it fits the max model len).
+        shared_prefix_tokens: the size of the shared-prefix workload's system prompt.
+        shared_prefix_questions: the timed questions per repetition over that system prompt.
+        question_tokens: the tokens an objective question may answer with.
+        embedding_levels: the fixed concurrency levels of the embeddings suite (max num seqs is added).
+    """
+
+    levels: list[int] = Field(default_factory=lambda: [1, 16])
+    max_seqs_cap: int = Field(default=64, ge=1)
+    repetitions: int = Field(default=3, ge=1)
+    short_output_tokens: list[int] = Field(default_factory=lambda: [256, 1024])
+    cold_prompt_tokens: list[int] = Field(default_factory=lambda: [16_384, 65_536])
+    shared_prefix_tokens: int = Field(default=8_192, ge=1)
+    shared_prefix_questions: int = Field(default=4, ge=1)
+    question_tokens: int = Field(default=32, ge=1)
+    embedding_levels: list[int] = Field(default_factory=lambda: [1, 16])
 
 
 class SloGuards(WireModel):
@@ -79,6 +112,16 @@ class SloGuards(WireModel):
     valid_vectors: bool = False
     unchanged_normalization: bool = False
     embedding_latency_p95_n16_vs_baseline: float | None = Field(default=None, gt=0)
+
+
+class BenchmarkOptions(WireModel):
+    """The optional body of ``POST /api/models/{id}/benchmark``.
+
+    Attributes:
+        guards: overrides of the preset's guards for this job (only the fields given count).
+    """
+
+    guards: SloGuards | None = None
 
 
 class RunMeasurement(WireModel):
@@ -173,6 +216,89 @@ class QuestionsResult(WireModel):
     answers: list[QuestionAnswer] = Field(default_factory=list)
 
 
+class ShortChatLevel(WireModel):
+    """One level N of a preset's short chat at one output length, over its repetitions.
+
+    The speeds and latencies are medians over the repetitions that had a request succeed; None when
+    every request of the level failed (the failures are counted, the run goes on).
+
+    Attributes:
+        output_tokens: the output length of every request.
+        concurrency: N.
+        requests: the requests sent over the repetitions.
+        failed: those of them that failed.
+        per_request_tokens_per_s: the median per-request decode speed.
+        aggregate_tokens_per_s: the median aggregate speed.
+        ttft_p50_s: the median TTFT p50.
+        ttft_p95_s: the median TTFT p95.
+        runs: each repetition that had a request succeed.
+    """
+
+    output_tokens: int
+    concurrency: int
+    requests: int = 0
+    failed: int = 0
+    per_request_tokens_per_s: float | None = None
+    aggregate_tokens_per_s: float | None = None
+    ttft_p50_s: float | None = None
+    ttft_p95_s: float | None = None
+    runs: list[RunMeasurement] = Field(default_factory=list)
+
+
+class ColdPromptResult(WireModel):
+    """A cold long prompt: a fresh random 24-word head before the reusable content, every repetition.
+
+    Attributes:
+        tokens: the prompt's size.
+        ttft_s: the median TTFT over the repetitions; None when it was skipped.
+        prompt_tokens: the prompt tokens the server counted.
+        skipped: why it was not sent (it does not fit the max model len ...); empty when it was.
+    """
+
+    tokens: int
+    ttft_s: float | None = None
+    prompt_tokens: int = 0
+    skipped: str = ""
+
+
+class SharedPrefixResult(WireModel):
+    """Questions over one shared system prompt, primed once untimed.
+
+    Attributes:
+        ttft_s: the median TTFT of the timed questions.
+        questions: the timed questions.
+        cache_hits: the delta of the model's own prefix-cache-hit counter over the timed questions;
+            None when the counter could not be read.
+        cache_source: where the counter was read.
+        note: ``"repeated prompt (no cache reuse observed)"`` at 0 hits, ``"(cache metrics
+            unavailable)"`` when there is no counter, else empty.
+    """
+
+    ttft_s: float
+    questions: int
+    cache_hits: float | None = None
+    cache_source: str = ""
+    note: str = ""
+
+
+class PresetWorkloads(WireModel):
+    """What a preset run measured, by workload (a workload the preset did not pick stays empty).
+
+    Attributes:
+        short_chat: the short chat's levels, by output length then N.
+        tool_calls: every tool call of every repetition.
+        cold_prompts: the cold long prompts.
+        shared_prefix: the shared-prefix workload.
+        levels_note: how the levels were picked (max num seqs unknown ...).
+    """
+
+    short_chat: list[ShortChatLevel] = Field(default_factory=list)
+    tool_calls: list[ToolCallResult] = Field(default_factory=list)
+    cold_prompts: list[ColdPromptResult] = Field(default_factory=list)
+    shared_prefix: SharedPrefixResult | None = None
+    levels_note: str = ""
+
+
 class BenchmarkResult(WireModel):
     """One benchmark of one model with its settings at the time (a results file).
 
@@ -195,6 +321,12 @@ class BenchmarkResult(WireModel):
         prefill: the long-prompt measurement.
         tool_call: the tool call.
         questions: the objective questions.
+        repetitions: a preset run's repetitions (schema 2).
+        preset_sizes: the sizes a preset run ran with (schema 2).
+        workloads: what a preset run measured by workload (schema 2).
+        components: a preset run's score components by key (schema 2), for scoring against a baseline.
+        guards: the guards a preset run was held to (schema 2).
+        guard_violations: the absolute guards it broke, in words (the relative ones need a baseline).
     """
 
     schema_version: int = 1
@@ -215,6 +347,12 @@ class BenchmarkResult(WireModel):
     prefill: PrefillResult | None = None
     tool_call: ToolCallResult | None = None
     questions: QuestionsResult | None = None
+    repetitions: int | None = None
+    preset_sizes: PresetSizes | None = None
+    workloads: PresetWorkloads | None = None
+    components: dict[str, float] = Field(default_factory=dict)
+    guards: SloGuards | None = None
+    guard_violations: list[str] = Field(default_factory=list)
 
 
 class BenchmarkList(WireModel):

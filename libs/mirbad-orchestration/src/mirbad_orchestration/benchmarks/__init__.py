@@ -10,6 +10,8 @@ keeps each result as ``{data}/benchmarks/{modelId}/{yyyyMMddTHHmmssZ}.json``. Th
 
 from ._checks import OBJECTIVE_QUESTIONS, TOOL_CALL_REQUEST, ObjectiveQuestion, score_tool_call
 from ._load import ChatEndpoint, StreamedChat, measure_run, post_chat, stream_chat
+from ._pooling import is_pooling, reranker_reason
+from ._preset_suite import PROMPT_SETS, CacheCounter, PresetOutcome, PresetSuite, preset_levels
 from ._presets import (
     COMPONENTS,
     WORKLOAD_PRESETS,
@@ -38,15 +40,19 @@ __all__ = [
     "COMPONENTS",
     "OBJECTIVE_QUESTIONS",
     "PRESET_TOOL_CASES",
+    "PROMPT_SETS",
     "TOOL_CALL_REQUEST",
     "WORKLOADS",
     "WORKLOAD_PRESETS",
     "BenchmarkResults",
+    "CacheCounter",
     "ChatEndpoint",
     "ClassicSuite",
     "GuardInputs",
     "NoiseCheck",
     "ObjectiveQuestion",
+    "PresetOutcome",
+    "PresetSuite",
     "Progress",
     "ScoreComponent",
     "ScoredComponent",
@@ -57,11 +63,14 @@ __all__ = [
     "WorkloadScore",
     "check_guards",
     "check_tool_call",
+    "is_pooling",
     "measure_run",
     "median",
     "nearest_rank",
     "post_chat",
     "preset_guards",
+    "preset_levels",
+    "reranker_reason",
     "result_stamp",
     "score_components",
     "score_run",
