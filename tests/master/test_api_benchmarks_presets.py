@@ -109,6 +109,8 @@ async def test_refusals_of_the_presets(master: Master) -> None:
     assert (await master.admin.post("/api/models", json=QWEN)).status_code == 201
     reranker = QWEN | {"id": "rerank", "servedName": "bge-reranker", "tags": ["reranker"]}
     assert (await master.admin.post("/api/models", json=reranker)).status_code == 201
+    embedder = QWEN | {"id": "embed", "servedName": "bge-small", "tags": ["embedding"]}
+    assert (await master.admin.post("/api/models", json=embedder)).status_code == 201
 
     unknown = await master.admin.post("/api/models/qwen/benchmark", params={"preset": "fastest"})
     embeddings = await master.admin.post("/api/models/qwen/benchmark", params={"preset": "embeddings"})
@@ -117,6 +119,7 @@ async def test_refusals_of_the_presets(master: Master) -> None:
         "/api/models/qwen/benchmark", params={"preset": "agents"}, json={"guards": {"toolValidityy": True}}
     )
     stopped = await master.admin.post("/api/models/qwen/benchmark", params={"preset": "agents"})
+    classic_on_embedder = await master.admin.post("/api/models/embed/benchmark")
 
     assert unknown.status_code == 422
     assert unknown.json()["error"]["code"] == "unknown_preset"
@@ -130,6 +133,8 @@ async def test_refusals_of_the_presets(master: Master) -> None:
     assert refused.json()["error"]["modelId"] == "rerank"
     assert bad_guard.status_code == 400
     assert bad_guard.json()["error"]["field"] == "guards.toolValidityy"
+    assert classic_on_embedder.status_code == 422
+    assert "use the embeddings preset" in classic_on_embedder.json()["error"]["message"]
     assert stopped.status_code == 409
     assert stopped.json()["error"]["code"] == "model_not_ready"
     await eventually(lambda: master.services.jobs.jobs() == [], timeout_s=WAIT_S)

@@ -17,6 +17,7 @@ from mirbad_orchestration.benchmarks import (
     WORKLOAD_PRESETS,
     WORKLOADS,
     GuardInputs,
+    check_embeddings,
     check_guards,
     check_tool_call,
     is_pooling,
@@ -367,3 +368,32 @@ def test_the_short_chat_levels_add_max_num_seqs_capped() -> None:
     assert preset_levels(sizes, 128) == ([1, 16, 64], 64, "")
     assert preset_levels(sizes, 16) == ([1, 16], 16, "")
     assert preset_levels(sizes, None)[1] is None
+
+
+def _vectors(*vectors: list[float]) -> dict[str, object]:
+    return {"data": [{"embedding": vector} for vector in vectors]}
+
+
+@pytest.mark.parametrize(
+    ("document", "inputs", "problem"),
+    [
+        (_vectors([0.6, 0.8], [1.0, 0.0]), 2, ""),
+        (_vectors([0.6, 0.8]), 2, "1 vectors for 2 inputs"),
+        (_vectors([0.6, 0.8], [1.0]), 2, "2 different dimensions"),
+        (_vectors([0.0, 0.0], [1.0, 0.0]), 2, "all zeros"),
+        (_vectors([math.nan, 1.0], [1.0, 0.0]), 2, "not a finite number"),
+        (_vectors([], [1.0]), 2, "no vector"),
+        ({"error": "nope"}, 1, "no vectors for 1 inputs"),
+    ],
+)
+def test_the_embeddings_shape_check(document: dict[str, object], inputs: int, problem: str) -> None:
+    found, dimension, unit = check_embeddings(document, inputs)
+
+    assert problem in found
+    assert bool(found) is bool(problem)
+    if not problem:
+        assert (dimension, unit) == (2, True)
+
+
+def test_unit_length_is_reported() -> None:
+    assert check_embeddings(_vectors([3.0, 4.0]), 1) == ("", 2, False)

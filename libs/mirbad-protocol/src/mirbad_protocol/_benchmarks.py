@@ -23,6 +23,8 @@ __all__ = [
     "BenchmarkSizes",
     "ColdPromptResult",
     "ConcurrencyLevelResult",
+    "EmbeddingLevel",
+    "EmbeddingsResult",
     "JobState",
     "PrefillResult",
     "PresetSizes",
@@ -72,6 +74,7 @@ class PresetSizes(WireModel):
         shared_prefix_questions: the timed questions per repetition over that system prompt.
         question_tokens: the tokens an objective question may answer with.
         embedding_levels: the fixed concurrency levels of the embeddings suite (max num seqs is added).
+        embedding_input_words: the words of the 4 inputs of an embeddings batch (mixed lengths).
     """
 
     levels: list[int] = Field(default_factory=lambda: [1, 16])
@@ -83,6 +86,9 @@ class PresetSizes(WireModel):
     shared_prefix_questions: int = Field(default=4, ge=1)
     question_tokens: int = Field(default=32, ge=1)
     embedding_levels: list[int] = Field(default_factory=lambda: [1, 16])
+    embedding_input_words: list[int] = Field(
+        default_factory=lambda: [8, 32, 96, 256], min_length=4, max_length=4
+    )
 
 
 class SloGuards(WireModel):
@@ -281,6 +287,46 @@ class SharedPrefixResult(WireModel):
     note: str = ""
 
 
+class EmbeddingLevel(WireModel):
+    """One level N of the embeddings suite over its repetitions (medians; None when all failed).
+
+    Attributes:
+        concurrency: N requests at once, each a batch of 4 inputs.
+        requests: the requests sent over the repetitions.
+        failed: those of them that failed.
+        input_tokens_per_s: the median of usage.prompt_tokens ÷ wall.
+        requests_per_s: the median of requests ÷ wall.
+        latency_p50_s: the median latency p50 (nearest rank).
+        latency_p95_s: the median latency p95 (nearest rank).
+    """
+
+    concurrency: int
+    requests: int = 0
+    failed: int = 0
+    input_tokens_per_s: float | None = None
+    requests_per_s: float | None = None
+    latency_p50_s: float | None = None
+    latency_p95_s: float | None = None
+
+
+class EmbeddingsResult(WireModel):
+    """The embeddings suite: its levels and the shape check of every answer.
+
+    Attributes:
+        levels: the levels, in order.
+        vectors_valid: every answer held one finite, non-zero vector per input, all of one dimension.
+        shape_detail: what was wrong, when something was.
+        dimension: the vectors' dimension.
+        unit_length: whether every vector was unit length (normalized).
+    """
+
+    levels: list[EmbeddingLevel] = Field(default_factory=list)
+    vectors_valid: bool = True
+    shape_detail: str = ""
+    dimension: int | None = None
+    unit_length: bool | None = None
+
+
 class PresetWorkloads(WireModel):
     """What a preset run measured, by workload (a workload the preset did not pick stays empty).
 
@@ -289,6 +335,7 @@ class PresetWorkloads(WireModel):
         tool_calls: every tool call of every repetition.
         cold_prompts: the cold long prompts.
         shared_prefix: the shared-prefix workload.
+        embeddings: the embeddings suite.
         levels_note: how the levels were picked (max num seqs unknown ...).
     """
 
@@ -296,6 +343,7 @@ class PresetWorkloads(WireModel):
     tool_calls: list[ToolCallResult] = Field(default_factory=list)
     cold_prompts: list[ColdPromptResult] = Field(default_factory=list)
     shared_prefix: SharedPrefixResult | None = None
+    embeddings: EmbeddingsResult | None = None
     levels_note: str = ""
 
 

@@ -9,6 +9,7 @@ keeps each result as ``{data}/benchmarks/{modelId}/{yyyyMMddTHHmmssZ}.json``. Th
 """
 
 from ._checks import OBJECTIVE_QUESTIONS, TOOL_CALL_REQUEST, ObjectiveQuestion, score_tool_call
+from ._embeddings import EmbeddingsSuite, check_embeddings
 from ._load import ChatEndpoint, StreamedChat, measure_run, post_chat, stream_chat
 from ._pooling import is_pooling, reranker_reason
 from ._preset_suite import PROMPT_SETS, CacheCounter, PresetOutcome, PresetSuite, preset_levels
@@ -48,6 +49,7 @@ __all__ = [
     "CacheCounter",
     "ChatEndpoint",
     "ClassicSuite",
+    "EmbeddingsSuite",
     "GuardInputs",
     "NoiseCheck",
     "ObjectiveQuestion",
@@ -61,6 +63,7 @@ __all__ = [
     "ToolCase",
     "WorkloadPreset",
     "WorkloadScore",
+    "check_embeddings",
     "check_guards",
     "check_tool_call",
     "is_pooling",

@@ -37,6 +37,7 @@ from mirbad_protocol import (
 )
 
 from ._checks import OBJECTIVE_QUESTIONS
+from ._embeddings import EmbeddingsSuite
 from ._load import ChatEndpoint, StreamedChat, measure_run, post_chat, stream_chat
 from ._presets import WorkloadPreset
 from ._score import GuardInputs
@@ -160,6 +161,8 @@ class PresetSuite:
             BenchmarkRequestError: the warm-up failed (the model does not answer at all).
         """
         workloads = set(self._preset.workloads)
+        if "embeddings" in workloads:
+            return await self._embeddings()
         await self._progress.phase("warm-up")
         await stream_chat(self._endpoint, self._short_body(0, self._sizes.short_output_tokens[0]))
         levels, top, note = preset_levels(self._sizes, self._max_num_seqs)
@@ -181,6 +184,30 @@ class PresetSuite:
             # Only the preset's own components: they are what a baseline of this preset is scored on.
             {k: v for k, v in _components(measured, top).items() if k in self._preset.weights},
             _guard_inputs(measured, questions),
+        )
+
+    async def _embeddings(self) -> PresetOutcome:
+        suite = EmbeddingsSuite(
+            self._endpoint, self._sizes, max_num_seqs=self._max_num_seqs, progress=self._progress
+        )
+        result = await suite.run()
+        by_n = {level.concurrency: level for level in result.levels}
+        found = {
+            "embed_n1_input_tok_s": by_n[1].input_tokens_per_s if 1 in by_n else None,
+            "embed_n16_input_tok_s": by_n[16].input_tokens_per_s if 16 in by_n else None,
+        }
+        guard_inputs = GuardInputs(
+            requests=sum(level.requests for level in result.levels),
+            failed=sum(level.failed for level in result.levels),
+            vectors_valid=result.vectors_valid,
+            unit_length=result.unit_length,
+            embedding_latency_p95_n16_s=by_n[16].latency_p95_s if 16 in by_n else None,
+        )
+        return PresetOutcome(
+            PresetWorkloads(embeddings=result),
+            None,
+            {key: value for key, value in found.items() if value is not None},
+            guard_inputs,
         )
 
     def _short_body(self, index: int, tokens: int) -> dict[str, Any]:

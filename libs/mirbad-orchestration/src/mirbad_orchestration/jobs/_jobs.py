@@ -71,7 +71,7 @@ _logger = logging.getLogger(__name__)
 _ASSUMED_TOKENS_PER_S: Final = 20.0
 _EXTRA_PARTS_S: Final = 30.0  # prefill, tool call and questions
 # The phases whose runs the ETA counts (the classic levels, the preset's short chat).
-_TIMED_RUNS: Final = ("concurrency", "short-chat")
+_TIMED_RUNS: Final = ("concurrency", "short-chat", "embeddings")
 
 
 def estimate_seconds(sizes: BenchmarkSizes) -> float:
@@ -82,6 +82,9 @@ def estimate_seconds(sizes: BenchmarkSizes) -> float:
 
 def _preset_runs(preset: WorkloadPreset, sizes: PresetSizes, max_num_seqs: int | None) -> int:
     levels, _, _ = preset_levels(sizes, max_num_seqs)
+    if preset.pooling:
+        embedding = sizes.model_copy(update={"levels": sizes.embedding_levels})
+        return max(1, len(preset_levels(embedding, max_num_seqs)[0]) * sizes.repetitions)
     short = len(sizes.short_output_tokens) * len(levels) if "short-chat" in preset.workloads else 0
     return max(1, short * sizes.repetitions)
 
@@ -248,9 +251,6 @@ class BenchmarkJobs:
             raise PresetNotForModelError(
                 target.model_id, "the Embeddings preset measures pooling (embedding) models only"
             )
-        if preset is not None and preset.pooling:
-            # Until the embeddings suite lands, an Embeddings job would measure nothing: say so.
-            raise PresetNotForModelError(target.model_id, "the embeddings suite is not there yet")
         if pooling and (preset is None or not preset.pooling):
             what = f"the {preset.label} preset" if preset else "the classic suite"
             raise PresetNotForModelError(
