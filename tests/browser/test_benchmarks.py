@@ -49,6 +49,8 @@ def test_a_classic_suite_runs_from_the_benchmark_view_and_is_plotted(
         [result] = api.get(f"/models/{model}/benchmarks").json()["results"]
     assert [level["concurrency"] for level in result["levels"]] == [1, 2]
     assert result["sizes"]["maxTokens"] == 8
+    audit = "".join(path.read_text() for path in (master.data_dir / "audit").glob("*"))
+    assert "model.benchmark" in audit
 
     folder = DOCS_SCREENSHOTS if os.environ.get("MIRBAD_UPDATE_SCREENSHOTS") == "1" else tmp_path
     folder.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,7 @@ from nicegui import ui
 from mirbad_orchestration.benchmarks import WORKLOAD_PRESETS
 from mirbad_protocol import BenchmarkJobView, BenchmarkResult, MirbadError
 
+from ._actions import ACTOR
 from ._marks import link_button, testid
 from ._portal import Portal
 
@@ -200,9 +201,15 @@ async def render_benchmarks(portal: Portal, model_id: str) -> None:
         message.set_text("")
         preset = picker.value if picker.value != "classic" else None
         try:
-            await services.jobs.start(model_id, preset=preset)
+            job = await services.jobs.start(model_id, preset=preset)
         except MirbadError as exc:
             message.set_text(str(exc))
+        else:
+            # The same audit line as the API's start, naming the portal's administrator.
+            detail = f"job {job.id}" + (f", preset {preset}" if preset else "")
+            await services.audit.record(
+                ACTOR, "model.benchmark", model_id, node_id=job.node_id, detail=detail
+            )
         await poll()
 
     async def stop() -> None:
@@ -210,9 +217,14 @@ async def render_benchmarks(portal: Portal, model_id: str) -> None:
         if job is None:
             return
         try:
-            await services.jobs.cancel(job.node_id)
+            cancelled = await services.jobs.cancel(job.node_id)
         except MirbadError as exc:
             message.set_text(str(exc))
+        else:
+            for ended in cancelled:
+                await services.audit.record(
+                    ACTOR, "model.benchmark.cancel", ended.model_id, node_id=ended.node_id
+                )
         await poll()
 
     run.on_click(start)
