@@ -36,6 +36,12 @@ PAGE_TIMEOUT_MS: Final = 15_000
 READY_TIMEOUT_MS: Final = 60_000
 
 
+BENCHMARK_SIZES: Final = (
+    '{"levels": [1, 2], "runs": 2, "maxTokens": 8, "prefillTokens": 96, "questionTokens": 4}'
+)
+"""The classic suite's sizes in this tier (``MIRBAD_BENCHMARK_SIZES``)."""
+
+
 @dataclass(frozen=True)
 class RunningMaster:
     """A ``mirbad up`` serving the portal."""
@@ -97,6 +103,8 @@ def master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningMaster]:
         "MIRBAD_HEALTH_POLL_S": "0.5",
         "MIRBAD_TELEMETRY_INTERVAL_S": "1",
         "MIRBAD_STARTUP_TIMEOUT_S": "60",
+        # Benchmarks at small sizes on the tiny model (test_benchmarks.py); the product runs the spec's.
+        "MIRBAD_BENCHMARK_SIZES": BENCHMARK_SIZES,
     }
     server = llama_server_path()
     if server is not None:

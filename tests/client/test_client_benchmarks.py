@@ -38,7 +38,7 @@ async def test_benchmark_calls(tmp_path: Path, kind: str) -> None:
         with pytest.raises(AdminApiError) as conflict:
             await admin("benchmark", "qwen")
         with pytest.raises(AdminApiError) as preset:
-            await admin("benchmark", "qwen", preset="agents")
+            await admin("benchmark", "qwen", preset="fastest")
         running = await admin("benchmark_jobs")
         [cancelled] = await admin("cancel_benchmark", "local")
         chat_of(master).hold = None

@@ -138,7 +138,7 @@ async def test_refusals_of_the_benchmark_api(master: Master) -> None:
     assert (await master.admin.post("/api/models", json=QWEN)).status_code == 201
 
     stopped = await master.admin.post("/api/models/qwen/benchmark")
-    preset = await master.admin.post("/api/models/qwen/benchmark", params={"preset": "agents"})
+    preset = await master.admin.post("/api/models/qwen/benchmark", params={"preset": "fastest"})
     unknown = await master.admin.post("/api/models/nope/benchmark")
     unknown_list = await master.admin.get("/api/models/nope/benchmarks")
     nothing = await master.admin.delete("/api/benchmark")

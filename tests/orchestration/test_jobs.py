@@ -176,7 +176,7 @@ async def test_refusals_before_a_job_starts(bench: Bench) -> None:
     with pytest.raises(ModelNotReadyError, match="Starting") as not_ready:
         await bench.jobs.start("qwen")
     with pytest.raises(UnknownPresetError, match="classic") as preset:
-        await bench.jobs.start("llama", preset="agents")
+        await bench.jobs.start("llama", preset="fastest")
     with pytest.raises(UnknownModelError):
         await bench.jobs.start("nope")
     with pytest.raises(NoJobRunningError):

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from mirbad_orchestration.jobs import PRESETS
-from mirbad_protocol import BenchmarkJobList, BenchmarkJobView, BenchmarkList
+from mirbad_protocol import BenchmarkJobList, BenchmarkJobView, BenchmarkList, BenchmarkOptions
 
 from ._api_errors import refusals
 from ._api_session import actor_of
@@ -22,7 +22,14 @@ from ._views import dump
 
 __all__ = ["benchmarks_router"]
 
-_PRESET_HELP: Final = f"the workload preset: one of {', '.join(PRESETS)}; none: the classic suite"
+_PRESET_HELP: Final = f"the preset: one of {', '.join(PRESETS)}; none: the classic suite"
+# The optional body, documented by hand: it is read as user input (an unknown field is a 400).
+_OPTIONS_BODY: Final = {
+    "requestBody": {
+        "required": False,
+        "content": {"application/json": {"schema": BenchmarkOptions.model_json_schema(by_alias=True)}},
+    }
+}
 _Preset = Annotated[str | None, Query(description=_PRESET_HELP)]
 _Node = Annotated[str | None, Query(alias="node", description="cancel only this node's job")]
 
@@ -36,10 +43,13 @@ def benchmarks_router(services: MasterServices) -> APIRouter:
         status_code=202,
         response_model=BenchmarkJobView,
         summary="Benchmark a Ready model with its current settings (its node goes into maintenance)",
-        responses=refusals(404, 409, 422),
+        responses=refusals(400, 404, 409, 422),
+        openapi_extra=_OPTIONS_BODY,
     )
     async def start_benchmark(model_id: str, request: Request, preset: _Preset = None) -> Response:
-        job = await services.jobs.start(model_id, preset=preset)
+        raw = await request.body()
+        options = BenchmarkOptions.from_user_json(raw) if raw.strip() else BenchmarkOptions()
+        job = await services.jobs.start(model_id, preset=preset, guards=options.guards)
         detail = f"job {job.id}" + (f", preset {preset}" if preset else "")
         await services.audit.record(
             actor_of(request), "model.benchmark", model_id, node_id=job.node_id, detail=detail

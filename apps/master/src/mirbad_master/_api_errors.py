@@ -39,6 +39,7 @@ from mirbad_orchestration import (
     NodeTimeoutError,
     NodeUnreachableError,
     NoJobRunningError,
+    PresetNotForModelError,
     RegistryError,
     StartLaneBusyError,
     StoreFileError,
@@ -100,6 +101,7 @@ _TABLE: Final[Sequence[tuple[type[Exception], AdminErrorCode]]] = (
     (NodeHasModelsError, _C.NODE_HAS_MODELS),
     (DuplicateServedNameError, _C.SERVED_NAME_TAKEN),
     (UnknownPresetError, _C.UNKNOWN_PRESET),
+    (PresetNotForModelError, _C.PRESET_NOT_FOR_MODEL),
     (InvalidFieldError, _C.INVALID_REQUEST),
     (JobConflictError, _C.JOB_CONFLICT),
     (NodeFeatureMissingError, _C.FEATURE_MISSING),
@@ -157,7 +159,7 @@ _STATUS_DESCRIPTIONS: Final = {
     "`feature_missing` (the node lacks the download feature: `nodeId`, `field`), `download_conflict`, "
     "`insufficient_space`, `model_files_missing` (the model's files are not on its node)",
     422: "`spec_rejected`: the node cannot run this launch at all; `unknown_preset`: the message lists "
-    "the presets",
+    "the presets; `preset_not_for_model`: a reranker, or a preset for the other kind of model",
     429: "`too_many_attempts`: five wrong passwords within a minute; see `Retry-After`",
     502: "`node_refused`, `bad_gateway`, `log_stream_failed`: the node answered oddly",
     503: "`node_unreachable`: the model's node does not answer",

@@ -36,7 +36,14 @@ from mirbad_orchestration.jobs import DEFAULT_DRAIN_TIMEOUT_S, BenchmarkJobs
 from mirbad_orchestration.services import HostServiceManager, HostServicesStore
 from mirbad_orchestration.stores import AuditLog
 from mirbad_orchestration.supervision import HealthMonitor, RecoveryState, RestartPauses, StartLanes
-from mirbad_protocol import BenchmarkSizes, CertificateAuthority, MirbadError, ModelState, ModelStatus
+from mirbad_protocol import (
+    BenchmarkSizes,
+    CertificateAuthority,
+    MirbadError,
+    ModelState,
+    ModelStatus,
+    PresetSizes,
+)
 
 from ._job_host import MasterJobHost
 from ._maintenance import MaintenanceMode
@@ -68,6 +75,7 @@ class MasterServices:
         stop_models_on_exit: a node whose models are stopped when the services stop (after the
             monitors, so the stops are not taken for crashes); they stay in the recovery state.
         benchmark_sizes: the sizes of the benchmark suite (the spec's by default; tests pass small ones).
+        preset_sizes: the sizes of the workload presets (likewise).
         drain_timeout_s: how long a benchmark job waits for its node to drain.
 
     Attributes:
@@ -86,6 +94,7 @@ class MasterServices:
         local_boot_id: str | None = None,
         stop_models_on_exit: str | None = None,
         benchmark_sizes: BenchmarkSizes | None = None,
+        preset_sizes: PresetSizes | None = None,
         drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S,
     ) -> None:
         data_dir = settings.data_dir
@@ -151,6 +160,7 @@ class MasterServices:
             self.benchmarks,
             self.maintenance.state,
             sizes=benchmark_sizes,
+            preset_sizes=preset_sizes,
             drain_timeout_s=drain_timeout_s,
             poll_s=min(1.0, settings.health_poll_s),
         )

@@ -23,19 +23,20 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import secrets
 import signal
 import socket
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Final, Literal
+from typing import Final, Literal, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup
 
 from mirbad_orchestration.fleet import LOCAL_NODE_ID, AgentClients, NodeRecord
-from mirbad_protocol import ModelStatus
+from mirbad_protocol import BenchmarkSizes, ModelStatus, PresetSizes, WireModel
 from mirbad_router import ConnectionLimits, default_max_connections
 
 from ._admin_auth import AdminAuth
@@ -55,7 +56,15 @@ from ._serving import Server, free_loopback_port
 from ._settings import LOCAL_ADDRESSES, MasterSettings
 from ._up_preflight import bind_port, claim_data_dir, probe_port
 
-__all__ = ["DUPLICATE_SIGNAL_S", "FleetOfOne", "StopSignals", "banner", "goodbye"]
+__all__ = [
+    "BENCHMARK_SIZES_ENV",
+    "DUPLICATE_SIGNAL_S",
+    "PRESET_SIZES_ENV",
+    "FleetOfOne",
+    "StopSignals",
+    "banner",
+    "goodbye",
+]
 
 DUPLICATE_SIGNAL_S: Final = 1.0
 """Stop signals closer together than this are one delivery seen twice, not a second Ctrl-C."""
@@ -145,6 +154,23 @@ def _names(statuses: Sequence[ModelStatus]) -> str:
 
 def _named(status: ModelStatus) -> str:
     return f"{status.id} (pid {status.pid})" if status.pid is not None else status.id
+
+
+BENCHMARK_SIZES_ENV: Final = "MIRBAD_BENCHMARK_SIZES"
+"""A JSON ``BenchmarkSizes`` for the classic suite (tests on tiny models; the product runs the spec's)."""
+_Sizes = TypeVar("_Sizes", bound=WireModel)
+PRESET_SIZES_ENV: Final = "MIRBAD_PRESET_SIZES"
+"""A JSON ``PresetSizes`` for the workload presets (likewise)."""
+
+
+def _sizes_from_env(kind: type[_Sizes], name: str) -> _Sizes | None:
+    """The sizes in the environment variable ``name``, else None (the spec's).
+
+    Raises:
+        InvalidFieldError: the variable holds something else than such sizes.
+    """
+    raw = os.environ.get(name, "").strip()
+    return kind.from_user_json(raw) if raw else None
 
 
 class FleetOfOne:
@@ -237,6 +263,8 @@ class FleetOfOne:
                 authority=authority,
                 local_boot_id=secrets.token_hex(8),
                 stop_models_on_exit=LOCAL_NODE_ID,
+                benchmark_sizes=_sizes_from_env(BenchmarkSizes, BENCHMARK_SIZES_ENV),
+                preset_sizes=_sizes_from_env(PresetSizes, PRESET_SIZES_ENV),
             )
             enroll_tls = enroll_server_context(
                 issue_enroll_server_credentials(authority, enroll_listener_names(settings.host))

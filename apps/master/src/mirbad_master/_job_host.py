@@ -83,6 +83,8 @@ class MasterJobHost(JobHost):
             config_hash=status.config_hash,
             restart_pending=pending,
             settings=build_args(launched, total_gib=_total_gib(launched, node)),
+            max_num_seqs=launched.max_num_seqs,
+            tags=tuple(definition.tags),
         )
 
     async def node_models(self, node_id: str) -> list[NodeModel]:

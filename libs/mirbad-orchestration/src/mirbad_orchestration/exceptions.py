@@ -45,7 +45,9 @@ __all__ = [
     "NodeRegistryError",
     "NodeTimeoutError",
     "NodeUnreachableError",
+    "PresetNotForModelError",
     "RegistryError",
+    "RejectedMeasurementError",
     "StartLaneBusyError",
     "StateFileError",
     "StoreFileError",
@@ -425,6 +427,20 @@ class UnknownPresetError(InvalidFieldError, JobError):
         self.presets = presets
 
 
+class PresetNotForModelError(JobError):
+    """A model cannot run that benchmark: a reranker, or a preset made for the other kind of model.
+
+    Attributes:
+        model_id: the model.
+        reason: why, in words.
+    """
+
+    def __init__(self, model_id: str, reason: str) -> None:
+        super().__init__(f"model {model_id!r} cannot be benchmarked so: {reason}")
+        self.model_id = model_id
+        self.reason = reason
+
+
 class NoJobRunningError(JobError):
     """A cancel found no running job (on the node asked for)."""
 
@@ -475,3 +491,22 @@ class ContainerNotWhitelistedError(HostServiceError):
 
 class WhitelistChangeRefusedError(HostServiceError):
     """A whitelist change without a signed-in administrator session (or with admin login disabled)."""
+
+
+class RejectedMeasurementError(JobError):
+    """A preset run cannot be scored: a measurement is not a finite positive number (or none overlap).
+
+    Attributes:
+        component: the score component.
+        side: ``candidate`` or ``baseline``.
+        value: the measurement.
+    """
+
+    def __init__(self, component: str, side: str, value: float, *, detail: str | None = None) -> None:
+        super().__init__(
+            detail
+            or f"the {side}'s {component} is {value!r}, not a finite positive number: the run is rejected"
+        )
+        self.component = component
+        self.side = side
+        self.value = value

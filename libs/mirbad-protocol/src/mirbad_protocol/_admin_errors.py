@@ -95,6 +95,9 @@ class AdminErrorCode(StrEnum):
     """The model is not Ready (the message says its state); ``modelId`` names it."""
     UNKNOWN_PRESET = "unknown_preset"
     """No benchmark preset of that name (``field`` is ``preset``; the message lists the presets)."""
+    PRESET_NOT_FOR_MODEL = "preset_not_for_model"
+    """The model cannot run that benchmark (a reranker; a preset for the other kind of model); the
+    message says why and ``modelId`` names the model."""
     JOB_NOT_FOUND = "job_not_found"
     """No benchmark job is running (on that node)."""
     FEATURE_MISSING = "feature_missing"
@@ -135,6 +138,7 @@ _HTTP_STATUS: Final = {
     AdminErrorCode.JOB_CONFLICT: 409,
     AdminErrorCode.MODEL_NOT_READY: 409,
     AdminErrorCode.UNKNOWN_PRESET: 422,
+    AdminErrorCode.PRESET_NOT_FOR_MODEL: 422,
     AdminErrorCode.JOB_NOT_FOUND: 404,
     AdminErrorCode.SERVED_NAME_TAKEN: 409,
     AdminErrorCode.NODE_EXISTS: 409,

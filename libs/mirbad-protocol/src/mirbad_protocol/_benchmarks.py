@@ -18,14 +18,23 @@ __all__ = [
     "BenchmarkJobList",
     "BenchmarkJobView",
     "BenchmarkList",
+    "BenchmarkOptions",
     "BenchmarkResult",
     "BenchmarkSizes",
+    "ColdPromptResult",
     "ConcurrencyLevelResult",
+    "EmbeddingLevel",
+    "EmbeddingsResult",
     "JobState",
     "PrefillResult",
+    "PresetSizes",
+    "PresetWorkloads",
     "QuestionAnswer",
     "QuestionsResult",
     "RunMeasurement",
+    "SharedPrefixResult",
+    "ShortChatLevel",
+    "SloGuards",
     "ToolCallResult",
 ]
 
@@ -49,6 +58,76 @@ class BenchmarkSizes(WireModel):
     max_tokens: int = Field(default=256, ge=1)
     prefill_tokens: int = Field(default=65_536, ge=1)
     question_tokens: int = Field(default=32, ge=1)
+
+
+class PresetSizes(WireModel):
+    """The sizes of a workload preset run (the spec's by default; tests on tiny models pass smaller ones).
+
+    Attributes:
+        levels: the fixed concurrency levels of the short chat; the configuration's max num seqs (capped
+            at ``max_seqs_cap``) is added when it differs.
+        max_seqs_cap: the most the max-num-seqs level may be.
+        repetitions: how often each workload is measured (medians are taken over them).
+        short_output_tokens: the output lengths of the short chat (``max_tokens`` = ``min_tokens``).
+        cold_prompt_tokens: the cold long prompts (each only when it fits the max model len).
+        shared_prefix_tokens: the size of the shared-prefix workload's system prompt.
+        shared_prefix_questions: the timed questions per repetition over that system prompt.
+        question_tokens: the tokens an objective question may answer with.
+        embedding_levels: the fixed concurrency levels of the embeddings suite (max num seqs is added).
+        embedding_input_words: the words of the 4 inputs of an embeddings batch (mixed lengths).
+    """
+
+    levels: list[int] = Field(default_factory=lambda: [1, 16])
+    max_seqs_cap: int = Field(default=64, ge=1)
+    repetitions: int = Field(default=3, ge=1)
+    short_output_tokens: list[int] = Field(default_factory=lambda: [256, 1024])
+    cold_prompt_tokens: list[int] = Field(default_factory=lambda: [16_384, 65_536])
+    shared_prefix_tokens: int = Field(default=8_192, ge=1)
+    shared_prefix_questions: int = Field(default=4, ge=1)
+    question_tokens: int = Field(default=32, ge=1)
+    embedding_levels: list[int] = Field(default_factory=lambda: [1, 16])
+    embedding_input_words: list[int] = Field(
+        default_factory=lambda: [8, 32, 96, 256], min_length=4, max_length=4
+    )
+
+
+class SloGuards(WireModel):
+    """A workload preset's guards: what a measurement must keep to count (None / False: guard off).
+
+    Each preset has its defaults; a job may override any of them (absent fields keep the preset's).
+
+    Attributes:
+        short_ttft_p95_n1_s: the most the short chat's TTFT p95 at N=1 may be.
+        short_ttft_p95_n16_s: the most the short chat's TTFT p95 at N=16 may be.
+        long_ttft_vs_baseline: the most a cold long prompt's TTFT may be as a multiple of the baseline's.
+        max_error_rate: the largest share of failed requests (0: none may fail).
+        objective_at_least_baseline: the objective questions must score at least the baseline's.
+        tool_validity: every tool call must validate against its tool's schema.
+        valid_vectors: every embedding must be one finite, non-zero vector per input of one dimension.
+        unchanged_normalization: embeddings must be unit length exactly when the baseline's were.
+        embedding_latency_p95_n16_vs_baseline: the most the embeddings latency p95 at N=16 may be as a
+            multiple of the baseline's.
+    """
+
+    short_ttft_p95_n1_s: float | None = Field(default=None, gt=0)
+    short_ttft_p95_n16_s: float | None = Field(default=None, gt=0)
+    long_ttft_vs_baseline: float | None = Field(default=None, gt=0)
+    max_error_rate: float | None = Field(default=None, ge=0, le=1)
+    objective_at_least_baseline: bool = False
+    tool_validity: bool = False
+    valid_vectors: bool = False
+    unchanged_normalization: bool = False
+    embedding_latency_p95_n16_vs_baseline: float | None = Field(default=None, gt=0)
+
+
+class BenchmarkOptions(WireModel):
+    """The optional body of ``POST /api/models/{id}/benchmark``.
+
+    Attributes:
+        guards: overrides of the preset's guards for this job (only the fields given count).
+    """
+
+    guards: SloGuards | None = None
 
 
 class RunMeasurement(WireModel):
@@ -143,6 +222,131 @@ class QuestionsResult(WireModel):
     answers: list[QuestionAnswer] = Field(default_factory=list)
 
 
+class ShortChatLevel(WireModel):
+    """One level N of a preset's short chat at one output length, over its repetitions.
+
+    The speeds and latencies are medians over the repetitions that had a request succeed; None when
+    every request of the level failed (the failures are counted, the run goes on).
+
+    Attributes:
+        output_tokens: the output length of every request.
+        concurrency: N.
+        requests: the requests sent over the repetitions.
+        failed: those of them that failed.
+        per_request_tokens_per_s: the median per-request decode speed.
+        aggregate_tokens_per_s: the median aggregate speed.
+        ttft_p50_s: the median TTFT p50.
+        ttft_p95_s: the median TTFT p95.
+        runs: each repetition that had a request succeed.
+    """
+
+    output_tokens: int
+    concurrency: int
+    requests: int = 0
+    failed: int = 0
+    per_request_tokens_per_s: float | None = None
+    aggregate_tokens_per_s: float | None = None
+    ttft_p50_s: float | None = None
+    ttft_p95_s: float | None = None
+    runs: list[RunMeasurement] = Field(default_factory=list)
+
+
+class ColdPromptResult(WireModel):
+    """A cold long prompt: a fresh random 24-word head before the reusable content, every repetition.
+
+    Attributes:
+        tokens: the prompt's size.
+        ttft_s: the median TTFT over the repetitions; None when it was skipped.
+        prompt_tokens: the prompt tokens the server counted.
+        skipped: why it was not sent (it does not fit the max model len ...); empty when it was.
+    """
+
+    tokens: int
+    ttft_s: float | None = None
+    prompt_tokens: int = 0
+    skipped: str = ""
+
+
+class SharedPrefixResult(WireModel):
+    """Questions over one shared system prompt, primed once untimed.
+
+    Attributes:
+        ttft_s: the median TTFT of the timed questions.
+        questions: the timed questions.
+        cache_hits: the delta of the model's own prefix-cache-hit counter over the timed questions;
+            None when the counter could not be read.
+        cache_source: where the counter was read.
+        note: ``"repeated prompt (no cache reuse observed)"`` at 0 hits, ``"(cache metrics
+            unavailable)"`` when there is no counter, else empty.
+    """
+
+    ttft_s: float
+    questions: int
+    cache_hits: float | None = None
+    cache_source: str = ""
+    note: str = ""
+
+
+class EmbeddingLevel(WireModel):
+    """One level N of the embeddings suite over its repetitions (medians; None when all failed).
+
+    Attributes:
+        concurrency: N requests at once, each a batch of 4 inputs.
+        requests: the requests sent over the repetitions.
+        failed: those of them that failed.
+        input_tokens_per_s: the median of usage.prompt_tokens ÷ wall.
+        requests_per_s: the median of requests ÷ wall.
+        latency_p50_s: the median latency p50 (nearest rank).
+        latency_p95_s: the median latency p95 (nearest rank).
+    """
+
+    concurrency: int
+    requests: int = 0
+    failed: int = 0
+    input_tokens_per_s: float | None = None
+    requests_per_s: float | None = None
+    latency_p50_s: float | None = None
+    latency_p95_s: float | None = None
+
+
+class EmbeddingsResult(WireModel):
+    """The embeddings suite: its levels and the shape check of every answer.
+
+    Attributes:
+        levels: the levels, in order.
+        vectors_valid: every answer held one finite, non-zero vector per input, all of one dimension.
+        shape_detail: what was wrong, when something was.
+        dimension: the vectors' dimension.
+        unit_length: whether every vector was unit length (normalized).
+    """
+
+    levels: list[EmbeddingLevel] = Field(default_factory=list)
+    vectors_valid: bool = True
+    shape_detail: str = ""
+    dimension: int | None = None
+    unit_length: bool | None = None
+
+
+class PresetWorkloads(WireModel):
+    """What a preset run measured, by workload (a workload the preset did not pick stays empty).
+
+    Attributes:
+        short_chat: the short chat's levels, by output length then N.
+        tool_calls: every tool call of every repetition.
+        cold_prompts: the cold long prompts.
+        shared_prefix: the shared-prefix workload.
+        embeddings: the embeddings suite.
+        levels_note: how the levels were picked (max num seqs unknown ...).
+    """
+
+    short_chat: list[ShortChatLevel] = Field(default_factory=list)
+    tool_calls: list[ToolCallResult] = Field(default_factory=list)
+    cold_prompts: list[ColdPromptResult] = Field(default_factory=list)
+    shared_prefix: SharedPrefixResult | None = None
+    embeddings: EmbeddingsResult | None = None
+    levels_note: str = ""
+
+
 class BenchmarkResult(WireModel):
     """One benchmark of one model with its settings at the time (a results file).
 
@@ -165,6 +369,12 @@ class BenchmarkResult(WireModel):
         prefill: the long-prompt measurement.
         tool_call: the tool call.
         questions: the objective questions.
+        repetitions: a preset run's repetitions (schema 2).
+        preset_sizes: the sizes a preset run ran with (schema 2).
+        workloads: what a preset run measured by workload (schema 2).
+        components: a preset run's score components by key (schema 2), for scoring against a baseline.
+        guards: the guards a preset run was held to (schema 2).
+        guard_violations: the absolute guards it broke, in words (the relative ones need a baseline).
     """
 
     schema_version: int = 1
@@ -185,6 +395,12 @@ class BenchmarkResult(WireModel):
     prefill: PrefillResult | None = None
     tool_call: ToolCallResult | None = None
     questions: QuestionsResult | None = None
+    repetitions: int | None = None
+    preset_sizes: PresetSizes | None = None
+    workloads: PresetWorkloads | None = None
+    components: dict[str, float] = Field(default_factory=dict)
+    guards: SloGuards | None = None
+    guard_violations: list[str] = Field(default_factory=list)
 
 
 class BenchmarkList(WireModel):

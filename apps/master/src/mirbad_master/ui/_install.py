@@ -18,6 +18,7 @@ from mirbad_master._admin_auth import AdminAuth
 from mirbad_master._composition import MasterServices
 
 from ._access import render_access
+from ._benchmarks import render_benchmarks
 from ._fleet import parse_tags
 from ._layout import frame, is_dark
 from ._login import render_login
@@ -120,6 +121,14 @@ def _pages(portal: Portal) -> None:
             return refused
         with frame(portal, request, "/models"):
             await render_logs(portal, model_id)
+        return None
+
+    @ui.page("/models/{model_id}/benchmarks")
+    async def model_benchmarks(request: Request, model_id: str) -> Response | None:
+        if (refused := await portal.guard(request)) is not None:
+            return refused
+        with frame(portal, request, "/models"):
+            await render_benchmarks(portal, model_id)
         return None
 
     @ui.page("/playground")

@@ -31,6 +31,8 @@ class JobTarget:
         config_hash: the running instance's config hash, as its node reports it.
         restart_pending: whether the instance runs other settings than the saved ones.
         settings: the launch arguments of its settings.
+        max_num_seqs: its max num seqs (the top level of a preset's short chat), when known.
+        tags: its tags (``embedding``, ``reranker`` ... tell pooling models apart).
     """
 
     model_id: str
@@ -44,6 +46,8 @@ class JobTarget:
     config_hash: str | None = None
     restart_pending: bool = False
     settings: list[str] = field(default_factory=list)
+    max_num_seqs: int | None = None
+    tags: tuple[str, ...] = ()
 
     @property
     def ready(self) -> bool:

@@ -23,24 +23,46 @@ from typing import Final
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
-from mirbad_orchestration.benchmarks import BenchmarkResults, ClassicSuite, Progress
+from mirbad_orchestration.benchmarks import (
+    WORKLOAD_PRESETS,
+    BenchmarkResults,
+    ClassicSuite,
+    PresetSuite,
+    Progress,
+    WorkloadPreset,
+    check_guards,
+    is_pooling,
+    preset_guards,
+    preset_levels,
+    reranker_reason,
+)
 from mirbad_orchestration.exceptions import (
     JobConflictError,
     MirbadOrchestrationError,
     ModelNotReadyError,
     NoJobRunningError,
+    PresetNotForModelError,
     UnknownModelError,
     UnknownPresetError,
 )
-from mirbad_protocol import BenchmarkJobView, BenchmarkResult, BenchmarkSizes, MirbadError, single_errors
+from mirbad_protocol import (
+    BenchmarkJobView,
+    BenchmarkResult,
+    BenchmarkSizes,
+    ConcurrencyLevelResult,
+    MirbadError,
+    PresetSizes,
+    SloGuards,
+    single_errors,
+)
 
 from ._host import JobHost, JobTarget
 from ._maintenance import MaintenanceState, NodeMaintenance
 
 __all__ = ["DEFAULT_DRAIN_TIMEOUT_S", "PRESETS", "BenchmarkJobs", "estimate_seconds"]
 
-PRESETS: Final = ("classic",)
-"""The benchmark presets there are (none given: the classic suite)."""
+PRESETS: Final = ("classic", *WORKLOAD_PRESETS)
+"""The benchmark presets there are: ``classic`` (also the default) and the workload presets."""
 DEFAULT_DRAIN_TIMEOUT_S: Final = 120.0
 """How long a job waits for its node's models to drain before it measures anyway (noisy)."""
 
@@ -48,6 +70,8 @@ _logger = logging.getLogger(__name__)
 # A pessimistic decode speed for the first estimate, before the job has measured anything.
 _ASSUMED_TOKENS_PER_S: Final = 20.0
 _EXTRA_PARTS_S: Final = 30.0  # prefill, tool call and questions
+# The phases whose runs the ETA counts (the classic levels, the preset's short chat).
+_TIMED_RUNS: Final = ("concurrency", "short-chat", "embeddings")
 
 
 def estimate_seconds(sizes: BenchmarkSizes) -> float:
@@ -56,10 +80,29 @@ def estimate_seconds(sizes: BenchmarkSizes) -> float:
     return (len(sizes.levels) * sizes.runs + 1) * per_run + _EXTRA_PARTS_S
 
 
+def _preset_runs(preset: WorkloadPreset, sizes: PresetSizes, max_num_seqs: int | None) -> int:
+    levels, _, _ = preset_levels(sizes, max_num_seqs)
+    if preset.pooling:
+        embedding = sizes.model_copy(update={"levels": sizes.embedding_levels})
+        return max(1, len(preset_levels(embedding, max_num_seqs)[0]) * sizes.repetitions)
+    short = len(sizes.short_output_tokens) * len(levels) if "short-chat" in preset.workloads else 0
+    return max(1, short * sizes.repetitions)
+
+
+def _preset_estimate(preset: WorkloadPreset, sizes: PresetSizes, max_num_seqs: int | None) -> float:
+    """The first estimate of a preset run, like :func:`estimate_seconds` (the mean output length)."""
+    tokens = sum(sizes.short_output_tokens) / max(1, len(sizes.short_output_tokens))
+    per_run = tokens / _ASSUMED_TOKENS_PER_S
+    return (_preset_runs(preset, sizes, max_num_seqs) + 1) * per_run + 2 * _EXTRA_PARTS_S
+
+
 @dataclass
 class _Job:
     view: BenchmarkJobView
     sizes: BenchmarkSizes
+    preset: WorkloadPreset | None = None
+    guards: SloGuards | None = None
+    total_runs: int = 0
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     done: anyio.Event = field(default_factory=anyio.Event)
     lost: str | None = None
@@ -78,7 +121,8 @@ class BenchmarkJobs:
         host: the master's side (targets, node models, telemetry, GPUs).
         results: where results are stored.
         maintenance: the maintenance state the router and the health monitor read.
-        sizes: the suite's sizes (the spec's by default; tests pass small ones).
+        sizes: the classic suite's sizes (the spec's by default; tests pass small ones).
+        preset_sizes: the workload presets' sizes (likewise).
         drain_timeout_s: the bound of the drain (the spec's 120 s by default).
         poll_s: how often the drain and the model watch look again.
         clock: the wall clock (aware), for the job's and the result's times.
@@ -91,6 +135,7 @@ class BenchmarkJobs:
         maintenance: MaintenanceState,
         *,
         sizes: BenchmarkSizes | None = None,
+        preset_sizes: PresetSizes | None = None,
         drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S,
         poll_s: float = 1.0,
         clock: Callable[[], datetime] | None = None,
@@ -99,6 +144,7 @@ class BenchmarkJobs:
         self._results = results
         self._maintenance = maintenance
         self._sizes = sizes or BenchmarkSizes()
+        self._preset_sizes = preset_sizes or PresetSizes()
         self._drain_timeout_s = drain_timeout_s
         self._poll_s = poll_s
         self._clock = clock or (lambda: datetime.now(UTC))
@@ -115,18 +161,28 @@ class BenchmarkJobs:
             finally:
                 self._tasks = None
 
-    async def start(self, model_id: str, *, preset: str | None = None) -> BenchmarkJobView:
+    async def start(
+        self, model_id: str, *, preset: str | None = None, guards: SloGuards | None = None
+    ) -> BenchmarkJobView:
         """Start a benchmark of ``model_id`` with its current settings.
+
+        Args:
+            model_id: the model.
+            preset: a workload preset, or ``classic`` / None for the classic suite.
+            guards: overrides of the preset's guards (only the fields set count).
 
         Raises:
             UnknownPresetError: ``preset`` is not one of :data:`PRESETS`.
             UnknownModelError: no such model.
+            PresetNotForModelError: a reranker, or a preset for the other kind of model.
             ModelNotReadyError: the model is not Ready.
             JobConflictError: a job runs on the model's node already.
         """
         if preset is not None and preset not in PRESETS:
             raise UnknownPresetError(preset, list(PRESETS))
+        chosen = WORKLOAD_PRESETS.get(preset or "classic")
         target = await self._host.target(model_id)
+        self._check_kind(target, chosen)
         if not target.ready:
             raise ModelNotReadyError(model_id, target.state.value)
         if self._tasks is None:
@@ -135,7 +191,7 @@ class BenchmarkJobs:
         if running is not None and running.view.state == "running":
             raise JobConflictError(running.view.id, running.view.model_id, target.node_id)
         # No await between the check above and this line: two starts cannot both pass it.
-        job = _Job(self._new_view(target), self._sizes)
+        job = self._new_job(target, chosen, guards)
         self._jobs[target.node_id] = job
         self._tasks.start_soon(self._run_job, job, target)
         return job.view
@@ -184,14 +240,46 @@ class BenchmarkJobs:
                 await job.done.wait()
         return [job.view for job in running]
 
-    def _new_view(self, target: JobTarget) -> BenchmarkJobView:
-        return BenchmarkJobView(
+    @staticmethod
+    def _check_kind(target: JobTarget, preset: WorkloadPreset | None) -> None:
+        """Refuse a reranker, and a preset made for the other kind of model."""
+        reranker = reranker_reason(target.settings, target.tags)
+        if reranker is not None:
+            raise PresetNotForModelError(target.model_id, reranker)
+        pooling = is_pooling(target.settings, target.tags)
+        if preset is not None and preset.pooling and not pooling:
+            raise PresetNotForModelError(
+                target.model_id, "the Embeddings preset measures pooling (embedding) models only"
+            )
+        if pooling and (preset is None or not preset.pooling):
+            what = f"the {preset.label} preset" if preset else "the classic suite"
+            raise PresetNotForModelError(
+                target.model_id, f"it is an embedding model: {what} measures chat; use the embeddings preset"
+            )
+
+    def _new_job(self, target: JobTarget, preset: WorkloadPreset | None, guards: SloGuards | None) -> _Job:
+        if preset is None:
+            runs, eta = self._sizes.runs, estimate_seconds(self._sizes)
+            total = len(self._sizes.levels) * self._sizes.runs
+        else:
+            runs = self._preset_sizes.repetitions
+            eta = _preset_estimate(preset, self._preset_sizes, target.max_num_seqs)
+            total = _preset_runs(preset, self._preset_sizes, target.max_num_seqs)
+        view = BenchmarkJobView(
             id=secrets.token_hex(6),
             model_id=target.model_id,
             node_id=target.node_id,
+            preset=preset.name if preset else None,
             started_at=self._clock(),
-            runs=self._sizes.runs,
-            eta_s=estimate_seconds(self._sizes),
+            runs=runs,
+            eta_s=eta,
+        )
+        return _Job(
+            view,
+            self._sizes,
+            preset=preset,
+            guards=preset_guards(preset, guards) if preset else None,
+            total_runs=total,
         )
 
     async def _run_job(self, job: _Job, target: JobTarget) -> None:
@@ -242,6 +330,8 @@ class BenchmarkJobs:
         noisy = await self._drain(job, target.node_id)
         gpu = await self._gpu_check(target.node_id)
         progress = _JobProgress(partial(self._report_progress, job))
+        if job.preset is not None:
+            return await self._measure_preset(job, target, progress, noisy=noisy, gpu=gpu)
         suite = ClassicSuite(
             target.endpoint,
             job.sizes,
@@ -267,6 +357,64 @@ class BenchmarkJobs:
             prefill=outcome.prefill,
             tool_call=outcome.tool_call,
             questions=outcome.questions,
+        )
+
+    async def _measure_preset(
+        self, job: _Job, target: JobTarget, progress: Progress, *, noisy: list[str], gpu: str
+    ) -> BenchmarkResult:
+        assert target.endpoint is not None
+        assert job.preset is not None
+        assert job.guards is not None
+        suite = PresetSuite(
+            target.endpoint,
+            job.preset,
+            self._preset_sizes,
+            max_model_len=target.max_model_len,
+            max_num_seqs=target.max_num_seqs,
+            progress=progress,
+            noise=lambda: self._other_models_busy(target),
+        )
+        outcome = await suite.run()
+        # The portal plots the shortest output's levels the way it plots a classic run's.
+        shortest = min(self._preset_sizes.short_output_tokens, default=0)
+        levels = [
+            ConcurrencyLevelResult(
+                concurrency=level.concurrency,
+                per_request_tokens_per_s=level.per_request_tokens_per_s,
+                aggregate_tokens_per_s=level.aggregate_tokens_per_s,
+                ttft_p50_s=level.ttft_p50_s,
+                ttft_p95_s=level.ttft_p95_s,
+                runs=level.runs,
+            )
+            for level in outcome.workloads.short_chat
+            if level.output_tokens == shortest
+            and level.per_request_tokens_per_s is not None
+            and level.aggregate_tokens_per_s is not None
+            and level.ttft_p50_s is not None
+            and level.ttft_p95_s is not None
+        ]
+        return BenchmarkResult(
+            schema_version=2,
+            preset=job.preset.name,
+            model_id=target.model_id,
+            served_name=target.served_name,
+            node_id=target.node_id,
+            runtime=target.runtime,
+            started_at=job.view.started_at,
+            finished_at=self._clock(),
+            config_hash=target.config_hash,
+            restart_pending=target.restart_pending,
+            settings=target.settings,
+            gpu=gpu,
+            noisy=noisy,
+            levels=levels,
+            questions=outcome.questions,
+            repetitions=self._preset_sizes.repetitions,
+            preset_sizes=self._preset_sizes,
+            workloads=outcome.workloads,
+            components=outcome.components,
+            guards=job.guards,
+            guard_violations=check_guards(job.guards, outcome.guard_inputs),
         )
 
     async def _drain(self, job: _Job, node_id: str) -> list[str]:
@@ -344,7 +492,7 @@ class BenchmarkJobs:
         _logger.info("benchmark job %s of %s ended %s%s", job.view.id, job.view.model_id, state, suffix)
 
     async def _report_progress(self, job: _Job, phase: str, concurrency: int | None, run: int | None) -> None:
-        if phase == "concurrency":
+        if phase in _TIMED_RUNS and run is not None:
             job.runs_started += 1
             job.first_run_at = job.first_run_at or time.monotonic()
         eta = self._eta(job, phase)
@@ -353,12 +501,19 @@ class BenchmarkJobs:
 
     def _eta(self, job: _Job, phase: str) -> float:
         """Runs left at the pace of the runs so far, plus the parts after them."""
-        total = len(job.sizes.levels) * job.sizes.runs
-        finished = total if phase not in ("concurrency", "warm-up", "draining") else job.runs_started - 1
+        total = job.total_runs
+        finished = total if phase not in (*_TIMED_RUNS, "warm-up", "draining") else job.runs_started - 1
         if finished <= 0 or job.first_run_at is None:
             return estimate_seconds(job.sizes)
         per_run = (time.monotonic() - job.first_run_at) / finished
-        extras = {"prefill": 3, "tool-call": 2, "questions": 1}.get(phase, 3)
+        extras = {
+            "prefill": 3,
+            "tool-call": 2,
+            "tool-calls": 3,
+            "cold-prompts": 3,
+            "shared-prefix": 2,
+            "questions": 1,
+        }.get(phase, 3)
         return max(0.0, (total - finished + extras) * per_run)
 
 

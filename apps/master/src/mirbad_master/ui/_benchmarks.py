@@ -1,0 +1,233 @@
+"""A model's Benchmark view (``/models/{id}/benchmarks``): run, cancel, live progress, history and plots.
+
+The preset picker offers "Classic suite" and the workload presets; a run starts the same job the API
+does (``BenchmarkJobs.start``), and cancel is the API's cancel. Progress (phase, N level, run, ETA) is
+read from the job every second. The plots are NiceGUI's ECharts: tok/s and TTFT p95 against
+concurrency (one line per stored run), and run against run (each run's aggregate tok/s at its highest
+level, noisy runs drawn red). Classic (v1) and preset (v2) results both carry ``levels``, so both plot.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from nicegui import ui
+
+from mirbad_orchestration.benchmarks import WORKLOAD_PRESETS
+from mirbad_protocol import BenchmarkJobView, BenchmarkResult, MirbadError
+
+from ._actions import ACTOR
+from ._marks import link_button, testid
+from ._portal import Portal
+
+__all__ = ["CLASSIC_LABEL", "render_benchmarks"]
+
+CLASSIC_LABEL: Final = "Classic suite"
+"""The picker's entry for the classic suite (no preset)."""
+_POLL_S: Final = 1.0
+_HISTORY_SHOWN: Final = 8  # runs drawn in the concurrency plots (the newest)
+
+
+def _preset_options() -> dict[str, str]:
+    return {"classic": CLASSIC_LABEL} | {name: p.label for name, p in WORKLOAD_PRESETS.items()}
+
+
+def _run_name(result: BenchmarkResult) -> str:
+    what = result.preset or "classic"
+    return f"{result.finished_at:%Y-%m-%d %H:%M} · {what}"
+
+
+def _noisy(result: BenchmarkResult) -> bool:
+    return bool(result.noisy) or any(run.noisy for level in result.levels for run in level.runs)
+
+
+def _concurrency_chart(results: list[BenchmarkResult], metric: str, title: str) -> dict[str, Any]:
+    shown = results[:_HISTORY_SHOWN]
+    levels = sorted({level.concurrency for result in shown for level in result.levels})
+    series = []
+    for result in shown:
+        by_n = {level.concurrency: getattr(level, metric) for level in result.levels}
+        series.append(
+            {
+                "name": _run_name(result) + (" (noisy)" if _noisy(result) else ""),
+                "type": "line",
+                "data": [by_n.get(n) for n in levels],
+                "lineStyle": {"type": "dashed"} if _noisy(result) else {},
+            }
+        )
+    return {
+        "title": {"text": title, "textStyle": {"fontSize": 13}},
+        "animation": False,  # a plot that is already drawn when the page settles (and in screenshots)
+        "tooltip": {"trigger": "axis"},
+        "legend": {"type": "scroll", "bottom": 0},
+        "grid": {"bottom": 60},
+        "xAxis": {"type": "category", "name": "N", "data": [str(n) for n in levels]},
+        "yAxis": {"type": "value"},
+        "series": series,
+    }
+
+
+def _runs_chart(results: list[BenchmarkResult]) -> dict[str, Any]:
+    ordered = [result for result in reversed(results) if result.levels]
+    points = []
+    for result in ordered:
+        top = max(result.levels, key=lambda level: level.concurrency)
+        color = "#d32f2f" if _noisy(result) else "#1976d2"
+        points.append({"value": round(top.aggregate_tokens_per_s, 2), "itemStyle": {"color": color}})
+    return {
+        "title": {
+            "text": "Run against run: aggregate tok/s at the highest N (red: noisy)",
+            "textStyle": {"fontSize": 13},
+        },
+        "animation": False,
+        "tooltip": {"trigger": "axis"},
+        "xAxis": {"type": "category", "data": [_run_name(result) for result in ordered]},
+        "yAxis": {"type": "value"},
+        "series": [{"type": "bar", "data": points}],
+    }
+
+
+def _progress_text(job: BenchmarkJobView) -> str:
+    parts = [f"{job.state}: {job.phase}" if job.state == "running" else job.state]
+    if job.concurrency is not None and job.state == "running":
+        parts.append(f"N={job.concurrency}")
+    if job.run is not None and job.state == "running":
+        parts.append(f"run {job.run}" + (f" of {job.runs}" if job.runs else ""))
+    if job.state == "running" and job.eta_s is not None:
+        parts.append(f"about {round(job.eta_s)} s left")
+    if job.error:
+        parts.append(job.error)
+    return " · ".join(parts)
+
+
+async def render_benchmarks(portal: Portal, model_id: str) -> None:
+    """Build the Benchmark view of ``model_id`` and keep its progress live while the page is open."""
+    services = portal.services
+    definition = await services.models.get(model_id)
+    state: dict[str, Any] = {"job": None, "shown": None}
+    with ui.row().classes("w-full items-center"):
+        ui.label(f"Benchmarks of {definition.id}").classes("text-h5")
+        ui.space()
+        link_button("Back to models", "/models").props("flat")
+    with ui.row().classes("items-center gap-2"):
+        picker = testid(ui.select(_preset_options(), value="classic", label="Preset"), "benchmark-preset")
+        picker.classes("min-w-[14rem]")
+        run = testid(ui.button("Run", icon="speed"), "benchmark-run")
+        cancel = testid(ui.button("Cancel", icon="cancel").props("flat color=negative"), "benchmark-cancel")
+    message = testid(ui.label("").classes("text-caption text-negative"), "benchmark-message")
+    bar = testid(
+        ui.linear_progress(value=0, show_value=False).props("instant-feedback").classes("w-full"),
+        "benchmark-progress",
+    )
+    progress = testid(ui.label("").classes("text-caption text-grey-8"), "benchmark-status")
+    charts = ui.column().classes("w-full")
+    history = ui.column().classes("w-full")
+
+    def current() -> BenchmarkJobView | None:
+        jobs = [job for job in services.jobs.jobs() if job.model_id == model_id]
+        return jobs[-1] if jobs else None
+
+    async def refresh_history() -> None:
+        listed = await services.benchmarks.list(model_id)
+        results = listed.results
+        charts.clear()
+        history.clear()
+        with charts:
+            if results:
+                with ui.row().classes("w-full no-wrap"):
+                    testid(
+                        ui.echart(
+                            _concurrency_chart(results, "aggregate_tokens_per_s", "Aggregate tok/s against N")
+                        ),
+                        "benchmark-chart-tokens",
+                    ).classes("w-1/2 h-72")
+                    testid(
+                        ui.echart(_concurrency_chart(results, "ttft_p95_s", "TTFT p95 (s) against N")),
+                        "benchmark-chart-ttft",
+                    ).classes("w-1/2 h-72")
+                testid(ui.echart(_runs_chart(results)), "benchmark-chart-runs").classes("w-full h-64")
+        with history:
+            ui.label("History").classes("text-h6")
+            if not results:
+                ui.label("No benchmark yet.").classes("text-grey-7")
+            rows = []
+            for result in results:
+                top = max(result.levels, key=lambda level: level.concurrency) if result.levels else None
+                rows.append(
+                    {
+                        "run": _run_name(result),
+                        "schema": result.schema_version,
+                        "levels": ", ".join(str(level.concurrency) for level in result.levels),
+                        "tokens": f"{top.aggregate_tokens_per_s:.1f}" if top else "",
+                        "noisy": "; ".join(result.noisy) or ("runs" if _noisy(result) else ""),
+                        "guards": "; ".join(result.guard_violations),
+                    }
+                )
+            columns = [
+                {"name": key, "label": label, "field": key, "align": "left"}
+                for key, label in (
+                    ("run", "Run"),
+                    ("schema", "Schema"),
+                    ("levels", "N levels"),
+                    ("tokens", "tok/s at top N"),
+                    ("noisy", "Noisy"),
+                    ("guards", "Guards broken"),
+                )
+            ]
+            testid(ui.table(columns=columns, rows=rows, row_key="run").classes("w-full"), "benchmark-history")
+            for name in listed.skipped:
+                ui.label(f"skipped an unreadable result: {name}").classes("text-caption text-warning")
+
+    async def poll() -> None:
+        job = current()
+        running = job is not None and job.state == "running"
+        run.set_enabled(not running)
+        cancel.set_enabled(running)
+        if job is None:
+            progress.set_text("")
+            bar.set_value(0)
+        else:
+            progress.set_text(_progress_text(job))
+            done = (job.state != "running") or 0.0
+            if running and job.run is not None and job.runs:
+                done = min(0.95, (job.run - 1) / job.runs)
+            bar.set_value(1.0 if not running else float(done))
+        key = (job.id, job.state) if job else None
+        if key != state["shown"]:
+            state["shown"] = key
+            await refresh_history()
+
+    async def start() -> None:
+        message.set_text("")
+        preset = picker.value if picker.value != "classic" else None
+        try:
+            job = await services.jobs.start(model_id, preset=preset)
+        except MirbadError as exc:
+            message.set_text(str(exc))
+        else:
+            # The same audit line as the API's start, naming the portal's administrator.
+            detail = f"job {job.id}" + (f", preset {preset}" if preset else "")
+            await services.audit.record(
+                ACTOR, "model.benchmark", model_id, node_id=job.node_id, detail=detail
+            )
+        await poll()
+
+    async def stop() -> None:
+        job = current()
+        if job is None:
+            return
+        try:
+            cancelled = await services.jobs.cancel(job.node_id)
+        except MirbadError as exc:
+            message.set_text(str(exc))
+        else:
+            for ended in cancelled:
+                await services.audit.record(
+                    ACTOR, "model.benchmark.cancel", ended.model_id, node_id=ended.node_id
+                )
+        await poll()
+
+    run.on_click(start)
+    cancel.on_click(stop)
+    ui.timer(_POLL_S, poll)
+    await poll()
