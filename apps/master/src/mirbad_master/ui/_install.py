@@ -29,6 +29,7 @@ from ._nodes import render_nodes
 from ._overview import render_overview
 from ._playground import render_playground
 from ._portal import Portal
+from ._services import render_services
 from ._session import LOGIN_PATH, install_session_routes, safe_next, signed_in
 
 __all__ = ["HISTORY_INTERVAL_S", "install_portal", "install_ui"]
@@ -153,4 +154,12 @@ def _pages(portal: Portal) -> None:
             return refused
         with frame(portal, request, "/nodes"):
             await render_nodes(portal)
+        return None
+
+    @ui.page("/services")
+    async def host_services(request: Request) -> Response | None:
+        if (refused := await portal.guard(request)) is not None:
+            return refused
+        with frame(portal, request, "/services"):
+            await render_services(portal)
         return None

@@ -52,6 +52,7 @@ NAVIGATION: Final = (
     NavItem("Playground", "/playground", "chat"),
     NavItem("Access", "/access", "key"),
     NavItem("Nodes", "/nodes", "dns"),
+    NavItem("Services", "/services", "settings_applications"),
 )
 """The portal's pages, in the header's order (pages of later issues join as they land)."""
 
