@@ -22,6 +22,7 @@ from tests._support.tiny_gguf import write_tiny_gguf
 
 from mirbad_orchestration.benchmarks import ChatEndpoint, ClassicSuite, measure_run, stream_chat
 from mirbad_protocol import BenchmarkSizes
+from mirbad_router import UPSTREAM_KEEPALIVE_S
 
 pytestmark = [pytest.mark.llamacpp, pytest.mark.anyio, pytest.mark.timeout(120)]
 
@@ -55,7 +56,9 @@ async def _llama_server(tmp_path: Path, *, slots: int) -> AsyncIterator[ChatEndp
     with (tmp_path / "llama.log").open("wb") as log:
         process = await anyio.open_process(argv, stdout=log, stderr=subprocess.STDOUT)
         try:
-            async with httpx.AsyncClient(trust_env=False, timeout=30) as client:
+            # Reuse inside llama-server's 5 s idle timeout, as the agent's proxy does (UPSTREAM_KEEPALIVE_S).
+            limits = httpx.Limits(keepalive_expiry=UPSTREAM_KEEPALIVE_S)
+            async with httpx.AsyncClient(trust_env=False, timeout=30, limits=limits) as client:
                 base = f"http://127.0.0.1:{port}/"
                 await _wait_healthy(client, base)
                 yield ChatEndpoint(base, client, served_name="tiny", timeout_s=60)

@@ -30,6 +30,7 @@ from mirbad_orchestration.benchmarks import (
     score_run,
 )
 from mirbad_protocol import PresetSizes
+from mirbad_router import UPSTREAM_KEEPALIVE_S
 
 pytestmark = [pytest.mark.llamacpp, pytest.mark.anyio, pytest.mark.timeout(180)]
 
@@ -63,7 +64,9 @@ async def llama_server(tmp_path: Path, extra: list[str]) -> AsyncIterator[ChatEn
     with (tmp_path / "llama.log").open("wb") as log:
         process = await anyio.open_process(argv, stdout=log, stderr=subprocess.STDOUT)
         try:
-            async with httpx.AsyncClient(trust_env=False, timeout=30) as client:
+            # Reuse inside llama-server's 5 s idle timeout, as the agent's proxy does (UPSTREAM_KEEPALIVE_S).
+            limits = httpx.Limits(keepalive_expiry=UPSTREAM_KEEPALIVE_S)
+            async with httpx.AsyncClient(trust_env=False, timeout=30, limits=limits) as client:
                 base = f"http://127.0.0.1:{port}/"
                 with anyio.fail_after(30):
                     while True:

@@ -24,7 +24,14 @@ from tests._support.asgi_server import announce_body, free_port, serve_asgi
 from tests._support.fake_upstream import CHUNKS, WAIT_S, FakeUpstream, event
 from tests.router._raw_upstream import Connection, RawUpstream, Script, json_response, raw_upstream
 
-from mirbad_router import MAX_BODY_BYTES, create_upstream_client, forward, join_upstream_url, read_body
+from mirbad_router import (
+    MAX_BODY_BYTES,
+    UPSTREAM_KEEPALIVE_S,
+    create_upstream_client,
+    forward,
+    join_upstream_url,
+    read_body,
+)
 from mirbad_router.exceptions import (
     MirbadRouterError,
     RequestTooLargeError,
@@ -354,3 +361,13 @@ async def test_a_new_connection_closed_without_an_answer_is_not_retried(client: 
         response = await client.post(f"{proxy}/v1/chat/completions", content=b"{}")
     assert response.status_code == 502
     assert [connection.requests for connection in upstream.connections] == [1]
+
+
+def test_the_proxy_reuses_an_idle_model_connection_only_well_inside_the_servers_idle_timeout() -> None:
+    # llama-server and vLLM close idle connections after 5 s; with httpx's 5 s reuse a request now and then
+    # went out on a connection being closed ("Server disconnected without sending a response").
+    model_server_idle_timeout_s = 5.0
+    assert model_server_idle_timeout_s / 2 >= UPSTREAM_KEEPALIVE_S
+    client = create_upstream_client()
+    # httpcore's pool keeps the expiry privately; reading it is the only way to see what the client does.
+    assert client._transport._pool._keepalive_expiry == UPSTREAM_KEEPALIVE_S  # type: ignore[attr-defined]

@@ -12,7 +12,7 @@ import anyio
 import httpx
 
 from mirbad_protocol import AgentInfo, FeatureFlag, GpuMemory
-from mirbad_router import create_upstream_client
+from mirbad_router import UPSTREAM_KEEPALIVE_S, create_upstream_client
 from mirbad_runtime import (
     AdmissionController,
     ContainerServices,
@@ -111,7 +111,11 @@ class AgentServices:
         self.admission = AdmissionController(memory.snapshot, start_slot_timeout_s=start_slot_timeout_s)
         self.lifecycle = ModelLifecycle(runtimes, self.admission, self.ring)
         self._owned: list[httpx.AsyncClient] = []
-        self.http = http or self._own(httpx.AsyncClient(timeout=_HTTP_TIMEOUT_S, trust_env=False))
+        # Health checks and metrics scrapes reach the same model servers as the proxy: the same reuse bound.
+        polls = httpx.Limits(keepalive_expiry=UPSTREAM_KEEPALIVE_S)
+        self.http = http or self._own(
+            httpx.AsyncClient(timeout=_HTTP_TIMEOUT_S, trust_env=False, limits=polls)
+        )
         self.proxy_client = proxy_client or self._own(create_upstream_client())
         self.downloads = downloads
         self.host_services = host_services

@@ -46,6 +46,7 @@ __all__ = [
     "CLIENT_CLOSED_REQUEST",
     "CONNECT_TIMEOUT_S",
     "MAX_BODY_BYTES",
+    "UPSTREAM_KEEPALIVE_S",
     "create_upstream_client",
     "forward",
     "join_upstream_url",
@@ -56,6 +57,13 @@ _log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES: Final = 64 * 1024 * 1024
 """The largest request body the proxy forwards (64 MiB), chunked or with a Content-Length."""
+UPSTREAM_KEEPALIVE_S: Final = 2.0
+"""How long the proxy reuses an idle connection to a model server.
+
+llama-server (cpp-httplib) and vLLM (uvicorn) close idle connections after 5 s, and httpx's default
+reuse is 5 s too: a request sent just as the server closed got "Server disconnected without sending a
+response". Well inside 5 s, a pooled connection is never the one being closed.
+"""
 CONNECT_TIMEOUT_S: Final = 10.0
 """How long to wait for a connection to the upstream (and for a free pooled connection)."""
 CLIENT_CLOSED_REQUEST: Final = 499
@@ -82,7 +90,9 @@ def create_upstream_client(*, ssl_context: ssl.SSLContext | None = None) -> http
         verify=ssl_context if ssl_context is not None else True,
         trust_env=False,
         timeout=_timeout(None),
-        limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+        limits=httpx.Limits(
+            max_connections=None, max_keepalive_connections=64, keepalive_expiry=UPSTREAM_KEEPALIVE_S
+        ),
         cookies=http.cookiejar.CookieJar(policy=http.cookiejar.DefaultCookiePolicy(allowed_domains=[])),
         follow_redirects=False,
     )
