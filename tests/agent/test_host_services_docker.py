@@ -82,7 +82,9 @@ async def agent() -> AsyncIterator[httpx.AsyncClient]:
 
 
 async def _ours(client: httpx.AsyncClient, run_id: str) -> dict[str, ContainerService]:
-    listing = ContainerServiceList.from_wire((await client.get("/host/containers")).json())
+    response = await client.get("/host/containers")
+    assert response.status_code == 200, response.text
+    listing = ContainerServiceList.from_wire(response.json())
     return {c.name: c for c in listing.containers if c.name.startswith(run_id)}
 
 

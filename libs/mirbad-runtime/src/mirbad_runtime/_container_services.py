@@ -59,7 +59,9 @@ class ContainerServices:
         base_url: str | None = None,
         *,
         timeout_s: float = 30.0,
-        list_timeout_s: float = 15.0,
+        # One inspect and one stats call per container: on a busy dockerd with dozens of containers
+        # (seen in CI) 15 s was not enough.
+        list_timeout_s: float = 60.0,
         action_timeout_s: float = 60.0,
     ) -> None:
         self._gateway = DockerGateway(base_url, max(timeout_s, action_timeout_s))

@@ -83,8 +83,12 @@ def _gpu(mib: float) -> str:
 
 
 async def _typed_name(name: str, what: str, risks: list[str] | None = None) -> str | None:
-    """Ask for ``name`` to be typed; None when cancelled."""
-    with ui.dialog() as dialog, testid(ui.card(), "confirm-dialog"):
+    """Ask for ``name`` to be typed; None when cancelled.
+
+    The dialog lives at the page's root, not in the row that opened it: the rows are rebuilt on every
+    refresh, which deleted an open dialog with them.
+    """
+    with ui.context.client.content, ui.dialog() as dialog, testid(ui.card(), "confirm-dialog"):
         ui.label(f"{what}: type {name} to confirm.").classes("text-subtitle1")
         for risk in risks or []:
             ui.label(risk).classes("text-caption text-negative")
