@@ -75,6 +75,8 @@ _FILLER: Final = ("the", "of", "and", "to", "in", "is", "it", "on", "for", "with
 _HEAD_WORDS: Final = 24
 # Tokens left for the chat template, the random head and the answer around a long prompt.
 _MARGIN: Final = 96
+_SMALL_CONTEXT: Final = 1024  # a context this small gets a short head: still never cached before
+_SMALL_HEAD_WORDS: Final = 4
 _THINKING_OFF: Final = {"chat_template_kwargs": {"enable_thinking": False}}
 _NO_REUSE: Final = "repeated prompt (no cache reuse observed)"
 _UNAVAILABLE: Final = "(cache metrics unavailable)"
@@ -303,7 +305,10 @@ class PresetSuite:
         if self._max_model_len is not None:
             size = max(1, min(size, self._max_model_len - 2 * _MARGIN))
         # A fresh head per run: this run's system prompt was never cached by an earlier one.
-        system = f"{_random_head()} {_filler(size)}"
+        # The head counts against the context too: in a small one (a tiny test model whose vocabulary spells
+        # the head words out letter by letter) a full head alone could fill it.
+        small = self._max_model_len is not None and self._max_model_len <= _SMALL_CONTEXT
+        system = f"{_random_head(_SMALL_HEAD_WORDS if small else _HEAD_WORDS)} {_filler(size)}"
         await stream_chat(self._endpoint, _shared_body(system, _SHARED_QUESTIONS[0]))  # primes the cache
         before = await self._cache_counter()
         chats: list[StreamedChat] = []
@@ -345,8 +350,8 @@ class PresetSuite:
         return QuestionsResult(correct=sum(a.correct for a in answers), asked=len(answers), answers=answers)
 
 
-def _random_head() -> str:
-    return " ".join(secrets.choice(_WORDS) for _ in range(_HEAD_WORDS))
+def _random_head(words: int = _HEAD_WORDS) -> str:
+    return " ".join(secrets.choice(_WORDS) for _ in range(words))
 
 
 def _filler(words: int) -> str:
