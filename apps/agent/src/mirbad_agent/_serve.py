@@ -8,12 +8,10 @@ included, opens the agent.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import signal
 import socket
 import sys
-from collections.abc import Iterator
 
 import anyio
 import uvicorn
@@ -22,9 +20,9 @@ from starlette.types import ASGIApp
 from mirbad_protocol import AGENT_IDLE_TIMEOUT_S, PkiError, TlsCredentials
 from mirbad_router import (
     ACCEPT_BURST,
-    LISTEN_QUEUE,
     ConnectionLimits,
     GuardedConfig,
+    GuardedServer,
     install_accept_error_log,
 )
 
@@ -72,11 +70,12 @@ async def serve(
     """Serve ``app`` on ``listener`` with mutual TLS until SIGTERM or SIGINT (a second one forces)."""
     config = server_config(app, settings, credentials)
     install_accept_error_log()
-    server = _Server(config) if sys.platform != "win32" else uvicorn.Server(config)
+    # Elsewhere the agent handles the signals with anyio; on Windows uvicorn's own handling stays.
+    server = GuardedServer(config) if sys.platform != "win32" else uvicorn.Server(config)
     host, port = listener.getsockname()[:2]
     logger.info("agent %s listening on https://%s:%s/agent/v1", settings.node_name, host, port)
     async with anyio.create_task_group() as group:
-        if isinstance(server, _Server):
+        if isinstance(server, GuardedServer):
             group.start_soon(_stop_on_signal, server)
         await server.serve(sockets=[listener])
         group.cancel_scope.cancel()
@@ -108,25 +107,6 @@ def server_config(
         # Longer than any client keeps an idle connection (the master: AGENT_CLIENT_KEEPALIVE_S).
         timeout_keep_alive=round(AGENT_IDLE_TIMEOUT_S),
     )
-
-
-class _Server(uvicorn.Server):
-    """uvicorn without its own signal handlers: the agent handles signals with anyio instead.
-
-    uvicorn re-raises a captured signal once it has shut down, which would end the process before
-    the agent closed its drivers.
-    """
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets)
-        # asyncio listens with the accept burst as the queue's length: give the kernel's queue its
-        # own, longer one, so a burst of clients waits there instead of being refused.
-        for listener in sockets or ():
-            listener.listen(LISTEN_QUEUE)
 
 
 async def _stop_on_signal(server: uvicorn.Server) -> None:

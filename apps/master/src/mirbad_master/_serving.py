@@ -9,14 +9,12 @@ chunked encoding) and the loop reports failed accepts at most once per interval.
 
 from __future__ import annotations
 
-import contextlib
 import socket
 import ssl
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Final
 
 import anyio
-import uvicorn
 from anyio.abc import TaskGroup
 from starlette.types import ASGIApp
 
@@ -26,6 +24,7 @@ from mirbad_router import (
     LISTEN_QUEUE,
     ConnectionLimits,
     GuardedConfig,
+    GuardedServer,
     install_accept_error_log,
 )
 
@@ -67,23 +66,16 @@ def free_loopback_port() -> int:
         return port
 
 
-class _Uvicorn(uvicorn.Server):
+class _Uvicorn(GuardedServer):
+    """Says when it listens and when it has finished, with events; the master handles the signals."""
+
     def __init__(self, config: GuardedConfig) -> None:
         super().__init__(config)
         self.listening = anyio.Event()
         self.finished = anyio.Event()
 
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        # The master's signal handler decides the order of the shutdown.
-        yield
-
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
-        # asyncio listens with the accept burst as the queue's length: give the kernel's queue its
-        # own, longer one, so a burst of clients waits there instead of being refused.
-        for listener in sockets or ():
-            listener.listen(LISTEN_QUEUE)
         self.listening.set()
 
 

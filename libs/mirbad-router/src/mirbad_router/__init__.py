@@ -18,6 +18,7 @@ from ._connections import (
     ConnectionLimits,
     GuardedConfig,
     GuardedHttpProtocol,
+    GuardedServer,
     default_max_connections,
 )
 from ._contracts import (
@@ -72,6 +73,7 @@ __all__ = [
     "ConnectionLimits",
     "GuardedConfig",
     "GuardedHttpProtocol",
+    "GuardedServer",
     "InvalidRequestBodyError",
     "JsonUsageTap",
     "KeyGrant",

@@ -24,6 +24,9 @@ from __future__ import annotations
 
 # uvicorn's protocols are asyncio protocols: their transports and the loop's clock are asyncio's.
 import asyncio  # noqa: TID251
+import contextlib
+import socket
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -37,6 +40,7 @@ __all__ = [
     "ConnectionLimits",
     "GuardedConfig",
     "GuardedHttpProtocol",
+    "GuardedServer",
     "default_max_connections",
 ]
 
@@ -100,6 +104,28 @@ class GuardedConfig(uvicorn.Config):
         # Connections not answering a request, oldest first: the ones a new connection may replace.
         self.idle: dict[GuardedHttpProtocol, None] = {}
         self.sweeper = _Sweeper(min(limits.header_timeout_s, limits.body_timeout_s))
+
+
+class GuardedServer(uvicorn.Server):
+    """uvicorn's server for a :class:`GuardedConfig`, inside its host's own signal handling.
+
+    It installs no signal handlers (uvicorn re-raises a captured signal once it has shut down, which
+    would end the process before its host stopped what it runs), and once listening it gives the
+    kernel's accept queue :data:`LISTEN_QUEUE`.
+    """
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """Leave the signals to the host."""
+        yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """Start, then lengthen each listening socket's queue."""
+        await super().startup(sockets)
+        # asyncio listens with the accept burst as the queue's length: give the kernel's queue its
+        # own, longer one, so a burst of clients waits there instead of being refused.
+        for listener in sockets or ():
+            listener.listen(LISTEN_QUEUE)
 
 
 class _Sweeper:
