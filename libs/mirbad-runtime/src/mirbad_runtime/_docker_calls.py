@@ -134,6 +134,10 @@ def read_stats(client: DockerClient, container_id: str) -> Mapping[str, Any]:
         if exc.status_code != 409:
             raise
         return {}
+    except ValueError:
+        # A container that stops while dockerd answers gets a 200 with an empty body, which
+        # docker-py fails to decode (requests' JSONDecodeError is a ValueError): it is going.
+        return {}
     return stats
 
 
