@@ -7,6 +7,9 @@ Other flags are ignored. Environment switches for tests:
     FAKE_LOAD_S: seconds /health answers 503 before it answers 200.
     FAKE_IGNORE_SIGTERM: when set, SIGTERM is logged and ignored (the driver must SIGKILL).
     FAKE_EXIT_CODE: exit at once with this status after one log line.
+    FAKE_BIND_AFTER: a file path; the server binds its port only once that file exists (a test takes
+        the port in between to play another program winning the race for it).
+    FAKE_STARTS_FILE: a file path; each start appends one line to it.
 """
 
 from __future__ import annotations
@@ -58,12 +61,19 @@ def main() -> None:
     parser.add_argument("--host", required=True)
     parser.add_argument("--port", type=int, required=True)
     options, _ = parser.parse_known_args()
+    if "FAKE_STARTS_FILE" in os.environ:
+        with open(os.environ["FAKE_STARTS_FILE"], "a") as starts:
+            starts.write(f"{options.port}\n")
     if "FAKE_EXIT_CODE" in os.environ:
         _log("fatal: cannot load the model")
         sys.exit(int(os.environ["FAKE_EXIT_CODE"]))
     if os.environ.get("FAKE_IGNORE_SIGTERM"):
         signal.signal(signal.SIGTERM, _ignore_term)
     _Handler.loaded_at = time.monotonic() + float(os.environ.get("FAKE_LOAD_S", "0"))
+    bind_after = os.environ.get("FAKE_BIND_AFTER")
+    deadline = time.monotonic() + 60
+    while bind_after and not os.path.exists(bind_after) and time.monotonic() < deadline:
+        time.sleep(0.02)
     server = ThreadingHTTPServer((options.host, options.port), _Handler)
     _log(f"listening on {options.host}:{options.port} in {os.getcwd()}")
     server.serve_forever()

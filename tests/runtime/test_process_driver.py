@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import socket
 import subprocess
@@ -30,6 +31,8 @@ from mirbad_runtime import (
     ProcessDriverConfig,
     ProcessRecord,
 )
+from mirbad_runtime._ports import loopback_port_free
+from mirbad_runtime._process_driver import lost_its_port
 from mirbad_runtime._process_host_posix import linux_identity
 from mirbad_runtime.exceptions import (
     LaunchRejectedError,
@@ -184,6 +187,58 @@ async def test_a_process_that_dies_at_once_is_failed_with_its_output(driver: Pro
     failed = await _wait_for(driver, "fake", ModelState.FAILED)
 
     assert failed.error == "the process exited with code 3\nfatal: cannot load the model"
+
+
+async def test_a_port_taken_before_the_model_binds_it_is_launched_again_on_another(
+    driver: ProcessDriver, workspace: Path
+) -> None:
+    go, starts = workspace / "bind-now", workspace / "starts"
+    first = await driver.start(_spec(env={"FAKE_BIND_AFTER": str(go), "FAKE_STARTS_FILE": str(starts)}))
+    assert first.port is not None
+    with socket.socket() as other_program:
+        other_program.bind(("127.0.0.1", first.port))
+        other_program.listen()
+        go.touch()
+
+        ready = await _wait_for(driver, "fake", ModelState.READY)
+
+    assert ready.port != first.port
+    assert starts.read_text().split() == [str(first.port), str(ready.port)]
+
+
+async def test_a_port_lost_again_and_again_ends_failed_after_the_retries(
+    driver: ProcessDriver, workspace: Path
+) -> None:
+    go, starts = workspace / "bind-now", workspace / "starts"
+    env = {"FAKE_BIND_AFTER": str(go), "FAKE_STARTS_FILE": str(starts)}
+    with contextlib.ExitStack() as others:
+        # Every port of the range is taken the moment the model would bind it.
+        first = await driver.start(_spec(env=env))
+        assert first.port is not None
+        config = driver.config
+        for port in range(config.port_range_start, config.port_range_end + 1):
+            if port == first.port or loopback_port_free(port):
+                taker = others.enter_context(socket.socket())
+                taker.bind(("127.0.0.1", port))
+                taker.listen()
+        go.touch()
+        with anyio.fail_after(WAIT_S):
+            while True:
+                status = await driver.status("fake")
+                if status.state is ModelState.FAILED:
+                    break
+                await anyio.sleep(0.02)
+
+    # One launch; the relaunches find no free port and the model stays Failed with the cause.
+    assert "address already in use" in (status.error or "").lower()
+    assert len(starts.read_text().split()) == 1
+
+
+def test_only_a_taken_port_reads_as_a_lost_port() -> None:
+    assert lost_its_port("the process exited with code 1\nE srv start: couldn't bind HTTP server socket")
+    assert lost_its_port("OSError: [Errno 98] Address already in use")
+    assert not lost_its_port("the process exited with code 3\nfatal: cannot load the model")
+    assert not lost_its_port(None)
 
 
 async def test_stop_kills_a_model_that_ignores_sigterm(workspace: Path) -> None:

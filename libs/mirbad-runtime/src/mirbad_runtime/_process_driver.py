@@ -10,6 +10,10 @@ created, which survive a wrapper script's ``exec``) and a ``GET /health``:
   runs twice;
 * it runs and /health answers 200: Ready; it runs and /health does not (llama-server answers 503
   while loading): Starting; a stop in flight: Stopping.
+
+The port is chosen free, but another program (another agent on the machine, say) can take it before
+the model binds it. A model this agent launched that dies of that before it was ever Ready is
+launched again on the next free port, at most ``PORT_RETRIES`` times; its status reads Starting.
 """
 
 from __future__ import annotations
@@ -54,6 +58,19 @@ __all__ = ["ProcessDriver"]
 
 logger = logging.getLogger(__name__)
 
+PORT_RETRIES = 2
+"""How many times a launch whose port was taken before the model bound it is tried again."""
+
+# What the runtimes print when their listener's port is taken: llama-server's own words, and the
+# operating system's (Python's http.server and uvicorn, used by MLX and others).
+_PORT_TAKEN_MARKERS = ("couldn't bind http server socket", "address already in use")
+
+
+def lost_its_port(error: str | None) -> bool:
+    """Whether a Failed model's log tail says its listening port was taken."""
+    text = (error or "").lower()
+    return any(marker in text for marker in _PORT_TAKEN_MARKERS)
+
 
 class ProcessDriver(RuntimeDriver):
     """Runs each model as a detached native process and finds it again after an agent restart.
@@ -89,6 +106,8 @@ class ProcessDriver(RuntimeDriver):
         self._model_locks: dict[str, anyio.Lock] = {}
         self._starting: dict[str, ProcessLaunch] = {}
         self._stopping: set[str] = set()
+        # Launches of this agent not yet seen Ready, with the retries left for a port lost to a race.
+        self._unproven: dict[str, tuple[ProcessLaunch, int]] = {}
         # Only for naming a model that has no record right now; never read as its state.
         self._names: dict[str, tuple[str, RuntimeKind]] = {}
 
@@ -132,6 +151,7 @@ class ProcessDriver(RuntimeDriver):
                         await self._end_leftovers(existing)
                     await self._forget(model_id)
                     record = await self._launch(spec)
+                    self._unproven[model_id] = (spec, PORT_RETRIES)
         finally:
             self._starting.pop(model_id, None)
         return await self._status_of(record)
@@ -149,6 +169,7 @@ class ProcessDriver(RuntimeDriver):
                 if record is not None:
                     await self._end(record)
                 await self._forget(model_id)
+                self._unproven.pop(model_id, None)
             finally:
                 self._stopping.discard(model_id)
 
@@ -297,8 +318,44 @@ class ProcessDriver(RuntimeDriver):
         await self._observer.delete_key(model_id)
 
     async def _status_of(self, record: ProcessRecord) -> ModelStatus:
-        self._names[record.model_id] = (record.served_name, record.runtime)
-        return await self._observer.status_of(record, stopping=record.model_id in self._stopping)
+        model_id = record.model_id
+        self._names[model_id] = (record.served_name, record.runtime)
+        status = await self._observer.status_of(record, stopping=model_id in self._stopping)
+        if status.state == ModelState.READY:
+            self._unproven.pop(model_id, None)
+        elif status.state == ModelState.FAILED and model_id in self._unproven and lost_its_port(status.error):
+            relaunched = await self._relaunch_on_another_port(record)
+            if relaunched is not None:
+                status = await self._observer.status_of(relaunched)
+        return status
+
+    async def _relaunch_on_another_port(self, failed: ProcessRecord) -> ProcessRecord | None:
+        model_id = failed.model_id
+        async with self._lock_of(model_id), self._launch_lock:
+            current = await self._records.get(model_id)
+            unproven = self._unproven.get(model_id)
+            # Another reader may have relaunched it already, or a stop or start may have come between.
+            if current is None or current.identity != failed.identity or unproven is None:
+                return current
+            spec, retries = unproven
+            if retries <= 0 or model_id in self._stopping:
+                self._unproven.pop(model_id, None)
+                return None
+            logger.warning(
+                "model %s: port %s was taken before it bound it; launching it on another port",
+                model_id,
+                failed.port,
+            )
+            await self._end_leftovers(failed)
+            try:
+                # The new record and key replace the failed one's; it stays when no launch is made.
+                relaunched = await self._launch(spec)
+            except LaunchRejectedError as exc:
+                logger.warning("model %s: not launched again: %s", model_id, exc)
+                self._unproven.pop(model_id, None)
+                return None
+            self._unproven[model_id] = (spec, retries - 1)
+            return relaunched
 
     async def _require(self, model_id: str) -> ProcessRecord:
         record = await self._records.get(model_id)
