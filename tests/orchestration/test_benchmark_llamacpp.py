@@ -22,7 +22,6 @@ from tests._support.tiny_gguf import write_tiny_gguf
 
 from mirbad_orchestration.benchmarks import ChatEndpoint, ClassicSuite, measure_run, stream_chat
 from mirbad_protocol import BenchmarkSizes
-from mirbad_router import UPSTREAM_KEEPALIVE_S
 
 pytestmark = [pytest.mark.llamacpp, pytest.mark.anyio, pytest.mark.timeout(120)]
 
@@ -56,8 +55,12 @@ async def _llama_server(tmp_path: Path, *, slots: int) -> AsyncIterator[ChatEndp
     with (tmp_path / "llama.log").open("wb") as log:
         process = await anyio.open_process(argv, stdout=log, stderr=subprocess.STDOUT)
         try:
-            # Reuse inside llama-server's 5 s idle timeout, as the agent's proxy does (UPSTREAM_KEEPALIVE_S).
-            limits = httpx.Limits(keepalive_expiry=UPSTREAM_KEEPALIVE_S)
+            # A connection per request. In the product the suite reaches llama-server through the agent's
+            # proxy, which sends a request again when llama-server closed the pooled connection it went
+            # out on; here the suite talks to llama-server directly, and on a loaded machine a reused
+            # connection could be one llama-server's 5 s idle timer had just closed. A loopback connect
+            # lands before the first token, outside the decode speed the tests compare.
+            limits = httpx.Limits(max_keepalive_connections=0)
             async with httpx.AsyncClient(trust_env=False, timeout=30, limits=limits) as client:
                 base = f"http://127.0.0.1:{port}/"
                 await _wait_healthy(client, base)

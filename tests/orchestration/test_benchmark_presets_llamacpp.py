@@ -1,8 +1,9 @@
 """The workload presets and the embeddings suite against a real llama-server serving the tiny GGUF.
 
 Sizes are small so the tier stays quick (named in ``SMALL``): N = 1 and 2, max num seqs 3, two
-repetitions, 8 output tokens, a 32-token shared prefix; a 64K cold prompt that cannot fit (a cold
-prompt that fits is covered by ``tests/master/test_api_benchmarks_presets.py`` on a stand-in server).
+repetitions, 8 output tokens, 16 for a tool call, a 32-token shared prefix; a 64K cold prompt that cannot
+fit (a cold prompt that fits is covered by ``tests/master/test_api_benchmarks_presets.py`` on a stand-in
+server).
 The embeddings run is llama-server with ``--embeddings --pooling mean``.
 """
 
@@ -30,7 +31,6 @@ from mirbad_orchestration.benchmarks import (
     score_run,
 )
 from mirbad_protocol import PresetSizes
-from mirbad_router import UPSTREAM_KEEPALIVE_S
 
 pytestmark = [pytest.mark.llamacpp, pytest.mark.anyio, pytest.mark.timeout(180)]
 
@@ -43,6 +43,7 @@ SMALL = PresetSizes(
     shared_prefix_tokens=32,
     shared_prefix_questions=2,
     question_tokens=4,
+    tool_call_tokens=16,
     embedding_levels=[1, 2],
     embedding_input_words=[2, 4, 8, 16],
 )
@@ -64,8 +65,12 @@ async def llama_server(tmp_path: Path, extra: list[str]) -> AsyncIterator[ChatEn
     with (tmp_path / "llama.log").open("wb") as log:
         process = await anyio.open_process(argv, stdout=log, stderr=subprocess.STDOUT)
         try:
-            # Reuse inside llama-server's 5 s idle timeout, as the agent's proxy does (UPSTREAM_KEEPALIVE_S).
-            limits = httpx.Limits(keepalive_expiry=UPSTREAM_KEEPALIVE_S)
+            # A connection per request. In the product the suite reaches llama-server through the agent's
+            # proxy, which sends a request again when llama-server closed the pooled connection it went
+            # out on; here the suite talks to llama-server directly, and on a loaded machine a reused
+            # connection could be one llama-server's 5 s idle timer had just closed. A loopback connect
+            # lands before the first token, outside the decode speed the tests compare.
+            limits = httpx.Limits(max_keepalive_connections=0)
             async with httpx.AsyncClient(trust_env=False, timeout=30, limits=limits) as client:
                 base = f"http://127.0.0.1:{port}/"
                 with anyio.fail_after(30):

@@ -36,7 +36,7 @@ from mirbad_orchestration.jobs import (
     NodeMaintenance,
     NodeModel,
 )
-from mirbad_protocol import BenchmarkSizes, ModelMetrics, ModelState
+from mirbad_protocol import BenchmarkSizes, ModelMetrics, ModelState, PresetSizes
 
 pytestmark = pytest.mark.anyio
 
@@ -265,3 +265,62 @@ async def test_the_maintenance_state_is_persisted_and_cleared_at_boot(tmp_path: 
     assert cleared
     assert not (tmp_path / MAINTENANCE_FILE_NAME).exists()
     assert after_crash.notice_for("qwen") is None
+
+
+@dataclass
+class CountingHost(FakeHost):
+    """Telemetry with vLLM's prefix-cache counter: 16 cached tokens per streamed chat so far."""
+
+    server: FakeChatServer | None = None
+
+    def latest_metrics(self, model_id: str) -> ModelMetrics | None:
+        sample = super().latest_metrics(model_id)
+        assert sample is not None
+        assert self.server is not None
+        return sample.model_copy(update={"prefix_cache_hits_total": 16.0 * self.server.streamed})
+
+
+async def test_a_preset_reads_the_prefix_cache_counter_from_a_sample_taken_after_the_questions(
+    tmp_path: Path,
+) -> None:
+    server = FakeChatServer()
+    sizes = PresetSizes(
+        levels=[1],
+        max_seqs_cap=1,
+        repetitions=1,
+        short_output_tokens=[4],
+        cold_prompt_tokens=[1_000_000],
+        shared_prefix_tokens=32,
+        shared_prefix_questions=3,
+        question_tokens=4,
+    )
+    async with serve_asgi(server.app) as base, httpx.AsyncClient(trust_env=False) as client:
+        endpoint = ChatEndpoint(f"{base}/agent/v1/proxy/m/", client, served_name="Qwen", timeout_s=WAIT_S)
+        host = CountingHost(server=server)
+        host.targets["qwen"] = JobTarget(
+            "qwen", "Qwen", "gpu-1", "vllm", ModelState.READY, endpoint=endpoint, max_model_len=4096
+        )
+        results = BenchmarkResults(tmp_path)
+        jobs = BenchmarkJobs(
+            host,
+            results,
+            MaintenanceState(tmp_path),
+            sizes=TINY,
+            preset_sizes=sizes,
+            drain_timeout_s=0.5,
+            poll_s=0.02,
+        )
+        async with anyio.create_task_group() as tasks:
+            await tasks.start(jobs.run)
+            job = await jobs.start("qwen", preset="agents")
+            ended = await jobs.wait(job.id, timeout_s=WAIT_S * 3)
+            tasks.cancel_scope.cancel()
+
+        [result] = (await results.list("qwen")).results
+
+    assert ended.state == "succeeded", ended.error
+    assert result.workloads is not None
+    shared = result.workloads.shared_prefix
+    assert shared is not None
+    # The three timed questions were streamed between the two reads: 3 times 16 cached tokens.
+    assert (shared.cache_hits, shared.cache_source, shared.note) == (48.0, "vllm:prefix_cache_hits", "")

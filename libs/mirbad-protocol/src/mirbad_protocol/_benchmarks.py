@@ -73,6 +73,7 @@ class PresetSizes(WireModel):
         shared_prefix_tokens: the size of the shared-prefix workload's system prompt.
         shared_prefix_questions: the timed questions per repetition over that system prompt.
         question_tokens: the tokens an objective question may answer with.
+        tool_call_tokens: the tokens a tool-call case may answer with.
         embedding_levels: the fixed concurrency levels of the embeddings suite (max num seqs is added).
         embedding_input_words: the words of the 4 inputs of an embeddings batch (mixed lengths).
     """
@@ -85,6 +86,7 @@ class PresetSizes(WireModel):
     shared_prefix_tokens: int = Field(default=8_192, ge=1)
     shared_prefix_questions: int = Field(default=4, ge=1)
     question_tokens: int = Field(default=32, ge=1)
+    tool_call_tokens: int = Field(default=256, ge=1)
     embedding_levels: list[int] = Field(default_factory=lambda: [1, 16])
     embedding_input_words: list[int] = Field(
         default_factory=lambda: [8, 32, 96, 256], min_length=4, max_length=4

@@ -73,6 +73,8 @@ class ModelMetrics(WireModel):
 
     ``memory_bytes`` is what the model's server measurably uses at the scrape (a native process's
     resident set, a container's memory usage), None where the agent cannot measure it or is older.
+    ``prefix_cache_hits_total`` is the server's counter of prompt tokens served from its prefix cache
+    (vLLM's ``vllm:prefix_cache_hits_total``), None where the server has none (llama-server).
     """
 
     model_id: str
@@ -85,6 +87,7 @@ class ModelMetrics(WireModel):
     prompt_tokens_per_second: float | None = None
     generation_tokens_per_second: float | None = None
     memory_bytes: Annotated[int, Field(ge=0)] | None = None
+    prefix_cache_hits_total: float | None = None
 
 
 class RouterModelStats(WireModel):

@@ -262,7 +262,9 @@ class PresetSuite:
             await self._progress.phase("tool-calls", run=run)
             for case in PRESET_TOOL_CASES:
                 try:
-                    response = await post_chat(self._endpoint, case.request() | _THINKING_OFF)
+                    response = await post_chat(
+                        self._endpoint, case.request(max_tokens=self._sizes.tool_call_tokens) | _THINKING_OFF
+                    )
                 except BenchmarkRequestError as exc:
                     results.append(ToolCallResult(called=False, valid=False, detail=str(exc)))
                     continue

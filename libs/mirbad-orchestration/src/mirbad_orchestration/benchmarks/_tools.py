@@ -29,8 +29,8 @@ class ToolCase:
     description: str
     parameters: Mapping[str, Any]
 
-    def request(self) -> dict[str, Any]:
-        """The chat request of this case (without ``model``)."""
+    def request(self, *, max_tokens: int = 256) -> dict[str, Any]:
+        """The chat request of this case (without ``model``), answering with at most ``max_tokens``."""
         return {
             "messages": [{"role": "user", "content": self.prompt}],
             "tools": [
@@ -45,7 +45,7 @@ class ToolCase:
             ],
             "tool_choice": "auto",
             "temperature": 0,
-            "max_tokens": 256,
+            "max_tokens": max_tokens,
         }
 
 

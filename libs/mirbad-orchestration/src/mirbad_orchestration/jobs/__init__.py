@@ -6,7 +6,7 @@ in ``{data}/maintenance.json`` and cleared at boot.
 """
 
 from ._host import JobHost, JobTarget, NodeModel
-from ._jobs import DEFAULT_DRAIN_TIMEOUT_S, PRESETS, BenchmarkJobs, estimate_seconds
+from ._jobs import DEFAULT_COUNTER_WAIT_S, DEFAULT_DRAIN_TIMEOUT_S, PRESETS, BenchmarkJobs, estimate_seconds
 from ._maintenance import (
     MAINTENANCE_FILE_NAME,
     MaintenanceDocument,
@@ -16,6 +16,7 @@ from ._maintenance import (
 )
 
 __all__ = [
+    "DEFAULT_COUNTER_WAIT_S",
     "DEFAULT_DRAIN_TIMEOUT_S",
     "MAINTENANCE_FILE_NAME",
     "PRESETS",

@@ -26,6 +26,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from mirbad_orchestration.benchmarks import (
     WORKLOAD_PRESETS,
     BenchmarkResults,
+    CacheCounter,
     ClassicSuite,
     PresetSuite,
     Progress,
@@ -59,12 +60,20 @@ from mirbad_protocol import (
 from ._host import JobHost, JobTarget
 from ._maintenance import MaintenanceState, NodeMaintenance
 
-__all__ = ["DEFAULT_DRAIN_TIMEOUT_S", "PRESETS", "BenchmarkJobs", "estimate_seconds"]
+__all__ = [
+    "DEFAULT_COUNTER_WAIT_S",
+    "DEFAULT_DRAIN_TIMEOUT_S",
+    "PRESETS",
+    "BenchmarkJobs",
+    "estimate_seconds",
+]
 
 PRESETS: Final = ("classic", *WORKLOAD_PRESETS)
 """The benchmark presets there are: ``classic`` (also the default) and the workload presets."""
 DEFAULT_DRAIN_TIMEOUT_S: Final = 120.0
 """How long a job waits for its node's models to drain before it measures anyway (noisy)."""
+DEFAULT_COUNTER_WAIT_S: Final = 15.0
+"""How long a read of a model's prefix-cache counter waits for a telemetry sample taken after it."""
 
 _logger = logging.getLogger(__name__)
 # A pessimistic decode speed for the first estimate, before the job has measured anything.
@@ -125,6 +134,8 @@ class BenchmarkJobs:
         preset_sizes: the workload presets' sizes (likewise).
         drain_timeout_s: the bound of the drain (the spec's 120 s by default).
         poll_s: how often the drain and the model watch look again.
+        counter_wait_s: how long a read of the model's prefix-cache counter waits for a telemetry sample
+            taken after it (three of the master's 5 s polls by default; then "cache metrics unavailable").
         clock: the wall clock (aware), for the job's and the result's times.
     """
 
@@ -138,6 +149,7 @@ class BenchmarkJobs:
         preset_sizes: PresetSizes | None = None,
         drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S,
         poll_s: float = 1.0,
+        counter_wait_s: float = DEFAULT_COUNTER_WAIT_S,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         self._host = host
@@ -147,6 +159,7 @@ class BenchmarkJobs:
         self._preset_sizes = preset_sizes or PresetSizes()
         self._drain_timeout_s = drain_timeout_s
         self._poll_s = poll_s
+        self._counter_wait_s = counter_wait_s
         self._clock = clock or (lambda: datetime.now(UTC))
         self._jobs: dict[str, _Job] = {}  # by node: the running job, else the last one
         self._tasks: TaskGroup | None = None
@@ -371,6 +384,7 @@ class BenchmarkJobs:
             self._preset_sizes,
             max_model_len=target.max_model_len,
             max_num_seqs=target.max_num_seqs,
+            cache_counter=self._cache_counter(target.model_id),
             progress=progress,
             noise=lambda: self._other_models_busy(target),
         )
@@ -446,6 +460,29 @@ class BenchmarkJobs:
             return "skipped: the node has no GPU"
         # The agent reports GPU memory, not utilization, so there is nothing to sample yet.
         return "skipped: the node agent does not report GPU utilization"
+
+    def _cache_counter(self, model_id: str) -> CacheCounter:
+        """Reads the model's prefix-cache-hit counter from the first telemetry sample taken after the call.
+
+        Only a sample scraped after the last timed request counts them all, so the read waits for a fresh
+        one (the telemetry poll is a few seconds). A server without the counter (llama-server, whose
+        per-request ``cache_n`` the suite sums instead) answers None at once.
+        """
+
+        async def read() -> float | None:
+            latest = self._host.latest_metrics(model_id)
+            if latest is None or latest.prefix_cache_hits_total is None:
+                return None
+            since = self._clock()
+            with anyio.move_on_after(self._counter_wait_s):
+                while True:
+                    sample = self._host.latest_metrics(model_id)
+                    if sample is not None and sample.at > since:
+                        return sample.prefix_cache_hits_total
+                    await anyio.sleep(self._poll_s)
+            return None
+
+        return read
 
     async def _other_models_busy(self, target: JobTarget) -> list[str]:
         noisy = []
