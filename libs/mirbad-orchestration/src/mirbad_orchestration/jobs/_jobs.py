@@ -72,7 +72,7 @@ PRESETS: Final = ("classic", *WORKLOAD_PRESETS)
 """The benchmark presets there are: ``classic`` (also the default) and the workload presets."""
 DEFAULT_DRAIN_TIMEOUT_S: Final = 120.0
 """How long a job waits for its node's models to drain before it measures anyway (noisy)."""
-DEFAULT_COUNTER_WAIT_S: Final = 15.0
+DEFAULT_COUNTER_WAIT_S: Final = 30.0
 """How long a read of a model's prefix-cache counter waits for a telemetry sample taken after it."""
 
 _logger = logging.getLogger(__name__)
@@ -135,7 +135,8 @@ class BenchmarkJobs:
         drain_timeout_s: the bound of the drain (the spec's 120 s by default).
         poll_s: how often the drain and the model watch look again.
         counter_wait_s: how long a read of the model's prefix-cache counter waits for a telemetry sample
-            taken after it (three of the master's 5 s polls by default; then "cache metrics unavailable").
+            taken after it (30 s by default: the agent scrapes every 5 s, the master reads it every 10 s;
+            then "cache metrics unavailable").
         clock: the wall clock (aware), for the job's and the result's times.
     """
 
@@ -465,7 +466,7 @@ class BenchmarkJobs:
         """Reads the model's prefix-cache-hit counter from the first telemetry sample taken after the call.
 
         Only a sample scraped after the last timed request counts them all, so the read waits for a fresh
-        one (the telemetry poll is a few seconds). A server without the counter (llama-server, whose
+        one (the agent scrapes every 5 s, the master reads every 10 s). A server without the counter (llama-server, whose
         per-request ``cache_n`` the suite sums instead) answers None at once.
         """
 
