@@ -105,4 +105,6 @@ def test_a_classic_benchmark_of_a_llama_server_model(up: Up) -> None:
     assert result.questions.asked == 8
     assert result.config_hash
     assert "--ctx-size" in result.settings
+    # Read back from the running llama-server's command line: the port is the agent's choice.
+    assert "--port" in result.settings
     assert result.gpu == "skipped: the node has no GPU"

@@ -64,6 +64,15 @@ def test_the_labels_fill_the_status() -> None:
     assert status.error is None
 
 
+def test_the_container_command_is_the_argv_read_back() -> None:
+    attrs = _attrs("running")
+    command = ["--model", "/models/qwen", "--max-num-seqs", "8"]
+    attrs["Config"]["Cmd"] = command
+
+    assert status_from_container(attrs, healthy=True).argv == command
+    assert status_from_container(_attrs("running"), healthy=True).argv is None
+
+
 def test_a_dead_container_carries_its_exit_code_and_last_20_log_lines() -> None:
     lines = [f"line {number}" for number in range(30)]
     status = status_from_container(

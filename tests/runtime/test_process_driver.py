@@ -121,6 +121,16 @@ async def _record(driver: ProcessDriver, model_id: str = "fake") -> ProcessRecor
     return record
 
 
+async def test_the_status_carries_the_command_line_without_the_executable(driver: ProcessDriver) -> None:
+    started = await driver.start(_spec())
+    record = await _record(driver)
+
+    assert started.argv == record.argv[1:]
+    assert started.argv is not None
+    assert started.argv[:2] == ["--model", MODEL]
+    assert "--port" in started.argv
+
+
 async def test_starting_while_health_says_loading_then_ready(driver: ProcessDriver) -> None:
     first = await driver.start(_spec(env={"FAKE_LOAD_S": "1"}))
     ready = await _wait_for(driver, "fake", ModelState.READY)

@@ -3,9 +3,10 @@
 One scenario with one started vLLM (a start costs a minute on these CPUs, so the tier shares it): the
 builder's argv and labels on the real container, Starting → Ready by /health, telemetry from the real
 /metrics, chat (streamed and not) and completions with the ``openai`` client through master and agent,
-a pending restart whose "old → new" list is read back from the container's Cmd, adoption after the agent
-is killed with SIGKILL, stop and removal, the same weights served as an embedding model (vLLM's pooling
-runner), and a start vLLM refuses reported Failed with vLLM's own line.
+the load generator's tokens against vLLM's own counter, a classic and a preset benchmark through the
+master, a pending restart whose "old → new" list is read back from the container's Cmd, adoption after
+the agent is killed with SIGKILL, stop and removal, the same weights served as an embedding model
+(vLLM's pooling runner), and a start vLLM refuses reported Failed with vLLM's own line.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import docker
+import httpx
 import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
@@ -30,6 +33,8 @@ from tests._support.polling import until
 from tests._support.real_parts import CHROMIUM, CHROMIUM_ARGS
 from tests._support.vllm_image import MODEL_NAME, ensure_model, ensure_vllm_image
 
+from mirbad_orchestration.benchmarks import ChatEndpoint, measure_run
+from mirbad_protocol import BenchmarkSizes, PresetSizes
 from mirbad_runtime import MODEL_LABEL
 
 pytestmark = [
@@ -46,6 +51,19 @@ WAIT_S = 120.0
 DOCS_SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 HIDDEN_SIZE = 128
 """The tiny model's width (tests/_support/vllm_tiny_model.py): the length of its embeddings."""
+TINY_CLASSIC = BenchmarkSizes(levels=[1, 2], runs=1, max_tokens=4, prefill_tokens=64, question_tokens=4)
+TINY_PRESET = PresetSizes(
+    levels=[1, 2],
+    max_seqs_cap=2,
+    repetitions=1,
+    short_output_tokens=[4],
+    cold_prompt_tokens=[1_000_000],
+    shared_prefix_tokens=48,
+    shared_prefix_questions=2,
+    question_tokens=4,
+    tool_call_tokens=8,
+)
+"""The benchmark sizes of this tier (named here; the product runs the spec's)."""
 
 
 @pytest.fixture
@@ -83,6 +101,8 @@ def up(tmp_path: Path, run_id: str) -> Iterator[Up]:
         "MIRBAD_HEALTH_POLL_S": "0.5",
         "MIRBAD_TELEMETRY_INTERVAL_S": "1",
         "MIRBAD_TEST_IMAGE": image,
+        "MIRBAD_BENCHMARK_SIZES": TINY_CLASSIC.model_dump_json(by_alias=True),
+        "MIRBAD_PRESET_SIZES": TINY_PRESET.model_dump_json(by_alias=True),
     }
     started = Up(data_dir, free_port(), free_port(), agent_config, env)
     client = docker.from_env(version="auto", timeout=60)
@@ -151,6 +171,65 @@ def _container(client: Any, model_id: str) -> Any:
 
 def _agent_pid(data_dir: Path) -> int:
     return int((data_dir / "agent" / "agent.pid").read_text())
+
+
+def _generated_total(port: int) -> float:
+    """vLLM's own ``vllm:generation_tokens_total``, read from the container's /metrics (no key needed)."""
+    page = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=WAIT_S, trust_env=False).text
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in page.splitlines()
+        if line.startswith("vllm:generation_tokens_total")
+    )
+
+
+def _benchmark(admin: Admin, model_id: str, preset: str) -> dict[str, Any]:
+    job_id = admin.ok("POST", f"/api/models/{model_id}/benchmark", params={"preset": preset})["id"]
+    seen: list[dict[str, Any]] = []
+
+    def ended() -> bool:
+        seen[:] = [job for job in admin.ok("GET", "/api/benchmark")["jobs"] if job["id"] == job_id]
+        return bool(seen) and seen[0]["state"] != "running"
+
+    until(ended, lambda: f"the {preset} benchmark did not end: {seen}", timeout_s=START_S)
+    assert seen[0]["state"] == "succeeded", seen[0]
+    newest: dict[str, Any] = admin.ok("GET", f"/api/models/{model_id}/benchmarks")["results"][0]
+    return newest
+
+
+def _benchmarks_count_what_vllm_counts(up: Up, admin: Admin, model_id: str, secret: str, port: int) -> None:
+    """The load generator's tokens equal vLLM's counter; the classic suite and a preset run on vLLM."""
+
+    async def one_run() -> int:
+        async with httpx.AsyncClient(trust_env=False, timeout=WAIT_S) as client:
+            endpoint = ChatEndpoint(
+                f"{up.base_url}/", client, "tiny-vllm", headers={"Authorization": f"Bearer {secret}"}
+            )
+            body = {"messages": [{"role": "user", "content": "count"}], "max_tokens": 5, "min_tokens": 5}
+            measured, _ = await measure_run(endpoint, [body, body, body])
+            return measured.tokens
+
+    before = _generated_total(port)
+    tokens = anyio.run(one_run)
+    assert tokens == 15
+    # vLLM's stat logger counts at its next engine step: the counter catches up, it never overshoots.
+    until(
+        lambda: _generated_total(port) - before >= tokens,
+        lambda: "vLLM never counted the run",
+        timeout_s=WAIT_S,
+    )
+    assert _generated_total(port) - before == tokens
+
+    classic = _benchmark(admin, model_id, "classic")
+    assert [level["concurrency"] for level in classic["levels"]] == [1, 2]
+    assert all(run["failed"] == 0 for level in classic["levels"] for run in level["runs"])
+    assert classic["configHash"]
+    preset = _benchmark(admin, model_id, "agents")
+    assert preset["schemaVersion"] == 2
+    shared = preset["workloads"]["sharedPrefix"]
+    # vLLM's own prefix-cache counter, through the node's telemetry (0 reads "no cache reuse observed").
+    assert shared["cacheSource"] == "vllm:prefix_cache_hits", shared
+    assert shared["cacheHits"] is not None
 
 
 @pytest.fixture
@@ -240,6 +319,8 @@ def test_a_real_vllm_starts_serves_reports_restarts_pending_is_adopted_and_fails
 
     shots = DOCS_SCREENSHOTS if os.environ.get("MIRBAD_UPDATE_SCREENSHOTS") == "1" else tmp_path / "shots"
     _photograph(up, password, model_id, shots)
+
+    _benchmarks_count_what_vllm_counts(up, admin, model_id, secret, ready["port"])
 
     # A settings change: pending, with old → new read back from the running container's Cmd.
     admin.ok("PUT", f"/api/models/{model_id}", json={**model, "maxNumSeqs": 2})

@@ -82,7 +82,8 @@ class MasterJobHost(JobHost):
             max_model_len=definition.max_model_len,
             config_hash=status.config_hash,
             restart_pending=pending,
-            settings=build_args(launched, total_gib=_total_gib(launched, node)),
+            # Read back from the running instance where its node tells; else what this master would launch.
+            settings=status.argv or build_args(launched, total_gib=_total_gib(launched, node)),
             max_num_seqs=launched.max_num_seqs,
             tags=tuple(definition.tags),
         )

@@ -363,7 +363,8 @@ class BenchmarkResult(WireModel):
         finished_at: when the suite finished.
         config_hash: the running instance's config hash, as its node reports it.
         restart_pending: whether the instance ran other settings than the saved ones.
-        settings: the launch arguments of those settings.
+        settings: the arguments the instance ran with, read back from it (a container's command, a native
+            process's command line); the ones built from its definition where its node could not tell.
         sizes: the sizes the suite ran with.
         gpu: the GPU check: ``"idle"``, ``"busy"`` or why it was skipped.
         noisy: why the numbers may be disturbed, for the whole run.

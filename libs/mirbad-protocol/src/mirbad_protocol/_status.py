@@ -45,6 +45,9 @@ class ModelStatus(WireModel):
     config_hash: str | None = None
     budget_gib: float | None = Field(default=None, alias="budgetGiB")
     started_at: datetime | None = None
+    # What the running instance runs with, read back by its node: a container's command (vLLM's
+    # arguments), a native process's command line without the executable. None: unknown or older agent.
+    argv: list[str] | None = None
 
 
 class GpuMemory(WireModel):

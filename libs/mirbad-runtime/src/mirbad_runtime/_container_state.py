@@ -95,7 +95,15 @@ def status_from_container(
         config_hash=labels.get(CONFIG_HASH_LABEL),
         budget_gib=_float_or_none(labels.get(BUDGET_LABEL)),
         started_at=_docker_time(state.get("StartedAt")),
+        argv=_command(attrs),
     )
+
+
+def _command(attrs: Mapping[str, Any]) -> list[str] | None:
+    command = (attrs.get("Config") or {}).get("Cmd")
+    if isinstance(command, list) and all(isinstance(part, str) for part in command):
+        return list(command)
+    return None
 
 
 def _failure_text(state: Mapping[str, Any], log_tail: Sequence[str]) -> str:

@@ -68,6 +68,7 @@ class ProcessObserver:
             config_hash=record.config_hash,
             budget_gib=record.budget_gib,
             started_at=record.started_at,
+            argv=record.argv[1:],
         )
         if stopping:
             return status

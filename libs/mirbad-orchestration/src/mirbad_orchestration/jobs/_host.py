@@ -30,7 +30,7 @@ class JobTarget:
         max_model_len: its context length, when known.
         config_hash: the running instance's config hash, as its node reports it.
         restart_pending: whether the instance runs other settings than the saved ones.
-        settings: the launch arguments of its settings.
+        settings: the arguments the running instance was launched with (read back by its node, else built).
         max_num_seqs: its max num seqs (the top level of a preset's short chat), when known.
         tags: its tags (``embedding``, ``reranker`` ... tell pooling models apart).
     """

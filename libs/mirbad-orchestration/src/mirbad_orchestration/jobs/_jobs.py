@@ -466,8 +466,8 @@ class BenchmarkJobs:
         """Reads the model's prefix-cache-hit counter from the first telemetry sample taken after the call.
 
         Only a sample scraped after the last timed request counts them all, so the read waits for a fresh
-        one (the agent scrapes every 5 s, the master reads every 10 s). A server without the counter (llama-server, whose
-        per-request ``cache_n`` the suite sums instead) answers None at once.
+        one (the agent scrapes every 5 s, the master reads every 10 s). A server without the counter
+        (llama-server, whose per-request ``cache_n`` the suite sums instead) answers None at once.
         """
 
         async def read() -> float | None:
