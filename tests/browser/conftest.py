@@ -40,6 +40,12 @@ BENCHMARK_SIZES: Final = (
     '{"levels": [1, 2], "runs": 2, "maxTokens": 8, "prefillTokens": 96, "questionTokens": 4}'
 )
 """The classic suite's sizes in this tier (``MIRBAD_BENCHMARK_SIZES``)."""
+PRESET_SIZES: Final = (
+    '{"levels": [1], "maxSeqsCap": 1, "repetitions": 1, "shortOutputTokens": [8],'
+    ' "coldPromptTokens": [1000000], "sharedPrefixTokens": 32, "sharedPrefixQuestions": 2,'
+    ' "questionTokens": 4, "toolCallTokens": 8}'
+)
+"""The workload presets' sizes in this tier (``MIRBAD_PRESET_SIZES``)."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +111,7 @@ def master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningMaster]:
         "MIRBAD_STARTUP_TIMEOUT_S": "60",
         # Benchmarks at small sizes on the tiny model (test_benchmarks.py); the product runs the spec's.
         "MIRBAD_BENCHMARK_SIZES": BENCHMARK_SIZES,
+        "MIRBAD_PRESET_SIZES": PRESET_SIZES,
     }
     server = llama_server_path()
     if server is not None:
