@@ -73,6 +73,11 @@ class ModelMetrics(WireModel):
 
     ``memory_bytes`` is what the model's server measurably uses at the scrape (a native process's
     resident set, a container's memory usage), None where the agent cannot measure it or is older.
+    ``gpu_memory_bytes`` is the GPU memory of the model's compute processes as the GPU reports them
+    (nvidia-smi's compute apps in its container, or its server's process and every process below it),
+    and ``gpu_memory_source`` who listed them (``hostd``, or ``nvidia-smi`` run by the agent itself);
+    both None where no GPU processes could be read (no NVIDIA GPU, a failing nvidia-smi, an older
+    agent), and the size None also where the driver reports no per-process memory (``[N/A]``).
     """
 
     model_id: str
@@ -85,6 +90,9 @@ class ModelMetrics(WireModel):
     prompt_tokens_per_second: float | None = None
     generation_tokens_per_second: float | None = None
     memory_bytes: Annotated[int, Field(ge=0)] | None = None
+    gpu_memory_bytes: Annotated[int, Field(ge=0)] | None = None
+    # Text, not a Literal: a newer agent's source must still read on an older master.
+    gpu_memory_source: str | None = None
 
 
 class RouterModelStats(WireModel):
