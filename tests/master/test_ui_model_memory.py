@@ -65,6 +65,10 @@ def test_gpu_figures_and_the_runtimes_measure_go_on_separate_lines() -> None:
         [int(T0.timestamp() * 1000) + 10_000, 31.0],
     ]
     assert options["legend"]["textStyle"]["color"] == DARK_CHART.text
+    # A lone sample shows as a dot; a few MiB still read (three decimals of a GiB).
+    assert [series["showSymbol"] for series in options["series"]] == [False, True, True]
+    small = model_memory_chart_options([ModelMemoryLine("tiny", "RAM", [(T0, 21 / 1024)])])
+    assert small["series"][0]["data"] == [[int(T0.timestamp() * 1000), 0.021]]
 
 
 def test_the_tables_gpu_cell_says_the_size_and_its_source() -> None:

@@ -68,7 +68,11 @@ def history_chart_options(history: MemoryHistory, *, dark: bool = False) -> dict
 
 def model_memory_chart_options(lines: list[ModelMemoryLine], *, dark: bool = False) -> dict[str, Any]:
     """The ECharts options of the memory per model: one line per model and kind (GPU, RAM)."""
-    series = [_points(line.name, line.points) for line in lines]
+    # Three decimals: a small model's few MiB would round to nothing. A lone sample (a model just
+    # Ready) gets its symbol, since a line needs two points to be seen.
+    series = [
+        _points(line.name, line.points, digits=3) | {"showSymbol": len(line.points) == 1} for line in lines
+    ]
     return _chart_options(series, dark=dark)
 
 
@@ -114,12 +118,12 @@ def _line(name: str, samples: list[MemorySample], *, area: bool = False) -> dict
     return line
 
 
-def _points(name: str, points: list[tuple[datetime, float]]) -> dict[str, Any]:
+def _points(name: str, points: list[tuple[datetime, float]], *, digits: int = 2) -> dict[str, Any]:
     return {
         "name": name,
         "type": "line",
         "showSymbol": False,
-        "data": [[_ms(at), round(value, 2)] for at, value in points],
+        "data": [[_ms(at), round(value, digits)] for at, value in points],
     }
 
 
