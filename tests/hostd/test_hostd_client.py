@@ -9,7 +9,13 @@ import pytest
 from tests._support.hostd import HostdLayout, running_hostd
 
 from mirbad_protocol import WhitelistAdd, WhitelistUpdate
-from mirbad_runtime import HostdClient
+from mirbad_runtime import (
+    GpuComputeProcess,
+    GpuProcessReading,
+    HostdClient,
+    HostdGpuProcessProbe,
+    PreferredGpuProcessProbe,
+)
 from mirbad_runtime.exceptions import HostdRefusedError, HostdUnavailableError
 
 
@@ -67,3 +73,21 @@ def test_no_hostd_is_unavailable(tmp_path: Path) -> None:
                 await client.services()
 
     anyio.run(scenario)
+
+
+def test_the_agents_gpu_probe_reads_hostd_first(layout: HostdLayout) -> None:
+    container = "7c" * 32
+    layout.gpu_apps = [{"pid": 7, "name": "python3", "used": 100}, {"pid": 8, "name": "ollama", "used": 50}]
+    layout.write_cgroup(7, f"0::/system.slice/docker-{container}.scope\n")
+    layout.write_cgroup(8, "0::/system.slice/ollama.service\n")
+    layout.write_fixtures()
+
+    async def scenario() -> None:
+        async with HostdClient(layout.socket) as client:
+            reading = await PreferredGpuProcessProbe([HostdGpuProcessProbe(client)]).read()
+        assert reading == GpuProcessReading(
+            "hostd", (GpuComputeProcess(7, 100.0, container), GpuComputeProcess(8, 50.0, None))
+        )
+
+    with running_hostd(layout):
+        anyio.run(scenario)

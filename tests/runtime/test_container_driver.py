@@ -19,7 +19,7 @@ from tests._support.polling import wait_for_state
 from tests.fakes.fake_vllm import START_LINE
 
 from mirbad_protocol import ContainerLaunch, ModelState
-from mirbad_runtime import MODEL_LABEL, ContainerDriver, ContainerDriverConfig
+from mirbad_runtime import MODEL_LABEL, ContainerDriver, ContainerDriverConfig, GpuOwner, container_name
 from mirbad_runtime.exceptions import ImagePullError, LaunchRejectedError, ModelNotFoundError
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
@@ -270,17 +270,22 @@ async def test_a_model_without_container_is_stopped_and_has_no_logs(config: Cont
 
 
 async def test_a_running_container_reports_its_memory_usage(
-    config: ContainerDriverConfig, image: str, run_id: str
+    config: ContainerDriverConfig, image: str, run_id: str, docker_client: Any
 ) -> None:
     spec = _spec(image, run_id, "memory")
     async with ContainerDriver(config) as driver:
         await driver.start(spec)
         await _wait_for(driver, spec.model_id, ModelState.READY)
         measured = await driver.memory_bytes(spec.model_id)
+        owner = await driver.gpu_owner(spec.model_id)
+        container_id = docker_client.containers.get(container_name(spec.model_id)).id
         await driver.stop(spec.model_id)
         after = await driver.memory_bytes(spec.model_id)
+        owner_after = await driver.gpu_owner(spec.model_id)
 
     # The fake vLLM is a Python process: a few MiB at least.
     assert measured is not None
     assert measured > 1024**2
     assert after is None
+    # Its GPU processes are found by the full container id their cgroups name.
+    assert (owner, owner_after) == (GpuOwner(container_id=container_id), None)

@@ -27,7 +27,7 @@ from tests._support.real_parts import llama_server_path
 from tests._support.tiny_gguf import TINY_MODEL_PATH
 
 from mirbad_protocol import ExecutableRef, ModelState, ProcessLaunch
-from mirbad_runtime import ProcessDriver, ProcessRecord, sha256_of_file
+from mirbad_runtime import GpuOwner, ProcessDriver, ProcessRecord, sha256_of_file
 from mirbad_runtime._process_host_posix import linux_identity
 
 pytestmark = [
@@ -249,12 +249,18 @@ async def test_a_running_model_reports_its_resident_set(driver: ProcessDriver, s
     await driver.start(spec)
     await _wait_for(driver, spec.model_id, ModelState.READY)
     measured = await driver.memory_bytes(spec.model_id)
+    owner = await driver.gpu_owner(spec.model_id)
+    record = await driver.records.get(spec.model_id)
     await driver.stop(spec.model_id)
 
     # llama-server with the tiny model holds a few MiB at least (its libraries alone).
     assert measured is not None
     assert measured > 1024**2
     assert await driver.memory_bytes(spec.model_id) is None
+    # Its GPU processes are found by the server's pid (and the processes below it).
+    assert record is not None
+    assert owner == GpuOwner(pid=record.pid)
+    assert await driver.gpu_owner(spec.model_id) is None
 
 
 def _wrapped(settings: dict[str, Any], tmp_path: Path) -> dict[str, Any]:

@@ -30,9 +30,13 @@ from mirbad_runtime import (
     ContainerServices,
     ExecutableCatalog,
     FileInstanceKeyProtector,
+    GpuProcessProbe,
+    HostdGpuProcessProbe,
     InstanceKeyProtector,
     MemoryProbe,
     NvidiaSmiProbe,
+    NvidiaSmiProcessProbe,
+    PreferredGpuProcessProbe,
     ProcessDriver,
     ProcessDriverConfig,
     ProcessHost,
@@ -99,6 +103,8 @@ async def compose_services(
         reserve_gib=settings.memory_reserve_gib, gpu_probe=gpu_probe, fake_total_gib=settings.fake_total_gib
     )
     catalog = next((composed.catalog for composed in drivers if composed.catalog is not None), None)
+    gateway = HostServicesGateway(settings.hostd_socket) if settings.hostd_socket else None
+    gpu_processes = _gpu_processes(settings, gateway)
     return AgentServices(
         runtimes=NodeRuntimes(drivers),
         memory=memory,
@@ -111,16 +117,29 @@ async def compose_services(
         start_slot_timeout_s=settings.start_slot_timeout_s,
         proxy_idle_timeout_s=settings.proxy_idle_timeout_s,
         downloads=_download_manager(settings),
-        host_services=HostServicesGateway(settings.hostd_socket) if settings.hostd_socket else None,
-        host_containers=_container_services(settings, drivers),
+        host_services=gateway,
+        host_containers=_container_services(settings, drivers, gpu_processes),
+        gpu_processes=gpu_processes,
     )
 
 
-def _container_services(settings: AgentSettings, drivers: list[ComposedDriver]) -> ContainerServices | None:
+def _gpu_processes(settings: AgentSettings, gateway: HostServicesGateway | None) -> GpuProcessProbe | None:
+    # hostd first: as root on the host it reads every pid's cgroup, also for an agent in a container.
+    probes: list[GpuProcessProbe] = []
+    if gateway is not None:
+        probes.append(HostdGpuProcessProbe(gateway.client))
+    if settings.nvidia_smi:
+        probes.append(NvidiaSmiProcessProbe(settings.nvidia_smi))
+    return PreferredGpuProcessProbe(probes) if probes else None
+
+
+def _container_services(
+    settings: AgentSettings, drivers: list[ComposedDriver], gpu: GpuProcessProbe | None
+) -> ContainerServices | None:
     # Only where the container driver composed, i.e. dockerd answered at start-up.
     if not any(info.kind == "container" for composed in drivers for info in composed.runtimes):
         return None
-    return ContainerServices(settings.docker.url, timeout_s=settings.docker.timeout_s)
+    return ContainerServices(settings.docker.url, timeout_s=settings.docker.timeout_s, gpu=gpu)
 
 
 def _download_manager(settings: AgentSettings) -> DownloadManager | None:

@@ -17,6 +17,7 @@ from mirbad_runtime import (
     AdmissionController,
     ContainerServices,
     ExecutableCatalog,
+    GpuProcessProbe,
     MemoryProbe,
     TelemetryRing,
 )
@@ -76,6 +77,8 @@ class AgentServices:
         downloads: the download jobs (run in the app's lifespan); None on a node that offers none.
         host_services: the gateway to the node's hostd (probed in the app's lifespan); None: no hostd.
         host_containers: the node's Docker containers as host services; None on a node without Docker.
+        gpu_processes: lists the GPU's compute processes for each model's GPU memory in telemetry;
+            None: telemetry carries no GPU memory.
     """
 
     def __init__(
@@ -97,6 +100,7 @@ class AgentServices:
         downloads: DownloadManager | None = None,
         host_services: HostServicesGateway | None = None,
         host_containers: ContainerServices | None = None,
+        gpu_processes: GpuProcessProbe | None = None,
     ) -> None:
         self.runtimes = runtimes
         self.memory = memory
@@ -120,7 +124,8 @@ class AgentServices:
         self.downloads = downloads
         self.host_services = host_services
         self.host_containers = host_containers
-        self.telemetry = TelemetryCollector(runtimes, self.lifecycle, self.ring, self.http)
+        self.gpu_processes = gpu_processes
+        self.telemetry = TelemetryCollector(runtimes, self.lifecycle, self.ring, self.http, gpu=gpu_processes)
 
     def info(self) -> AgentInfo:
         """What this agent reports at ``GET /agent/v1/runtimes``."""

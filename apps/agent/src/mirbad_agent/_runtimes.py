@@ -25,6 +25,7 @@ from mirbad_protocol import (
 )
 from mirbad_runtime import (
     ExecutableCatalog,
+    GpuOwner,
     LaunchRejectedError,
     ModelNotFoundError,
     RuntimeDriver,
@@ -184,6 +185,17 @@ class NodeRuntimes:
                 continue
             if measured is not None:
                 return measured
+        return None
+
+    async def gpu_owner(self, model_id: str) -> GpuOwner | None:
+        """What the model's GPU processes are found by, from the first driver that runs it (None if none)."""
+        for composed in self.drivers:
+            try:
+                owner = await composed.driver.gpu_owner(model_id)
+            except (ModelNotFoundError, RuntimeUnavailableError):
+                continue
+            if owner is not None:
+                return owner
         return None
 
     async def adopt(self) -> list[ModelStatus]:

@@ -1,18 +1,32 @@
 """The agent's telemetry loop: every few seconds, each model's ``/metrics`` into the telemetry ring.
 
 Each sample also carries the memory the model's server measurably uses (its process's resident set,
-its container's usage), so the portal can show it beside the budget admission reserved.
+its container's usage), so the portal can show it beside the budget admission reserved, and the GPU
+memory of its compute processes as the GPU reports them: the GPU processes are read once per pass
+(hostd first, else nvidia-smi here) and put on the models by container or process tree
+(:func:`mirbad_runtime.model_gpu_bytes`).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import anyio
+import anyio.to_thread
 import httpx
 
 from mirbad_protocol import MirbadError, ModelState
-from mirbad_runtime import TelemetryRing, scrape
+from mirbad_runtime import (
+    GpuOwner,
+    GpuProcessProbe,
+    GpuProcessReading,
+    TelemetryRing,
+    model_gpu_bytes,
+    parent_pid,
+    scrape,
+)
 
 from ._lifecycle import ModelLifecycle
 from ._runtimes import NodeRuntimes
@@ -33,6 +47,9 @@ class TelemetryCollector:
         ring: where samples go; a sample gets its rates from the model's previous one.
         http: the client for scrapes (the collector does not close it).
         scrape_timeout_s: bound on one model's scrape.
+        gpu: lists the GPU's compute processes; None: samples carry no GPU memory.
+        gpu_timeout_s: bound on that read (hostd's telemetry bound is 3 s; nvidia-smi's own is 5 s).
+        parent_of: a process's parent, for native models' process trees (a test's fake tree).
     """
 
     def __init__(
@@ -43,12 +60,18 @@ class TelemetryCollector:
         http: httpx.AsyncClient,
         *,
         scrape_timeout_s: float = 5.0,
+        gpu: GpuProcessProbe | None = None,
+        gpu_timeout_s: float = 6.0,
+        parent_of: Callable[[int], int | None] = parent_pid,
     ) -> None:
         self._runtimes = runtimes
         self._lifecycle = lifecycle
         self._ring = ring
         self._http = http
         self._scrape_timeout_s = scrape_timeout_s
+        self._gpu = gpu
+        self._gpu_timeout_s = gpu_timeout_s
+        self._parent_of = parent_of
 
     async def run(self, interval_s: float) -> None:
         """Scrape every ``interval_s`` seconds until cancelled; a failing pass is logged, never fatal."""
@@ -70,12 +93,48 @@ class TelemetryCollector:
         statuses = await self._runtimes.list_statuses()
         self._lifecycle.settle(statuses)
         self._ring.retain({status.id for status in statuses if status.state is not ModelState.STOPPED})
+        ready = [status.id for status in statuses if status.state is ModelState.READY]
+        gpu = await self._gpu_memory(ready)
         async with anyio.create_task_group() as group:
-            for status in statuses:
-                if status.state is ModelState.READY:
-                    group.start_soon(self._scrape, status.id)
+            for model_id in ready:
+                group.start_soon(self._scrape, model_id, gpu.get(model_id, {}))
 
-    async def _scrape(self, model_id: str) -> None:
+    async def _gpu_memory(self, model_ids: list[str]) -> dict[str, dict[str, Any]]:
+        # The sample fields of each model that has a GPU reading; {} for all when there is none.
+        if self._gpu is None or not model_ids:
+            return {}
+        with anyio.move_on_after(self._gpu_timeout_s):
+            try:
+                reading = await self._gpu.read()
+            except MirbadError as exc:
+                logger.debug("no GPU processes read: %s", exc)
+                return {}
+            if reading is None:
+                return {}
+            owners = {model_id: await self._owner(model_id) for model_id in model_ids}
+            found = await anyio.to_thread.run_sync(self._attributed, reading, owners)
+            return {
+                model_id: {"gpu_memory_bytes": used, "gpu_memory_source": reading.source}
+                for model_id, used in found.items()
+            }
+        logger.debug("no GPU processes read within %.0f s", self._gpu_timeout_s)
+        return {}
+
+    async def _owner(self, model_id: str) -> GpuOwner | None:
+        try:
+            return await self._runtimes.gpu_owner(model_id)
+        except MirbadError as exc:
+            logger.debug("no GPU owner of %s: %s", model_id, exc)
+            return None
+
+    def _attributed(
+        self, reading: GpuProcessReading, owners: Mapping[str, GpuOwner | None]
+    ) -> dict[str, int | None]:
+        # Blocking: the ancestry walk reads /proc. A model whose owner is unknown gets no GPU fields.
+        known = {model_id: owner for model_id, owner in owners.items() if owner is not None}
+        return model_gpu_bytes(reading.processes, known, self._parent_of)
+
+    async def _scrape(self, model_id: str, gpu: Mapping[str, Any]) -> None:
         try:
             url, headers = await self._runtimes.upstream(model_id)
             sample = await scrape(
@@ -90,7 +149,8 @@ class TelemetryCollector:
             logger.debug("no metrics from %s: %s", model_id, exc)
             return
         memory = await self._measured(model_id)
-        self._ring.add(sample.model_copy(update={"memory_bytes": memory}) if memory is not None else sample)
+        update = {**gpu, "memory_bytes": memory} if memory is not None else dict(gpu)
+        self._ring.add(sample.model_copy(update=update) if update else sample)
 
     async def _measured(self, model_id: str) -> int | None:
         # Bounded on its own: a slow `docker stats` on a busy dockerd must not hold the pass past its

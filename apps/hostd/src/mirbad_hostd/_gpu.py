@@ -1,20 +1,26 @@
 """GPU processes: nvidia-smi's compute apps, each with its owner read from ``/proc/<pid>/cgroup``.
 
-A process in a Docker container has ``docker-<64 hex>.scope`` (systemd cgroup driver) or
-``/docker/<64 hex>`` (cgroupfs driver) in its cgroup path; any other process belongs to the innermost
-``.service`` unit of its path. The ``/proc`` root is a setting so tests give a fake tree.
+Both formats are read by :mod:`mirbad_protocol` (the node agent reads them too, where it runs on the
+host without hostd); this module runs nvidia-smi and reads the files. The ``/proc`` root is a setting
+so tests give a fake tree.
 """
 
 from __future__ import annotations
 
-import math
-import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 import anyio
+
+from mirbad_protocol import (
+    COMPUTE_APPS_QUERY_ARGS,
+    CgroupOwner,
+    ComputeAppsFormatError,
+    cgroup_owner,
+    read_compute_apps,
+)
 
 from .exceptions import GpuQueryError
 
@@ -27,29 +33,10 @@ __all__ = [
     "parse_compute_apps",
 ]
 
-GPU_QUERY_ARGS: Final = (
-    "--query-compute-apps=pid,process_name,used_memory",
-    "--format=csv,noheader,nounits",
-)
+GPU_QUERY_ARGS: Final = COMPUTE_APPS_QUERY_ARGS
 """The arguments of hostd's one nvidia-smi query: a CSV row per compute process, memory in MiB."""
 
-_CONTAINER: Final = re.compile(r"(?:docker-([0-9a-f]{64})\.scope|/docker/([0-9a-f]{64}))(?:/|$)")
 _SHOWN_ERROR: Final = 500
-
-
-@dataclass(frozen=True)
-class CgroupOwner:
-    """Who a process belongs to, from its cgroup file.
-
-    Attributes:
-        path: its cgroup path (the unified hierarchy's, else systemd's named one).
-        container_id: the Docker container it runs in.
-        unit: the innermost ``.service`` of its path when it is in no container.
-    """
-
-    path: str | None = None
-    container_id: str | None = None
-    unit: str | None = None
 
 
 @dataclass(frozen=True)
@@ -65,42 +52,16 @@ class GpuProcessRow:
 def parse_compute_apps(text: str) -> list[tuple[int, str, float]]:
     """Parse nvidia-smi run with :data:`GPU_QUERY_ARGS`: ``(pid, process name, used MiB)`` per row.
 
-    The name sits between the pid and the memory, so a comma inside it does not shift the columns;
-    an unreadable memory value (``[N/A]`` under some drivers) reads as 0.
+    An unreadable memory value (``[N/A]`` under some drivers) reads as 0: hostd's contract has a number.
 
     Raises:
         GpuQueryError: a row without three columns or with a bad pid.
     """
-    rows: list[tuple[int, str, float]] = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        raw = line.split(",")
-        cells = [cell.strip() for cell in raw]
-        if len(cells) < 3 or not cells[0].isascii() or not cells[0].isdigit():
-            raise GpuQueryError(f"unreadable nvidia-smi row {line!r}")
-        try:
-            used = max(float(cells[-1]), 0.0)
-        except ValueError:
-            used = 0.0
-        rows.append((int(cells[0]), ",".join(raw[1:-1]).strip(), used if math.isfinite(used) else 0.0))
-    return rows
-
-
-def cgroup_owner(text: str) -> CgroupOwner:
-    """Read a ``/proc/<pid>/cgroup`` file's owner (see the module docstring)."""
-    paths = [line.split(":", 2)[2] for line in text.splitlines() if line.count(":") >= 2]
-    for candidate in paths:
-        found = _CONTAINER.search(candidate)
-        if found:
-            return CgroupOwner(path=candidate, container_id=found.group(1) or found.group(2))
-    unified = next((line[3:] for line in text.splitlines() if line.startswith("0::")), None)
-    named = next((line.split(":", 2)[2] for line in text.splitlines() if ":name=systemd:" in line), None)
-    path = unified or named
-    if not path:
-        return CgroupOwner()
-    services = [part for part in path.split("/") if part.endswith(".service")]
-    return CgroupOwner(path=path, unit=services[-1] if services else None)
+    try:
+        apps = read_compute_apps(text)
+    except ComputeAppsFormatError as exc:
+        raise GpuQueryError(str(exc)) from None
+    return [(app.pid, app.name, app.used_mib or 0.0) for app in apps]
 
 
 class GpuProcesses:

@@ -157,6 +157,7 @@ from ._enroll import (
     enroll_error_body,
 )
 from ._gguf import GgufInfo
+from ._gpu_processes import COMPUTE_APPS_QUERY_ARGS, CgroupOwner, ComputeApp, cgroup_owner, read_compute_apps
 from ._hostd import (
     HOSTD_ACTIONS,
     MAX_UNIT_NAME_LENGTH,
@@ -241,6 +242,7 @@ from ._user_input import (
 from ._wire import WireModel, field_error_from_validation
 from .exceptions import (
     CertificateRequestError,
+    ComputeAppsFormatError,
     InsecureKeyFileError,
     InvalidFieldError,
     MirbadError,
@@ -258,6 +260,7 @@ __all__ = [
     "API_KEY_SECRET_PREFIX",
     "CA_CERTIFICATE_FILE",
     "CA_KEY_FILE",
+    "COMPUTE_APPS_QUERY_ARGS",
     "CONTAINER_ACTIONS",
     "DEFAULT_AGENT_PORT",
     "DEFAULT_CA_VALIDITY",
@@ -327,7 +330,10 @@ __all__ = [
     "CertificateIdentity",
     "CertificateRequestError",
     "CertificatesSource",
+    "CgroupOwner",
     "ColdPromptResult",
+    "ComputeApp",
+    "ComputeAppsFormatError",
     "ConcurrencyLevelResult",
     "ContainerAction",
     "ContainerActionResult",
@@ -442,6 +448,7 @@ __all__ = [
     "certificate_request_to_pem",
     "certificates_from_pem",
     "certificates_to_pem",
+    "cgroup_owner",
     "check_download_folder",
     "check_request_key",
     "check_storable_text",
@@ -461,6 +468,7 @@ __all__ = [
     "private_key_to_pem",
     "proxy_path",
     "read_certificates",
+    "read_compute_apps",
     "read_private_key",
     "remove_stale_temp_files",
     "requested_names",

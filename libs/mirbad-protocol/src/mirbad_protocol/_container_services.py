@@ -94,6 +94,9 @@ class ContainerService(WireModel):
         status: Docker's status text (``Up 3 hours``).
         restart_policy: its restart policy (autostart).
         memory_bytes: memory from one-shot stats, usage less the inactive page cache; None when stopped.
+        gpu_memory_bytes: the GPU memory of its processes (nvidia-smi's compute apps whose cgroup is
+            the container's), summed; 0 when none is on the GPU; None when stopped, on a node without
+            an NVIDIA GPU, or when the GPU processes could not be read.
     """
 
     name: Annotated[str, AfterValidator(container_service_name)]
@@ -103,6 +106,7 @@ class ContainerService(WireModel):
     status: str = ""
     restart_policy: RestartPolicy = Field(default_factory=RestartPolicy)
     memory_bytes: int | None = None
+    gpu_memory_bytes: int | None = None
 
     @property
     def autostart(self) -> bool:

@@ -78,6 +78,11 @@ class ModelMetrics(WireModel):
     resident set, a container's memory usage), None where the agent cannot measure it or is older.
     ``prefix_cache_hits_total`` is the server's counter of prompt tokens served from its prefix cache
     (vLLM's ``vllm:prefix_cache_hits_total``), None where the server has none (llama-server).
+    ``gpu_memory_bytes`` is the GPU memory of the model's compute processes as the GPU reports them
+    (nvidia-smi's compute apps in its container, or its server's process and every process below it),
+    and ``gpu_memory_source`` who listed them (``hostd``, or ``nvidia-smi`` run by the agent itself);
+    both None where no GPU processes could be read (no NVIDIA GPU, a failing nvidia-smi, an older
+    agent), and the size None also where the driver reports no per-process memory (``[N/A]``).
     """
 
     model_id: str
@@ -91,6 +96,9 @@ class ModelMetrics(WireModel):
     generation_tokens_per_second: float | None = None
     memory_bytes: Annotated[int, Field(ge=0)] | None = None
     prefix_cache_hits_total: float | None = None
+    gpu_memory_bytes: Annotated[int, Field(ge=0)] | None = None
+    # Text, not a Literal: a newer agent's source must still read on an older master.
+    gpu_memory_source: str | None = None
 
 
 class RouterModelStats(WireModel):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 __all__ = [
     "CertificateRequestError",
+    "ComputeAppsFormatError",
     "InsecureKeyFileError",
     "InvalidFieldError",
     "MirbadError",
@@ -71,3 +72,7 @@ class CertificateRequestError(PkiError, ValueError):
 
 class PinMismatchError(PkiError):
     """A peer's CA is not the pinned one, or its certificate does not chain to the pinned CA."""
+
+
+class ComputeAppsFormatError(MirbadProtocolError, ValueError):
+    """nvidia-smi's compute-apps output has a row that is not ``pid, name, used MiB``."""

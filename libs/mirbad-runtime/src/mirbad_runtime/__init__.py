@@ -17,6 +17,16 @@ from ._container_spec import MODEL_LABEL, ContainerDriverConfig, container_name
 from ._driver import FAILURE_LOG_LINES, RuntimeDriver
 from ._executables import CatalogedExecutable, ExecutableCatalog, is_executable_name, sha256_of_file
 from ._gguf import aread_gguf_info, read_gguf_info
+from ._gpu_attribution import GpuOwner, container_gpu_bytes, model_gpu_bytes, parent_pid
+from ._gpu_processes import (
+    GpuComputeProcess,
+    GpuProcessProbe,
+    GpuProcessReading,
+    GpuProcessSource,
+    HostdGpuProcessProbe,
+    NvidiaSmiProcessProbe,
+    PreferredGpuProcessProbe,
+)
 from ._hostd_client import DEFAULT_HOSTD_SOCKET, HostdClient
 from ._instance_keys import FileInstanceKeyProtector, InstanceKeyProtector, new_instance_key
 from ._memory_probe import DEFAULT_FAKE_TOTAL_GIB, MEMINFO_PATH, MemoryProbe, parse_meminfo
@@ -59,7 +69,13 @@ __all__ = [
     "ExecutableCatalog",
     "FileInstanceKeyProtector",
     "GgufFormatError",
+    "GpuComputeProcess",
+    "GpuOwner",
+    "GpuProcessProbe",
+    "GpuProcessReading",
+    "GpuProcessSource",
     "HostdClient",
+    "HostdGpuProcessProbe",
     "ImagePullError",
     "InstanceKeyProtector",
     "LaunchRejectedError",
@@ -68,7 +84,9 @@ __all__ = [
     "ModelBudget",
     "ModelNotFoundError",
     "NvidiaSmiProbe",
+    "NvidiaSmiProcessProbe",
     "PosixProcessHost",
+    "PreferredGpuProcessProbe",
     "ProcessDriver",
     "ProcessDriverConfig",
     "ProcessHost",
@@ -81,11 +99,14 @@ __all__ = [
     "WindowsProcessHost",
     "aread_gguf_info",
     "check_admission",
+    "container_gpu_bytes",
     "container_memory_bytes",
     "container_name",
     "is_executable_name",
     "is_host_service_container",
+    "model_gpu_bytes",
     "new_instance_key",
+    "parent_pid",
     "parse_gpu_rows",
     "parse_meminfo",
     "parse_metrics",

@@ -50,6 +50,7 @@ from ._docker_calls import (
 from ._docker_gateway import DockerGateway
 from ._docker_ports import ports_taken_by_containers
 from ._driver import FAILURE_LOG_LINES, RuntimeDriver
+from ._gpu_attribution import GpuOwner
 from ._memory_usage import container_memory_bytes
 from ._ports import loopback_port_free, lowest_free_port
 from .exceptions import LaunchRejectedError, ModelNotFoundError
@@ -203,6 +204,13 @@ class ContainerDriver(RuntimeDriver):
             f"read the memory of {model_id}", lambda client: read_stats(client, attrs["Id"])
         )
         return container_memory_bytes(stats)
+
+    async def gpu_owner(self, model_id: str) -> GpuOwner | None:
+        """The running container's full id (its processes' cgroups name it); None when not running."""
+        attrs = await self._inspect(model_id)
+        if attrs is None or container_phase(attrs) is not ContainerPhase.RUNNING:
+            return None
+        return GpuOwner(container_id=str(attrs["Id"]))
 
     async def aclose(self) -> None:
         """Close the Docker and HTTP clients; the containers keep running."""

@@ -4,14 +4,18 @@ Every container of the node's dockerd is one, except Mirbad's own (named ``mirba
 (labelled ``mirbad.model``) and download containers (``mirbad.download``): those belong to Mirbad's own
 lifecycle, and the Services page must not start or stop them behind its back. Memory comes from
 one-shot stats, usage less the inactive page cache (as ``docker stats`` shows it). Which containers may
-be touched at all is the master's whitelist; this module only refuses Mirbad's own kinds.
+be touched at all is the master's whitelist; this module only refuses Mirbad's own kinds. GPU memory
+comes from the GPU's compute processes, summed per container by their cgroups (see
+:mod:`mirbad_runtime._gpu_processes`), read once per listing before Docker is asked.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any, Final
 
+import anyio
 import docker
 from docker import DockerClient
 
@@ -29,10 +33,14 @@ from mirbad_protocol import (
 from ._container_spec import MODEL_LABEL
 from ._docker_calls import read_stats
 from ._docker_gateway import DockerGateway
+from ._gpu_attribution import container_gpu_bytes
+from ._gpu_processes import GpuProcessProbe
 from ._memory_usage import container_memory_bytes
-from .exceptions import HostContainerNotFoundError
+from .exceptions import HostContainerNotFoundError, MirbadRuntimeError
 
 __all__ = ["ContainerServices", "is_host_service_container"]
+
+logger = logging.getLogger(__name__)
 
 _POLICIES: Final[frozenset[str]] = frozenset({"no", "always", "unless-stopped", "on-failure"})
 _STOP_TIMEOUT_S: Final = 30  # Docker's own default is 10 s; a database deserves longer to flush
@@ -52,6 +60,8 @@ class ContainerServices:
         timeout_s: the HTTP timeout of docker-py's client.
         list_timeout_s: the bound of a listing (one inspect and one one-shot stats per container).
         action_timeout_s: the bound of an action (a stop waits for the container to exit).
+        gpu: lists the GPU's compute processes (each container's GPU memory); None: GPU memory unknown.
+        gpu_timeout_s: the bound of that read; past it GPU memory is unknown.
     """
 
     def __init__(
@@ -63,8 +73,12 @@ class ContainerServices:
         # (seen in CI) 15 s was not enough.
         list_timeout_s: float = 60.0,
         action_timeout_s: float = 60.0,
+        gpu: GpuProcessProbe | None = None,
+        gpu_timeout_s: float = 5.0,
     ) -> None:
         self._gateway = DockerGateway(base_url, max(timeout_s, action_timeout_s))
+        self._gpu = gpu
+        self._gpu_timeout_s = gpu_timeout_s
         self._list_timeout_s = list_timeout_s
         self._action_timeout_s = action_timeout_s
 
@@ -78,7 +92,10 @@ class ContainerServices:
         Raises:
             RuntimeUnavailableError: Docker did not answer in time or could not be reached.
         """
-        return await self._gateway.call("list containers", _list, timeout_s=self._list_timeout_s)
+        gpu = await self._gpu_bytes()
+        return await self._gateway.call(
+            "list containers", lambda client: _list(client, gpu), timeout_s=self._list_timeout_s
+        )
 
     async def container(self, name: str) -> ContainerService:
         """One container by name.
@@ -87,8 +104,9 @@ class ContainerServices:
             HostContainerNotFoundError: no such container, or one of Mirbad's own kinds.
             RuntimeUnavailableError: Docker did not answer.
         """
+        gpu = await self._gpu_bytes()
         return await self._gateway.call(
-            "inspect a container", lambda client: _one(client, name), timeout_s=self._list_timeout_s
+            "inspect a container", lambda client: _one(client, name, gpu), timeout_s=self._list_timeout_s
         )
 
     async def act(self, name: str, action: ContainerAction) -> ContainerActionResult:
@@ -125,25 +143,39 @@ class ContainerServices:
             # Any: the stubs' TypedDict for it is private to docker-py's stubs.
             restart: Any = {"Name": policy.name, "MaximumRetryCount": retries}
             client.api.update_container(container_id, restart_policy=restart)
-            return _one(client, name)
+            return _one(client, name, gpu)
 
+        gpu = await self._gpu_bytes()
         return await self._gateway.call("update a container", work, timeout_s=self._action_timeout_s)
 
+    async def _gpu_bytes(self) -> Mapping[str, int | None] | None:
+        # None: GPU memory unknown (no probe, no GPU, or the read failed or was slow); else by container id.
+        if self._gpu is None:
+            return None
+        with anyio.move_on_after(self._gpu_timeout_s):
+            try:
+                reading = await self._gpu.read()
+            except MirbadRuntimeError as exc:
+                logger.debug("no GPU memory for the container listing: %s", exc)
+                return None
+            return container_gpu_bytes(reading.processes) if reading is not None else None
+        return None
 
-def _list(client: DockerClient) -> ContainerServiceList:
+
+def _list(client: DockerClient, gpu: Mapping[str, int | None] | None) -> ContainerServiceList:
     found: list[ContainerService] = []
     for summary in client.api.containers(all=True):
         name = _name(summary.get("Names"))
         if name is None or not is_host_service_container(name, summary.get("Labels")):
             continue
         try:
-            found.append(_described(client, client.api.inspect_container(summary["Id"])))
+            found.append(_described(client, client.api.inspect_container(summary["Id"]), gpu))
         except docker.errors.NotFound:
             continue  # removed between the listing and the inspect
     return ContainerServiceList(containers=sorted(found, key=lambda service: service.name))
 
 
-def _one(client: DockerClient, name: str) -> ContainerService:
+def _one(client: DockerClient, name: str, gpu: Mapping[str, int | None] | None = None) -> ContainerService:
     try:
         details = client.api.inspect_container(name)
     except docker.errors.NotFound:
@@ -154,13 +186,17 @@ def _one(client: DockerClient, name: str) -> ContainerService:
     labels = (details.get("Config") or {}).get("Labels")
     if not is_host_service_container(name, labels):
         raise HostContainerNotFoundError(name)
-    return _described(client, details)
+    return _described(client, details, gpu)
 
 
-def _described(client: DockerClient, details: Mapping[str, Any]) -> ContainerService:
+def _described(
+    client: DockerClient, details: Mapping[str, Any], gpu: Mapping[str, int | None] | None
+) -> ContainerService:
     state = details.get("State") or {}
     running = bool(state.get("Running"))
     memory = container_memory_bytes(read_stats(client, details["Id"])) if running else None
+    # A running container with no compute process holds no GPU memory: 0, not unknown.
+    gpu_memory = gpu.get(details["Id"], 0) if running and gpu is not None else None
     return ContainerService(
         name=str(details.get("Name", "")).lstrip("/"),
         id=details["Id"],
@@ -169,6 +205,7 @@ def _described(client: DockerClient, details: Mapping[str, Any]) -> ContainerSer
         status=_status_text(state),
         restart_policy=_policy((details.get("HostConfig") or {}).get("RestartPolicy")),
         memory_bytes=memory,
+        gpu_memory_bytes=gpu_memory,
     )
 
 

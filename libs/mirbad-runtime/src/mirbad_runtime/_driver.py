@@ -9,6 +9,8 @@ from typing import Self
 
 from mirbad_protocol import ContainerLaunch, ModelStatus, ProcessLaunch
 
+from ._gpu_attribution import GpuOwner
+
 __all__ = ["FAILURE_LOG_LINES", "RuntimeDriver"]
 
 FAILURE_LOG_LINES = 20
@@ -83,6 +85,13 @@ class RuntimeDriver(ABC):
 
         A native process reports its resident set, a container its memory usage. The default measures
         nothing; so does a model that is not running.
+        """
+        return None
+
+    async def gpu_owner(self, model_id: str) -> GpuOwner | None:
+        """What the model's GPU processes are found by (its container, its server's pid); None if not running.
+
+        The default finds nothing: such a driver's models get no GPU memory in telemetry.
         """
         return None
 

@@ -38,6 +38,7 @@ from mirbad_protocol import (
 
 from ._driver import RuntimeDriver
 from ._executables import ExecutableCatalog
+from ._gpu_attribution import GpuOwner
 from ._instance_keys import InstanceKeyProtector, new_instance_key
 from ._memory_usage import process_rss_bytes
 from ._ports import loopback_port_free, lowest_free_port
@@ -232,6 +233,14 @@ class ProcessDriver(RuntimeDriver):
         if record is None or not await self._observer.alive(record.identity):
             return None
         return await anyio.to_thread.run_sync(process_rss_bytes, record.pid)
+
+    async def gpu_owner(self, model_id: str) -> GpuOwner | None:
+        """The model's server pid (its children count too); None when it is not running."""
+        record = await self._records.get(model_id)
+        # As for memory: a reused pid must not have another process's GPU memory put on the model.
+        if record is None or not await self._observer.alive(record.identity):
+            return None
+        return GpuOwner(pid=record.pid)
 
     async def aclose(self) -> None:
         """Close the HTTP client; the model processes keep running."""

@@ -23,6 +23,7 @@ import anyio
 from mirbad_protocol import ContainerLaunch, ModelState, ModelStatus, ProcessLaunch
 
 from ._driver import RuntimeDriver
+from ._gpu_attribution import GpuOwner
 from ._process_host import ProcessHost, ProcessIdentity
 from .exceptions import ModelNotFoundError
 
@@ -80,6 +81,7 @@ class FakeDriver(RuntimeDriver):
         self._instances: dict[str, _Instance] = {}
         self._upstreams: dict[str, str] = {}
         self._memory: dict[str, int | None] = {}
+        self._gpu_owners: dict[str, GpuOwner] = {}
         self._next_failure: BaseException | None = None
 
     def fail_next_start(self, error: BaseException) -> None:
@@ -101,6 +103,10 @@ class FakeDriver(RuntimeDriver):
     def set_memory(self, model_id: str, memory_bytes: int | None) -> None:
         """Make :meth:`memory_bytes` report ``memory_bytes`` for this model while it runs."""
         self._memory[model_id] = memory_bytes
+
+    def set_gpu_owner(self, model_id: str, owner: GpuOwner) -> None:
+        """Make :meth:`gpu_owner` report ``owner`` for this model while it runs."""
+        self._gpu_owners[model_id] = owner
 
     def set_upstream(self, model_id: str, url: str) -> None:
         """Make :meth:`upstream_url` return ``url`` for this model."""
@@ -167,6 +173,13 @@ class FakeDriver(RuntimeDriver):
         if instance is None or instance.state not in _RUNNING:
             return None
         return self._memory.get(model_id)
+
+    async def gpu_owner(self, model_id: str) -> GpuOwner | None:
+        """The owner given with :meth:`set_gpu_owner` while the model runs, else None."""
+        instance = self._instances.get(model_id)
+        if instance is None or instance.state not in _RUNNING:
+            return None
+        return self._gpu_owners.get(model_id)
 
     async def aclose(self) -> None:
         """Note that the driver was closed."""

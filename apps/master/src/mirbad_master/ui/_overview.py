@@ -1,4 +1,8 @@
-"""The Overview: fleet and per-node memory with its history, per-model memory and load, attention list."""
+"""The Overview: fleet and per-node memory with its history, per-model memory and load, attention list.
+
+The per-model chart plots what each model measurably held (:mod:`._model_memory`): its GPU processes
+where the node could list them, else the runtime's measure.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from ._format import DASH, gib, memory_in_use, pause_text, per_second, percent, 
 from ._layout import page_theme
 from ._marks import testid
 from ._memory_history import FLEET, MemoryHistory, MemorySample
+from ._model_memory import ModelMemoryLine, gpu_memory_text, model_memory_lines
 from ._portal import Portal
 
 __all__ = [
@@ -23,6 +28,7 @@ __all__ = [
     "REFRESH_S",
     "ChartColors",
     "history_chart_options",
+    "model_memory_chart_options",
     "render_overview",
 ]
 
@@ -55,9 +61,23 @@ DARK_CHART: Final = ChartColors(text="#e0e0e0", axis="#9e9e9e", grid="#3a3a3a", 
 
 def history_chart_options(history: MemoryHistory, *, dark: bool = False) -> dict[str, Any]:
     """The ECharts options of the memory history: the fleet's used memory and each node's."""
-    colors = DARK_CHART if dark else LIGHT_CHART
     series = [_line("Fleet", history.series(FLEET), area=True)]
     series += [_line(name, history.series(name)) for name in history.names()]
+    return _chart_options(series, dark=dark)
+
+
+def model_memory_chart_options(lines: list[ModelMemoryLine], *, dark: bool = False) -> dict[str, Any]:
+    """The ECharts options of the memory per model: one line per model and kind (GPU, RAM)."""
+    # Three decimals: a small model's few MiB would round to nothing. A lone sample (a model just
+    # Ready) gets its symbol, since a line needs two points to be seen.
+    series = [
+        _points(line.name, line.points, digits=3) | {"showSymbol": len(line.points) == 1} for line in lines
+    ]
+    return _chart_options(series, dark=dark)
+
+
+def _chart_options(series: list[dict[str, Any]], *, dark: bool) -> dict[str, Any]:
+    colors = DARK_CHART if dark else LIGHT_CHART
     text = {"color": colors.text}
     axis = {"lineStyle": {"color": colors.axis}}
     return {
@@ -91,16 +111,20 @@ def history_chart_options(history: MemoryHistory, *, dark: bool = False) -> dict
 
 
 def _line(name: str, samples: list[MemorySample], *, area: bool = False) -> dict[str, Any]:
-    line: dict[str, Any] = {
-        "name": name,
-        "type": "line",
-        "showSymbol": False,
-        "data": [[_ms(sample.at), round(sample.used_gib, 2)] for sample in samples],
-    }
+    line = _points(name, [(sample.at, sample.used_gib) for sample in samples])
     if area:
         # Drawn over the node lines: with one node they coincide, and the fleet's is the one to see.
         line.update(areaStyle={"opacity": 0.15}, z=3, lineStyle={"width": 3})
     return line
+
+
+def _points(name: str, points: list[tuple[datetime, float]], *, digits: int = 2) -> dict[str, Any]:
+    return {
+        "name": name,
+        "type": "line",
+        "showSymbol": False,
+        "data": [[_ms(at), round(value, digits)] for at, value in points],
+    }
 
 
 def _ms(at: datetime) -> int:
@@ -123,6 +147,14 @@ async def render_overview(portal: Portal, *, dark: bool) -> None:
         ui.label("Memory in use").classes("text-subtitle1")
         chart = ui.echart(history_chart_options(history, dark=is_dark_now())).classes("w-full h-64")
         testid(chart, "memory-chart")
+    with ui.card().classes("w-full"):
+        ui.label("Memory per model").classes("text-subtitle1")
+        ui.label(
+            "GPU: the model's processes as the GPU reports them. "
+            "RAM: its resident set or container memory, where the node lists no GPU processes."
+        ).classes("text-caption text-grey-7")
+        per_model = ui.echart(model_memory_chart_options([], dark=is_dark_now())).classes("w-full h-64")
+        testid(per_model, "model-memory-chart")
     attention = ui.column().classes("w-full")
 
     shown: list[FleetSnapshot] = []
@@ -143,6 +175,10 @@ async def render_overview(portal: Portal, *, dark: bool) -> None:
     def redraw() -> None:
         chart.options.update(history_chart_options(history, dark=is_dark_now()))
         chart.update()
+        model_ids = [row.id for row in shown[0].models] if shown else []
+        lines = model_memory_lines(portal.services.telemetry, model_ids)
+        per_model.options.update(model_memory_chart_options(lines, dark=is_dark_now()))
+        per_model.update()
 
     if theme is not None:
         theme.on_value_change(redraw)
@@ -205,6 +241,7 @@ def _models(rows: list[ModelRow]) -> None:
         {"name": "state", "label": "State", "field": "state", "align": "left"},
         {"name": "node", "label": "Node", "field": "node", "align": "left"},
         {"name": "memory", "label": "Memory", "field": "memory"},
+        {"name": "gpu", "label": "GPU memory", "field": "gpu"},
         {"name": "running", "label": "Running", "field": "running"},
         {"name": "waiting", "label": "Waiting", "field": "waiting"},
         {"name": "generation", "label": "Generation", "field": "generation"},
@@ -230,6 +267,7 @@ def _model_row(row: ModelRow) -> dict[str, Any]:
         "note": pause_text(row.view.pause) if row.view.pause is not None else "",
         "node": row.view.status.node_id or DASH,
         "memory": memory_in_use(metrics.memory_bytes if metrics else None, budget) if row.running else DASH,
+        "gpu": gpu_memory_text(metrics),
         "running": f"{metrics.requests_running:g}" if metrics else DASH,
         "waiting": f"{metrics.requests_waiting:g}" if metrics else DASH,
         "generation": per_second(metrics.generation_tokens_per_second if metrics else None),

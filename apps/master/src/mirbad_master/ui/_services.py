@@ -303,8 +303,8 @@ def _container_row(
         state = container.state if container is not None else "missing"
         testid(ui.label(state), f"container-state-{name}")
         ui.label(f"RAM {_ram(container.memory_bytes if container else None)}")
-        # Docker does not say which GPU memory a container holds; hostd's per-unit figure has no twin here.
-        ui.label("GPU —")
+        gpu_bytes = container.gpu_memory_bytes if container else None  # its processes' cgroups, summed
+        ui.label(f"GPU {_gpu(gpu_bytes / _MIB if gpu_bytes else 0)}")
         ui.space()
         for action in ("start", "stop", "restart"):
             testid(
