@@ -59,6 +59,8 @@ while [ "$#" -gt 0 ]; do
 done
 
 [ "$(id -u)" -eq 0 ] || die "run as root"
+# "/" becomes "" so "$root/etc" reads /etc; --root DIR must be absolute (mktemp and the tools run elsewhere).
+case "$root" in /*) ;; *) die "--root must be an absolute path, not $root" 2 ;; esac
 root=${root%/}
 etc="$root/etc/mirbad"
 config="$etc/agent.toml"
@@ -141,7 +143,7 @@ else
     echo "no docker group: the agent runs native models only (rerun after installing Docker)"
 fi
 chmod 0644 "$sysusers"
-systemd-sysusers --root="$root" "$(basename "$sysusers")"
+systemd-sysusers --root="${root:-/}" "$(basename "$sysusers")"
 ids=$(awk -F: -v u="$user" '$1 == u { print $3 ":" $4 }' "$root/etc/passwd")
 [ -n "$ids" ] || die "systemd-sysusers made no user $user"
 

@@ -25,6 +25,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
+from tests._support.real_parts import uv_path
 
 pytestmark = [pytest.mark.deploy, pytest.mark.timeout(180)]
 
@@ -87,7 +88,7 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The sdists and wheels of every member, built by ``uv build`` into a folder of their own."""
     out = tmp_path_factory.mktemp("dist")
     result = subprocess.run(
-        ["uv", "build", "--all-packages", "--out-dir", str(out)],
+        [uv(), "build", "--all-packages", "--out-dir", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -96,6 +97,12 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     assert result.returncode == 0, result.stderr[-4000:]
     return out
+
+
+def uv() -> str:
+    found = uv_path()
+    assert found is not None  # the deploy tier's probe says so before any test runs
+    return found
 
 
 def wheel(dist: Path, name: str) -> Path:
@@ -172,9 +179,9 @@ def test_twine_check_passes(dist: Path) -> None:
 def test_each_wheel_installs_alone_and_imports(dist: Path, tmp_path: Path, name: str) -> None:
     venv = tmp_path / "venv"
     python = venv / "bin" / "python"
-    run(["uv", "venv", "--quiet", "--python", sys.executable, str(venv)], tmp_path)
+    run([uv(), "venv", "--quiet", "--python", sys.executable, str(venv)], tmp_path)
     wheels = [str(wheel(dist, package)) for package in closure(name)]
-    run(["uv", "pip", "install", "--quiet", "--python", str(python), *wheels], tmp_path)
+    run([uv(), "pip", "install", "--quiet", "--python", str(python), *wheels], tmp_path)
 
     module, command = IMPORTS[name]
     probe = f"import sys, {module}; print(sorted(m.split('.')[0] for m in sys.modules))"
