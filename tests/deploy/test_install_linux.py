@@ -145,6 +145,15 @@ def test_the_installer_enrolls_installs_reruns_and_uninstalls(
     assert "KillMode=process" in unit
     dropin = host.root / "etc" / "systemd" / "system" / "mirbad-agent.service.d" / "model-roots.conf"
     assert dropin.read_text() == "[Service]\nReadWritePaths=-/srv/models\n"
+    # The unit as installed, with its drop-in beside it (verify reads that folder's drop-ins too).
+    verify = subprocess.run(
+        ["systemd-analyze", "verify", str(dropin.parent.parent / "mirbad-agent.service")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (verify.returncode, verify.stdout + verify.stderr) == (0, "")
 
     # Idempotent: a rerun needs no token, keeps the identity and the settings, restarts the agent.
     files = host.files()
