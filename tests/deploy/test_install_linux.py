@@ -8,6 +8,7 @@ listener's clock, so that case runs against the master's enroll app (:func:`enro
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import stat
@@ -24,7 +25,8 @@ import anyio.to_thread
 import pytest
 from tests._support.asgi_server import free_port
 from tests._support.enroll_master import enroll_master
-from tests._support.mirbad_up import Admin, Up
+from tests._support.mirbad_up import WAIT_S, Admin, Up
+from tests._support.polling import until
 
 from mirbad_agent import load_settings
 from mirbad_protocol import JoinToken, TlsCredentials, certificate_identity, spki_pin
@@ -92,7 +94,8 @@ def master(tmp_path: Path) -> Iterator[tuple[Admin, Up]]:
     """``mirbad up`` on loopback (its local agent without Docker) and the admin API signed in."""
     config = tmp_path / "agent-extra.json"
     config.write_text('{"docker": {"enabled": false}}')
-    up = Up(tmp_path / "data", free_port(), free_port(), config, dict(os.environ))
+    env = {**os.environ, "MIRBAD_HEALTH_POLL_S": "0.5"}  # the node poll that finds the installed agent
+    up = Up(tmp_path / "data", free_port(), free_port(), config, env)
     try:
         admin = Admin(up.base_url, up.first_run_password(up.start()))
         try:
@@ -103,9 +106,30 @@ def master(tmp_path: Path) -> Iterator[tuple[Admin, Up]]:
         up.kill_everything()
 
 
-def issue(admin: Admin, node: str) -> tuple[str, str]:
+@contextlib.contextmanager
+def serving_agent(host: Host, port: int, log: Path) -> Iterator[None]:
+    """``mirbad-agent serve`` as the unit's ExecStart runs it, on a loopback port, until the block ends."""
+    argv = [str(AGENT_BIN), "serve", "--config", str(host.root / "etc" / "mirbad" / "agent.toml")]
+    argv += ["--state-dir", str(host.root / "var" / "lib" / "mirbad-agent")]
+    argv += ["--model-root", str(host.root / "srv" / "models"), "--host", "127.0.0.1", "--port", str(port)]
+    argv += ["--no-docker", "--no-process-host"]
+    with log.open("w") as output:
+        agent = subprocess.Popen(argv, stdout=output, stderr=subprocess.STDOUT, env=host.env)
+    try:
+        yield
+    finally:
+        agent.terminate()
+        try:
+            agent.wait(WAIT_S)
+        except subprocess.TimeoutExpired:
+            agent.kill()
+            agent.wait(WAIT_S)
+
+
+def issue(admin: Admin, node: str, agent_url: str) -> tuple[str, str]:
     """A join token from the admin API: the ``--master`` and ``--token`` of its install command."""
-    issued = admin.ok("POST", "/api/nodes/enrollment-tokens", json={"nodeName": node})
+    body = {"nodeName": node, "agentUrl": agent_url}
+    issued = admin.ok("POST", "/api/nodes/enrollment-tokens", json=body)
     argv: Sequence[str] = shlex.split(issued["installCommand"])
     return argv[argv.index("--master") + 1], argv[argv.index("--token") + 1]
 
@@ -115,10 +139,12 @@ def test_the_installer_enrolls_installs_reruns_and_uninstalls(
 ) -> None:
     admin, _ = master
     host = make_host(tmp_path / "node", docker_group=True)
-    url, token = issue(admin, "gpu-7")
+    agent_port = free_port()
+    url, token = issue(admin, "gpu-7", f"https://127.0.0.1:{agent_port}")
 
     first = host.install(
-        *("--master", url, "--token", token, "--agent-bin", str(AGENT_BIN), "--model-root", "/srv/models")
+        *("--master", url, "--token", token, "--agent-bin", str(AGENT_BIN), "--model-root", "/srv/models"),
+        *("--san", "127.0.0.1"),
     )
     assert first.returncode == 0, first.stderr
     assert "enrolled as node gpu-7" in first.stdout
@@ -164,6 +190,15 @@ def test_the_installer_enrolls_installs_reruns_and_uninstalls(
     assert host.files() == files
     assert key.read_bytes() == key_bytes
     assert host.systemctl_calls() == START
+
+    # The agent serves with what the installer wrote, and the master, which registered the node at
+    # enrollment, reaches it over mutual TLS (only the paths under the throwaway root are moved).
+    with serving_agent(host, agent_port, tmp_path / "agent.log"):
+        until(
+            lambda: admin.ok("GET", "/api/nodes/gpu-7")["reachable"],
+            lambda: f"the master never reached the installed agent:\n{(tmp_path / 'agent.log').read_text()}",
+            timeout_s=WAIT_S,
+        )
 
     # The token was spent: on another machine it exits 2 with the master's message, installing nothing.
     other = make_host(tmp_path / "other", docker_group=True)
