@@ -95,11 +95,33 @@ def vllm_missing() -> str | None:
 
 
 def deploy_missing() -> str | None:
-    """Why the deploy files cannot be checked (``systemd-analyze verify``, ``shellcheck``), or None."""
-    absent = [tool for tool in ("systemd-analyze", "shellcheck") if shutil.which(tool) is None]
+    """Why the deploy files cannot be checked, or None.
+
+    ``systemd-analyze verify`` and ``shellcheck`` check the files; the Linux installer runs for real
+    (as root: it creates its user with ``systemd-sysusers`` and chowns the state folder) and ``uv build``
+    builds every workspace member.
+    """
+    tools = ("systemd-analyze", "systemd-sysusers", "shellcheck")
+    absent = [tool for tool in tools if shutil.which(tool) is None]
+    if uv_path() is None:
+        absent.append("uv")
     if absent:
-        return f"{' and '.join(absent)} not installed (Debian packages systemd, shellcheck)"
+        return f"{' and '.join(absent)} not installed (Debian packages systemd, shellcheck; uv)"
+    if os.geteuid() != 0:
+        return "the installer tests run as root (its chown of the state folder)"
     return None
+
+
+def uv_path() -> str | None:
+    """uv on PATH, else the one pip installed as the ``uv`` package (where dev.py bootstraps it)."""
+    found = shutil.which("uv")
+    if found is not None:
+        return found
+    try:
+        import uv  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return None
+    return str(uv.find_uv_bin())
 
 
 PROBES: dict[str, Callable[[], str | None]] = {

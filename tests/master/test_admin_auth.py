@@ -227,3 +227,31 @@ async def test_mirbad_admin_reset_password(tmp_path: Path, capsys: pytest.Captur
     out = capsys.readouterr().out
     password = out.splitlines()[0].rsplit(" ", 1)[1]
     await AdminAuth(data_dir).check_password(password, "client")
+
+
+async def test_mirbad_admin_reset_password_from_a_file_prints_nothing_of_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # How the Kubernetes master takes its password from a Secret (deploy/k8s/master.yaml).
+    data_dir = tmp_path / "data"
+    secret = tmp_path / "admin-password"
+    secret.write_text("correct horse battery staple\n")
+    assert main(["admin", "reset-password", "--data-dir", str(data_dir), "--password-file", str(secret)]) == 0
+
+    out = capsys.readouterr().out
+    assert "correct horse" not in out
+    assert f"set from {secret}" in out
+    await AdminAuth(data_dir).check_password("correct horse battery staple", "client")
+
+
+def test_a_short_password_file_is_refused_naming_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    secret = tmp_path / "admin-password"
+    secret.write_text("short\n")
+    data_dir = tmp_path / "data"
+    with pytest.raises(SystemExit) as exited:
+        main(["admin", "reset-password", "--data-dir", str(data_dir), "--password-file", str(secret)])
+    assert exited.value.code == 2
+    assert "--password-file" in capsys.readouterr().err
+    assert not (data_dir / "admin.json").exists()

@@ -132,9 +132,13 @@ class AdminAuth:
             return None
         return self.reset_password()
 
-    def reset_password(self) -> str:
-        """Replace the password with a new random one and return it (shown once, never stored)."""
-        password = secrets.token_urlsafe(_PASSWORD_BYTES)
+    def reset_password(self, password: str | None = None) -> str:
+        """Replace the password and return it (shown once, never stored).
+
+        Args:
+            password: the new password (a Kubernetes Secret's, say); a new random one when None.
+        """
+        password = secrets.token_urlsafe(_PASSWORD_BYTES) if password is None else password
         salt = secrets.token_bytes(16)
         key = _derive(password, salt, _SCRYPT_N, _SCRYPT_R, _SCRYPT_P)
         document = {

@@ -123,6 +123,11 @@ def _add_admin(commands: Any) -> None:
     actions = admin.add_subparsers(dest="action", required=True, parser_class=_Parser)
     reset = actions.add_parser("reset-password", help="make a new administrator password and print it")
     _add_data_dir(reset)
+    reset.add_argument(
+        "--password-file",
+        type=Path,
+        help="take the password from this file (its first line; '-' reads stdin) and print nothing of it",
+    )
 
 
 def _add_data_dir(parser: argparse.ArgumentParser) -> None:
@@ -162,11 +167,27 @@ def _run_up(ns: argparse.Namespace) -> int:
 
 def _run_admin(ns: argparse.Namespace) -> None:
     settings = load_master_settings(os.environ, {"data_dir": ns.data_dir})
-    password = AdminAuth(settings.data_dir).reset_password()
+    given = _given_password(ns.password_file) if ns.password_file is not None else None
+    password = AdminAuth(settings.data_dir).reset_password(given)
     # The first run's password file (if any) no longer opens anything; it would only mislead.
     (settings.data_dir / INITIAL_PASSWORD_FILE).unlink(missing_ok=True)
-    print(f"new administrator password: {password}")
+    if given is not None:
+        # A Secret's value must not end up in a container log.
+        print(f"administrator password set from {ns.password_file}")
+    else:
+        print(f"new administrator password: {password}")
     print("(only its hash is kept; a running master ends every portal session and uses it at once)")
+
+
+_MIN_PASSWORD_LENGTH = 12
+
+
+def _given_password(path: Path) -> str:
+    lines = _read_text(path).splitlines()
+    password = lines[0] if lines else ""
+    if len(password) < _MIN_PASSWORD_LENGTH:
+        _fail(f"--password-file: the password must be at least {_MIN_PASSWORD_LENGTH} characters")
+    return password
 
 
 def _announce(message: str) -> None:
