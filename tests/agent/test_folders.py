@@ -131,6 +131,22 @@ async def test_files_are_found_in_the_first_root_that_has_them(
 
 
 @pytest.mark.anyio
+async def test_present_finds_files_and_folders_as_a_launch_does(
+    tree: tuple[Path, Path], tmp_path: Path
+) -> None:
+    (tmp_path / "mounted").mkdir()
+    folders = ModelFolders([tree[0]], mount=tmp_path)
+    paths = [TINY_MODEL_PATH, "a", "link-in/b.txt", "mounted", "a/missing", "link-out", "file-out",
+             "dangling", "a/loop", "../root/a", "/etc", "", "."]  # fmt: skip
+
+    found = await folders.present(paths)
+
+    assert [file.path for file in found] == paths
+    assert [file.path for file in found if file.present] == [TINY_MODEL_PATH, "a", "link-in/b.txt", "mounted"]
+    assert folders.roots == (tree[0],)  # the mount is looked in, never listed
+
+
+@pytest.mark.anyio
 async def test_gguf_info_reads_the_header(folders: ModelFolders) -> None:
     info = await folders.gguf_info(TINY_MODEL_PATH)
     assert (info.architecture, info.block_count, info.context_length) == ("llama", TINY.layers, TINY.context)

@@ -113,6 +113,7 @@ async def compose_services(
         downloads=_download_manager(settings),
         host_services=HostServicesGateway(settings.hostd_socket) if settings.hostd_socket else None,
         host_containers=_container_services(settings, drivers),
+        models_mount=settings.models_host_path if settings.docker.enabled else None,
     )
 
 

@@ -40,6 +40,7 @@ _BASE_FEATURES = (
     FeatureFlag.TELEMETRY_RING,
     FeatureFlag.LOGS_FOLLOW,
     FeatureFlag.FOLDERS_LIST,
+    FeatureFlag.MODEL_FILES,
 )
 _HTTP_TIMEOUT_S = 10.0
 
@@ -76,6 +77,8 @@ class AgentServices:
         downloads: the download jobs (run in the app's lifespan); None on a node that offers none.
         host_services: the gateway to the node's hostd (probed in the app's lifespan); None: no hostd.
         host_containers: the node's Docker containers as host services; None on a node without Docker.
+        models_mount: the folder the container driver mounts at ``/models``: looked in, besides the
+            model roots, when the master asks whether a model's files are on the node.
     """
 
     def __init__(
@@ -97,6 +100,7 @@ class AgentServices:
         downloads: DownloadManager | None = None,
         host_services: HostServicesGateway | None = None,
         host_containers: ContainerServices | None = None,
+        models_mount: Path | None = None,
     ) -> None:
         self.runtimes = runtimes
         self.memory = memory
@@ -106,7 +110,7 @@ class AgentServices:
         self.version = version or agent_version()
         self.telemetry_interval_s = telemetry_interval_s
         self.proxy_idle_timeout_s = proxy_idle_timeout_s
-        self.folders = ModelFolders(model_roots)
+        self.folders = ModelFolders(model_roots, mount=models_mount)
         self.ring = TelemetryRing(telemetry_capacity)
         self.admission = AdmissionController(memory.snapshot, start_slot_timeout_s=start_slot_timeout_s)
         self.lifecycle = ModelLifecycle(runtimes, self.admission, self.ring)
