@@ -182,6 +182,10 @@ def test_no_generated_path_reaches_outside_the_root(tree: tuple[Path, Path], pat
     else:
         assert real_root.joinpath(listing.path).resolve().is_relative_to(real_root)
         assert SECRET not in [entry.name for entry in listing.entries]
+    [checked] = anyio.run(folders.present, [path])
+    # Present only where a lookup inside the root succeeds: never for a path that leaves it.
+    if checked.present:
+        assert real_root.joinpath(*relative_parts(path)).resolve().is_relative_to(real_root)
     try:
         found = anyio.run(folders.find_file, path)
     except (PathRefusedError, PathNotFoundError, RequestRefusedError):

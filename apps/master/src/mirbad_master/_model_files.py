@@ -13,14 +13,20 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
+
+import anyio
 
 from mirbad_protocol import FeatureFlag, MirbadError, ModelDefinition, ModelSource, ModelState, ModelView
 
 from ._composition import MasterServices
 
-__all__ = ["MissingFiles", "checked_paths", "missing_model_files", "primary_source"]
+__all__ = ["MODEL_FILES_WAIT_S", "MissingFiles", "checked_paths", "missing_model_files", "primary_source"]
 
 logger = logging.getLogger(__name__)
+
+MODEL_FILES_WAIT_S: Final = 3.0
+"""How long the page waits for one node's answer: a slow node must not hold up the Models page."""
 
 _RUNNING = (ModelState.STARTING, ModelState.READY)
 
@@ -55,12 +61,12 @@ def checked_paths(definition: ModelDefinition) -> list[str]:
 
 
 async def missing_model_files(
-    services: MasterServices, views: Sequence[ModelView]
+    services: MasterServices, views: Sequence[ModelView], *, wait_s: float = MODEL_FILES_WAIT_S
 ) -> dict[str, MissingFiles]:
     """The models of ``views`` with a path missing on their node, by model id.
 
     Running models are not asked about (their files were there when they started); a node that cannot
-    say is left out (see the module's docstring).
+    say (unreachable at the last poll, no answer within ``wait_s``, a refusal) is left out.
     """
     by_node: dict[str, list[ModelDefinition]] = {}
     for view in views:
@@ -69,7 +75,7 @@ async def missing_model_files(
             by_node.setdefault(node_id, []).append(view.definition)
     missing: dict[str, MissingFiles] = {}
     for node_id, definitions in by_node.items():
-        absent = await _absent_on(services, node_id, definitions)
+        absent = await _absent_on(services, node_id, definitions, wait_s)
         for definition in definitions:
             paths = [path for path in checked_paths(definition) if path in absent]
             if paths:
@@ -77,16 +83,25 @@ async def missing_model_files(
     return missing
 
 
-async def _absent_on(services: MasterServices, node_id: str, definitions: list[ModelDefinition]) -> set[str]:
+async def _absent_on(
+    services: MasterServices, node_id: str, definitions: list[ModelDefinition], wait_s: float
+) -> set[str]:
     state = services.cache.node(node_id)
-    if state is None or state.info is None or FeatureFlag.MODEL_FILES.value not in state.info.features:
+    if state is None or not state.reachable or state.info is None:
+        return set()
+    if FeatureFlag.MODEL_FILES.value not in state.info.features:
         return set()
     paths = list(dict.fromkeys(path for definition in definitions for path in checked_paths(definition)))
+    files = None
     try:
         client = services.clients.client_for(await services.nodes.get(node_id))
-        files = await client.model_files(paths)
+        with anyio.move_on_after(wait_s):
+            files = await client.model_files(paths)
     except MirbadError as exc:
         # The page refreshes every few seconds: an unreachable node is said elsewhere, so debug only.
         logger.debug("node %s could not say which model files it has: %s", node_id, exc)
+        return set()
+    if files is None:
+        logger.debug("node %s did not say within %s s which model files it has", node_id, wait_s)
         return set()
     return {file.path for file in files if not file.present}
