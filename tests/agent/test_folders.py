@@ -131,6 +131,22 @@ async def test_files_are_found_in_the_first_root_that_has_them(
 
 
 @pytest.mark.anyio
+async def test_present_finds_files_and_folders_as_a_launch_does(
+    tree: tuple[Path, Path], tmp_path: Path
+) -> None:
+    (tmp_path / "mounted").mkdir()
+    folders = ModelFolders([tree[0]], mount=tmp_path)
+    paths = [TINY_MODEL_PATH, "a", "link-in/b.txt", "mounted", "a/missing", "link-out", "file-out",
+             "dangling", "a/loop", "../root/a", "/etc", "", "."]  # fmt: skip
+
+    found = await folders.present(paths)
+
+    assert [file.path for file in found] == paths
+    assert [file.path for file in found if file.present] == [TINY_MODEL_PATH, "a", "link-in/b.txt", "mounted"]
+    assert folders.roots == (tree[0],)  # the mount is looked in, never listed
+
+
+@pytest.mark.anyio
 async def test_gguf_info_reads_the_header(folders: ModelFolders) -> None:
     info = await folders.gguf_info(TINY_MODEL_PATH)
     assert (info.architecture, info.block_count, info.context_length) == ("llama", TINY.layers, TINY.context)
@@ -166,6 +182,10 @@ def test_no_generated_path_reaches_outside_the_root(tree: tuple[Path, Path], pat
     else:
         assert real_root.joinpath(listing.path).resolve().is_relative_to(real_root)
         assert SECRET not in [entry.name for entry in listing.entries]
+    [checked] = anyio.run(folders.present, [path])
+    # Present only where a lookup inside the root succeeds: never for a path that leaves it.
+    if checked.present:
+        assert real_root.joinpath(*relative_parts(path)).resolve().is_relative_to(real_root)
     try:
         found = anyio.run(folders.find_file, path)
     except (PathRefusedError, PathNotFoundError, RequestRefusedError):

@@ -30,6 +30,8 @@ from mirbad_protocol import (
     GpuSelection,
     LogTail,
     MemorySnapshot,
+    ModelFile,
+    ModelFileList,
     ModelState,
     ModelStatus,
     ProcessLaunch,
@@ -479,6 +481,20 @@ async def test_folders(node: Node) -> None:
     assert [entry.name for entry in tiny.entries] == ["tiny-llama.gguf"]
     assert error_of(no_root) == (400, "invalid_request", "root")
     assert error_of(escaping)[:2] == (403, "path_refused")
+
+
+async def test_model_files_say_which_paths_are_under_the_roots(node: Node) -> None:
+    answer = await node.client.post("/model-files", json={"paths": [TINY_MODEL_PATH, "tiny", "gone", "../x"]})
+    not_a_list = await node.client.post("/model-files", json={"paths": "tiny"})
+
+    assert answer.status_code == 200
+    assert ModelFileList.from_wire(answer.json()).files == [
+        ModelFile(path=TINY_MODEL_PATH, present=True),
+        ModelFile(path="tiny", present=True),
+        ModelFile(path="gone"),
+        ModelFile(path="../x"),
+    ]
+    assert error_of(not_a_list) == (400, "invalid_request", "paths")
 
 
 # ---------------------------------------------------------------- limits and plumbing

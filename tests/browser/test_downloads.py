@@ -1,9 +1,11 @@
-"""A download started from the portal's Download box, followed to 100 % in the browser.
+"""Downloads in the browser: the Download box followed to 100 %, and a card's missing files fetched.
 
-A ``mirbad up`` of its own whose agent downloads from a loopback Ollama registry; the registry runs in
-a blocking portal's event loop (Playwright's sync API owns this thread) and holds the GGUF mid-file, so
-the bar is seen below 100 % before the test lets the transfer finish. The screenshot for the README is
-taken while it is held.
+A ``mirbad up`` of its own whose agent downloads from a loopback Hugging Face hub and Ollama registry;
+they run in a blocking portal's event loop (Playwright's sync API owns this thread). The registry holds
+the GGUF mid-file, so the bar is seen below 100 % before the test lets the transfer finish. A llama.cpp
+model whose GGUF is not on the node says so on its card; its Download fills the dialog from the
+model's source, and once the hub's folder is down the note is gone and the model starts. The
+screenshots for the README are taken while the transfer is held and while the dialog is open.
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ import anyio
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from tests._support.asgi_server import free_port
-from tests._support.model_hub import Hold, Sources, loopback_sources
+from tests._support.model_hub import REPO, Hold, Sources, loopback_sources
+from tests._support.real_parts import llama_server_path
 from tests._support.tiny_gguf import write_tiny_gguf
-from tests.browser._portal import sign_in
+from tests.browser._portal import local_llama_server, sign_in
 from tests.browser.conftest import RunningMaster, _mirbad, _stop, _wait_until_serving
 from tests.browser.test_screenshots import DOCS_SCREENSHOTS
 
@@ -37,6 +40,9 @@ pytestmark = [pytest.mark.browser]
 HELD_AT: Final = 32 * 1024
 """Where the registry holds the GGUF blob: well inside the tiny model."""
 HOLD_WAIT_S: Final = 30.0
+MISSING_FOLDER: Final = "tiny-from-hub"
+"""The folder the card's Download fills from the hub's tiny repository."""
+DOWNLOAD_TIMEOUT_MS: Final = 60_000
 BELOW_100: Final = re.compile(r"^[1-9]\d? %$")
 """What the panel shows for a job held mid-file: some bytes there, not all (1 to 99 %)."""
 
@@ -79,6 +85,9 @@ def downloading_master(
         "MIRBAD_ENROLL_PORT": str(free_port()),
         "MIRBAD_HEALTH_POLL_S": "0.5",
     }
+    server = llama_server_path()
+    if server is not None:
+        env["MIRBAD_LLAMA_SERVER"] = str(server)
     env.pop("PYTEST_CURRENT_TEST", None)  # NiceGUI changes its behaviour under pytest; the master is no test
     log = root / "mirbad-up.log"
     url = f"http://127.0.0.1:{port}"
@@ -120,6 +129,48 @@ def test_a_download_from_the_box_is_seen_below_then_at_100_percent(
     expect(page.get_by_test_id("downloads")).to_contain_text("completed")
 
     assert (master.data_dir / "models" / "tiny-from-portal" / "model.gguf").is_file()
+
+
+@pytest.mark.llamacpp
+def test_a_cards_missing_gguf_is_downloaded_from_its_source_and_the_model_starts(
+    page: Page, downloading_master: RunningMaster, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    master = downloading_master
+    model = {
+        "id": "tiny-hf",
+        "servedName": "tiny-hf",
+        "runtime": "llamacpp",
+        "executable": local_llama_server(master),
+        "modelPath": f"{MISSING_FOLDER}/weights/tiny.gguf",
+        "maxModelLen": 256,
+        "maxNumSeqs": 1,
+        "memoryBudgetGiB": 0.25,
+        "sources": [{"repoId": REPO, "folder": MISSING_FOLDER, "allowPatterns": ["*.gguf", "*.json"]}],
+    }
+    with master.api() as api:
+        api.post("/models", json=model).raise_for_status()
+
+    sign_in(page, master, "/models")
+    note = page.get_by_test_id("missing-files-tiny-hf")
+    expect(note).to_contain_text(f"Not on node local: {MISSING_FOLDER}/weights/tiny.gguf")
+    page.get_by_test_id("download-missing-tiny-hf").click()
+    expect(page.get_by_test_id("missing-source-0")).to_have_value(REPO)
+    expect(page.get_by_test_id("missing-folder-0")).to_have_value(MISSING_FOLDER)
+    expect(page.get_by_test_id("missing-patterns-0")).to_have_value("*.gguf, *.json")
+    shots = DOCS_SCREENSHOTS if os.environ.get("MIRBAD_UPDATE_SCREENSHOTS") == "1" else tmp_path
+    shots.mkdir(parents=True, exist_ok=True)
+    # The viewport only: a full-page shot cuts the dialog's backdrop off at the first screen.
+    page.screenshot(path=str(shots / "missing-files.png"))
+    page.get_by_test_id("missing-start").click()
+    # The next refreshes after the download completes find the GGUF: the note goes, Start works.
+    expect(note).to_have_count(0, timeout=DOWNLOAD_TIMEOUT_MS)
+    page.get_by_test_id("start-tiny-hf").click()
+    expect(page.get_by_test_id("state-tiny-hf")).to_have_text("Ready", timeout=DOWNLOAD_TIMEOUT_MS)
+
+    assert (master.data_dir / "models" / MISSING_FOLDER / "weights" / "tiny.gguf").is_file()
+    assert not (master.data_dir / "models" / MISSING_FOLDER / "README.md").exists()  # not in the patterns
 
 
 async def _reached(hold: Hold) -> None:

@@ -87,7 +87,8 @@ async def _download_then_serve(admin: httpx.AsyncClient) -> None:
 
     async def completed() -> bool:
         seen.append((await admin.get(f"/api/nodes/local/downloads/{job['id']}")).json())
-        return seen[-1]["state"] in ("completed", "failed")
+        # A queued job has no "state" on the wire (fields at their defaults are left out).
+        return seen[-1].get("state") in ("completed", "failed")
 
     await until_true(completed)
     start = await admin.post("/api/models/downloaded/start")

@@ -40,6 +40,9 @@ from mirbad_protocol import (
     LogLine,
     LogTail,
     MemorySnapshot,
+    ModelFile,
+    ModelFileList,
+    ModelFilesRequest,
     ModelMetrics,
     ModelTelemetry,
     OllamaDownload,
@@ -94,6 +97,8 @@ class FakeAgent:
     """Feature flags reported besides the fixed ones (``downloads.hf-native``, ``downloads.ollama``)."""
     downloads: dict[str, DownloadJob] = field(default_factory=dict)
     """The download jobs, by id: a start adds one ``running`` with nothing done; tests move them on."""
+    present_files: set[str] | None = None
+    """The paths ``/model-files`` finds under the model roots; None: no such route (an older agent)."""
 
     @property
     def app(self) -> Starlette:
@@ -118,6 +123,7 @@ class FakeAgent:
             ("telemetry", "GET", "/telemetry", self._telemetry),
             ("gguf", "POST", "/gguf/inspect", self._gguf),
             ("folders", "GET", "/folders", self._folders),
+            ("model_files", "POST", "/model-files", self._model_files),
             ("downloads", "GET", "/downloads", self._downloads),
             ("download_start", "POST", "/downloads", self._download_start),
             ("download", "GET", "/downloads/{download_id}", self._download),
@@ -162,6 +168,7 @@ class FakeAgent:
                 "logs.follow",
                 "some.future-flag",
                 *self.download_features,
+                *(["model-files.check"] if self.present_files is not None else []),
             ],
             model_roots=["/models"],
         )
@@ -248,6 +255,13 @@ class FakeAgent:
             FolderEntry(name="a.gguf", kind="file", size_bytes=3),
         ]
         return _ok(FolderListing(root=int(request.query_params.get("root", "0")), path=path, entries=entries))
+
+    async def _model_files(self, request: Request) -> Response:
+        if self.present_files is None:
+            return _error(AgentErrorCode.ROUTE_NOT_FOUND, "no such route")
+        body = ModelFilesRequest.from_wire(await request.json())
+        files = [ModelFile(path=path, present=path in self.present_files) for path in body.paths]
+        return _ok(ModelFileList(files=files))
 
     async def _downloads(self, request: Request) -> Response:
         jobs = sorted(self.downloads.values(), key=lambda job: job.created_at, reverse=True)

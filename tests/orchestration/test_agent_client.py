@@ -159,6 +159,7 @@ async def test_node_reads(agent_tls: TlsCredentials, master_tls: TlsCredentials)
         gpus=[GpuMemory(index=0, uuid="GPU-1", name="H200", total_mib=143_771)],
         telemetry={"qwen": [ModelMetrics(model_id="qwen", at=at + timedelta(seconds=s)) for s in (0, 5, 10)]},
         gguf={"tiny/tiny.gguf": GgufInfo(version=3, architecture="llama", block_count=2)},
+        present_files={"qwen"},
     )
     async with agent(fake, agent_tls, master_tls) as client:
         memory = await client.memory()
@@ -166,6 +167,7 @@ async def test_node_reads(agent_tls: TlsCredentials, master_tls: TlsCredentials)
         telemetry = await client.telemetry(model_id="qwen", since=at, limit=1)
         gguf = await client.gguf_inspect("tiny/tiny.gguf")
         listing = await client.folders(root=0, path="qwen")
+        files = await client.model_files(["qwen", "gone/model.gguf"])
 
     assert memory.total_gib == 128.0
     assert [gpu.uuid for gpu in gpus] == ["GPU-1"]
@@ -175,6 +177,8 @@ async def test_node_reads(agent_tls: TlsCredentials, master_tls: TlsCredentials)
     assert gguf.block_count == 2
     assert [entry.name for entry in listing.entries] == ["qwen", "a.gguf"]
     assert listing.path == "qwen"
+    assert [(file.path, file.present) for file in files] == [("qwen", True), ("gone/model.gguf", False)]
+    assert fake.bodies[-1] == {"paths": ["qwen", "gone/model.gguf"]}
 
 
 async def test_proxy_base_url_names_the_model(agent_tls: TlsCredentials, master_tls: TlsCredentials) -> None:

@@ -11,6 +11,7 @@ from mirbad_protocol import (
     AGENT_API_PREFIX,
     DEFAULT_AGENT_PORT,
     MAX_PROXY_BODY_BYTES,
+    ROUTE_MODEL_FILES,
     ROUTE_MODEL_LOGS,
     ROUTE_MODEL_START,
     ROUTE_RUNTIMES,
@@ -31,6 +32,9 @@ from mirbad_protocol import (
     LogEnd,
     LogLine,
     LogTail,
+    ModelFile,
+    ModelFileList,
+    ModelFilesRequest,
     ModelMetrics,
     ModelState,
     ModelStatus,
@@ -189,6 +193,20 @@ def test_folders_and_gguf_request(snapshot_json: SnapshotAssertion) -> None:
     assert {"listing": listing.to_wire(), "gguf": request.to_wire()} == snapshot_json
     _round_trip(listing)
     _round_trip(request)
+
+
+def test_model_files_request_and_answer(snapshot_json: SnapshotAssertion) -> None:
+    request = ModelFilesRequest(paths=["qwen3-8b", "tiny/model.gguf"])
+    answer = ModelFileList(
+        files=[ModelFile(path="qwen3-8b", present=True), ModelFile(path="tiny/model.gguf")]
+    )
+    assert {"request": request.to_wire(), "answer": answer.to_wire()} == snapshot_json
+    assert agent_path(ROUTE_MODEL_FILES) == "/agent/v1/model-files"
+    assert FeatureFlag.MODEL_FILES.value == "model-files.check"
+    _round_trip(request)
+    _round_trip(answer)
+    # Between our own processes the wire stays tolerant: a newer agent's extra field is ignored.
+    assert ModelFile.from_wire({"path": "x", "present": True, "root": 2}) == ModelFile(path="x", present=True)
 
 
 def test_error_envelope(snapshot_json: SnapshotAssertion) -> None:

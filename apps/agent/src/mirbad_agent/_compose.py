@@ -120,6 +120,7 @@ async def compose_services(
         host_services=gateway,
         host_containers=_container_services(settings, drivers, gpu_processes),
         gpu_processes=gpu_processes,
+        models_mount=settings.models_host_path if settings.docker.enabled else None,
     )
 
 

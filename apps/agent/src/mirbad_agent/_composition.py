@@ -41,6 +41,7 @@ _BASE_FEATURES = (
     FeatureFlag.TELEMETRY_RING,
     FeatureFlag.LOGS_FOLLOW,
     FeatureFlag.FOLDERS_LIST,
+    FeatureFlag.MODEL_FILES,
 )
 _HTTP_TIMEOUT_S = 10.0
 
@@ -79,6 +80,8 @@ class AgentServices:
         host_containers: the node's Docker containers as host services; None on a node without Docker.
         gpu_processes: lists the GPU's compute processes for each model's GPU memory in telemetry;
             None: telemetry carries no GPU memory.
+        models_mount: the folder the container driver mounts at ``/models``: looked in, besides the
+            model roots, when the master asks whether a model's files are on the node.
     """
 
     def __init__(
@@ -101,6 +104,7 @@ class AgentServices:
         host_services: HostServicesGateway | None = None,
         host_containers: ContainerServices | None = None,
         gpu_processes: GpuProcessProbe | None = None,
+        models_mount: Path | None = None,
     ) -> None:
         self.runtimes = runtimes
         self.memory = memory
@@ -110,7 +114,7 @@ class AgentServices:
         self.version = version or agent_version()
         self.telemetry_interval_s = telemetry_interval_s
         self.proxy_idle_timeout_s = proxy_idle_timeout_s
-        self.folders = ModelFolders(model_roots)
+        self.folders = ModelFolders(model_roots, mount=models_mount)
         self.ring = TelemetryRing(telemetry_capacity)
         self.admission = AdmissionController(memory.snapshot, start_slot_timeout_s=start_slot_timeout_s)
         self.lifecycle = ModelLifecycle(runtimes, self.admission, self.ring)

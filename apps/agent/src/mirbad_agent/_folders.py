@@ -18,7 +18,7 @@ from typing import Final
 
 import anyio.to_thread
 
-from mirbad_protocol import AgentErrorCode, FolderEntry, FolderListing, GgufInfo
+from mirbad_protocol import AgentErrorCode, FolderEntry, FolderListing, GgufInfo, ModelFile
 from mirbad_runtime import read_gguf_info
 
 from .exceptions import PathNotFoundError, PathRefusedError, RequestRefusedError
@@ -54,11 +54,20 @@ class ModelFolders:
     Args:
         roots: the model roots, in the order paths are searched.
         listing_limit: the most entries one listing returns.
+        mount: the folder the container driver mounts at ``/models`` when it is not one of the roots;
+            :meth:`present` looks there too (a vLLM model's files are read from it), listings do not.
     """
 
-    def __init__(self, roots: Sequence[Path], *, listing_limit: int = DEFAULT_LISTING_LIMIT) -> None:
+    def __init__(
+        self,
+        roots: Sequence[Path],
+        *,
+        listing_limit: int = DEFAULT_LISTING_LIMIT,
+        mount: Path | None = None,
+    ) -> None:
         self.roots = tuple(roots)
         self.listing_limit = listing_limit
+        self._model_roots = self.roots + ((mount,) if mount is not None and mount not in self.roots else ())
 
     async def list_folder(self, root: int, path: str) -> FolderListing:
         """List the folder ``path`` under root number ``root``.
@@ -83,6 +92,14 @@ class ModelFolders:
             PathNotFoundError: no root has it.
         """
         return await anyio.to_thread.run_sync(self._find_file, path)
+
+    async def present(self, paths: Sequence[str]) -> list[ModelFile]:
+        """Whether each of ``paths`` (a file or a folder) is under a model root, as a launch finds it.
+
+        A path that would be refused (absolute, ``..``, leading out of its root) reads as not present:
+        the question is asked for every saved model, and one bad definition must not fail the others.
+        """
+        return await anyio.to_thread.run_sync(self._present, tuple(paths))
 
     async def gguf_info(self, path: str) -> GgufInfo:
         """The header facts of the GGUF file ``path`` (found as :meth:`find_file` finds it).
@@ -129,6 +146,24 @@ class ModelFolders:
                 )
             return target
         raise PathNotFoundError(path)
+
+    def _present(self, paths: tuple[str, ...]) -> list[ModelFile]:
+        return [ModelFile(path=path, present=self._is_present(path)) for path in paths]
+
+    def _is_present(self, path: str) -> bool:
+        try:
+            parts = relative_parts(path)
+        except PathRefusedError:
+            return False
+        for root in self._model_roots:
+            try:
+                _resolve(root, parts, path)
+            except PathNotFoundError:
+                continue
+            except PathRefusedError:
+                return False
+            return bool(parts)
+        return False
 
 
 def _resolve(root: Path, parts: tuple[str, ...], path: str) -> tuple[Path, Path]:

@@ -1,4 +1,4 @@
-"""The node routes of the agent contract: memory, GPUs, telemetry, GGUF inspection and folders."""
+"""The node routes of the agent contract: memory, GPUs, telemetry, GGUF inspection, folders, model files."""
 
 from __future__ import annotations
 
@@ -13,9 +13,12 @@ from mirbad_protocol import (
     ROUTE_GGUF_INSPECT,
     ROUTE_GPUS,
     ROUTE_MEMORY,
+    ROUTE_MODEL_FILES,
     ROUTE_TELEMETRY,
     GgufInspectRequest,
     GpuList,
+    ModelFileList,
+    ModelFilesRequest,
     ModelTelemetry,
     TelemetrySnapshot,
 )
@@ -62,10 +65,15 @@ def node_routes(services: AgentServices) -> list[Route]:
         path = request.query_params.get("path", "")
         return wire_response(await services.folders.list_folder(root, path))
 
+    async def model_files(request: Request) -> JSONResponse:
+        body = await read_wire(request, ModelFilesRequest)
+        return wire_response(ModelFileList(files=await services.folders.present(body.paths)))
+
     return [
         Route(ROUTE_MEMORY, memory, methods=["GET"]),
         Route(ROUTE_GPUS, gpus, methods=["GET"]),
         Route(ROUTE_TELEMETRY, telemetry, methods=["GET"]),
         Route(ROUTE_GGUF_INSPECT, gguf_inspect, methods=["POST"]),
         Route(ROUTE_FOLDERS, folders, methods=["GET"]),
+        Route(ROUTE_MODEL_FILES, model_files, methods=["POST"]),
     ]

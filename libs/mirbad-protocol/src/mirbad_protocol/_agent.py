@@ -28,6 +28,7 @@ __all__ = [
     "AGENT_IDLE_TIMEOUT_S",
     "DEFAULT_AGENT_PORT",
     "LOG_STREAM_MEDIA_TYPE",
+    "MAX_MODEL_FILES",
     "MAX_PROXY_BODY_BYTES",
     "MAX_REQUEST_BODY_BYTES",
     "ROUTE_FOLDERS",
@@ -36,6 +37,7 @@ __all__ = [
     "ROUTE_MEMORY",
     "ROUTE_MODEL",
     "ROUTE_MODELS",
+    "ROUTE_MODEL_FILES",
     "ROUTE_MODEL_LOGS",
     "ROUTE_MODEL_RESTART",
     "ROUTE_MODEL_START",
@@ -57,6 +59,9 @@ __all__ = [
     "LogEvent",
     "LogLine",
     "LogTail",
+    "ModelFile",
+    "ModelFileList",
+    "ModelFilesRequest",
     "ModelTelemetry",
     "ProcessRuntimeInfo",
     "RestartRequest",
@@ -114,6 +119,8 @@ ROUTE_GGUF_INSPECT: Final = "/gguf/inspect"
 """POST :class:`GgufInspectRequest`: the file's :class:`~mirbad_protocol.GgufInfo`."""
 ROUTE_FOLDERS: Final = "/folders"
 """GET ``?root=I&path=REL``: :class:`FolderListing` of a folder under a model root."""
+ROUTE_MODEL_FILES: Final = "/model-files"
+"""POST :class:`ModelFilesRequest`: :class:`ModelFileList`, whether each path is under a model root."""
 ROUTE_PROXY: Final = "/proxy/{model_id}/{path:path}"
 """Any method: forwarded to the model's own server (``.../proxy/{id}/v1/chat/completions``)."""
 
@@ -235,6 +242,8 @@ class FeatureFlag(StrEnum):
     """The ``/host/...`` routes: host services through the node's hostd (reported while hostd answers)."""
     HOST_CONTAINERS = "host.containers"
     """The ``/host/containers`` routes: the node's Docker containers as host services."""
+    MODEL_FILES = "model-files.check"
+    """:data:`ROUTE_MODEL_FILES`: whether a model's files are on the node, asked before it is started."""
 
 
 class AgentError(WireModel):
@@ -465,3 +474,38 @@ class FolderListing(WireModel):
     path: str = ""
     entries: list[FolderEntry] = Field(default_factory=list)
     truncated: bool = False
+
+
+MAX_MODEL_FILES: Final = 1_000
+"""The most paths one :class:`ModelFilesRequest` asks about."""
+
+
+class ModelFilesRequest(WireModel):
+    """The body of :data:`ROUTE_MODEL_FILES`.
+
+    Attributes:
+        paths: files or folders relative to a model root (a launch spec's ``modelPath``, a source's
+            folder), looked up as a launch looks up ``modelPath``: every root in order, plus the folder
+            the container driver mounts at ``/models``.
+    """
+
+    paths: Annotated[list[str], Field(max_length=MAX_MODEL_FILES)] = Field(default_factory=list)
+
+
+class ModelFile(WireModel):
+    """Whether one path of a :class:`ModelFilesRequest` is on the node.
+
+    Attributes:
+        path: the path as asked.
+        present: a file or folder is there (symlinks followed, never out of the root); a refused path
+            (absolute, with ``..``) is not present.
+    """
+
+    path: str
+    present: bool = False
+
+
+class ModelFileList(WireModel):
+    """The answer of :data:`ROUTE_MODEL_FILES`: one entry per asked path, in the order asked."""
+
+    files: list[ModelFile] = Field(default_factory=list)

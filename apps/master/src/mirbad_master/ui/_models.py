@@ -23,6 +23,7 @@ from ._downloads import render_models_downloads
 from ._fleet import STARTING_POLL_S, FleetSnapshot, ModelRow, fleet_snapshot, read_starting
 from ._format import DASH, gib, memory_in_use, pause_text, per_second, state_color
 from ._marks import link_button, testid
+from ._missing_files import MissingFilesNotes
 from ._model_dialogs import change_line, confirm_delete, confirm_force, confirm_restart
 from ._nodes import catalogue_hint, lacks_llama_server
 from ._portal import Portal
@@ -59,6 +60,7 @@ async def render_models(portal: Portal, selected: list[str], focus: str | None =
     listing = ui.column().classes("w-full gap-2")
     # Dialogs live outside the list, which is rebuilt on every refresh.
     dialogs = ui.element("div")
+    notes = MissingFilesNotes(portal, dialogs)
 
     async def run(action: Callable[[], Awaitable[object]], done: str) -> None:
         try:
@@ -111,6 +113,7 @@ async def render_models(portal: Portal, selected: list[str], focus: str | None =
     async def refresh() -> None:
         snapshot = await fleet_snapshot(services)
         shown[:] = [snapshot]
+        await notes.read([row.view for row in snapshot.with_tags(selected)])
         filters.clear()
         with filters:
             _tag_filter(snapshot, selected)
@@ -122,7 +125,8 @@ async def render_models(portal: Portal, selected: list[str], focus: str | None =
                     "text-grey-7"
                 )
             for row in rows:
-                _model_card(row, handlers, snapshot.node_info(row.view.status.node_id), row.id == focus)
+                info = snapshot.node_info(row.view.status.node_id)
+                _model_card(row, handlers, info, row.id == focus, notes)
 
     async def settle() -> None:
         if shown and await read_starting(services, shown[0]):
@@ -166,7 +170,9 @@ def _tag_filter(snapshot: FleetSnapshot, selected: list[str]) -> None:
         ui.link("clear", "/models").classes("text-caption")
 
 
-def _model_card(row: ModelRow, handlers: _Handlers, node_info: AgentInfo | None, focused: bool) -> None:
+def _model_card(
+    row: ModelRow, handlers: _Handlers, node_info: AgentInfo | None, focused: bool, notes: MissingFilesNotes
+) -> None:
     definition, status = row.view.definition, row.view.status
     card = ui.card().classes("w-full").props("flat bordered")
     testid(card, f"model-{row.id}")
@@ -198,6 +204,7 @@ def _model_card(row: ModelRow, handlers: _Handlers, node_info: AgentInfo | None,
             if definition.runtime == "llamacpp" and not row.running and lacks_llama_server(node_info):
                 hint = ui.label(catalogue_hint(status.node_id or "?")).classes("text-caption text-warning")
                 testid(hint, f"catalogue-hint-{row.id}")
+            notes.note(definition)
             if definition.tags:
                 with ui.row().classes("gap-1"):
                     for tag in definition.tags:

@@ -13,7 +13,7 @@ Every call carries an explicit timeout (:class:`AgentTimeouts`). Whatever goes w
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Final, TypeVar
@@ -37,6 +37,7 @@ from mirbad_protocol import (
     ROUTE_HOST_WHITELIST,
     ROUTE_MEMORY,
     ROUTE_MODEL,
+    ROUTE_MODEL_FILES,
     ROUTE_MODEL_LOGS,
     ROUTE_MODEL_RESTART,
     ROUTE_MODEL_START,
@@ -65,6 +66,9 @@ from mirbad_protocol import (
     LogLine,
     LogTail,
     MemorySnapshot,
+    ModelFile,
+    ModelFileList,
+    ModelFilesRequest,
     ModelStatus,
     OllamaDownload,
     ProcessLaunch,
@@ -264,6 +268,15 @@ class AgentClient:
     async def folders(self, *, root: int = 0, path: str = "") -> FolderListing:
         """The entries of the folder ``path`` under the node's model root number ``root``."""
         return await self._get(FolderListing, agent_path(ROUTE_FOLDERS), params={"root": root, "path": path})
+
+    async def model_files(self, paths: Sequence[str]) -> list[ModelFile]:
+        """Whether each of ``paths`` (a ``modelPath``, a source's folder) is on the node, in the order given.
+
+        Only agents reporting :attr:`~mirbad_protocol.FeatureFlag.MODEL_FILES` answer it (others: 404).
+        """
+        body = ModelFilesRequest(paths=list(paths)).to_wire()
+        path = agent_path(ROUTE_MODEL_FILES)
+        return (await self._call(ModelFileList, "POST", path, self.timeouts.read_s, json=body)).files
 
     async def start_download(self, request: HuggingFaceDownload | OllamaDownload) -> DownloadJob:
         """Start a download job; the agent checks the source and the free space before it answers.
