@@ -21,7 +21,8 @@ from tests.master.test_api_services import _RealAgent
 from tests.master.test_ui_pages import portal_user
 
 from mirbad_agent import AgentServices, HostServicesGateway, NodeRuntimes, create_app
-from mirbad_master.ui._services import SYSTEM_LABEL, discovered_order, service_nodes
+from mirbad_master.ui._services import SYSTEM_LABEL, discovered_order, refusal_text, service_nodes
+from mirbad_orchestration import AgentRequestError
 from mirbad_protocol import DiscoveredService
 from mirbad_runtime import MemoryProbe
 
@@ -140,3 +141,11 @@ def test_discovered_units_are_sorted_by_ram_plus_gpu_largest_first() -> None:
     gpu = DiscoveredService(unit="b.service", memory_bytes=None, gpu_memory_mib=512.0)
     big = DiscoveredService(unit="c.service", memory_bytes=1024**3)
     assert [s.unit for s in discovered_order([small, gpu, big])] == ["c.service", "b.service", "a.service"]
+
+
+def test_a_refusal_shows_the_deny_pattern_the_node_named() -> None:
+    # The pattern is a field of the refusal: shown even where the message does not spell it out.
+    terse = AgentRequestError("local", 403, "denied", "sshd is not manageable", pattern="sshd*")
+    assert refusal_text(terse) == "node 'local': sshd is not manageable (deny pattern 'sshd*')"
+    worded = AgentRequestError("local", 403, "denied", "sshd: deny pattern 'sshd*'", pattern="sshd*")
+    assert refusal_text(worded) == "node 'local': sshd: deny pattern 'sshd*'"

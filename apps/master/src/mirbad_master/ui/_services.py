@@ -37,6 +37,7 @@ __all__ = [
     "DISCOVERY_REFRESH_S",
     "SYSTEM_LABEL",
     "discovered_order",
+    "refusal_text",
     "render_services",
     "service_nodes",
 ]
@@ -72,6 +73,19 @@ def discovered_order(services: list[DiscoveredService]) -> list[DiscoveredServic
         return (service.memory_bytes or 0) + service.gpu_memory_mib * _MIB
 
     return sorted(services, key=lambda s: (-weight(s), s.unit))
+
+
+def refusal_text(exc: MirbadError) -> str:
+    """What the page shows for a refused call: the message, and a node's deny pattern when it named one.
+
+    hostd names the pattern in its own words too, but the field is what says it; the page must not
+    depend on another process's prose.
+    """
+    text = str(exc)
+    pattern = getattr(exc, "pattern", None)
+    if isinstance(pattern, str) and pattern and pattern not in text:
+        text += f" (deny pattern {pattern!r})"
+    return text
 
 
 def _ram(memory_bytes: int | None) -> str:
@@ -130,7 +144,7 @@ async def _node_card(services: MasterServices, node: str, *, units: bool, contai
         try:
             await action()
         except MirbadError as exc:
-            ui.notify(str(exc), type="negative", multi_line=True)
+            ui.notify(refusal_text(exc), type="negative", multi_line=True)
         else:
             if done:  # a cancelled dialog only redraws (the switch goes back)
                 ui.notify(done, type="positive")
