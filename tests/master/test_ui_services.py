@@ -8,6 +8,7 @@ from the stand-in's argv log. The container rows run over a real agent with the 
 
 from __future__ import annotations
 
+import gc
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ import anyio
 import pytest
 from nicegui import ui
 from nicegui.testing.user import User
+from nicegui.testing.user_notify import UserNotify
 from tests._support.docker_image import service_container
 from tests._support.hostd import HostdLayout, hostd_layout, running_hostd, unit
 from tests._support.polling import eventually
@@ -134,6 +136,10 @@ def _shown(user: User, marker: str) -> bool:
         return False
 
 
+def _text(user: User, marker: str) -> str:
+    return " ".join(e.text for e in user.find(marker=marker).elements if isinstance(e, ui.label))
+
+
 def _notified(user: User, text: str) -> bool:
     return any(text in str(message) for message in user.notify.messages)
 
@@ -170,6 +176,43 @@ async def test_a_protected_unit_refuses_without_its_typed_name(master: Master, l
         user.find(marker="confirm-input").type("smartd")
         user.find(marker="confirm-ok").click()
         await eventually(lambda: _ran(layout, "stop", "smartd.service"), timeout_s=10)
+
+
+class _ContextNotify(UserNotify):
+    """The simulation's notify, but needing its caller's context as the real ``ui.notify`` does.
+
+    The real one reads ``context.client``, which fails in the slot of a deleted element; the
+    simulation's own only records the message, so a handler whose row was redrawn passed here.
+    """
+
+    def __call__(self, message: str, **kwargs: Any) -> None:
+        assert ui.context.client is not None  # raises RuntimeError in a deleted element's slot
+        super().__call__(message, **kwargs)
+
+
+async def test_an_action_whose_row_was_redrawn_meanwhile_still_reports_and_redraws(
+    master: Master, layout: HostdLayout
+) -> None:
+    async with portal_user(master) as user:
+        user.notify = _ContextNotify()
+        await user.open("/services")
+        await user.should_see(marker="unit-smartd")
+        # Only the actions redraw in this test: the page's own refresh would hide a missed redraw.
+        for timer in user.find(kind=ui.timer).elements:
+            assert isinstance(timer, ui.timer)
+            timer.deactivate()
+        user.find(marker="unit-stop-smartd").click()
+        await user.should_see(marker="confirm-dialog")
+        # While the name is being typed another action redraws every row, the one that opened the dialog too.
+        user.find(marker="unit-stop-nginx").click()
+        await eventually(lambda: _text(user, "unit-state-nginx") == "inactive (dead)", timeout_s=10)
+        # The deleted rows sit in reference cycles: collected whenever the collector runs, so now.
+        gc.collect()
+        user.find(marker="confirm-input").type("smartd")
+        user.find(marker="confirm-ok").click()
+        await eventually(lambda: _ran(layout, "stop", "smartd.service"), timeout_s=10)
+        await eventually(lambda: _notified(user, "smartd: stop queued"), timeout_s=10)
+        await eventually(lambda: _text(user, "unit-state-smartd") == "inactive (dead)", timeout_s=10)
 
 
 async def test_the_discovered_tab_shows_denied_units_read_only(master: Master, layout: HostdLayout) -> None:
