@@ -499,7 +499,7 @@ class ContainerNotWhitelistedError(HostServiceError):
 
 
 class WhitelistChangeRefusedError(HostServiceError):
-    """A whitelist change without a signed-in administrator session (or with admin login disabled)."""
+    """A whitelist change without a signed-in administrator (the caller resolved no principal)."""
 
 
 class RejectedMeasurementError(JobError):
