@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import docker
 import pytest
@@ -182,6 +182,40 @@ def _build_lock() -> Iterator[None]:
 
 RUN_LABEL = "mirbad-tests.run"
 """Label on every container a test starts, valued with the test's run id, so cleanup finds them all."""
+SLEEPER: Final = [
+    "-c",
+    "import signal, sys, time; signal.signal(15, lambda *_: sys.exit(0)); time.sleep(3600)",
+]
+"""The argv (after the interpreter) of a plain service container: a stand-in for a database or a backup agent.
+
+It leaves on SIGTERM: as PID 1 it would otherwise ignore it, and every stop would wait for the kill.
+"""
+
+
+@contextmanager
+def service_container(
+    client: Any, image: str, name: str, run_id: str, *, restart: str = "always"
+) -> Iterator[str]:
+    """A running throwaway container ``name`` of the test image (the sleeper, not the fake vLLM).
+
+    It carries :data:`RUN_LABEL` = ``run_id`` (the dockerd is shared by parallel tests) and is removed
+    at the end, whatever the test did to it.
+    """
+    client.containers.run(
+        image,
+        SLEEPER,
+        entrypoint=[str(_interpreter())],  # the image holds the host's interpreter at its resolved path
+        name=name,
+        detach=True,
+        labels={RUN_LABEL: run_id},
+        restart_policy={"Name": restart},
+    )
+    try:
+        yield name
+    finally:
+        for container in client.containers.list(all=True, filters={"label": f"{RUN_LABEL}={run_id}"}):
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True)
 
 
 @pytest.fixture(scope="module")

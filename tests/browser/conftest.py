@@ -4,10 +4,17 @@ One master serves the whole session (starting it enrolls its agent, which takes 
 test gets a fresh page in one browser context whose cookies are cleared, so every test signs in. The
 master's data directory holds the tiny GGUF model under its model root, and its administrator
 password is made before it starts (``mirbad up`` then shows none).
+
+A real hostd (tests/_support/hostd.py: a real process on a real unix socket, the stand-in systemctl
+behind it) runs for the session too, and ``mirbad up`` points its local agent at that socket the way
+an operator points it at another one: ``hostd_socket`` in the agent settings file it is given
+(``MIRBAD_AGENT_CONFIG``). The Services page thus shows the units of :data:`HOSTD_UNITS`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -16,11 +23,12 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import httpx
 import pytest
 from tests._support.asgi_server import free_port
+from tests._support.hostd import HostdLayout, hostd_layout, running_hostd, unit
 from tests._support.real_parts import CHROMIUM, CHROMIUM_ARGS, llama_server_path
 from tests._support.tiny_gguf import TINY_MODEL_PATH, write_tiny_gguf
 
@@ -48,14 +56,36 @@ PRESET_SIZES: Final = (
 """The workload presets' sizes in this tier (``MIRBAD_PRESET_SIZES``)."""
 
 
+HOSTD_UNITS: Final[list[dict[str, Any]]] = [
+    unit("smartd.service", description="S.M.A.R.T. disk monitor", memory=6 * 1024**2),
+    unit("nginx.service", description="A web server", file_state="disabled", memory=48 * 1024**2),
+    unit("ssh.service", description="OpenBSD Secure Shell server", memory=9 * 1024**2),
+    unit("cups.service", description="CUPS scheduler", memory=900 * 1024**2),
+    unit("backup-agent.service", description="Nightly backups", active="inactive", sub="dead"),
+]
+"""The units the stand-in systemctl has: two whitelisted (smartd protected), ssh denied, two to add."""
+HOSTD_SEED: Final[list[dict[str, Any]]] = [
+    {
+        "name": "smartd",
+        "unit": "smartd.service",
+        "displayName": "SMART disks",
+        "protected": True,
+        "risks": ["Disk failures go unnoticed while it is stopped."],
+    },
+    {"name": "nginx", "unit": "nginx.service", "displayName": "nginx"},
+]
+
+
 @dataclass(frozen=True)
 class RunningMaster:
-    """A ``mirbad up`` serving the portal."""
+    """A ``mirbad up`` serving the portal, its local agent talking to the session's hostd."""
 
     url: str
     password: str
     data_dir: Path
     log: Path
+    hostd: HostdLayout | None = None
+    """The session's hostd (None for a module's own master without one)."""
 
     def api(self) -> httpx.Client:
         """A client of ``/api`` signed in with the administrator password."""
@@ -93,6 +123,18 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         process.wait(timeout=STOP_TIMEOUT_S)
 
 
+@contextlib.contextmanager
+def _session_hostd(root: Path) -> Iterator[HostdLayout]:
+    """hostd over the stand-in systemctl with :data:`HOSTD_UNITS`, seeded with :data:`HOSTD_SEED`."""
+    with hostd_layout(root / "hostd") as layout:
+        layout.root.mkdir(parents=True, exist_ok=True)
+        layout.units = {"system": [dict(u) for u in HOSTD_UNITS]}
+        layout.write_seed(HOSTD_SEED)
+        layout.write_fixtures()
+        with running_hostd(layout):
+            yield layout
+
+
 @pytest.fixture(scope="session")
 def master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningMaster]:
     root = tmp_path_factory.mktemp("portal")
@@ -100,10 +142,19 @@ def master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningMaster]:
     data_dir.mkdir(mode=0o700)
     password = AdminAuth(data_dir).reset_password()
     write_tiny_gguf(data_dir / "models" / TINY_MODEL_PATH)
+    with _session_hostd(root) as hostd:
+        yield from _serving_master(root, data_dir, password, hostd)
+
+
+def _serving_master(root: Path, data_dir: Path, password: str, hostd: HostdLayout) -> Iterator[RunningMaster]:
+    # The local agent's settings file, laid over what mirbad up writes: only where hostd listens.
+    agent_config = root / "agent-extra.json"
+    agent_config.write_text(json.dumps({"hostd_socket": str(hostd.socket)}))
     port = free_port()
     env = {
         **os.environ,
         "MIRBAD_DATA_DIR": str(data_dir),
+        "MIRBAD_AGENT_CONFIG": str(agent_config),
         "MIRBAD_PORT": str(port),
         "MIRBAD_ENROLL_PORT": str(free_port()),
         "MIRBAD_HEALTH_POLL_S": "0.5",
@@ -124,7 +175,7 @@ def master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningMaster]:
         process = subprocess.Popen([*_mirbad(), "up"], env=env, stdout=output, stderr=subprocess.STDOUT)
     try:
         _wait_until_serving(process, url, log)
-        yield RunningMaster(url, password, data_dir, log)
+        yield RunningMaster(url, password, data_dir, log, hostd)
     finally:
         _stop(process)
 

@@ -89,6 +89,10 @@ def test_every_page_is_photographed(page: Page, master: RunningMaster, shots: Pa
     page.goto(f"{master.url}/nodes")
     expect(page.get_by_test_id("node-local")).to_contain_text("reachable")
     taken.append(_shoot(page, "nodes", shots))
+    page.goto(f"{master.url}/services")  # the session's hostd and its stand-in units (conftest.py)
+    expect(page.get_by_test_id("unit-state-smartd")).to_have_text("active (running)")
+    expect(page.get_by_test_id("unit-state-nginx")).to_be_visible()
+    taken.append(_shoot(page, "services", shots))
 
     _set_theme(page, master, "dark")
     page.goto(f"{master.url}/")

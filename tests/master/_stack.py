@@ -77,18 +77,20 @@ async def running_master(
     stop_models_on_exit: str | None = None,
     agent: Callable[[str], FakeAgent] = lambda node_id: FakeAgent(node_name=node_id),
     services_options: dict[str, Any] | None = None,
+    timeouts: AgentTimeouts | None = None,
     **settings: Any,
 ) -> AsyncIterator[Master]:
     """A master over fake agents ``node_ids`` (``local`` by default, the first is the local node).
 
-    ``agent`` builds each node's fake agent; ``services_options`` go to :class:`MasterServices`.
+    ``agent`` builds each node's fake agent; ``services_options`` go to :class:`MasterServices`;
+    ``timeouts`` replace the agent clients' short ones (for an agent that does real, slower work).
     """
     node_ids = node_ids or ("local",)
     agents = Agents({node_id: agent(node_id) for node_id in node_ids})
     options = {"health_poll_s": 0.2, "telemetry_interval_s": 0.2, "usage_flush_s": 0.5, **settings}
     config = MasterSettings(data_dir=tmp_path / "data", **options)
     clients = AgentClients(
-        agents.transport, timeouts=AgentTimeouts(connect_s=1, read_s=2, start_s=2, stop_s=2)
+        agents.transport, timeouts=timeouts or AgentTimeouts(connect_s=1, read_s=2, start_s=2, stop_s=2)
     )
     services = MasterServices(
         config,

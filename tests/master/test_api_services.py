@@ -104,6 +104,17 @@ async def test_whitelist_changes_take_the_session_not_the_body(master: Master) -
     assert (await master.admin.delete(f"{whitelist}/nginx")).status_code == 200
 
 
+async def test_a_denied_unit_names_its_deny_pattern(master: Master, layout: HostdLayout) -> None:
+    # hostd names the pattern; the agent passes it on; the admin API's 403 carries it as its own field.
+    for refused in (
+        await master.admin.post("/api/nodes/local/host/whitelist", json={"unit": "ssh", "confirm": "ssh"}),
+        await master.admin.post(f"{UNITS}/ssh/start"),
+    ):
+        assert _error(refused)[:2] == (403, "denied")
+        assert refused.json()["error"]["pattern"] == "ssh*"
+    assert layout.actions_run() == []
+
+
 async def test_containers_outside_the_whitelist_are_refused_before_the_node(master: Master) -> None:
     base = "/api/nodes/local/host/containers"
     assert _error(await master.admin.post(f"{base}/postgres/stop"))[:2] == (403, "not_whitelisted")

@@ -28,6 +28,12 @@ def test_the_envelope_names_only_the_subjects_it_knows(snapshot_json: SnapshotAs
     assert {"bare": bare, "full": full} == snapshot_json
 
 
+def test_a_denied_host_service_names_its_deny_pattern() -> None:
+    body = admin_error_body(AdminErrorCode.DENIED, "ssh is a system service", pattern="ssh*")
+    assert body == {"error": {"code": "denied", "message": "ssh is a system service", "pattern": "ssh*"}}
+    assert AdminErrorBody.from_wire(body).error.pattern == "ssh*"
+
+
 def test_an_envelope_of_a_newer_master_still_reads() -> None:
     newer = {"error": {"code": "quota_exceeded", "message": "later", "nodeId": "gpu-1", "quota": {"n": 1}}}
     error = AdminErrorBody.from_wire(newer).error

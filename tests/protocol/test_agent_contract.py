@@ -220,6 +220,14 @@ def test_error_envelope(snapshot_json: SnapshotAssertion) -> None:
     assert "type" not in body["error"]
 
 
+def test_a_passed_on_hostd_refusal_keeps_its_deny_pattern() -> None:
+    # The agent answers hostd's `denied` in hostd's envelope; the master reads its pattern from it.
+    hostd = {"error": {"code": "denied", "message": "ssh is a system service", "pattern": "ssh*"}}
+    assert AgentErrorBody.from_wire(hostd).error.pattern == "ssh*"
+    # Additive: an ordinary refusal still has no pattern on the wire.
+    assert "pattern" not in agent_error_body(AgentErrorCode.MODEL_NOT_FOUND, "no such model")["error"]
+
+
 @pytest.mark.parametrize(
     ("code", "status"),
     [

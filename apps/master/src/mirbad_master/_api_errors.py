@@ -82,13 +82,23 @@ class ApiError(MirbadError):
         status: the HTTP status.
         code: the envelope's code.
         field: the offending field, if one.
+        pattern: the deny pattern of a ``denied`` host-service refusal (the node's hostd named it).
     """
 
-    def __init__(self, status: int, code: AdminErrorCode, message: str, *, field: str | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        code: AdminErrorCode,
+        message: str,
+        *,
+        field: str | None = None,
+        pattern: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.field = field
+        self.pattern = pattern
 
 
 _C = AdminErrorCode
@@ -143,7 +153,7 @@ _AGENT_CODES: Final = {
 # spec the node can never run.
 _MISSING_MODEL_PATH: Final = re.compile(r"model path '(?P<path>[^']*)' refused: no such file under")
 # The attributes the libraries' exceptions name their subjects with, as the envelope's fields.
-_SUBJECTS: Final = ("node_id", "model_id", "key_id", "job_id")
+_SUBJECTS: Final = ("node_id", "model_id", "key_id", "job_id", "pattern")
 
 
 # What each refusal status means, for the OpenAPI document (the codes are the table's above).

@@ -50,7 +50,8 @@ _RESPONSES: Final[dict[int | str, dict[str, Any]]] = {
     **refusals(404, 409, 422, 502, 503, 504),
     403: {
         "model": AdminErrorBody,
-        "description": "`confirm`, `denied`, `not_whitelisted`, `whitelist_refused`: see the message",
+        "description": "`confirm`, `denied` (`pattern` names the node's deny pattern), `not_whitelisted`, "
+        "`whitelist_refused`: see the message",
     },
 }
 # hostd's and the agent's refusal codes, as the admin API's.
@@ -304,4 +305,5 @@ async def _refusals() -> AsyncIterator[None]:
         if code is None:
             raise
         status = 422 if code is AdminErrorCode.INVALID_REQUEST else code.http_status
-        raise ApiError(status, code, exc.message, field=exc.field) from None
+        # The deny pattern travels as its own field (hostd -> agent -> here), not only in the prose.
+        raise ApiError(status, code, exc.message, field=exc.field, pattern=exc.pattern) from None

@@ -310,16 +310,25 @@ class AgentRequestError(NodeError):
         code: the envelope's ``code`` (an ``AgentErrorCode`` value, or ``None`` without an envelope).
         message: the envelope's message, for people.
         field: the offending field, for ``invalid_request``.
+        pattern: the deny pattern of a ``denied`` refusal (hostd's, passed on by the agent).
     """
 
     def __init__(
-        self, node_id: str, status_code: int, code: str | None, message: str, field: str | None = None
+        self,
+        node_id: str,
+        status_code: int,
+        code: str | None,
+        message: str,
+        field: str | None = None,
+        *,
+        pattern: str | None = None,
     ) -> None:
         super().__init__(node_id, f"node {node_id!r}: {message}")
         self.status_code = status_code
         self.code = code
         self.message = message
         self.field = field
+        self.pattern = pattern
 
 
 class NodeConflictError(AgentRequestError):
@@ -490,7 +499,7 @@ class ContainerNotWhitelistedError(HostServiceError):
 
 
 class WhitelistChangeRefusedError(HostServiceError):
-    """A whitelist change without a signed-in administrator session (or with admin login disabled)."""
+    """A whitelist change without a signed-in administrator (the caller resolved no principal)."""
 
 
 class RejectedMeasurementError(JobError):

@@ -189,6 +189,7 @@ class AdminError(WireModel):
         served_name: the served name asked for, for ``served_name_taken``.
         retry_after_s: the seconds to wait before trying again, for ``too_many_attempts``.
         job_id: the job in the way, for ``job_conflict``.
+        pattern: the node's deny pattern that refused a host service, for ``denied``.
     """
 
     code: str
@@ -200,6 +201,7 @@ class AdminError(WireModel):
     served_name: str | None = None
     retry_after_s: int | None = None
     job_id: str | None = None
+    pattern: str | None = None
 
 
 class AdminErrorBody(WireModel):
@@ -219,6 +221,7 @@ def admin_error_body(
     served_name: str | None = None,
     retry_after_s: int | None = None,
     job_id: str | None = None,
+    pattern: str | None = None,
 ) -> dict[str, Any]:
     """The JSON body of an admin API refusal (send it with ``code.http_status``).
 
@@ -234,5 +237,6 @@ def admin_error_body(
         served_name=served_name,
         retry_after_s=retry_after_s,
         job_id=job_id,
+        pattern=pattern,
     )
     return AdminErrorBody(error=error).to_wire()

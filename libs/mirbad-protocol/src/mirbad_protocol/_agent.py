@@ -253,15 +253,17 @@ class AgentError(WireModel):
         code: an :class:`AgentErrorCode` value (kept as text, so a newer agent's code still reads).
         message: what went wrong, for people.
         field: the offending field or query parameter, for ``invalid_request``.
+        pattern: the deny pattern of a ``denied`` refusal the agent passes on from hostd.
     """
 
     code: str
     message: str
     field: str | None = None
+    pattern: str | None = None
 
 
 class AgentErrorBody(WireModel):
-    """Every agent error response: ``{"error": {"code", "message"[, "field"]}}``."""
+    """Every agent error response: ``{"error": {"code", "message"[, "field"][, "pattern"]}}``."""
 
     error: AgentError
 

@@ -13,7 +13,7 @@ loaded only while the tab is open and refreshed every :data:`DISCOVERY_REFRESH_S
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Final
+from typing import Final, Literal
 
 from nicegui import ui
 
@@ -37,6 +37,7 @@ __all__ = [
     "DISCOVERY_REFRESH_S",
     "SYSTEM_LABEL",
     "discovered_order",
+    "refusal_text",
     "render_services",
     "service_nodes",
 ]
@@ -72,6 +73,19 @@ def discovered_order(services: list[DiscoveredService]) -> list[DiscoveredServic
         return (service.memory_bytes or 0) + service.gpu_memory_mib * _MIB
 
     return sorted(services, key=lambda s: (-weight(s), s.unit))
+
+
+def refusal_text(exc: MirbadError) -> str:
+    """What the page shows for a refused call: the message, and a node's deny pattern when it named one.
+
+    hostd names the pattern in its own words too, but the field is what says it; the page must not
+    depend on another process's prose.
+    """
+    text = str(exc)
+    pattern = getattr(exc, "pattern", None)
+    if isinstance(pattern, str) and pattern and pattern not in text:
+        text += f" (deny pattern {pattern!r})"
+    return text
 
 
 def _ram(memory_bytes: int | None) -> str:
@@ -114,7 +128,7 @@ async def render_services(portal: Portal) -> None:
 
 async def _node_card(services: MasterServices, node: str, *, units: bool, containers: bool) -> None:
     manager = services.host_services
-    with testid(ui.card().classes("w-full gap-2"), f"services-{node}"):
+    with testid(ui.card().classes("w-full gap-2"), f"services-{node}") as card:
         ui.label(node).classes("text-h6")
         with ui.tabs() as tabs:
             managed_tab = ui.tab("Managed")
@@ -127,16 +141,20 @@ async def _node_card(services: MasterServices, node: str, *, units: bool, contai
                 discovered = testid(ui.column().classes("w-full gap-1"), f"discovered-{node}")
 
     async def act(action: Callable[[], Awaitable[object]], done: str) -> None:
+        kind: Literal["positive", "negative"] = "positive"
+        outcome = done  # a cancelled dialog's is empty: it only redraws
         try:
             await action()
         except MirbadError as exc:
-            ui.notify(str(exc), type="negative", multi_line=True)
-        else:
-            if done:  # a cancelled dialog only redraws (the switch goes back)
-                ui.notify(done, type="positive")
-        await refresh()
-        if tabs.value in (discovered_tab, "Discovered"):
-            await load_discovered()
+            outcome, kind = refusal_text(exc), "negative"
+        # In the card's context, not the row's that called: a refresh during the action (the timer's,
+        # another action's) deleted that row, and a notification in it failed and skipped the redraw.
+        with card:
+            if outcome:
+                ui.notify(outcome, type=kind, multi_line=True)
+            await refresh()
+            if tabs.value in (discovered_tab, "Discovered"):
+                await load_discovered()
 
     async def refresh() -> None:
         unit_rows: list[HostServiceStatus] | str = []

@@ -60,7 +60,7 @@ def refusal_error(node_id: str, answer: httpx.Response, model_id: str | None) ->
     if error.code == AgentErrorCode.MODEL_NOT_FOUND.value and model_id is not None:
         return ModelNotOnNodeError(node_id, model_id, error.message)
     kind = _REFUSALS.get(error.code, AgentRequestError)
-    return kind(node_id, answer.status_code, error.code, error.message, error.field)
+    return kind(node_id, answer.status_code, error.code, error.message, error.field, pattern=error.pattern)
 
 
 def _wrong_certificate(exc: BaseException) -> WrongAgentCertificateError | None:

@@ -218,5 +218,5 @@ class HostServiceManager:
 def _require(principal: str | None) -> None:
     if not principal:
         raise WhitelistChangeRefusedError(
-            "whitelist changes need a signed-in administrator session (and admin login turned on)"
+            "whitelist changes need a signed-in administrator (a portal session or the password)"
         )
