@@ -19,6 +19,7 @@ __all__ = [
     "ApiKeyRevokedError",
     "ApiKeyStoreError",
     "BenchmarkRequestError",
+    "CandidateFailedError",
     "ContainerNotWhitelistedError",
     "DuplicateNodeError",
     "DuplicateServedNameError",
@@ -51,11 +52,14 @@ __all__ = [
     "StartLaneBusyError",
     "StateFileError",
     "StoreFileError",
+    "TuningError",
+    "TuningInfrastructureError",
     "UnknownApiKeyError",
     "UnknownEnrollmentTokenError",
     "UnknownModelError",
     "UnknownNodeError",
     "UnknownPresetError",
+    "UnknownTuningStepError",
     "UnreadableFlagError",
     "WhitelistChangeRefusedError",
 ]
@@ -510,3 +514,41 @@ class RejectedMeasurementError(JobError):
         self.component = component
         self.side = side
         self.value = value
+
+
+class TuningError(JobError):
+    """Root of the refusals and failures of tuning runs."""
+
+
+class UnknownTuningStepError(InvalidFieldError, TuningError):
+    """A tuning request names steps (dimensions) the model's runtime does not have.
+
+    Attributes:
+        unknown: the names refused, in the request's order.
+        known: the names there are.
+    """
+
+    def __init__(self, unknown: list[str], known: list[str]) -> None:
+        super().__init__(
+            "steps", f"unknown steps {', '.join(unknown)}; this model's steps are: {', '.join(known)}"
+        )
+        self.unknown = unknown
+        self.known = known
+
+
+class CandidateFailedError(TuningError):
+    """One candidate could not be measured (launch refused, never Ready, benchmark failed).
+
+    Only that candidate fails; the run goes on with the next one.
+
+    Attributes:
+        cause: why, in words (the node's failure report when it has one).
+    """
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(cause)
+        self.cause = cause
+
+
+class TuningInfrastructureError(TuningError):
+    """A tuning instance could not be removed (verified gone) in time: the run stops and restores."""

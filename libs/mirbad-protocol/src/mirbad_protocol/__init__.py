@@ -228,6 +228,17 @@ from ._pki_tls import (
 )
 from ._status import GpuMemory, MemorySnapshot, ModelMetrics, ModelState, ModelStatus, RouterModelStats
 from ._task_groups import single_errors
+from ._tuning import (
+    CandidateOutcome,
+    TuningCandidate,
+    TuningGoal,
+    TuningJobList,
+    TuningJobView,
+    TuningList,
+    TuningRequest,
+    TuningRun,
+    TuningSearch,
+)
 from ._user_input import (
     USER_INPUT,
     UserCheck,
@@ -323,6 +334,7 @@ __all__ = [
     "BenchmarkOptions",
     "BenchmarkResult",
     "BenchmarkSizes",
+    "CandidateOutcome",
     "CertificateAuthority",
     "CertificateIdentity",
     "CertificateRequestError",
@@ -428,6 +440,14 @@ __all__ = [
     "TelemetrySnapshot",
     "TlsCredentials",
     "ToolCallResult",
+    "TuningCandidate",
+    "TuningGoal",
+    "TuningJobList",
+    "TuningJobView",
+    "TuningList",
+    "TuningRequest",
+    "TuningRun",
+    "TuningSearch",
     "UserCheck",
     "UserMaximum",
     "WhitelistAdd",
