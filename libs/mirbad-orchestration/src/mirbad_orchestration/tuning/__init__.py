@@ -32,24 +32,35 @@ from ._goals import (
     reference_of,
     relative_guards_for,
 )
+from ._instances import (
+    CLEANUP_TIMEOUT_S,
+    AgentTuningInstances,
+    InstanceCandidateRunner,
+    TuningInstances,
+    tuning_id,
+)
 from ._runner import CandidateRunner
 from ._simulator import PerformanceModel, SimulatedRunner
 
 __all__ = [
     "ABSOLUTE_GUARDS",
+    "CLEANUP_TIMEOUT_S",
     "GOALS",
     "LLAMACPP_QUICK",
     "RELATIVE_SLACK",
     "VLLM_QUICK",
+    "AgentTuningInstances",
     "CandidateRunner",
     "Confirmation",
     "Dimension",
     "EngineOutcome",
+    "InstanceCandidateRunner",
     "Measured",
     "Measurement",
     "PerformanceModel",
     "SimulatedRunner",
     "TuningEngine",
+    "TuningInstances",
     "TuningPlan",
     "TuningProgress",
     "effective_config",
@@ -62,5 +73,6 @@ __all__ = [
     "reference_of",
     "relative_guards_for",
     "set_extra_flag",
+    "tuning_id",
     "vllm_dimensions",
 ]

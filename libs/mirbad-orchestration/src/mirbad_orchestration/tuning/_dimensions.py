@@ -56,8 +56,8 @@ class Dimension:
     tradeoff: str = ""
 
     def candidate(self, definition: ModelDefinition, value: Value) -> ModelDefinition:
-        """``definition`` with ``value`` set, normalized."""
-        return normalize_definition(self.apply(definition, value))
+        """``definition`` normalized (its raw owned flags lifted first), with ``value`` set on top."""
+        return normalize_definition(self.apply(normalize_definition(definition), value))
 
     def describe(self, value: Value) -> str:
         """The candidate in words (the live progress and the result rows show it)."""
