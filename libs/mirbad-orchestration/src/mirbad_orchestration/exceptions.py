@@ -39,6 +39,7 @@ __all__ = [
     "ModelNotOnNodeError",
     "ModelNotReadyError",
     "NoJobRunningError",
+    "NoTuningRunError",
     "NodeConflictError",
     "NodeError",
     "NodeFeatureMissingError",
@@ -400,7 +401,7 @@ class JobConflictError(JobError):
 
     def __init__(self, job_id: str, model_id: str, node_id: str) -> None:
         super().__init__(
-            f"node {node_id!r} is running job {job_id!r} (a benchmark of {model_id!r}); "
+            f"node {node_id!r} is running job {job_id!r} (a benchmark or tuning run of {model_id!r}); "
             "wait for it to end or cancel it"
         )
         self.job_id = job_id
@@ -552,3 +553,7 @@ class CandidateFailedError(TuningError):
 
 class TuningInfrastructureError(TuningError):
     """A tuning instance could not be removed (verified gone) in time: the run stops and restores."""
+
+
+class NoTuningRunError(TuningError):
+    """No stored tuning run of that name, or one without tuned settings to apply (the baseline won)."""

@@ -126,6 +126,7 @@ class BenchmarkJobs:
         drain_timeout_s: the bound of the drain (the spec's 120 s by default).
         poll_s: how often the drain and the model watch look again.
         clock: the wall clock (aware), for the job's and the result's times.
+        busy: another kind of job (a tuning run) running on a node, as (job id, model id), else None.
     """
 
     def __init__(
@@ -139,8 +140,10 @@ class BenchmarkJobs:
         drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S,
         poll_s: float = 1.0,
         clock: Callable[[], datetime] | None = None,
+        busy: Callable[[str], tuple[str, str] | None] = lambda node_id: None,
     ) -> None:
         self._host = host
+        self._busy = busy
         self._results = results
         self._maintenance = maintenance
         self._sizes = sizes or BenchmarkSizes()
@@ -190,6 +193,9 @@ class BenchmarkJobs:
         running = self._jobs.get(target.node_id)
         if running is not None and running.view.state == "running":
             raise JobConflictError(running.view.id, running.view.model_id, target.node_id)
+        other = self._busy(target.node_id)
+        if other is not None:
+            raise JobConflictError(*other, target.node_id)
         # No await between the check above and this line: two starts cannot both pass it.
         job = self._new_job(target, chosen, guards)
         self._jobs[target.node_id] = job

@@ -13,7 +13,9 @@ from ._dimensions import (
     VLLM_QUICK,
     Dimension,
     TuningPlan,
+    apply_best,
     effective_config,
+    extra_flag_value,
     fingerprint,
     llamacpp_dimensions,
     plan_for,
@@ -21,6 +23,7 @@ from ._dimensions import (
     vllm_dimensions,
 )
 from ._engine import EngineOutcome, TuningEngine, TuningProgress
+from ._fleet_runner import FleetTuningRunners
 from ._goals import (
     ABSOLUTE_GUARDS,
     GOALS,
@@ -39,6 +42,8 @@ from ._instances import (
     TuningInstances,
     tuning_id,
 )
+from ._jobs import RunnerFactory, TuningJobs
+from ._results import TUNING_FOLDER_NAME, TuningResults
 from ._runner import CandidateRunner
 from ._simulator import PerformanceModel, SimulatedRunner
 
@@ -48,22 +53,29 @@ __all__ = [
     "GOALS",
     "LLAMACPP_QUICK",
     "RELATIVE_SLACK",
+    "TUNING_FOLDER_NAME",
     "VLLM_QUICK",
     "AgentTuningInstances",
     "CandidateRunner",
     "Confirmation",
     "Dimension",
     "EngineOutcome",
+    "FleetTuningRunners",
     "InstanceCandidateRunner",
     "Measured",
     "Measurement",
     "PerformanceModel",
+    "RunnerFactory",
     "SimulatedRunner",
     "TuningEngine",
     "TuningInstances",
+    "TuningJobs",
     "TuningPlan",
     "TuningProgress",
+    "TuningResults",
+    "apply_best",
     "effective_config",
+    "extra_flag_value",
     "fingerprint",
     "goal_score",
     "guard_violations",

@@ -22,7 +22,9 @@ __all__ = [
     "VLLM_QUICK",
     "Dimension",
     "TuningPlan",
+    "apply_best",
     "effective_config",
+    "extra_flag_value",
     "fingerprint",
     "llamacpp_dimensions",
     "plan_for",
@@ -125,6 +127,42 @@ def set_extra_flag(extra_args: Sequence[str], names: Sequence[str], value: str |
             continue
         kept.append(element)
     return kept if value is None else [*kept, names[0], value]
+
+
+def extra_flag_value(extra_args: Sequence[str], names: Sequence[str]) -> str | None:
+    """The value the last spelling of the flag ``names`` in ``extra_args`` gives (None: not there)."""
+    spellings = set().union(*(_spelled(name) for name in names))
+    value = None
+    for index, element in enumerate(extra_args):
+        for separator in ("=", " "):
+            head, joined, rest = element.partition(separator)
+            if joined and head in spellings:
+                value = rest.strip()
+                break
+        else:
+            if element in spellings and index + 1 < len(extra_args):
+                value = extra_args[index + 1]
+    return value
+
+
+_TUNED_FIELDS: Final = ("max_num_seqs", "max_num_batched_tokens", "kv_cache_dtype", "speculative")
+_TUNED_LLAMACPP_FLAGS: Final = (("--threads", "-t"), ("--ubatch-size", "-ub"), ("--flash-attn", "-fa"))
+
+
+def apply_best(saved: ModelDefinition, best: ModelDefinition) -> ModelDefinition:
+    """The normalized definition Apply best saves: ``best``'s tuned settings onto ``saved`` as it is now.
+
+    Only the settings tuning owns are taken (everything else the user may have changed since the run
+    stays); no owned flag is left in ``extraArgs``.
+    """
+    model = normalize_definition(saved)
+    tuned = normalize_definition(best)
+    extra = list(model.extra_args)
+    if model.runtime == "llamacpp":
+        for names in _TUNED_LLAMACPP_FLAGS:
+            extra = set_extra_flag(extra, names, extra_flag_value(tuned.extra_args, names))
+    update = {name: getattr(tuned, name) for name in _TUNED_FIELDS}
+    return normalize_definition(model.model_copy(update={**update, "extra_args": extra}))
 
 
 def _field(name: str) -> Callable[[ModelDefinition, Value], ModelDefinition]:
