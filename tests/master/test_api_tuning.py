@@ -153,9 +153,12 @@ async def test_refusals_of_the_tuning_api(master: Master) -> None:
     assert (await master.admin.post("/api/models", json=QWEN)).status_code == 201
     reranker = QWEN | {"id": "rank", "servedName": "rank", "tags": ["reranker"]}
     assert (await master.admin.post("/api/models", json=reranker)).status_code == 201
+    embedder = QWEN | {"id": "embed", "servedName": "embed", "tags": ["embedding"]}
+    assert (await master.admin.post("/api/models", json=embedder)).status_code == 201
 
     stopped = await master.admin.post("/api/models/qwen/tune")
     ranked = await master.admin.post("/api/models/rank/tune")
+    embedding = await master.admin.post("/api/models/embed/tune")
     unknown = await master.admin.post(
         "/api/models/qwen/tune", json={"steps": ["max_num_seqs", "threads", "warp"]}
     )
@@ -167,6 +170,8 @@ async def test_refusals_of_the_tuning_api(master: Master) -> None:
     assert stopped.json()["error"]["code"] == "model_not_ready"
     assert ranked.status_code == 422
     assert ranked.json()["error"]["code"] == "preset_not_for_model"
+    assert embedding.status_code == 422
+    assert "embedding models are not tuned yet" in embedding.json()["error"]["message"]
     assert unknown.status_code == 422
     assert unknown.json()["error"]["code"] == "unknown_tuning_step"
     assert unknown.json()["error"]["field"] == "steps"

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mirbad_orchestration.exceptions import UnknownTuningStepError
-from mirbad_orchestration.tuning import fingerprint, llamacpp_dimensions, plan_for, set_extra_flag
+from mirbad_orchestration.tuning import apply_best, fingerprint, llamacpp_dimensions, plan_for, set_extra_flag
 from mirbad_protocol import ExecutableRef, ModelDefinition
 
 LLAMA = ModelDefinition(
@@ -72,3 +72,20 @@ def test_set_extra_flag_leaves_exactly_one_setting_and_keeps_the_rest(extra: lis
     assert rest == [
         element for element in extra if element.split("=")[0].split(" ")[0] not in ("--threads", "-t")
     ]
+
+
+def test_apply_best_takes_only_the_tuned_settings_and_leaves_no_owned_flag() -> None:
+    saved = LLAMA.model_copy(update={"extra_args": ["--threads", "2", "--jinja", "-np", "2"]})
+    best = LLAMA.model_copy(
+        update={"max_num_seqs": 1, "extra_args": ["--threads", "8", "--flash-attn", "on"]}
+    )
+    edited = saved.model_copy(update={"max_model_len": 512})  # changed by the user after the run
+
+    applied = apply_best(edited, best)
+
+    assert applied.max_num_seqs == 1
+    assert applied.max_model_len == 512
+    assert applied.extra_args == ["--jinja", "--threads", "8", "--flash-attn", "on"]
+    assert "-np" not in applied.extra_args
+    vllm = apply_best(VLLM.model_copy(update={"extra_args": ["--max-num-seqs", "64"]}), VLLM)
+    assert (vllm.max_num_seqs, vllm.extra_args) == (16, [])

@@ -1,9 +1,9 @@
 """Tuning jobs: one at a time per node (benchmarks included), the node in maintenance while it runs.
 
 :meth:`TuningJobs.start` refuses what cannot be tuned before anything starts: an unknown model, a
-reranker (422), unknown steps (422 naming them), a model that is not Ready (409: the baseline needs
-it running) and a node that runs a job already (409). The run itself holds the node in maintenance,
-builds the model's candidate runner, runs the engine and stores the run as
+reranker or an embedding model (422), unknown steps (422 naming them), a model that is not Ready
+(409: the baseline needs it running) and a node that runs a job already (409). The run itself
+holds the node in maintenance, builds the model's candidate runner, runs the engine and stores the run as
 ``{data}/tuning/{modelId}/{stamp}.json``; whatever happens the node leaves maintenance and the
 runner restores the saved settings. Cancelling always propagates.
 """
@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
-from mirbad_orchestration.benchmarks import reranker_reason
+from mirbad_orchestration.benchmarks import is_pooling, reranker_reason
 from mirbad_orchestration.exceptions import (
     JobConflictError,
     MirbadOrchestrationError,
@@ -121,6 +121,10 @@ class TuningJobs:
         reranker = reranker_reason(target.settings, target.tags)
         if reranker is not None:
             raise PresetNotForModelError(model_id, f"{reranker}; rerankers are not tuned")
+        if is_pooling(target.settings, target.tags):
+            raise PresetNotForModelError(
+                model_id, "embedding models are not tuned yet (the suite measures chat)"
+            )
         plan = plan_for(saved, search=request.search, steps=request.steps, cpu_count=self._cpu_count)
         if not target.ready:
             raise ModelNotReadyError(model_id, target.state.value)
