@@ -17,11 +17,12 @@ from typing import Any
 import anyio
 import pytest
 from tests.master._stack import Master, running_master
-from tests.master.test_api_benchmarks import QWEN, WAIT_S, chatty, ready
+from tests.master.test_api_benchmarks import QWEN, TINY, WAIT_S, chatty, ready
 
+from mirbad_orchestration.commandline import TUNING_LABEL
 from mirbad_orchestration.jobs import JobTarget
 from mirbad_orchestration.tuning import CandidateRunner, Measurement, SimulatedRunner
-from mirbad_protocol import ModelDefinition
+from mirbad_protocol import ModelDefinition, ModelState
 
 pytestmark = pytest.mark.anyio
 
@@ -180,3 +181,35 @@ async def test_refusals_of_the_tuning_api(master: Master) -> None:
     assert field.json()["error"]["field"] == "speed"
     assert missing.status_code == 404
     assert nothing.status_code == 404
+
+
+@pytest.fixture
+async def fleet_master(tmp_path: Path) -> AsyncIterator[Master]:
+    """The product's runner (tuning instances through the agent), the suite at tiny sizes."""
+    options = {"benchmark_sizes": TINY, "tuning_repetitions": (1, 2)}
+    async with running_master(tmp_path, agent=chatty, services_options=options) as master:
+        yield master
+
+
+async def test_the_fleet_runner_tunes_through_the_agent_and_restores_the_model(fleet_master: Master) -> None:
+    master = fleet_master
+    await ready(master, QWEN)
+    models_file = master.services.settings.data_dir / "models.json"
+    before = models_file.read_bytes()
+    driver = master.local.driver
+
+    started = await master.admin.post("/api/models/qwen/tune", json={"steps": ["max_num_seqs"]})
+    job = await _ended(master, started.json()["id"])
+    [run] = (await master.admin.get("/api/models/qwen/tuning")).json()["runs"]
+
+    assert job["state"] == "succeeded", job
+    tuning = [spec for spec in driver.starts if spec.model_id == "qwen-tuning"]
+    assert len(tuning) >= 3  # the baseline, 8 and 32 (16 is the saved value: a duplicate)
+    assert all(spec.labels == {TUNING_LABEL: "1"} for spec in tuning)
+    assert [spec.model_id for spec in driver.starts][-1] == "qwen"  # restored last
+    assert "qwen" in driver.stops  # its own instance made room first
+    assert (await driver.status("qwen-tuning")).state is ModelState.STOPPED
+    assert (await driver.status("qwen")).state is ModelState.READY
+    assert [row["outcome"] for row in run["candidates"]].count("duplicate") == 1
+    assert all(row["scores"] for row in run["candidates"] if row["outcome"] == "accepted")
+    assert models_file.read_bytes() == before
