@@ -213,3 +213,23 @@ async def test_the_fleet_runner_tunes_through_the_agent_and_restores_the_model(f
     assert [row["outcome"] for row in run["candidates"]].count("duplicate") == 1
     assert all(row["scores"] for row in run["candidates"] if row["outcome"] == "accepted")
     assert models_file.read_bytes() == before
+
+
+async def test_a_leftover_tuning_instance_is_removed_and_its_model_restarted(master: Master) -> None:
+    await ready(master, QWEN)
+    driver = master.local.driver
+    [spec] = [spec for spec in driver.starts if spec.model_id == "qwen"]
+    await driver.stop("qwen")  # as a run leaves it: the model's own instance stopped ...
+    await driver.start(spec.model_copy(update={"model_id": "qwen-tuning", "labels": {TUNING_LABEL: "1"}}))
+    statuses = await driver.list_statuses()  # ... and a candidate still running
+
+    done = await master.services.tuning.recover(
+        master.services.runtime, await master.services.models.list(), statuses
+    )
+
+    assert done == [
+        "removed the leftover tuning instance 'qwen-tuning'",
+        "started 'qwen' again with its saved settings",
+    ]
+    assert (await driver.status("qwen-tuning")).state is ModelState.STOPPED
+    assert (await driver.status("qwen")).state is ModelState.READY

@@ -270,8 +270,20 @@ class MasterServices:
         await tasks.start(self.health.run)
         await tasks.start(self.jobs.run)
         await tasks.start(self.tuning.run)
+        tasks.start_soon(self._recover_tuning)
         tasks.start_soon(self.telemetry.run)
         tasks.start_soon(self.keys.run_usage_flusher)
+
+    async def _recover_tuning(self) -> None:
+        # A master that stopped mid-run left a tuning instance and a stopped model behind.
+        try:
+            with anyio.fail_after(_LIST_MODELS_TIMEOUT_S * 4):
+                # From the first poll's cache: no extra request to any agent.
+                seen = [status for node in self.cache.nodes() for status in node.models]
+                for done in await self.tuning.recover(self.runtime, await self.models.list(), seen):
+                    _logger.warning("tuning recovery: %s", done)
+        except (MirbadError, TimeoutError) as exc:
+            _logger.warning("cannot look for leftover tuning instances: %s", exc)
 
     def _tuning_on(self, node_id: str) -> tuple[str, str] | None:
         running = self.tuning.running_on(node_id)

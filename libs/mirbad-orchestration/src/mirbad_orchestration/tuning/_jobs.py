@@ -28,11 +28,21 @@ from mirbad_orchestration.exceptions import (
     NoJobRunningError,
     PresetNotForModelError,
 )
+from mirbad_orchestration.fleet import ModelRuntime
 from mirbad_orchestration.jobs import JobHost, JobTarget, MaintenanceState, NodeMaintenance
-from mirbad_protocol import JobState, ModelDefinition, TuningJobView, TuningRequest, TuningRun
+from mirbad_protocol import (
+    JobState,
+    ModelDefinition,
+    ModelState,
+    ModelStatus,
+    TuningJobView,
+    TuningRequest,
+    TuningRun,
+)
 
 from ._dimensions import TuningPlan, plan_for
 from ._engine import EngineOutcome, TuningEngine
+from ._instances import tuning_id
 from ._results import TuningResults
 from ._runner import CandidateRunner
 
@@ -108,6 +118,28 @@ class TuningJobs:
                 await anyio.sleep_forever()
             finally:
                 self._tasks = None
+
+    async def recover(
+        self, runtime: ModelRuntime, models: list[ModelDefinition], statuses: list[ModelStatus]
+    ) -> list[str]:
+        """Remove tuning instances a previous master left running and bring their models back.
+
+        Called at boot, before any run, with the instances the nodes reported (``statuses``): every
+        instance under a registered model's tuning id is stopped, and the model is started again
+        with its saved settings when nothing of it runs. Returns what was done, for the log.
+        """
+        by_tuning_id = {tuning_id(model.id): model for model in models}
+        done = []
+        for status in statuses:
+            model = by_tuning_id.get(status.id)
+            if model is None or status.state is ModelState.STOPPED:
+                continue
+            await runtime.stop(status.id)
+            done.append(f"removed the leftover tuning instance {status.id!r}")
+            if (await runtime.status(model.id)).state is ModelState.STOPPED:
+                await runtime.start(model)
+                done.append(f"started {model.id!r} again with its saved settings")
+        return done
 
     def running_on(self, node_id: str) -> TuningJobView | None:
         """The tuning job running on ``node_id``, if any."""
