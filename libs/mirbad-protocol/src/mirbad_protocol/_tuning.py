@@ -150,7 +150,7 @@ class TuningJobView(WireModel):
         phase: ``search``, ``confirmation``, ``restoring`` ...
         candidate: the description of the candidate being measured.
         done: the candidates finished so far.
-        total: the candidates planned (duplicates included).
+        total: the candidates planned (duplicates and the confirmation stage's three included).
         eta_s: the seconds it expects to still need.
         started_at: when it started.
         finished_at: when it ended.

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import random
 import secrets
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -53,6 +54,7 @@ RunnerFactory = Callable[[JobTarget, ModelDefinition], Awaitable[CandidateRunner
 
 _logger = logging.getLogger(__name__)
 _PER_CANDIDATE_S = 60.0  # the first estimate of a candidate (start + suite), before any was measured
+_CONFIRMED = 3  # the confirmation stage re-measures at most the best two and the baseline
 
 
 @dataclass
@@ -169,8 +171,8 @@ class TuningJobs:
             node_id=target.node_id,
             goal=request.goal,
             steps=plan.steps,
-            total=plan.candidates + 1,
-            eta_s=(plan.candidates + 1) * _PER_CANDIDATE_S,
+            total=plan.candidates + 1 + _CONFIRMED,
+            eta_s=(plan.candidates + 1 + _CONFIRMED) * _PER_CANDIDATE_S,
             started_at=self._clock(),
         )
         job = _Job(view)
@@ -245,9 +247,14 @@ class TuningJobs:
         try:
             runner = await self._runners(target, saved)
 
+            began = time.monotonic()
+
             async def progress(phase: str, description: str, done: int) -> None:
-                left = max(0, job.view.total - done)
-                job.update(phase=phase, candidate=description, done=done, eta_s=left * _PER_CANDIDATE_S)
+                # Re-projected from the run's own pace once a candidate has finished.
+                pace = (time.monotonic() - began) / done if done else _PER_CANDIDATE_S
+                eta = max(0, job.view.total - done) * pace
+                job.update(phase=phase, candidate=description, done=done, eta_s=eta)
+                await self._maintenance.update_node(target.node_id, max(1, round(eta)))
 
             engine = TuningEngine(
                 runner,
