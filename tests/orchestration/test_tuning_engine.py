@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from mirbad_orchestration.exceptions import TuningError, TuningInfrastructureError
 from mirbad_orchestration.tuning import (
+    EngineOutcome,
     Measurement,
     SimulatedRunner,
     TuningEngine,
@@ -169,9 +170,14 @@ async def test_a_baseline_that_cannot_start_fails_the_run_and_restores() -> None
 
 async def test_a_cleanup_that_fails_stops_the_run_and_restores() -> None:
     runner = SimulatedRunner(fleet, seed=7, stuck=lambda definition: definition.max_num_seqs == 8)
+    outcome = EngineOutcome()
     with pytest.raises(TuningInfrastructureError):
-        await TuningEngine(runner).run(SAVED, FULL)
+        await TuningEngine(runner).run(SAVED, FULL, outcome)
     assert runner.restored
+    # What was measured until then is kept, the stuck candidate recorded with the cause.
+    assert [row.step for row in outcome.candidates] == ["baseline", "speculative", "max_num_seqs"]
+    assert outcome.candidates[-1].outcome == "failed"
+    assert "still there" in (outcome.candidates[-1].error or "")
     assert [definition.max_num_seqs for definition in runner.live] == [8]
 
 

@@ -23,7 +23,7 @@ from pydantic import JsonValue
 
 from mirbad_orchestration.benchmarks import median
 from mirbad_orchestration.commandline import normalize_definition
-from mirbad_orchestration.exceptions import CandidateFailedError, TuningError
+from mirbad_orchestration.exceptions import CandidateFailedError, TuningError, TuningInfrastructureError
 from mirbad_protocol import ModelDefinition, TuningCandidate, TuningGoal
 
 from ._confirmation import Confirmation, Measured
@@ -94,15 +94,23 @@ class TuningEngine:
         self._rng = rng or random.Random()  # noqa: S311 - orders measurements, no secret
         self._progress = progress
         self._done = 0
+        self._outcome = EngineOutcome()
 
-    async def run(self, saved: ModelDefinition, plan: TuningPlan) -> EngineOutcome:
+    async def run(
+        self, saved: ModelDefinition, plan: TuningPlan, outcome: EngineOutcome | None = None
+    ) -> EngineOutcome:
         """Tune ``saved`` over ``plan``; the saved settings are restored whatever happens.
+
+        ``outcome`` (a new one by default) is filled as the run goes, so a caller keeps what a
+        failed or cancelled run measured until then.
 
         Raises:
             TuningError: the baseline could not be measured.
             TuningInfrastructureError: an instance could not be removed (the run stopped).
         """
-        outcome = EngineOutcome(notes=list(plan.notes))
+        outcome = outcome if outcome is not None else EngineOutcome()
+        outcome.notes += plan.notes
+        self._outcome = outcome
         try:
             await self._runner.prepare()
             await self._search(normalize_definition(saved), plan, outcome)
@@ -186,10 +194,20 @@ class TuningEngine:
             return Measured(definition, failed)
         finally:
             self._done += 1
-            with anyio.CancelScope(shield=True), anyio.fail_after(_REMOVE_BOUND_S):
-                await self._runner.remove(handle)
+            await self._remove(handle, candidate)
         timed = candidate.model_copy(update={"benchmark_seconds": time.monotonic() - started})
         return Measured(definition, timed, measurements)
+
+    async def _remove(self, handle: str, candidate: TuningCandidate) -> None:
+        """Remove the instance; one that stays is recorded as the candidate's failure and stops the run."""
+        try:
+            with anyio.CancelScope(shield=True), anyio.fail_after(_REMOVE_BOUND_S):
+                await self._runner.remove(handle)
+        except TuningInfrastructureError as exc:
+            self._outcome.candidates.append(
+                candidate.model_copy(update={"outcome": "failed", "error": str(exc)})
+            )
+            raise
 
     def judge(self, measured: Measured, reference: Measurement, relative: list[str]) -> None:
         """Score each repetition against ``reference`` and check the guards on their median."""

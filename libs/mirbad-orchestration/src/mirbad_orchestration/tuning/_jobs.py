@@ -224,7 +224,7 @@ class TuningJobs:
         error: str | None = "cancelled"
         try:
             with job.scope:
-                outcome = await self._hold_and_tune(job, target, saved, plan)
+                await self._hold_and_tune(job, target, saved, plan, outcome)
                 state, error = "succeeded", None
         except Exception as exc:
             state, error = "failed", str(exc) or type(exc).__name__
@@ -233,8 +233,8 @@ class TuningJobs:
                 await self._finish(job, target, saved, outcome, state, error)
 
     async def _hold_and_tune(
-        self, job: _Job, target: JobTarget, saved: ModelDefinition, plan: TuningPlan
-    ) -> EngineOutcome:
+        self, job: _Job, target: JobTarget, saved: ModelDefinition, plan: TuningPlan, outcome: EngineOutcome
+    ) -> None:
         models = await self._host.node_models(target.node_id)
         held = NodeMaintenance(
             job_id=job.view.id,
@@ -264,7 +264,7 @@ class TuningJobs:
                 rng=random.Random(secrets.randbits(32)),  # noqa: S311 - orders measurements, no secret
                 progress=progress,
             )
-            return await engine.run(saved, plan)
+            await engine.run(saved, plan, outcome)
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(10):
                 await self._maintenance.leave_node(target.node_id)
