@@ -216,3 +216,33 @@ def test_mtp_depths_only_with_mtp_layers_and_kv_only_when_admitted() -> None:
     assert with_mtp.steps[-1] == "kv_cache_dtype"
     assert isinstance(plan_for(SAVED), TuningPlan)
     assert plan_for(SAVED).steps == ["speculative", "max_num_seqs"]
+
+
+_FAILABLE = st.sets(
+    st.sampled_from([("max_num_seqs", 8), ("max_num_seqs", 32), ("batched", 2048), ("batched", 8192)])
+)
+
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(failing=_FAILABLE)
+def test_a_failing_candidate_fails_only_itself(failing: set[tuple[str, int]]) -> None:
+    def some_fail(definition: ModelDefinition) -> Measurement | str:
+        own = {("max_num_seqs", definition.max_num_seqs), ("batched", definition.max_num_batched_tokens)}
+        return "refused" if own & failing and definition != SAVED else fleet(definition)
+
+    async def main() -> None:
+        runner = SimulatedRunner(some_fail, noise=0.01, seed=9)
+        outcome = await TuningEngine(runner, rng=random.Random(9)).run(SAVED, FULL)
+        searched = [row for row in outcome.candidates if row.outcome != "duplicate"]
+        for row in searched:
+            [(name, value)] = row.changes.items() or [("baseline", None)]
+            key = ("batched" if name == "max_num_batched_tokens" else name, value)
+            if row.outcome == "failed":
+                assert row.error in ("refused", "a batch too large for the budget")
+            else:
+                assert key not in failing
+                assert len(row.scores) == 3
+        assert runner.live == []
+        assert runner.restored
+
+    anyio.run(main)
