@@ -17,6 +17,7 @@ from ._api_models import models_router
 from ._api_nodes import nodes_router
 from ._api_services import services_router
 from ._api_session import admin_guard, session_router
+from ._api_tuning import tuning_router
 from ._composition import MasterServices
 from ._views import StatusReport, dump, status_report
 
@@ -39,6 +40,7 @@ def api_router(services: MasterServices, auth: AdminAuth) -> APIRouter:
     guarded.include_router(nodes_router(services))
     guarded.include_router(keys_router(services))
     guarded.include_router(benchmarks_router(services))
+    guarded.include_router(tuning_router(services))
     guarded.include_router(downloads_router(services))
     guarded.include_router(services_router(services))
     api.include_router(guarded)

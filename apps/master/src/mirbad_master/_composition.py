@@ -36,6 +36,7 @@ from mirbad_orchestration.jobs import DEFAULT_DRAIN_TIMEOUT_S, BenchmarkJobs
 from mirbad_orchestration.services import HostServiceManager, HostServicesStore
 from mirbad_orchestration.stores import AuditLog
 from mirbad_orchestration.supervision import HealthMonitor, RecoveryState, RestartPauses, StartLanes
+from mirbad_orchestration.tuning import FleetTuningRunners, RunnerFactory, TuningJobs, TuningResults
 from mirbad_protocol import (
     BenchmarkSizes,
     CertificateAuthority,
@@ -77,6 +78,9 @@ class MasterServices:
         benchmark_sizes: the sizes of the benchmark suite (the spec's by default; tests pass small ones).
         preset_sizes: the sizes of the workload presets (likewise).
         drain_timeout_s: how long a benchmark job waits for its node to drain.
+        tuning_runners: builds a tuning run's candidate runner (tuning instances through the agents by
+            default; tests pass a simulator).
+        tuning_repetitions: the repetitions of the search and of the confirmation stage (3 and 5).
 
     Attributes:
         registry_lock: held by the write path (``_changes``) around a model's id check and its write.
@@ -96,6 +100,8 @@ class MasterServices:
         benchmark_sizes: BenchmarkSizes | None = None,
         preset_sizes: PresetSizes | None = None,
         drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S,
+        tuning_runners: RunnerFactory | None = None,
+        tuning_repetitions: tuple[int, int] = (3, 5),
     ) -> None:
         data_dir = settings.data_dir
         self.settings = settings
@@ -163,6 +169,19 @@ class MasterServices:
             preset_sizes=preset_sizes,
             drain_timeout_s=drain_timeout_s,
             poll_s=min(1.0, settings.health_poll_s),
+            busy=self._tuning_on,
+        )
+        self.tuning_results = TuningResults(data_dir)
+        # Tuning shares the node's one job at a time with the benchmarks.
+        self.tuning = TuningJobs(
+            job_host,
+            self.models.get,
+            self.tuning_results,
+            self.maintenance.state,
+            tuning_runners or FleetTuningRunners(self.nodes, clients, self.runtime, sizes=benchmark_sizes),
+            busy=self._benchmark_on,
+            repetitions=tuning_repetitions[0],
+            confirm_repetitions=tuning_repetitions[1],
         )
         self.stopped_on_exit: list[ModelStatus] = []
         self.left_on_exit: list[ModelStatus] = []
@@ -250,8 +269,29 @@ class MasterServices:
         await tasks.start(self.node_monitor.run)
         await tasks.start(self.health.run)
         await tasks.start(self.jobs.run)
+        await tasks.start(self.tuning.run)
+        tasks.start_soon(self._recover_tuning)
         tasks.start_soon(self.telemetry.run)
         tasks.start_soon(self.keys.run_usage_flusher)
+
+    async def _recover_tuning(self) -> None:
+        # A master that stopped mid-run left a tuning instance and a stopped model behind.
+        try:
+            with anyio.fail_after(_LIST_MODELS_TIMEOUT_S * 4):
+                # From the first poll's cache: no extra request to any agent.
+                seen = [status for node in self.cache.nodes() for status in node.models]
+                for done in await self.tuning.recover(self.runtime, await self.models.list(), seen):
+                    _logger.warning("tuning recovery: %s", done)
+        except (MirbadError, TimeoutError) as exc:
+            _logger.warning("cannot look for leftover tuning instances: %s", exc)
+
+    def _tuning_on(self, node_id: str) -> tuple[str, str] | None:
+        running = self.tuning.running_on(node_id)
+        return (running.id, running.model_id) if running is not None else None
+
+    def _benchmark_on(self, node_id: str) -> tuple[str, str] | None:
+        running = [job for job in self.jobs.jobs() if job.node_id == node_id and job.state == "running"]
+        return (running[0].id, running[0].model_id) if running else None
 
     async def _client_of(self, node_id: str) -> AgentClient:
         # The node's current client: a changed address or identity gets a new one.

@@ -36,7 +36,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from mirbad_orchestration.fleet import LOCAL_NODE_ID, AgentClients, NodeRecord
-from mirbad_protocol import BenchmarkSizes, ModelStatus, PresetSizes, WireModel
+from mirbad_protocol import BenchmarkSizes, InvalidFieldError, ModelStatus, PresetSizes, WireModel
 from mirbad_router import ConnectionLimits, default_max_connections
 
 from ._admin_auth import AdminAuth
@@ -60,6 +60,7 @@ __all__ = [
     "BENCHMARK_SIZES_ENV",
     "DUPLICATE_SIGNAL_S",
     "PRESET_SIZES_ENV",
+    "TUNING_REPETITIONS_ENV",
     "FleetOfOne",
     "StopSignals",
     "banner",
@@ -161,6 +162,8 @@ BENCHMARK_SIZES_ENV: Final = "MIRBAD_BENCHMARK_SIZES"
 _Sizes = TypeVar("_Sizes", bound=WireModel)
 PRESET_SIZES_ENV: Final = "MIRBAD_PRESET_SIZES"
 """A JSON ``PresetSizes`` for the workload presets (likewise)."""
+TUNING_REPETITIONS_ENV: Final = "MIRBAD_TUNING_REPETITIONS"
+"""``search,confirmation``: a tuning run's repetitions (tests on tiny models; the product runs 3,5)."""
 
 
 def _sizes_from_env(kind: type[_Sizes], name: str) -> _Sizes | None:
@@ -171,6 +174,16 @@ def _sizes_from_env(kind: type[_Sizes], name: str) -> _Sizes | None:
     """
     raw = os.environ.get(name, "").strip()
     return kind.from_user_json(raw) if raw else None
+
+
+def _repetitions_from_env() -> tuple[int, int]:
+    raw = os.environ.get(TUNING_REPETITIONS_ENV, "").strip()
+    search, _, confirm = raw.partition(",")
+    if not raw:
+        return (3, 5)
+    if not (search.isdigit() and confirm.isdigit() and int(search) > 0 and int(confirm) > 0):
+        raise InvalidFieldError(TUNING_REPETITIONS_ENV, f"{raw!r} is not 'search,confirmation' (two counts)")
+    return (int(search), int(confirm))
 
 
 class FleetOfOne:
@@ -265,6 +278,7 @@ class FleetOfOne:
                 stop_models_on_exit=LOCAL_NODE_ID,
                 benchmark_sizes=_sizes_from_env(BenchmarkSizes, BENCHMARK_SIZES_ENV),
                 preset_sizes=_sizes_from_env(PresetSizes, PRESET_SIZES_ENV),
+                tuning_repetitions=_repetitions_from_env(),
             )
             enroll_tls = enroll_server_context(
                 issue_enroll_server_credentials(authority, enroll_listener_names(settings.host))

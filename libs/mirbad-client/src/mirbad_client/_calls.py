@@ -33,6 +33,10 @@ from mirbad_protocol import (
     NodeSummary,
     OllamaDownload,
     StatusReport,
+    TuningJobList,
+    TuningJobView,
+    TuningList,
+    TuningRequest,
     WireModel,
 )
 
@@ -229,6 +233,35 @@ def cancel_benchmark(node_id: str | None) -> AdminCall[BenchmarkJobList]:
     """``DELETE /api/benchmark[?node=]``: cancel and wait until the jobs ended."""
     params = (("node", node_id),) if node_id is not None else ()
     return AdminCall("DELETE", f"{API}/benchmark", _one(BenchmarkJobList), params=params, waits=True)
+
+
+def tune(model_id: str, request: TuningRequest) -> AdminCall[TuningJobView]:
+    """``POST /api/models/{id}/tune``: start a tuning run (202 with its job)."""
+    body = request.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return AdminCall("POST", _model_path(model_id, "/tune"), _one(TuningJobView), body=body, subject=model_id)
+
+
+def tuning_runs(model_id: str) -> AdminCall[TuningList]:
+    """``GET /api/models/{id}/tuning``: the stored runs, newest first."""
+    return AdminCall("GET", _model_path(model_id, "/tuning"), _one(TuningList), subject=model_id)
+
+
+def apply_tuning(model_id: str, run: str | None) -> AdminCall[ModelView]:
+    """``POST /api/models/{id}/tuning/apply[?run=]``: save a run's tuned settings."""
+    params = (("run", run),) if run is not None else ()
+    path = _model_path(model_id, "/tuning/apply")
+    return AdminCall("POST", path, _one(ModelView), params=params, subject=model_id)
+
+
+def tuning_jobs() -> AdminCall[TuningJobList]:
+    """``GET /api/tuning``: each node's running (else last) tuning job."""
+    return AdminCall("GET", f"{API}/tuning", _one(TuningJobList))
+
+
+def cancel_tuning(node_id: str | None) -> AdminCall[TuningJobList]:
+    """``DELETE /api/tuning[?node=]``: cancel, restore and wait until the jobs ended."""
+    params = (("node", node_id),) if node_id is not None else ()
+    return AdminCall("DELETE", f"{API}/tuning", _one(TuningJobList), params=params, waits=True)
 
 
 # ------------------------------------------------------------------ fleet

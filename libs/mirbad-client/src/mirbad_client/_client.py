@@ -30,6 +30,11 @@ from mirbad_protocol import (
     NodeSummary,
     OllamaDownload,
     StatusReport,
+    TuningGoal,
+    TuningJobView,
+    TuningList,
+    TuningRequest,
+    TuningSearch,
 )
 
 from . import _calls as calls
@@ -187,6 +192,38 @@ class MirbadClient:
     def cancel_benchmark(self, node_id: str | None = None) -> list[BenchmarkJobView]:
         """Cancel the running job of ``node_id`` (every running one without); returns them, ended."""
         return (self._send(calls.cancel_benchmark(node_id))).jobs
+
+    def tune(
+        self,
+        model_id: str,
+        *,
+        goal: TuningGoal = "balanced",
+        search: TuningSearch = "quick",
+        steps: list[str] | None = None,
+    ) -> TuningJobView:
+        """Start tuning a Ready model (its node is in maintenance until the run ends).
+
+        Refused with ``model_not_ready``, ``job_conflict`` (a benchmark or tuning job on the node),
+        ``preset_not_for_model`` (a reranker or embedding model) or ``unknown_tuning_step``.
+        """
+        request = TuningRequest(goal=goal, search=search, steps=steps)
+        return self._send(calls.tune(model_id, request))
+
+    def tuning_runs(self, model_id: str) -> TuningList:
+        """A model's stored tuning runs, newest first, with their files' names."""
+        return self._send(calls.tuning_runs(model_id))
+
+    def apply_tuning(self, model_id: str, run: str | None = None) -> ModelView:
+        """Save a run's tuned settings (the newest run by default); the view says whether to restart."""
+        return self._send(calls.apply_tuning(model_id, run))
+
+    def tuning_jobs(self) -> list[TuningJobView]:
+        """Each node's running tuning job (else its last one), with its progress."""
+        return (self._send(calls.tuning_jobs())).jobs
+
+    def cancel_tuning(self, node_id: str | None = None) -> list[TuningJobView]:
+        """Cancel the running tuning job(s); the saved settings are restored; returns them, ended."""
+        return (self._send(calls.cancel_tuning(node_id))).jobs
 
     def start_download(self, node_id: str, request: HuggingFaceDownload | OllamaDownload) -> DownloadJob:
         """Start downloading a model onto ``node_id`` (a Hugging Face repository or an Ollama model).

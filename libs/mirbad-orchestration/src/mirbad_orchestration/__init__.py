@@ -58,6 +58,7 @@ from .exceptions import (
     NodeTimeoutError,
     NodeUnreachableError,
     NoJobRunningError,
+    NoTuningRunError,
     PresetNotForModelError,
     RegistryError,
     RejectedMeasurementError,
@@ -69,6 +70,7 @@ from .exceptions import (
     UnknownModelError,
     UnknownNodeError,
     UnknownPresetError,
+    UnknownTuningStepError,
     UnreadableFlagError,
 )
 from .keys import ApiKeyStore
@@ -103,6 +105,7 @@ __all__ = [
     "ModelNotReadyError",
     "ModelRegistry",
     "NoJobRunningError",
+    "NoTuningRunError",
     "NodeConflictError",
     "NodeError",
     "NodeFeatureMissingError",
@@ -121,6 +124,7 @@ __all__ = [
     "UnknownModelError",
     "UnknownNodeError",
     "UnknownPresetError",
+    "UnknownTuningStepError",
     "UnreadableFlagError",
     "build_args",
     "config_hash",

@@ -19,6 +19,7 @@ __all__ = [
     "ApiKeyRevokedError",
     "ApiKeyStoreError",
     "BenchmarkRequestError",
+    "CandidateFailedError",
     "ContainerNotWhitelistedError",
     "DuplicateNodeError",
     "DuplicateServedNameError",
@@ -38,6 +39,7 @@ __all__ = [
     "ModelNotOnNodeError",
     "ModelNotReadyError",
     "NoJobRunningError",
+    "NoTuningRunError",
     "NodeConflictError",
     "NodeError",
     "NodeFeatureMissingError",
@@ -51,11 +53,14 @@ __all__ = [
     "StartLaneBusyError",
     "StateFileError",
     "StoreFileError",
+    "TuningError",
+    "TuningInfrastructureError",
     "UnknownApiKeyError",
     "UnknownEnrollmentTokenError",
     "UnknownModelError",
     "UnknownNodeError",
     "UnknownPresetError",
+    "UnknownTuningStepError",
     "UnreadableFlagError",
     "WhitelistChangeRefusedError",
 ]
@@ -405,7 +410,7 @@ class JobConflictError(JobError):
 
     def __init__(self, job_id: str, model_id: str, node_id: str) -> None:
         super().__init__(
-            f"node {node_id!r} is running job {job_id!r} (a benchmark of {model_id!r}); "
+            f"node {node_id!r} is running job {job_id!r} (a benchmark or tuning run of {model_id!r}); "
             "wait for it to end or cancel it"
         )
         self.job_id = job_id
@@ -519,3 +524,45 @@ class RejectedMeasurementError(JobError):
         self.component = component
         self.side = side
         self.value = value
+
+
+class TuningError(JobError):
+    """Root of the refusals and failures of tuning runs."""
+
+
+class UnknownTuningStepError(InvalidFieldError, TuningError):
+    """A tuning request names steps (dimensions) the model's runtime does not have.
+
+    Attributes:
+        unknown: the names refused, in the request's order.
+        known: the names there are.
+    """
+
+    def __init__(self, unknown: list[str], known: list[str]) -> None:
+        super().__init__(
+            "steps", f"unknown steps {', '.join(unknown)}; this model's steps are: {', '.join(known)}"
+        )
+        self.unknown = unknown
+        self.known = known
+
+
+class CandidateFailedError(TuningError):
+    """One candidate could not be measured (launch refused, never Ready, benchmark failed).
+
+    Only that candidate fails; the run goes on with the next one.
+
+    Attributes:
+        cause: why, in words (the node's failure report when it has one).
+    """
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(cause)
+        self.cause = cause
+
+
+class TuningInfrastructureError(TuningError):
+    """A tuning instance could not be removed (verified gone) in time: the run stops and restores."""
+
+
+class NoTuningRunError(TuningError):
+    """No stored tuning run of that name, or one without tuned settings to apply (the baseline won)."""

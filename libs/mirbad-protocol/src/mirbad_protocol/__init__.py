@@ -234,6 +234,17 @@ from ._pki_tls import (
 )
 from ._status import GpuMemory, MemorySnapshot, ModelMetrics, ModelState, ModelStatus, RouterModelStats
 from ._task_groups import single_errors
+from ._tuning import (
+    CandidateOutcome,
+    TuningCandidate,
+    TuningGoal,
+    TuningJobList,
+    TuningJobView,
+    TuningList,
+    TuningRequest,
+    TuningRun,
+    TuningSearch,
+)
 from ._user_input import (
     USER_INPUT,
     UserCheck,
@@ -333,6 +344,7 @@ __all__ = [
     "BenchmarkOptions",
     "BenchmarkResult",
     "BenchmarkSizes",
+    "CandidateOutcome",
     "CertificateAuthority",
     "CertificateIdentity",
     "CertificateRequestError",
@@ -444,6 +456,14 @@ __all__ = [
     "TelemetrySnapshot",
     "TlsCredentials",
     "ToolCallResult",
+    "TuningCandidate",
+    "TuningGoal",
+    "TuningJobList",
+    "TuningJobView",
+    "TuningList",
+    "TuningRequest",
+    "TuningRun",
+    "TuningSearch",
     "UserCheck",
     "UserMaximum",
     "WhitelistAdd",

@@ -95,6 +95,9 @@ class AdminErrorCode(StrEnum):
     """The model is not Ready (the message says its state); ``modelId`` names it."""
     UNKNOWN_PRESET = "unknown_preset"
     """No benchmark preset of that name (``field`` is ``preset``; the message lists the presets)."""
+    UNKNOWN_TUNING_STEP = "unknown_tuning_step"
+    """A tuning request names steps the model's runtime does not tune (``field`` is ``steps``; the
+    message names each and lists the steps there are)."""
     PRESET_NOT_FOR_MODEL = "preset_not_for_model"
     """The model cannot run that benchmark (a reranker; a preset for the other kind of model); the
     message says why and ``modelId`` names the model."""
@@ -138,6 +141,7 @@ _HTTP_STATUS: Final = {
     AdminErrorCode.JOB_CONFLICT: 409,
     AdminErrorCode.MODEL_NOT_READY: 409,
     AdminErrorCode.UNKNOWN_PRESET: 422,
+    AdminErrorCode.UNKNOWN_TUNING_STEP: 422,
     AdminErrorCode.PRESET_NOT_FOR_MODEL: 422,
     AdminErrorCode.JOB_NOT_FOUND: 404,
     AdminErrorCode.SERVED_NAME_TAKEN: 409,

@@ -138,6 +138,7 @@ class BenchmarkJobs:
             taken after it (30 s by default: the agent scrapes every 5 s, the master reads it every 10 s;
             then "cache metrics unavailable").
         clock: the wall clock (aware), for the job's and the result's times.
+        busy: another kind of job (a tuning run) running on a node, as (job id, model id), else None.
     """
 
     def __init__(
@@ -152,8 +153,10 @@ class BenchmarkJobs:
         poll_s: float = 1.0,
         counter_wait_s: float = DEFAULT_COUNTER_WAIT_S,
         clock: Callable[[], datetime] | None = None,
+        busy: Callable[[str], tuple[str, str] | None] = lambda node_id: None,
     ) -> None:
         self._host = host
+        self._busy = busy
         self._results = results
         self._maintenance = maintenance
         self._sizes = sizes or BenchmarkSizes()
@@ -204,6 +207,9 @@ class BenchmarkJobs:
         running = self._jobs.get(target.node_id)
         if running is not None and running.view.state == "running":
             raise JobConflictError(running.view.id, running.view.model_id, target.node_id)
+        other = self._busy(target.node_id)
+        if other is not None:
+            raise JobConflictError(*other, target.node_id)
         # No await between the check above and this line: two starts cannot both pass it.
         job = self._new_job(target, chosen, guards)
         self._jobs[target.node_id] = job

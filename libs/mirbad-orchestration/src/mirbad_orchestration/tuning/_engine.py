@@ -1,0 +1,244 @@
+"""The tuning engine: coordinate descent over a plan's dimensions, then the confirmation stage.
+
+The baseline is the normalized saved definition, measured first. Each dimension is tried in the plan's
+order on top of the best configuration so far: every value becomes a candidate; a candidate whose
+effective configuration has the fingerprint of one measured already is a duplicate (not started
+again); a candidate that fails to start or to measure fails alone; the best accepted candidate of a
+dimension (a higher score than the best so far, no guard broken) becomes the base of the next one.
+The confirmation stage (:mod:`._confirmation`) then decides whether the best two beat the baseline.
+Whatever happens the runner restores the saved settings; cancelling always propagates, and a
+candidate's instance is removed even then.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+import anyio
+from pydantic import JsonValue
+
+from mirbad_orchestration.benchmarks import median
+from mirbad_orchestration.commandline import normalize_definition
+from mirbad_orchestration.exceptions import CandidateFailedError, TuningError, TuningInfrastructureError
+from mirbad_protocol import ModelDefinition, TuningCandidate, TuningGoal
+
+from ._confirmation import Confirmation, Measured
+from ._dimensions import TuningPlan, effective_config, fingerprint
+from ._goals import Measurement, goal_score, guard_violations, reference_of, relative_guards_for
+from ._runner import CandidateRunner
+
+__all__ = ["EngineOutcome", "TuningEngine", "TuningProgress"]
+
+_REMOVE_BOUND_S: Final = 180.0  # the runner verifies within 120 s; this only bounds a shielded wait
+
+TuningProgress = Callable[[str, str, int], Awaitable[None]]
+"""Told (phase, the candidate's description, candidates done) before each candidate."""
+
+
+async def _ignore(phase: str, description: str, done: int) -> None:
+    return None
+
+
+@dataclass
+class EngineOutcome:
+    """What a run found.
+
+    Attributes:
+        candidates: the search's candidates in the order tried (the baseline first).
+        confirmation: the confirmation stage's re-measurements, in the order they ran.
+        winner: the winning candidate (the baseline's re-measurement when nothing beat it).
+        winner_definition: the winner's normalized definition; None when the baseline won.
+        notes: guards made relative, dimensions skipped, the restore.
+    """
+
+    candidates: list[TuningCandidate] = field(default_factory=list)
+    confirmation: list[TuningCandidate] = field(default_factory=list)
+    winner: TuningCandidate | None = None
+    winner_definition: ModelDefinition | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+class TuningEngine:
+    """Runs one tuning run over a runner (see the module).
+
+    Args:
+        runner: starts, measures and removes the candidates.
+        goal: what to optimize.
+        repetitions: the suite's repetitions per candidate in the search (3 in the product).
+        confirm_repetitions: the repetitions per candidate in the confirmation stage (5).
+        margin: how much the re-measured baseline must be beaten by (5 %).
+        rng: orders the confirmation stage (seeded in tests).
+        progress: told before each candidate.
+    """
+
+    def __init__(
+        self,
+        runner: CandidateRunner,
+        goal: TuningGoal = "balanced",
+        *,
+        repetitions: int = 3,
+        confirm_repetitions: int = 5,
+        margin: float = 0.05,
+        rng: random.Random | None = None,
+        progress: TuningProgress = _ignore,
+    ) -> None:
+        self._runner = runner
+        self._goal: TuningGoal = goal
+        self._repetitions = repetitions
+        self._confirm_repetitions = confirm_repetitions
+        self._margin = margin
+        self._rng = rng or random.Random()  # noqa: S311 - orders measurements, no secret
+        self._progress = progress
+        self._done = 0
+        self._outcome = EngineOutcome()
+
+    async def run(
+        self, saved: ModelDefinition, plan: TuningPlan, outcome: EngineOutcome | None = None
+    ) -> EngineOutcome:
+        """Tune ``saved`` over ``plan``; the saved settings are restored whatever happens.
+
+        ``outcome`` (a new one by default) is filled as the run goes, so a caller keeps what a
+        failed or cancelled run measured until then.
+
+        Raises:
+            TuningError: the baseline could not be measured.
+            TuningInfrastructureError: an instance could not be removed (the run stopped).
+        """
+        outcome = outcome if outcome is not None else EngineOutcome()
+        outcome.notes += plan.notes
+        self._outcome = outcome
+        try:
+            await self._runner.prepare()
+            await self._search(normalize_definition(saved), plan, outcome)
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_REMOVE_BOUND_S):
+                note = await self._runner.restore()
+                if note:
+                    outcome.notes.append(note)
+        return outcome
+
+    async def _search(self, baseline: ModelDefinition, plan: TuningPlan, outcome: EngineOutcome) -> None:
+        await self._progress("baseline", "the saved settings", self._done)
+        base = await self.measure(baseline, "baseline", {}, "the saved settings", self._repetitions)
+        if base.measurements is None:
+            raise TuningError(f"the baseline could not be measured: {base.candidate.error}")
+        reference = reference_of(base.measurements)
+        relative = relative_guards_for(reference)
+        outcome.notes += [f"guard {name} made relative: the baseline breaks it" for name in relative]
+        self.judge(base, reference, relative)
+        outcome.candidates.append(base.candidate)
+        seen = {base.candidate.fingerprint}
+        accepted: list[Measured] = []
+        best, best_score = baseline, base.candidate.score or 1.0
+        for dimension in plan.dimensions:
+            round_best: Measured | None = None
+            for value in dimension.values:
+                definition = dimension.candidate(best, value)
+                changes: dict[str, JsonValue] = {dimension.name: value}
+                described = dimension.describe(value)
+                if fingerprint(definition) in seen:
+                    outcome.candidates.append(self._duplicate(dimension.name, changes, described, definition))
+                    self._done += 1
+                    continue
+                seen.add(fingerprint(definition))
+                await self._progress("search", described, self._done)
+                measured = await self.measure(
+                    definition, dimension.name, changes, described, self._repetitions
+                )
+                self.judge(measured, reference, relative)
+                outcome.candidates.append(measured.candidate)
+                if measured.candidate.outcome == "accepted":
+                    accepted.append(measured)
+                    score = measured.candidate.score or 0.0
+                    if score > best_score and (
+                        round_best is None or score > (round_best.candidate.score or 0)
+                    ):
+                        round_best = measured
+            if round_best is not None:
+                best, best_score = round_best.definition, round_best.candidate.score or best_score
+        confirmation = Confirmation(self, self._goal, margin=self._margin, rng=self._rng)
+        await confirmation.run(base, accepted, relative, outcome, repetitions=self._confirm_repetitions)
+
+    async def measure(
+        self,
+        definition: ModelDefinition,
+        step: str,
+        changes: dict[str, JsonValue],
+        described: str,
+        repetitions: int,
+    ) -> Measured:
+        """Start ``definition`` fresh, run the suite ``repetitions`` times, remove it (failing it alone)."""
+        candidate = TuningCandidate(
+            step=step,
+            changes=dict(changes),
+            description=described,
+            effective_config=effective_config(definition),
+            fingerprint=fingerprint(definition),
+        )
+        try:
+            handle = await self._runner.start(definition)
+        except CandidateFailedError as exc:
+            self._done += 1
+            return Measured(
+                definition, candidate.model_copy(update={"outcome": "failed", "error": exc.cause})
+            )
+        started = time.monotonic()
+        try:
+            measurements = [await self._runner.measure(handle) for _ in range(repetitions)]
+        except CandidateFailedError as exc:
+            failed = candidate.model_copy(update={"outcome": "failed", "error": exc.cause})
+            return Measured(definition, failed)
+        finally:
+            self._done += 1
+            await self._remove(handle, candidate)
+        timed = candidate.model_copy(update={"benchmark_seconds": time.monotonic() - started})
+        return Measured(definition, timed, measurements)
+
+    async def _remove(self, handle: str, candidate: TuningCandidate) -> None:
+        """Remove the instance; one that stays is recorded as the candidate's failure and stops the run."""
+        try:
+            with anyio.CancelScope(shield=True), anyio.fail_after(_REMOVE_BOUND_S):
+                await self._runner.remove(handle)
+        except TuningInfrastructureError as exc:
+            self._outcome.candidates.append(
+                candidate.model_copy(update={"outcome": "failed", "error": str(exc)})
+            )
+            raise
+
+    def judge(self, measured: Measured, reference: Measurement, relative: list[str]) -> None:
+        """Score each repetition against ``reference`` and check the guards on their median."""
+        if measured.measurements is None:
+            return
+        scores = [goal_score(self._goal, m, reference) for m in measured.measurements]
+        broken = guard_violations(
+            self._goal, reference_of(measured.measurements), reference, relative=relative
+        )
+        measured.candidate = measured.candidate.model_copy(
+            update={
+                "scores": scores,
+                "score": median(scores),
+                "score_min": min(scores),
+                "score_max": max(scores),
+                "guard_violations": broken,
+                "outcome": "rejected" if broken else "accepted",
+                "error": "; ".join(broken) or None,
+            }
+        )
+
+    @staticmethod
+    def _duplicate(
+        step: str, changes: dict[str, JsonValue], described: str, definition: ModelDefinition
+    ) -> TuningCandidate:
+        return TuningCandidate(
+            step=step,
+            changes=dict(changes),
+            description=described,
+            effective_config=effective_config(definition),
+            fingerprint=fingerprint(definition),
+            outcome="duplicate",
+            error="the same effective configuration as a candidate measured already",
+        )

@@ -1,0 +1,157 @@
+"""What a tuning run optimizes: one repetition's measurement, the goals' scores and their guards.
+
+A :class:`Measurement` is what one repetition of the classic suite says about a candidate. A goal
+scores it against the baseline's reference measurement (the baseline's own score is about 1):
+
+- Single user: the N = 1 decode speed's gain;
+- Many agents: the top level's aggregate speed's gain, with TTFT p95 there at most 2x the baseline's;
+- Balanced: the geometric mean of both gains, with the same guard.
+
+Every goal also keeps the guardrails (the tool call stays valid when the baseline's is, the objective
+answers no fewer) and the absolute guards (TTFT p95 at N = 1 at most 1 s, at the top level at most
+3 s, no failed request). A baseline that breaks an absolute guard makes it relative for the run: no
+worse than the baseline, within :data:`RELATIVE_SLACK` of measurement noise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from mirbad_orchestration.benchmarks import SuiteOutcome, median
+from mirbad_protocol import TuningGoal
+
+__all__ = [
+    "ABSOLUTE_GUARDS",
+    "GOALS",
+    "RELATIVE_SLACK",
+    "Measurement",
+    "goal_score",
+    "guard_violations",
+    "measurement_from_outcome",
+    "reference_of",
+    "relative_guards_for",
+]
+
+GOALS: Final[tuple[TuningGoal, ...]] = ("balanced", "many-agents", "single-user")
+"""The goals there are (``balanced`` is the default)."""
+ABSOLUTE_GUARDS: Final = {"single_ttft_p95_s": 1.0, "many_ttft_p95_s": 3.0, "error_rate": 0.0}
+"""The absolute guards: the most each measurement may be."""
+RELATIVE_SLACK: Final = 0.10
+"""How much worse than the baseline a guard made relative lets a candidate be (measurement noise)."""
+_MANY_TTFT_FACTOR: Final = 2.0
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One repetition of the suite on one candidate.
+
+    Attributes:
+        single_tok_s: the per-request decode speed at N = 1.
+        many_tok_s: the aggregate speed at the top level (N = 16 in the product).
+        single_ttft_p95_s: TTFT p95 at N = 1.
+        many_ttft_p95_s: TTFT p95 at the top level.
+        error_rate: the failed requests' share of the timed ones.
+        tool_call_valid: whether the tool call validated.
+        objective_correct: the objective questions answered correctly.
+        seconds: how long the repetition took.
+    """
+
+    single_tok_s: float
+    many_tok_s: float
+    single_ttft_p95_s: float
+    many_ttft_p95_s: float
+    error_rate: float = 0.0
+    tool_call_valid: bool = True
+    objective_correct: int = 0
+    seconds: float = 0.0
+
+
+def measurement_from_outcome(outcome: SuiteOutcome, *, seconds: float = 0.0) -> Measurement:
+    """Read a classic suite's outcome as a measurement (N = 1 is its first level, the top its last)."""
+    levels = sorted(outcome.levels, key=lambda level: level.concurrency)
+    single, many = levels[0], levels[-1]
+    requests = sum(level.concurrency * max(1, len(level.runs)) for level in levels)
+    failed = sum(run.failed for level in levels for run in level.runs)
+    return Measurement(
+        single_tok_s=single.per_request_tokens_per_s,
+        many_tok_s=many.aggregate_tokens_per_s,
+        single_ttft_p95_s=single.ttft_p95_s,
+        many_ttft_p95_s=many.ttft_p95_s,
+        error_rate=failed / requests if requests else 0.0,
+        tool_call_valid=outcome.tool_call.valid,
+        objective_correct=outcome.questions.correct,
+        seconds=seconds,
+    )
+
+
+def reference_of(measurements: Sequence[Measurement]) -> Measurement:
+    """The per-field median of the repetitions (a tool call counts valid when most were)."""
+
+    def mid(values: list[float]) -> float:
+        return median(values)
+
+    return Measurement(
+        single_tok_s=mid([m.single_tok_s for m in measurements]),
+        many_tok_s=mid([m.many_tok_s for m in measurements]),
+        single_ttft_p95_s=mid([m.single_ttft_p95_s for m in measurements]),
+        many_ttft_p95_s=mid([m.many_ttft_p95_s for m in measurements]),
+        error_rate=mid([m.error_rate for m in measurements]),
+        tool_call_valid=sum(m.tool_call_valid for m in measurements) * 2 > len(measurements),
+        objective_correct=round(mid([float(m.objective_correct) for m in measurements])),
+        seconds=sum(m.seconds for m in measurements),
+    )
+
+
+def _gain(candidate: float, baseline: float) -> float:
+    if not (math.isfinite(candidate) and candidate > 0 and math.isfinite(baseline) and baseline > 0):
+        return 0.0  # a non-finite or non-positive measurement never wins
+    return candidate / baseline
+
+
+def goal_score(goal: TuningGoal, candidate: Measurement, baseline: Measurement) -> float:
+    """The goal's score of ``candidate`` against ``baseline`` (higher is better; 1 = as good)."""
+    single = _gain(candidate.single_tok_s, baseline.single_tok_s)
+    many = _gain(candidate.many_tok_s, baseline.many_tok_s)
+    if goal == "single-user":
+        return single
+    if goal == "many-agents":
+        return many
+    return math.sqrt(single * many)
+
+
+def relative_guards_for(baseline: Measurement) -> list[str]:
+    """The absolute guards ``baseline`` itself breaks (they become relative for the run)."""
+    return [name for name, limit in ABSOLUTE_GUARDS.items() if getattr(baseline, name) > limit]
+
+
+def guard_violations(
+    goal: TuningGoal, candidate: Measurement, baseline: Measurement, *, relative: Sequence[str] = ()
+) -> list[str]:
+    """The guards ``candidate`` (a median over its repetitions) breaks against ``baseline``."""
+    broken = []
+    for name, limit in ABSOLUTE_GUARDS.items():
+        value = getattr(candidate, name)
+        if name in relative:
+            allowed = getattr(baseline, name) * (1 + RELATIVE_SLACK)
+            if value > allowed:
+                broken.append(
+                    f"{name} {value:.3g} is worse than the baseline's {getattr(baseline, name):.3g}"
+                )
+        elif value > limit:
+            broken.append(f"{name} {value:.3g} is over {limit:g}")
+    if goal != "single-user" and candidate.many_ttft_p95_s > _MANY_TTFT_FACTOR * baseline.many_ttft_p95_s:
+        broken.append(
+            f"many_ttft_p95_s {candidate.many_ttft_p95_s:.3g} is over 2x the baseline's "
+            f"{baseline.many_ttft_p95_s:.3g}"
+        )
+    if baseline.tool_call_valid and not candidate.tool_call_valid:
+        broken.append("the tool call no longer validates")
+    if candidate.objective_correct < baseline.objective_correct:
+        broken.append(
+            f"objective answers {candidate.objective_correct} fewer than the baseline's "
+            f"{baseline.objective_correct}"
+        )
+    return broken

@@ -1,0 +1,243 @@
+"""Candidates as tuning instances on a node: started, waited for, measured with the suite, removed.
+
+A candidate runs under the model's tuning id (``{id}-tuning``) with the label ``mirbad.tuning=1``
+(never restart-pending, skipped by the health monitor), so the registry and the model's own instance
+record stay untouched. :class:`TuningInstances` is the node side (:class:`AgentTuningInstances` over a
+node's agent; a test passes the process driver itself). Bounded recovery: a start refused for a
+conflict (another model starting) is retried until the startup timeout, then once more; a candidate
+that fails to start, never becomes Ready within the startup timeout or fails its suite fails alone
+after its instance is removed; an instance not verified gone within the cleanup timeout stops the run.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+import anyio
+import httpx
+
+from mirbad_orchestration.benchmarks import ChatEndpoint, ClassicSuite
+from mirbad_orchestration.commandline import DEFAULT_TOTAL_GIB, TUNING_LABEL, launch_spec_for
+from mirbad_orchestration.exceptions import (
+    CandidateFailedError,
+    ModelNotOnNodeError,
+    NodeConflictError,
+    TuningInfrastructureError,
+)
+from mirbad_orchestration.fleet import AgentClient
+from mirbad_protocol import (
+    BenchmarkSizes,
+    ContainerLaunch,
+    MirbadError,
+    ModelDefinition,
+    ModelState,
+    ModelStatus,
+    ProcessLaunch,
+)
+
+from ._goals import Measurement, measurement_from_outcome
+from ._runner import CandidateRunner
+
+__all__ = [
+    "CLEANUP_TIMEOUT_S",
+    "AgentTuningInstances",
+    "InstanceCandidateRunner",
+    "TuningInstances",
+    "tuning_id",
+]
+
+CLEANUP_TIMEOUT_S: Final = 120.0
+"""How long a removed tuning instance may take to be verified gone."""
+_SUFFIX: Final = "-tuning"
+
+
+def tuning_id(model_id: str) -> str:
+    """The id a model's tuning instances run under (a valid model id, at most 40 characters)."""
+    return model_id[: 40 - len(_SUFFIX)].rstrip("-") + _SUFFIX
+
+
+class TuningInstances(ABC):
+    """A node's side of tuning instances."""
+
+    @abstractmethod
+    async def launch(self, spec: ContainerLaunch | ProcessLaunch) -> ModelStatus:
+        """Start ``spec`` (raises ``NodeConflictError`` when the node is busy starting another)."""
+
+    @abstractmethod
+    async def status(self, model_id: str) -> ModelStatus:
+        """The instance's status now (Stopped when it is gone)."""
+
+    @abstractmethod
+    async def stop(self, model_id: str) -> None:
+        """Stop and remove the instance."""
+
+    @abstractmethod
+    async def endpoint(self, model_id: str, served_name: str) -> ChatEndpoint:
+        """Where the Ready instance answers chats."""
+
+
+class AgentTuningInstances(TuningInstances):
+    """Tuning instances on a node through its agent (its proxy carries the suite's requests)."""
+
+    def __init__(self, client: AgentClient, *, request_timeout_s: float = 900.0) -> None:
+        self._client = client
+        self._request_timeout_s = request_timeout_s
+
+    async def launch(self, spec: ContainerLaunch | ProcessLaunch) -> ModelStatus:
+        """Start ``spec`` through the agent."""
+        return await self._client.start(spec)
+
+    async def status(self, model_id: str) -> ModelStatus:
+        """The agent's status of the instance (Stopped when the node does not have it)."""
+        try:
+            return await self._client.status(model_id)
+        except ModelNotOnNodeError:
+            return ModelStatus(id=model_id, served_name="", state=ModelState.STOPPED)
+
+    async def stop(self, model_id: str) -> None:
+        """Stop the instance (one the node does not have is gone already)."""
+        try:
+            await self._client.stop(model_id)
+        except ModelNotOnNodeError:
+            return
+
+    async def endpoint(self, model_id: str, served_name: str) -> ChatEndpoint:
+        """The agent's proxy for the instance, with the node's mutual-TLS client."""
+        base = self._client.proxy_base_url(model_id)
+        return ChatEndpoint(base, self._client.http, served_name, timeout_s=self._request_timeout_s)
+
+
+async def _nothing() -> None:
+    return None
+
+
+async def _no_note() -> str | None:
+    return None
+
+
+class InstanceCandidateRunner(CandidateRunner):
+    """Runs each candidate as a tuning instance and measures it with the classic suite.
+
+    Args:
+        instances: the node's side.
+        sizes: the suite's sizes (the spec's by default; a Quick test passes tiny ones).
+        total_gib: the node's memory (vLLM's utilization is derived from it).
+        startup_timeout_s: how long a candidate may take to become Ready.
+        cleanup_timeout_s: how long a removed instance may take to be verified gone.
+        poll_s: how often a wait looks again.
+        prepare: makes room before the first candidate (stops the saved model's instance).
+        restore: brings the saved settings back; returns a note when the model did not come back.
+    """
+
+    def __init__(
+        self,
+        instances: TuningInstances,
+        *,
+        sizes: BenchmarkSizes | None = None,
+        total_gib: float = DEFAULT_TOTAL_GIB,
+        startup_timeout_s: float = 600.0,
+        cleanup_timeout_s: float = CLEANUP_TIMEOUT_S,
+        poll_s: float = 0.25,
+        prepare: Callable[[], Awaitable[None]] = _nothing,
+        restore: Callable[[], Awaitable[str | None]] = _no_note,
+    ) -> None:
+        self._instances = instances
+        self._sizes = sizes or BenchmarkSizes()
+        self._total_gib = total_gib
+        self._startup_timeout_s = startup_timeout_s
+        self._cleanup_timeout_s = cleanup_timeout_s
+        self._poll_s = poll_s
+        self._prepare = prepare
+        self._restore = restore
+        self._running: dict[str, ModelDefinition] = {}
+
+    async def prepare(self) -> None:
+        """Make room (the caller's hook)."""
+        await self._prepare()
+
+    async def restore(self) -> str | None:
+        """Bring the saved settings back (the caller's hook)."""
+        return await self._restore()
+
+    async def start(self, definition: ModelDefinition) -> str:
+        """Launch the candidate under the tuning id and wait until it is Ready."""
+        handle = tuning_id(definition.id)
+        spec = launch_spec_for(
+            definition.model_copy(update={"id": handle}),
+            total_gib=self._total_gib,
+            labels={TUNING_LABEL: "1"},
+        )
+        self._running[handle] = definition
+        try:
+            await self._launch(spec)
+            await self._until_ready(handle)
+        except CandidateFailedError:
+            await self.remove(handle)
+            raise
+        return handle
+
+    async def _launch(self, spec: ContainerLaunch | ProcessLaunch) -> None:
+        try:
+            try:
+                await self._instances.launch(spec)
+            except NodeConflictError:
+                await self._launch_after_conflict(spec)
+        except MirbadError as exc:
+            raise CandidateFailedError(f"the node refused the candidate: {exc}") from exc
+
+    async def _launch_after_conflict(self, spec: ContainerLaunch | ProcessLaunch) -> None:
+        """Another model is starting on the node: try again until the startup timeout, then give up."""
+        with anyio.move_on_after(self._startup_timeout_s):
+            while True:
+                await anyio.sleep(self._poll_s)
+                try:
+                    await self._instances.launch(spec)
+                except NodeConflictError:
+                    continue
+                return
+        await self._instances.launch(spec)  # the last try: its refusal fails the candidate
+
+    async def _until_ready(self, handle: str) -> None:
+        with anyio.move_on_after(self._startup_timeout_s):
+            while True:
+                status = await self._instances.status(handle)
+                if status.state is ModelState.READY:
+                    return
+                if status.state in (ModelState.FAILED, ModelState.STOPPED):
+                    raise CandidateFailedError(
+                        f"it went {status.state.value}: {status.error or 'no reason given'}"
+                    )
+                await anyio.sleep(self._poll_s)
+        raise CandidateFailedError(f"not Ready within {self._startup_timeout_s:g} s")
+
+    async def measure(self, handle: str) -> Measurement:
+        """One run of the classic suite on the instance."""
+        definition = self._running[handle]
+        started = time.monotonic()
+        try:
+            endpoint = await self._instances.endpoint(handle, definition.served_name)
+            suite = ClassicSuite(endpoint, self._sizes, max_model_len=definition.max_model_len)
+            outcome = await suite.run()
+        except (MirbadError, httpx.HTTPError) as exc:
+            raise CandidateFailedError(f"the benchmark failed: {exc}") from exc
+        return measurement_from_outcome(outcome, seconds=time.monotonic() - started)
+
+    async def remove(self, handle: str) -> None:
+        """Stop the instance and verify it is gone within the cleanup timeout."""
+        with anyio.move_on_after(self._cleanup_timeout_s):
+            try:
+                await self._instances.stop(handle)
+                while (await self._instances.status(handle)).state is not ModelState.STOPPED:  # noqa: ASYNC110
+                    await anyio.sleep(self._poll_s)
+            except MirbadError as exc:
+                raise TuningInfrastructureError(
+                    f"tuning instance {handle!r} could not be removed: {exc}"
+                ) from exc
+            self._running.pop(handle, None)
+            return
+        raise TuningInfrastructureError(
+            f"tuning instance {handle!r} is still there after {self._cleanup_timeout_s:g} s"
+        )

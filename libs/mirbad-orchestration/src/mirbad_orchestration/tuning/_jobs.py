@@ -1,0 +1,309 @@
+"""Tuning jobs: one at a time per node (benchmarks included), the node in maintenance while it runs.
+
+:meth:`TuningJobs.start` refuses what cannot be tuned before anything starts: an unknown model, a
+reranker or an embedding model (422), unknown steps (422 naming them), a model that is not Ready
+(409: the baseline needs it running) and a node that runs a job already (409). The run itself
+holds the node in maintenance, builds the model's candidate runner, runs the engine and stores the run as
+``{data}/tuning/{modelId}/{stamp}.json``; whatever happens the node leaves maintenance and the
+runner restores the saved settings. Cancelling always propagates.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+
+from mirbad_orchestration.benchmarks import is_pooling, reranker_reason
+from mirbad_orchestration.exceptions import (
+    JobConflictError,
+    MirbadOrchestrationError,
+    ModelNotReadyError,
+    NoJobRunningError,
+    PresetNotForModelError,
+)
+from mirbad_orchestration.fleet import ModelRuntime
+from mirbad_orchestration.jobs import JobHost, JobTarget, MaintenanceState, NodeMaintenance
+from mirbad_protocol import (
+    JobState,
+    ModelDefinition,
+    ModelState,
+    ModelStatus,
+    TuningJobView,
+    TuningRequest,
+    TuningRun,
+)
+
+from ._dimensions import TuningPlan, plan_for
+from ._engine import EngineOutcome, TuningEngine
+from ._instances import tuning_id
+from ._results import TuningResults
+from ._runner import CandidateRunner
+
+__all__ = ["RunnerFactory", "TuningJobs"]
+
+RunnerFactory = Callable[[JobTarget, ModelDefinition], Awaitable[CandidateRunner]]
+"""Builds the candidate runner of one run (the model's node, its saved definition)."""
+
+_logger = logging.getLogger(__name__)
+_PER_CANDIDATE_S = 60.0  # the first estimate of a candidate (start + suite), before any was measured
+_CONFIRMED = 3  # the confirmation stage re-measures at most the best two and the baseline
+
+
+@dataclass
+class _Job:
+    view: TuningJobView
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    done: anyio.Event = field(default_factory=anyio.Event)
+    cancelled_by_user: bool = False
+
+    def update(self, **changes: object) -> None:
+        self.view = self.view.model_copy(update=changes)
+
+
+class TuningJobs:
+    """Runs tuning jobs (see the module); start :meth:`run` in the app's task group first.
+
+    Args:
+        host: the master's side (targets, node models).
+        definition: reads a model's saved definition.
+        results: where runs are stored.
+        maintenance: the maintenance state the router and the health monitor read.
+        runners: builds each run's candidate runner.
+        busy: another job (a benchmark) running on a node, as (job id, model id), else None.
+        repetitions: the suite's repetitions per candidate in the search.
+        confirm_repetitions: those of the confirmation stage.
+        cpu_count: the node's CPU cores (llama-server's thread counts).
+        clock: the wall clock (aware).
+    """
+
+    def __init__(
+        self,
+        host: JobHost,
+        definition: Callable[[str], Awaitable[ModelDefinition]],
+        results: TuningResults,
+        maintenance: MaintenanceState,
+        runners: RunnerFactory,
+        *,
+        busy: Callable[[str], tuple[str, str] | None] = lambda node_id: None,
+        repetitions: int = 3,
+        confirm_repetitions: int = 5,
+        cpu_count: int = 2,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self._host = host
+        self._definition = definition
+        self._results = results
+        self._maintenance = maintenance
+        self._runners = runners
+        self._busy = busy
+        self._repetitions = repetitions
+        self._confirm_repetitions = confirm_repetitions
+        self._cpu_count = cpu_count
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self._jobs: dict[str, _Job] = {}
+        self._tasks: TaskGroup | None = None
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Hold the jobs' task group until cancelled (leaving cancels every running job)."""
+        async with anyio.create_task_group() as tasks:
+            self._tasks = tasks
+            task_status.started()
+            try:
+                await anyio.sleep_forever()
+            finally:
+                self._tasks = None
+
+    async def recover(
+        self, runtime: ModelRuntime, models: list[ModelDefinition], statuses: list[ModelStatus]
+    ) -> list[str]:
+        """Remove tuning instances a previous master left running and bring their models back.
+
+        Called at boot, before any run, with the instances the nodes reported (``statuses``): every
+        instance under a registered model's tuning id is stopped, and the model is started again
+        with its saved settings when nothing of it runs. Returns what was done, for the log.
+        """
+        by_tuning_id = {tuning_id(model.id): model for model in models}
+        done = []
+        for status in statuses:
+            model = by_tuning_id.get(status.id)
+            if model is None or status.state is ModelState.STOPPED:
+                continue
+            await runtime.stop(status.id)
+            done.append(f"removed the leftover tuning instance {status.id!r}")
+            if (await runtime.status(model.id)).state is ModelState.STOPPED:
+                await runtime.start(model)
+                done.append(f"started {model.id!r} again with its saved settings")
+        return done
+
+    def running_on(self, node_id: str) -> TuningJobView | None:
+        """The tuning job running on ``node_id``, if any."""
+        job = self._jobs.get(node_id)
+        return job.view if job is not None and job.view.state == "running" else None
+
+    async def start(self, model_id: str, request: TuningRequest) -> TuningJobView:
+        """Start tuning ``model_id`` (see the module for the refusals)."""
+        target = await self._host.target(model_id)
+        saved = await self._definition(model_id)
+        reranker = reranker_reason(target.settings, target.tags)
+        if reranker is not None:
+            raise PresetNotForModelError(model_id, f"{reranker}; rerankers are not tuned")
+        if is_pooling(target.settings, target.tags):
+            raise PresetNotForModelError(
+                model_id, "embedding models are not tuned yet (the suite measures chat)"
+            )
+        plan = plan_for(saved, search=request.search, steps=request.steps, cpu_count=self._cpu_count)
+        if not target.ready:
+            raise ModelNotReadyError(model_id, target.state.value)
+        if self._tasks is None:
+            raise MirbadOrchestrationError("the tuning jobs are not running (TuningJobs.run)")
+        self._check_free(target.node_id)
+        view = TuningJobView(
+            id=secrets.token_hex(6),
+            model_id=model_id,
+            node_id=target.node_id,
+            goal=request.goal,
+            steps=plan.steps,
+            total=plan.candidates + 1 + _CONFIRMED,
+            eta_s=(plan.candidates + 1 + _CONFIRMED) * _PER_CANDIDATE_S,
+            started_at=self._clock(),
+        )
+        job = _Job(view)
+        self._jobs[target.node_id] = job  # no await since the check: two starts cannot both pass
+        self._tasks.start_soon(self._run_job, job, target, saved, plan)
+        return job.view
+
+    def _check_free(self, node_id: str) -> None:
+        running = self.running_on(node_id)
+        if running is not None:
+            raise JobConflictError(running.id, running.model_id, node_id)
+        other = self._busy(node_id)
+        if other is not None:
+            raise JobConflictError(*other, node_id)
+
+    def jobs(self) -> list[TuningJobView]:
+        """Every node's running tuning job, else its last one, by node."""
+        return [self._jobs[node].view for node in sorted(self._jobs)]
+
+    async def wait(self, job_id: str, *, timeout_s: float) -> TuningJobView:
+        """Wait (bounded) for ``job_id`` to end (``NoJobRunningError``: no such job)."""
+        job = next((job for job in self._jobs.values() if job.view.id == job_id), None)
+        if job is None:
+            raise NoJobRunningError(f"no tuning job {job_id!r}")
+        with anyio.fail_after(timeout_s):
+            await job.done.wait()
+        return job.view
+
+    async def cancel(self, node_id: str | None = None, *, timeout_s: float = 300.0) -> list[TuningJobView]:
+        """Cancel the running tuning job(s); waits (bounded) until they ended and restored."""
+        running = [
+            job
+            for node, job in self._jobs.items()
+            if job.view.state == "running" and (node_id is None or node == node_id)
+        ]
+        if not running:
+            raise NoJobRunningError("no tuning job is running" + (f" on node {node_id!r}" if node_id else ""))
+        for job in running:
+            job.cancelled_by_user = True
+            job.scope.cancel()
+        with anyio.fail_after(timeout_s):
+            for job in running:
+                await job.done.wait()
+        return [job.view for job in running]
+
+    async def _run_job(self, job: _Job, target: JobTarget, saved: ModelDefinition, plan: TuningPlan) -> None:
+        outcome = EngineOutcome()
+        state: JobState = "cancelled"
+        error: str | None = "cancelled"
+        try:
+            with job.scope:
+                await self._hold_and_tune(job, target, saved, plan, outcome)
+                state, error = "succeeded", None
+        except Exception as exc:
+            state, error = "failed", str(exc) or type(exc).__name__
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(30):
+                await self._finish(job, target, saved, outcome, state, error)
+
+    async def _hold_and_tune(
+        self, job: _Job, target: JobTarget, saved: ModelDefinition, plan: TuningPlan, outcome: EngineOutcome
+    ) -> None:
+        models = await self._host.node_models(target.node_id)
+        held = NodeMaintenance(
+            job_id=job.view.id,
+            message=f"a tuning run of {target.model_id!r} is running on node {target.node_id!r}",
+            retry_after_s=max(1, round(job.view.eta_s or 1)),
+            model_ids=[model.model_id for model in models],
+            served_names=[model.served_name for model in models],
+        )
+        await self._maintenance.enter_node(target.node_id, held)
+        try:
+            runner = await self._runners(target, saved)
+
+            began = time.monotonic()
+
+            async def progress(phase: str, description: str, done: int) -> None:
+                # Re-projected from the run's own pace once a candidate has finished.
+                pace = (time.monotonic() - began) / done if done else _PER_CANDIDATE_S
+                eta = max(0, job.view.total - done) * pace
+                job.update(phase=phase, candidate=description, done=done, eta_s=eta)
+                await self._maintenance.update_node(target.node_id, max(1, round(eta)))
+
+            engine = TuningEngine(
+                runner,
+                job.view.goal,
+                repetitions=self._repetitions,
+                confirm_repetitions=self._confirm_repetitions,
+                rng=random.Random(secrets.randbits(32)),  # noqa: S311 - orders measurements, no secret
+                progress=progress,
+            )
+            await engine.run(saved, plan, outcome)
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+                await self._maintenance.leave_node(target.node_id)
+
+    async def _finish(
+        self,
+        job: _Job,
+        target: JobTarget,
+        saved: ModelDefinition,
+        outcome: EngineOutcome,
+        state: JobState,
+        error: str | None,
+    ) -> None:
+        run = TuningRun(
+            model_id=target.model_id,
+            node_id=target.node_id,
+            runtime=saved.runtime,
+            goal=job.view.goal,
+            steps=job.view.steps,
+            repetitions=self._repetitions,
+            confirm_repetitions=self._confirm_repetitions,
+            started_at=job.view.started_at,
+            finished_at=self._clock(),
+            state=state,
+            error=error,
+            candidates=outcome.candidates,
+            confirmation=outcome.confirmation,
+            winner=outcome.winner,
+            winner_is_baseline=outcome.winner_definition is None,
+            best_definition=outcome.winner_definition,
+            notes=outcome.notes,
+        )
+        stored = None
+        try:
+            stored = await self._results.save(run)
+        except (OSError, MirbadOrchestrationError) as exc:
+            _logger.warning("cannot store the tuning run of %s: %s", target.model_id, exc)
+        job.update(
+            state=state, error=error, result=stored, finished_at=run.finished_at, eta_s=0.0, phase="done"
+        )
+        job.done.set()
+        _logger.info("tuning job %s of %s ended %s", job.view.id, job.view.model_id, state)

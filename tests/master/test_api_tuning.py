@@ -1,0 +1,235 @@
+"""The tuning API over a real master composition, the candidates run by the simulator.
+
+The model is Ready on a fake agent; the candidate runner is :class:`SimulatedRunner` (a known best at
+32 max num seqs), so the API, the job, the maintenance hold, the stored run, Apply best and the
+refusals are tested without a model server (the real llama-server run is
+``tests/orchestration/test_tuning_llamacpp.py``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from tests.master._stack import Master, running_master
+from tests.master.test_api_benchmarks import QWEN, TINY, WAIT_S, chatty, ready
+
+from mirbad_orchestration.commandline import TUNING_LABEL
+from mirbad_orchestration.jobs import JobTarget
+from mirbad_orchestration.tuning import CandidateRunner, Measurement, SimulatedRunner
+from mirbad_protocol import ModelDefinition, ModelState
+
+pytestmark = pytest.mark.anyio
+
+BASE = Measurement(single_tok_s=50.0, many_tok_s=400.0, single_ttft_p95_s=0.2, many_ttft_p95_s=1.0)
+
+
+def truth(definition: ModelDefinition) -> Measurement:
+    return replace(BASE, many_tok_s=BASE.many_tok_s * (1.6 if definition.max_num_seqs == 32 else 1.0))
+
+
+class Runners:
+    """Hands each run a simulator; ``hold`` makes the candidates wait until it is set."""
+
+    def __init__(self) -> None:
+        self.hold: anyio.Event | None = None
+        self.runners: list[SimulatedRunner] = []
+        self.measuring = anyio.Event()
+
+    async def __call__(self, target: JobTarget, saved: ModelDefinition) -> CandidateRunner:
+        runners = self
+
+        class Held(SimulatedRunner):
+            async def measure(self, handle: str) -> Measurement:
+                runners.measuring.set()
+                if runners.hold is not None:
+                    await runners.hold.wait()
+                return await super().measure(handle)
+
+        runner = Held(truth, noise=0.005, seed=len(self.runners))
+        self.runners.append(runner)
+        return runner
+
+
+@pytest.fixture
+def runners() -> Runners:
+    return Runners()
+
+
+@pytest.fixture
+async def master(tmp_path: Path, runners: Runners) -> AsyncIterator[Master]:
+    options = {"tuning_runners": runners, "tuning_repetitions": (2, 3)}
+    async with running_master(tmp_path, agent=chatty, services_options=options) as master:
+        yield master
+
+
+async def _ended(master: Master, job_id: str) -> dict[str, Any]:
+    view = await master.services.tuning.wait(job_id, timeout_s=WAIT_S)
+    return view.model_dump(mode="json", by_alias=True)
+
+
+async def test_a_run_holds_the_node_stores_the_run_and_apply_best_saves_it(
+    master: Master, runners: Runners
+) -> None:
+    await ready(master, QWEN)
+    models_file = master.services.settings.data_dir / "models.json"
+    before = models_file.read_bytes()
+    runners.hold = anyio.Event()
+
+    started = await master.admin.post(
+        "/api/models/qwen/tune", json={"goal": "many-agents", "steps": ["max_num_seqs"]}
+    )
+    with anyio.fail_after(WAIT_S):
+        await runners.measuring.wait()
+    progress = (await master.admin.get("/api/tuning")).json()["jobs"]
+    held = await master.anonymous.post(
+        "/v1/chat/completions", json={"model": "Qwen3-8B", "messages": [{"role": "user", "content": "hi"}]}
+    )
+    second = await master.admin.post("/api/models/qwen/tune")
+    benchmark = await master.admin.post("/api/models/qwen/benchmark")
+    runners.hold.set()
+    job = await _ended(master, started.json()["id"])
+    after = models_file.read_bytes()
+    listed = (await master.admin.get("/api/models/qwen/tuning")).json()
+    applied = await master.admin.post("/api/models/qwen/tuning/apply")
+    saved = (await master.admin.get("/api/models/qwen")).json()
+
+    assert started.status_code == 202
+    assert started.json()["steps"] == ["max_num_seqs"]
+    assert [(j["state"], j["phase"]) for j in progress] == [("running", "baseline")]
+    assert held.status_code == 503
+    assert held.json()["error"]["code"] == "maintenance"
+    assert second.status_code == 409
+    assert second.json()["error"]["code"] == "job_conflict"
+    assert benchmark.status_code == 409  # one job per node, benchmarks and tuning together
+    assert job["state"] == "succeeded", job
+    assert after == before  # the run never touched the registry
+    [run] = listed["runs"]
+    [name] = listed["files"]
+    assert job["result"] == name
+    assert (master.services.settings.data_dir / "tuning" / "qwen" / name).is_file()
+    assert run["schemaVersion"] == 2
+    assert run["winnerIsBaseline"] is False
+    assert run["bestDefinition"]["maxNumSeqs"] == 32
+    assert [row["outcome"] for row in run["candidates"]][:1] == ["accepted"]
+    assert all(runner.live == [] and runner.restored for runner in runners.runners)
+    assert applied.status_code == 200, applied.text
+    assert applied.json()["definition"]["maxNumSeqs"] == 32
+    assert applied.json()["restartPending"] is True
+    assert saved["definition"]["maxNumSeqs"] == 32
+    assert saved["status"]["state"] == "Ready"  # never restarted automatically
+
+
+async def test_cancel_restores_and_leaves_the_registry_unchanged(master: Master, runners: Runners) -> None:
+    await ready(master, QWEN)
+    models_file = master.services.settings.data_dir / "models.json"
+    before = models_file.read_bytes()
+    runners.hold = anyio.Event()
+    started = await master.admin.post("/api/models/qwen/tune")
+    with anyio.fail_after(WAIT_S):
+        await runners.measuring.wait()
+
+    cancelled = await master.admin.delete("/api/tuning")
+    nothing = await master.admin.delete("/api/tuning")
+
+    assert cancelled.status_code == 200
+    assert [job["state"] for job in cancelled.json()["jobs"]] == ["cancelled"]
+    assert nothing.status_code == 404
+    [runner] = runners.runners
+    assert runner.live == []
+    assert runner.restored
+    assert models_file.read_bytes() == before
+    [name] = (await master.admin.get("/api/models/qwen/tuning")).json()["files"]
+    stored = json.loads((master.services.settings.data_dir / "tuning" / "qwen" / name).read_text())
+    assert stored["state"] == "cancelled"
+    assert started.json()["id"] == cancelled.json()["jobs"][0]["id"]
+
+
+async def test_refusals_of_the_tuning_api(master: Master) -> None:
+    assert (await master.admin.post("/api/models", json=QWEN)).status_code == 201
+    reranker = QWEN | {"id": "rank", "servedName": "rank", "tags": ["reranker"]}
+    assert (await master.admin.post("/api/models", json=reranker)).status_code == 201
+    embedder = QWEN | {"id": "embed", "servedName": "embed", "tags": ["embedding"]}
+    assert (await master.admin.post("/api/models", json=embedder)).status_code == 201
+
+    stopped = await master.admin.post("/api/models/qwen/tune")
+    ranked = await master.admin.post("/api/models/rank/tune")
+    embedding = await master.admin.post("/api/models/embed/tune")
+    unknown = await master.admin.post(
+        "/api/models/qwen/tune", json={"steps": ["max_num_seqs", "threads", "warp"]}
+    )
+    field = await master.admin.post("/api/models/qwen/tune", json={"goal": "balanced", "speed": 1})
+    missing = await master.admin.post("/api/models/nope/tune")
+    nothing = await master.admin.post("/api/models/qwen/tuning/apply")
+
+    assert stopped.status_code == 409
+    assert stopped.json()["error"]["code"] == "model_not_ready"
+    assert ranked.status_code == 422
+    assert ranked.json()["error"]["code"] == "preset_not_for_model"
+    assert embedding.status_code == 422
+    assert "embedding models are not tuned yet" in embedding.json()["error"]["message"]
+    assert unknown.status_code == 422
+    assert unknown.json()["error"]["code"] == "unknown_tuning_step"
+    assert unknown.json()["error"]["field"] == "steps"
+    assert "threads, warp" in unknown.json()["error"]["message"]
+    assert field.status_code == 400
+    assert field.json()["error"]["field"] == "speed"
+    assert missing.status_code == 404
+    assert nothing.status_code == 404
+
+
+@pytest.fixture
+async def fleet_master(tmp_path: Path) -> AsyncIterator[Master]:
+    """The product's runner (tuning instances through the agent), the suite at tiny sizes."""
+    options = {"benchmark_sizes": TINY, "tuning_repetitions": (1, 2)}
+    async with running_master(tmp_path, agent=chatty, services_options=options) as master:
+        yield master
+
+
+async def test_the_fleet_runner_tunes_through_the_agent_and_restores_the_model(fleet_master: Master) -> None:
+    master = fleet_master
+    await ready(master, QWEN)
+    models_file = master.services.settings.data_dir / "models.json"
+    before = models_file.read_bytes()
+    driver = master.local.driver
+
+    started = await master.admin.post("/api/models/qwen/tune", json={"steps": ["max_num_seqs"]})
+    job = await _ended(master, started.json()["id"])
+    [run] = (await master.admin.get("/api/models/qwen/tuning")).json()["runs"]
+
+    assert job["state"] == "succeeded", job
+    tuning = [spec for spec in driver.starts if spec.model_id == "qwen-tuning"]
+    assert len(tuning) >= 3  # the baseline, 8 and 32 (16 is the saved value: a duplicate)
+    assert all(spec.labels == {TUNING_LABEL: "1"} for spec in tuning)
+    assert [spec.model_id for spec in driver.starts][-1] == "qwen"  # restored last
+    assert "qwen" in driver.stops  # its own instance made room first
+    assert (await driver.status("qwen-tuning")).state is ModelState.STOPPED
+    assert (await driver.status("qwen")).state is ModelState.READY
+    assert [row["outcome"] for row in run["candidates"]].count("duplicate") == 1
+    assert all(row["scores"] for row in run["candidates"] if row["outcome"] == "accepted")
+    assert models_file.read_bytes() == before
+
+
+async def test_a_leftover_tuning_instance_is_removed_and_its_model_restarted(master: Master) -> None:
+    await ready(master, QWEN)
+    driver = master.local.driver
+    [spec] = [spec for spec in driver.starts if spec.model_id == "qwen"]
+    await driver.stop("qwen")  # as a run leaves it: the model's own instance stopped ...
+    await driver.start(spec.model_copy(update={"model_id": "qwen-tuning", "labels": {TUNING_LABEL: "1"}}))
+    statuses = await driver.list_statuses()  # ... and a candidate still running
+
+    done = await master.services.tuning.recover(
+        master.services.runtime, await master.services.models.list(), statuses
+    )
+
+    assert done == [
+        "removed the leftover tuning instance 'qwen-tuning'",
+        "started 'qwen' again with its saved settings",
+    ]
+    assert (await driver.status("qwen-tuning")).state is ModelState.STOPPED
+    assert (await driver.status("qwen")).state is ModelState.READY
