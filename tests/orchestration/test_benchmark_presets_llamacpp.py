@@ -114,6 +114,31 @@ async def test_the_agents_preset_runs_against_llama_server(tmp_path: Path) -> No
     assert outcome.questions.asked == 8
 
 
+@pytest.mark.parametrize("name", ["interactive", "throughput", "long-documents"])
+async def test_every_other_generation_preset_runs_its_workloads_against_llama_server(
+    tmp_path: Path, name: str
+) -> None:
+    preset = WORKLOAD_PRESETS[name]
+    async with llama_server(tmp_path, []) as endpoint:
+        suite = PresetSuite(endpoint, preset, SMALL, max_model_len=MAX_MODEL_LEN, max_num_seqs=3)
+        outcome = await suite.run()
+
+    measured = outcome.workloads
+    ran = {
+        "short-chat": bool(measured.short_chat),
+        "tool-calls": bool(measured.tool_calls),
+        "cold-prompts": bool(measured.cold_prompts),
+        "shared-prefix": measured.shared_prefix is not None,
+        "questions": outcome.questions is not None,
+    }
+    assert {workload for workload, done in ran.items() if done} == set(preset.workloads)
+    assert all(level.failed == 0 for level in measured.short_chat)
+    # Every component the preset weighs that this model could measure; the score against itself is 1.
+    assert set(outcome.components) <= set(preset.weights)
+    if outcome.components:
+        assert math.isclose(score_run(preset, outcome.components, outcome.components).score, 1.0)
+
+
 async def test_the_embeddings_suite_runs_against_llama_server_with_mean_pooling(tmp_path: Path) -> None:
     preset = WORKLOAD_PRESETS["embeddings"]
     assert is_pooling(EMBEDDING_ARGS)

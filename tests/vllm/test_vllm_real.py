@@ -3,10 +3,10 @@
 One scenario with one started vLLM (a start costs a minute on these CPUs, so the tier shares it): the
 builder's argv and labels on the real container, Starting → Ready by /health, telemetry from the real
 /metrics, chat (streamed and not) and completions with the ``openai`` client through master and agent,
-the load generator's tokens against vLLM's own counter, a classic and a preset benchmark through the
-master, a pending restart whose "old → new" list is read back from the container's Cmd, adoption after
-the agent is killed with SIGKILL, stop and removal, the same weights served as an embedding model
-(vLLM's pooling runner), and a start vLLM refuses reported Failed with vLLM's own line.
+the load generator's tokens against vLLM's own counter, the classic suite and every workload preset
+through the master, a pending restart whose "old → new" list is read back from the container's Cmd,
+adoption after the agent is killed with SIGKILL, stop and removal, the same weights served as an
+embedding model (vLLM's pooling runner), and a start vLLM refuses reported Failed with vLLM's own line.
 """
 
 from __future__ import annotations
@@ -230,6 +230,10 @@ def _benchmarks_count_what_vllm_counts(up: Up, admin: Admin, model_id: str, secr
     # vLLM's own prefix-cache counter, through the node's telemetry (0 reads "no cache reuse observed").
     assert shared["cacheSource"] == "vllm:prefix_cache_hits", shared
     assert shared["cacheHits"] is not None
+    for name in ("interactive", "throughput", "long-documents"):
+        other = _benchmark(admin, model_id, name)
+        assert (other["schemaVersion"], other["preset"]) == (2, name)
+        assert all(level["failed"] == 0 for level in other["workloads"]["shortChat"])
 
 
 @pytest.fixture
@@ -364,6 +368,10 @@ def test_a_real_vllm_starts_serves_reports_restarts_pending_is_adopted_and_fails
     vectors = client.embeddings.create(model="tiny-embed", input=["hello world", "one two"])
     assert [len(item.embedding) for item in vectors.data] == [HIDDEN_SIZE, HIDDEN_SIZE]
     assert vectors.data[0].embedding != vectors.data[1].embedding
+    # The embeddings preset on vLLM's pooling runner, through the master's API.
+    embedded = _benchmark(admin, embed_id, "embeddings")["workloads"]["embeddings"]
+    assert embedded["vectorsValid"], embedded
+    assert embedded["dimension"] == HIDDEN_SIZE
     admin.ok("POST", f"/api/models/{embed_id}/stop")
     _wait_state(admin, up, embed_id, "Stopped", WAIT_S)
 
