@@ -165,9 +165,13 @@ def _wrk_targets(extras: contextlib.ExitStack, stack: Stack, litellm: LiteLlm | 
     plain_agent = Target(agent.name, f"http://127.0.0.1:{terminator.port}/{path}", agent.headers)
     targets = [direct, plain_agent, full]
     if litellm is not None and litellm.pid is not None:
-        targets.append(Target(LITELLM, litellm.url))
+        targets.append(_litellm_target(litellm))
     stack.pids[TERMINATOR] = terminator.pid
     return targets
+
+
+def _litellm_target(litellm: LiteLlm) -> Target:
+    return Target(LITELLM, litellm.url, {"Authorization": f"Bearer {litellm.master_key}"})
 
 
 class _Runner:
@@ -186,7 +190,7 @@ class _Runner:
         self._scripts = work_dir / "wrk"
         self._targets = wrk if wrk is not None else list(stack.targets)
         if wrk is None and litellm is not None and litellm.pid is not None:
-            self._targets.append(Target(LITELLM, litellm.url))
+            self._targets.append(_litellm_target(litellm))
         self._pids = dict(stack.pids)
         if litellm is not None and litellm.pid is not None:
             self._pids[LITELLM] = litellm.pid

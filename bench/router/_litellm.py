@@ -4,8 +4,9 @@ The virtualenv lives under the user's cache (``$XDG_CACHE_HOME/mirbad-bench/lite
 ``~/.cache/...``), made with ``python -m venv`` and ``pip install 'litellm[proxy]'`` (the latest
 release), never in the project's environment. It is configured as LiteLLM's production guide
 advises for speed: no database, no callbacks, spend and error logs off, one worker, logs at ERROR,
-no master key (our master runs without API keys too on a fresh install). When it cannot be
-installed or does not start, :func:`running_litellm` yields the reason instead and the bench goes on.
+a master key (it refuses to start in production mode without one) that every request presents. When
+it cannot be installed or does not start, :func:`running_litellm` yields the reason instead and the
+bench goes on.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -40,6 +42,7 @@ class LiteLlm:
     url: str
     version: str
     skipped: str | None = None
+    master_key: str = ""
 
 
 def litellm_venv() -> Path:
@@ -58,7 +61,9 @@ def running_litellm(work_dir: Path, upstream_port: int, upstream_key: str) -> It
         yield LiteLlm(None, "", "", problem)
         return
     port = _free_port()
-    config = _write_config(work_dir, upstream_port, upstream_key)
+    # LiteLLM refuses to start in production mode without a master key; clients present it.
+    master_key = "sk-" + secrets.token_hex(32)
+    config = _write_config(work_dir, upstream_port, upstream_key, master_key)
     log = (work_dir / "litellm.log").open("ab")
     environment = {**os.environ, "LITELLM_LOG": "ERROR", "LITELLM_MODE": "PRODUCTION"}
     environment.pop("DATABASE_URL", None)
@@ -73,7 +78,8 @@ def running_litellm(work_dir: Path, upstream_port: int, upstream_key: str) -> It
             print(f"litellm skipped: {problem}", flush=True)
             yield LiteLlm(None, "", "", problem)
         else:
-            yield LiteLlm(process.pid, f"http://127.0.0.1:{port}/v1/chat/completions", _version(venv))
+            url = f"http://127.0.0.1:{port}/v1/chat/completions"
+            yield LiteLlm(process.pid, url, _version(venv), master_key=master_key)
     finally:
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
@@ -106,7 +112,7 @@ def _ensure_installed(venv: Path) -> str | None:
     return None
 
 
-def _write_config(work_dir: Path, upstream_port: int, upstream_key: str) -> Path:
+def _write_config(work_dir: Path, upstream_port: int, upstream_key: str, master_key: str) -> Path:
     # YAML is a superset of JSON: no YAML writer needed on our side.
     config = {
         "model_list": [

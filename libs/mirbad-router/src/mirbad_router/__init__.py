@@ -33,6 +33,7 @@ from ._contracts import (
     Upstream,
 )
 from ._errors import NOT_READY_RETRY_AFTER_S
+from ._event_loop import fast_backend_options, run_event_loop
 from ._forward import (
     CLIENT_CLOSED_REQUEST,
     CONNECT_TIMEOUT_S,
@@ -105,6 +106,7 @@ __all__ = [
     "create_router_app",
     "create_upstream_client",
     "default_max_connections",
+    "fast_backend_options",
     "forward",
     "install_accept_error_log",
     "join_upstream_url",
@@ -114,6 +116,7 @@ __all__ = [
     "request_stream_usage",
     "request_token_bound",
     "response_headers",
+    "run_event_loop",
     "usage_from_object",
     "wait_for_disconnect",
 ]
