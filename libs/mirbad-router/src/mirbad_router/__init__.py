@@ -47,6 +47,7 @@ from ._forward import (
 from ._headers import HOP_BY_HOP_HEADERS, request_headers, response_headers
 from ._limits import LimitExceeded, RateLimiter, TokenReservation
 from ._paths import check_proxy_path, checked_path_param
+from ._pool import LeanConnectionPool, lean_transport
 from ._relay import UpstreamRelay, wait_for_disconnect
 from ._stats import RouterStats
 from ._usage import JsonUsageTap, SseUsageTap, Usage, request_stream_usage, usage_from_object
@@ -79,6 +80,7 @@ __all__ = [
     "JsonUsageTap",
     "KeyGrant",
     "KeyStore",
+    "LeanConnectionPool",
     "LimitExceeded",
     "MaintenanceGate",
     "MaintenanceNotice",
@@ -110,6 +112,7 @@ __all__ = [
     "forward",
     "install_accept_error_log",
     "join_upstream_url",
+    "lean_transport",
     "parse_request_body",
     "read_body",
     "request_headers",
