@@ -47,6 +47,8 @@ class _Server:
                         self.three_slow_waiting.set()
                     await self.release.wait()
                 await stream.send(_ANSWER)
+                if b" /then-close " in head.split(b"\r\n", 1)[0]:
+                    return  # closed while the client believes the connection kept alive
 
 
 @asynccontextmanager
@@ -91,9 +93,9 @@ async def test_an_idle_connection_is_kept_while_more_requests_than_the_bound_are
     assert reused == 4  # three slow connections, and one the two fast requests shared
 
 
-async def test_idle_connections_beyond_the_bound_are_closed() -> None:
+async def test_idle_connections_beyond_the_bound_are_closed_at_the_sweep() -> None:
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=1, keepalive_expiry=30)
-    transport = lean_transport(ssl.create_default_context(), limits)
+    transport = lean_transport(ssl.create_default_context(), limits, sweep_interval_s=0)
     async with (
         _serving() as server,
         httpx.AsyncClient(transport=transport, base_url=f"http://127.0.0.1:{server.port}") as client,
@@ -103,7 +105,7 @@ async def test_idle_connections_beyond_the_bound_are_closed() -> None:
                 group.start_soon(client.get, "/slow")
             await _three_slow_waiting(server)
             server.release.set()
-        await client.get("/fast")  # the pool tidies up as a request arrives
+        await client.get("/fast")  # the pool sweeps as a request arrives (every time, here)
         pool = transport._pool
         assert isinstance(pool, LeanConnectionPool)
         assert len([c for c in pool.connections if not c.is_closed()]) == 1
@@ -116,3 +118,20 @@ async def test_the_proxy_client_sends_through_the_lean_pool() -> None:
 
     assert [answer.text for answer in answers] == ["ok"] * 5
     assert server.accepted == 1
+
+
+async def test_a_connection_the_server_closed_while_idle_is_not_handed_out() -> None:
+    # Between sweeps only the connection about to be used is checked; that check must still catch it.
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=4, keepalive_expiry=30)
+    transport = lean_transport(ssl.create_default_context(), limits)
+    async with (
+        _serving() as server,
+        httpx.AsyncClient(transport=transport, base_url=f"http://127.0.0.1:{server.port}") as client,
+    ):
+        await client.get("/fast")  # the sweep is due now; the next one is a second away
+        closed = await client.get("/then-close")
+        await anyio.wait_all_tasks_blocked()  # the server's side has closed
+        after = await client.get("/fast")
+
+    assert (closed.text, after.text) == ("ok", "ok")
+    assert server.accepted == 2
