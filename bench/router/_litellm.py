@@ -66,6 +66,7 @@ def running_litellm(work_dir: Path, upstream_port: int, upstream_key: str) -> It
     config = _write_config(work_dir, upstream_port, upstream_key, master_key)
     log = (work_dir / "litellm.log").open("ab")
     environment = {**os.environ, "LITELLM_LOG": "ERROR", "LITELLM_MODE": "PRODUCTION"}
+    environment["LITELLM_MASTER_KEY"] = master_key  # its boot check reads it here too
     environment.pop("DATABASE_URL", None)
     command = [str(venv / "bin" / "litellm"), "--config", str(config), "--host", "127.0.0.1"]
     command += ["--port", str(port), "--num_workers", "1"]
@@ -132,6 +133,7 @@ def _write_config(work_dir: Path, upstream_port: int, upstream_key: str, master_
             "callbacks": [],
         },
         "general_settings": {
+            "master_key": master_key,
             "disable_spend_logs": True,
             "disable_error_logs": True,
             "proxy_batch_write_at": 60,
