@@ -47,7 +47,7 @@ from ._forward import (
 from ._headers import HOP_BY_HOP_HEADERS, request_headers, response_headers
 from ._limits import LimitExceeded, RateLimiter, TokenReservation
 from ._paths import check_proxy_path, checked_path_param
-from ._pool import LeanConnectionPool, lean_transport
+from ._pool import SWEEP_INTERVAL_S, LeanConnectionPool, lean_transport
 from ._relay import UpstreamRelay, wait_for_disconnect
 from ._stats import RouterStats
 from ._usage import JsonUsageTap, SseUsageTap, Usage, request_stream_usage, usage_from_object
@@ -70,6 +70,7 @@ __all__ = [
     "LISTEN_QUEUE",
     "MAX_BODY_BYTES",
     "NOT_READY_RETRY_AFTER_S",
+    "SWEEP_INTERVAL_S",
     "UPSTREAM_KEEPALIVE_S",
     "AcceptErrorLog",
     "ConnectionLimits",
