@@ -1,4 +1,9 @@
-"""``python -m bench.router [--quick] [--out PATH]``: run the router benchmark and write its report."""
+"""``python -m bench.router [--quick] [--out PATH]``: run the router benchmark and write its report.
+
+The load generator is ``wrk`` when it is on PATH (else Python, with the reason printed); LiteLLM's
+proxy is measured beside ours unless ``--no-litellm`` (a ``--quick`` run leaves it out unless
+``--litellm``).
+"""
 
 from __future__ import annotations
 
@@ -21,10 +26,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--duration", type=float, help="seconds measured per point (default 3)")
     parser.add_argument("--work-dir", type=Path, help="keep the data directory and logs here")
+    parser.add_argument("--no-litellm", action="store_true", help="leave out the LiteLLM rows")
+    parser.add_argument(
+        "--litellm", action="store_true", help="measure LiteLLM even in a --quick run (installs it once)"
+    )
+    parser.add_argument(
+        "--python-load", action="store_true", help="use the Python load generator even when wrk is on PATH"
+    )
     arguments = parser.parse_args(argv)
     options = BenchOptions.quick_run() if arguments.quick else BenchOptions()
     if arguments.duration is not None:
         options = replace(options, duration_s=arguments.duration)
+    if arguments.no_litellm or arguments.litellm:
+        options = replace(options, litellm=arguments.litellm and not arguments.no_litellm)
+    if arguments.python_load:
+        options = replace(options, python_load=True)
     if arguments.work_dir is not None:
         options = replace(options, work_dir=arguments.work_dir.absolute())
     results = run_benchmark(options)

@@ -1,7 +1,9 @@
 """One benchmark run: bring the stack up, measure every path at every concurrency, write the report.
 
-Paths are interleaved at each concurrency (direct, agent, master+agent, then the next concurrency), so a
-neighbour's burst on a shared machine lands on all three rather than on one path's whole series.
+Paths are interleaved at each concurrency (direct, agent, master+agent, litellm, then the next
+concurrency), so a neighbour's burst on a shared machine lands on all of them rather than on one path's
+whole series. The load generator is ``wrk`` when it is on PATH (:mod:`bench.router._wrk`), else the
+Python one (:mod:`bench.router._load`), with the reason printed and written into the report.
 """
 
 from __future__ import annotations
@@ -20,11 +22,19 @@ from typing import Any, Final
 
 import anyio
 
-from ._load import PointResult, SseResult, measure_point, measure_sse
+from ._litellm import LiteLlm, running_litellm
+from ._load import CHAT_BODY, PointResult, SseResult, Target, measure_point, measure_sse, stream_body
 from ._procfs import available_cores, machine_description, rss_bytes
 from ._stack import Stack, running_stack
+from ._terminator_process import running_terminator
+from ._wrk import WrkRun, run_wrk, wrk_missing_reason
 
-__all__ = ["DEFAULT_REPORT", "BenchOptions", "BenchResults", "run_benchmark"]
+__all__ = ["DEFAULT_REPORT", "LITELLM", "TERMINATOR", "BenchOptions", "BenchResults", "run_benchmark"]
+
+LITELLM: Final = "litellm"
+"""The name of the LiteLLM path and of its process."""
+TERMINATOR: Final = "TLS terminator"
+"""The name of the process that lets wrk reach the agent's mutual TLS."""
 
 DEFAULT_REPORT: Final = Path(__file__).resolve().parents[2] / "docs" / "performance.md"
 """Where the report goes unless told otherwise."""
@@ -42,27 +52,34 @@ class BenchOptions:
         work_dir: where the data directory and logs go; a temporary folder (removed after) when None.
     """
 
-    duration_s: float = 3.0
-    warmup_s: float = 0.5
-    concurrencies: tuple[int, ...] = (1, 16, 64)
+    duration_s: float = 5.0
+    warmup_s: float = 1.0
+    concurrencies: tuple[int, ...] = (1, 64)
     sse_streams: int = 100
     sse_events: int = 5
     sse_gap_ms: float = 2.0
+    stream_concurrency: int = 64
+    stream_events: int = 200
     idle_s: float = 3.0
     work_dir: Path | None = None
     quick: bool = False
+    litellm: bool = True
+    python_load: bool = False
 
     @classmethod
     def quick_run(cls, work_dir: Path | None = None) -> BenchOptions:
         """A run of a few seconds that exercises everything (for the smoke test, not for numbers)."""
         return cls(
-            duration_s=0.3,
-            warmup_s=0.1,
+            duration_s=1.0,
+            warmup_s=0.0,
             sse_streams=5,
             sse_events=3,
+            stream_concurrency=4,
+            stream_events=20,
             idle_s=0.5,
             work_dir=work_dir,
             quick=True,
+            litellm=False,
         )
 
 
@@ -79,7 +96,11 @@ class BenchResults:
     startup_s: float
     wall_s: float
     points: list[PointResult]
+    streamed: list[PointResult]
     sse: list[SseResult]
+    generator: str
+    generator_note: str
+    litellm_note: str
     rss_idle: dict[str, int]
     rss_after: dict[str, int]
     cores: int
@@ -94,10 +115,18 @@ def run_benchmark(options: BenchOptions) -> BenchResults:
     started_at = datetime.now(UTC)
     began = time.monotonic()
     load_before = _load_average()
+    missing = "asked for with --python-load" if options.python_load else wrk_missing_reason()
+    if missing is not None:
+        print(f"bench: load generator is Python, not wrk: {missing}", flush=True)
     with _work_dir(options.work_dir) as work_dir, running_stack(work_dir) as stack:
         time.sleep(options.idle_s)
         rss_idle = _rss(stack.pids)
-        points, sse = anyio.run(_measure, stack, options, **_backend())
+        with contextlib.ExitStack() as extras:
+            litellm = _litellm(extras, options, work_dir, stack)
+            wrk_targets = None if missing else _wrk_targets(extras, stack, litellm)
+            runner = _Runner(options, stack, litellm, work_dir, wrk_targets)
+            points, streamed = runner.points(), runner.streamed()
+            sse = anyio.run(_measure_sse, stack, options, **_backend())
         rss_after = _rss(stack.pids)
     return BenchResults(
         options=options,
@@ -109,31 +138,131 @@ def run_benchmark(options: BenchOptions) -> BenchResults:
         startup_s=stack.startup_s,
         wall_s=time.monotonic() - began,
         points=points,
+        streamed=streamed,
         sse=sse,
         rss_idle=rss_idle,
         rss_after=rss_after,
         cores=available_cores(),
+        generator="python" if missing else "wrk",
+        generator_note=missing or "",
+        litellm_note=(litellm.skipped or f"LiteLLM {litellm.version}") if litellm else "not asked for",
     )
 
 
-async def _measure(stack: Stack, options: BenchOptions) -> tuple[list[PointResult], list[SseResult]]:
-    processes = {**stack.pids, "load generator": os.getpid()}
-    points: list[PointResult] = []
-    for concurrency in options.concurrencies:
-        for target in stack.targets:
-            point = await measure_point(
-                target, concurrency, options.duration_s, options.warmup_s, processes, stack.agent_port
+def _litellm(
+    extras: contextlib.ExitStack, options: BenchOptions, work_dir: Path, stack: Stack
+) -> LiteLlm | None:
+    if not options.litellm:
+        return None
+    return extras.enter_context(running_litellm(work_dir, stack.upstream_port, stack.upstream_key))
+
+
+def _wrk_targets(extras: contextlib.ExitStack, stack: Stack, litellm: LiteLlm | None) -> list[Target]:
+    """The targets as wrk reaches them: the agent through the TLS terminator, LiteLLM when it runs."""
+    direct, agent, full = stack.targets
+    terminator = extras.enter_context(running_terminator(stack.data_dir, stack.agent_port))
+    path = agent.url.split("/", 3)[3]
+    plain_agent = Target(agent.name, f"http://127.0.0.1:{terminator.port}/{path}", agent.headers)
+    targets = [direct, plain_agent, full]
+    if litellm is not None and litellm.pid is not None:
+        targets.append(_litellm_target(litellm))
+    stack.pids[TERMINATOR] = terminator.pid
+    return targets
+
+
+def _litellm_target(litellm: LiteLlm) -> Target:
+    return Target(LITELLM, litellm.url, {"Authorization": f"Bearer {litellm.master_key}"})
+
+
+class _Runner:
+    """Measures the points with wrk when it has targets for it, else with the Python generator."""
+
+    def __init__(
+        self,
+        options: BenchOptions,
+        stack: Stack,
+        litellm: LiteLlm | None,
+        work_dir: Path,
+        wrk: list[Target] | None,
+    ) -> None:
+        self._options = options
+        self._wrk = wrk
+        self._scripts = work_dir / "wrk"
+        self._targets = wrk if wrk is not None else list(stack.targets)
+        if wrk is None and litellm is not None and litellm.pid is not None:
+            self._targets.append(_litellm_target(litellm))
+        self._pids = dict(stack.pids)
+        if litellm is not None and litellm.pid is not None:
+            self._pids[LITELLM] = litellm.pid
+        self._agent_port = stack.agent_port
+
+    def points(self) -> list[PointResult]:
+        """Every target at every concurrency, small chat completions."""
+        return [
+            self._point(target, concurrency, CHAT_BODY)
+            for concurrency in self._options.concurrencies
+            for target in self._targets
+        ]
+
+    def streamed(self) -> list[PointResult]:
+        """Every target with streamed completions of ``stream_events`` events back to back."""
+        body = stream_body(self._options.stream_events)
+        return [self._point(target, self._options.stream_concurrency, body) for target in self._targets]
+
+    def _point(self, target: Target, concurrency: int, body: bytes) -> PointResult:
+        options = self._options
+        if self._wrk is None:
+            processes = {**self._pids, "load generator": os.getpid()}
+            return anyio.run(
+                measure_point,
+                target,
+                concurrency,
+                options.duration_s,
+                options.warmup_s,
+                processes,
+                self._agent_port,
+                body,
+                **_backend(),
             )
-            points.append(point)
-    sse = [
+        if options.warmup_s:
+            self._wrk_run(target, concurrency, body, options.warmup_s)
+        run = self._wrk_run(target, concurrency, body, options.duration_s)
+        return PointResult(
+            path=target.name,
+            concurrency=concurrency,
+            duration_s=run.duration_s,
+            requests=run.requests,
+            errors=run.errors,
+            p50_ms=run.p50_ms,
+            p99_ms=run.p99_ms,
+            cpu_s=run.cpu_s,
+            machine_busy=run.machine_busy,
+            agent_connections_closed=run.closed,
+            generator="wrk",
+        )
+
+    def _wrk_run(self, target: Target, concurrency: int, body: bytes, duration_s: float) -> WrkRun:
+        return run_wrk(
+            target.url,
+            body,
+            target.headers,
+            concurrency,
+            duration_s,
+            self._scripts,
+            self._pids,
+            self._agent_port,
+        )
+
+
+async def _measure_sse(stack: Stack, options: BenchOptions) -> list[SseResult]:
+    return [
         await measure_sse(target, options.sse_streams, options.sse_events, options.sse_gap_ms)
         for target in stack.targets
     ]
-    return points, sse
 
 
 def _backend() -> dict[str, Any]:
-    # The load generator is Python too: uvloop makes it cheaper, leaving more of the cores to the stack.
+    # The Python load generator and SSE timer: uvloop makes them cheaper, leaving more to the stack.
     if importlib.util.find_spec("uvloop") is None:
         return {}
     return {"backend_options": {"use_uvloop": True}}

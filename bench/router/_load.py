@@ -25,11 +25,21 @@ import httpx
 from ._procfs import CpuSample
 from ._upstream import STAMP_FIELD
 
-__all__ = ["PointResult", "SseResult", "Target", "measure_point", "measure_sse", "percentile"]
+__all__ = [
+    "CHAT_BODY",
+    "PointResult",
+    "SseResult",
+    "Target",
+    "measure_point",
+    "measure_sse",
+    "percentile",
+    "stream_body",
+]
 
-_CHAT_BODY: Final = json.dumps(
+CHAT_BODY: Final = json.dumps(
     {"model": "bench", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
 ).encode()
+"""The small chat completion every request of a point posts."""
 _STAMP: Final = re.compile(rb'"' + STAMP_FIELD.encode() + rb'":(\d+)')
 _REQUEST_TIMEOUT_S: Final = 15.0
 _SLACK_S: Final = 60.0
@@ -88,6 +98,7 @@ class PointResult:
     cpu_s: dict[str, float]
     machine_busy: float
     agent_connections_closed: int
+    generator: str = "python"
 
     @property
     def rps(self) -> float:
@@ -139,12 +150,14 @@ async def measure_point(
     warmup_s: float,
     pids: Mapping[str, int],
     agent_port: int | None = None,
+    body: bytes = CHAT_BODY,
 ) -> PointResult:
     """Run ``concurrency`` workers against ``target`` for a warm-up plus ``duration_s``.
 
     Args:
         pids: the processes whose CPU time is sampled (name -> pid).
         agent_port: the agent's port, whose closed connections are counted.
+        body: what every request posts (a streamed request is read to its end).
     """
     tally = _Tally()
     start = time.perf_counter() + warmup_s
@@ -156,7 +169,7 @@ async def measure_point(
             group.start_soon(_sample_cpu, dict(pids), agent_port, start, end, samples)
             for _ in range(concurrency):
                 client = await clients.enter_async_context(target.client(verify))
-                group.start_soon(_worker, client, target.url, start, end, tally)
+                group.start_soon(_worker, client, target.url, body, start, end, tally)
     complete = len(samples) == 2
     return PointResult(
         path=target.name,
@@ -172,10 +185,12 @@ async def measure_point(
     )
 
 
-async def _worker(client: httpx.AsyncClient, url: str, start: float, end: float, tally: _Tally) -> None:
+async def _worker(
+    client: httpx.AsyncClient, url: str, body: bytes, start: float, end: float, tally: _Tally
+) -> None:
     while (sent := time.perf_counter()) < end:
         try:
-            response = await client.post(url, content=_CHAT_BODY)
+            response = await client.post(url, content=body)
             ok = response.status_code == 200
         except httpx.HTTPError:
             ok = False
@@ -199,9 +214,9 @@ async def _sample_cpu(
         samples.append(CpuSample.take(pids, port))
 
 
-async def measure_sse(target: Target, streams: int, events: int, gap_ms: float) -> SseResult:
-    """Open ``streams`` streams one after another (after three for warm-up); time every event."""
-    body = json.dumps(
+def stream_body(events: int, gap_ms: float = 0.0) -> bytes:
+    """A streamed chat completion of ``events`` events ``gap_ms`` apart (0: back to back)."""
+    return json.dumps(
         {
             "model": "bench",
             "messages": [{"role": "user", "content": "hi"}],
@@ -210,6 +225,11 @@ async def measure_sse(target: Target, streams: int, events: int, gap_ms: float) 
             "gap_ms": gap_ms,
         }
     ).encode()
+
+
+async def measure_sse(target: Target, streams: int, events: int, gap_ms: float) -> SseResult:
+    """Open ``streams`` streams one after another (after three for warm-up); time every event."""
+    body = stream_body(events, gap_ms)
     first: list[float] = []
     later: list[float] = []
     errors = 0

@@ -21,6 +21,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -46,6 +47,8 @@ _REPO_ROOT: Final = Path(__file__).resolve().parents[2]
 _START_TIMEOUT_S: Final = 120.0
 _STOP_TIMEOUT_S: Final = 60.0
 _POLL_S: Final = 0.2
+_ATTEMPTS: Final = 3
+_PORT_TAKEN: Final = "address already in use"
 
 
 @dataclass(frozen=True)
@@ -64,17 +67,63 @@ class Stack:
     pids: dict[str, int]
     agent_port: int
     targets: list[Target]
+    upstream_port: int
+    upstream_key: str
 
 
 @contextlib.contextmanager
 def running_stack(work_dir: Path) -> Iterator[Stack]:
     """Start ``mirbad up`` in ``work_dir`` with the upstream model Ready; stop it all on exit.
 
+    The ports come from the OS but are free again before ``mirbad up`` binds them; if another process
+    took one meanwhile (seen once in CI: "address already in use"), the stack is started again on new
+    ports and a fresh data directory, up to :data:`_ATTEMPTS` times.
+
     Raises:
         RuntimeError: a part did not come up in time (the message carries the master's log tail).
     """
     work_dir.mkdir(parents=True, exist_ok=True)
     data_dir = work_dir / "data"
+    for attempt in range(1, _ATTEMPTS + 1):
+        master, port, startup_s, admin, failure = _launch(work_dir, data_dir)
+        try:
+            with admin:
+                _until(
+                    lambda: _agent_answers(admin),  # noqa: B023 (called before the loop moves on)
+                    failure,
+                    lambda: "the local agent was not registered and reachable",
+                )
+                startup_s = time.monotonic() - startup_s
+                upstream_port = _start_upstream(admin, failure)
+                break
+        except RuntimeError as error:
+            _stop(master, data_dir)
+            if _PORT_TAKEN not in str(error).lower() or attempt == _ATTEMPTS:
+                raise
+            print(f"bench: a port was taken before mirbad bound it; starting again ({error})", flush=True)
+            shutil.rmtree(data_dir, ignore_errors=True)
+        except BaseException:
+            _stop(master, data_dir)
+            raise
+    try:
+        key = (data_dir / "agent" / "keys" / f"{MODEL_ID}.key").read_text().strip()
+        yield Stack(
+            data_dir=data_dir,
+            startup_s=startup_s,
+            pids=_pids(master.pid, data_dir),
+            agent_port=_agent_port(data_dir),
+            targets=_targets(data_dir, port, upstream_port),
+            upstream_port=upstream_port,
+            upstream_key=key,
+        )
+    finally:
+        _stop(master, data_dir)
+
+
+def _launch(
+    work_dir: Path, data_dir: Path
+) -> tuple[subprocess.Popen[bytes], int, float, httpx.Client, _Failure]:
+    """Start ``mirbad up`` on fresh ports; the admin client and failure check come with it."""
     (data_dir / "models").mkdir(parents=True, exist_ok=True)
     (data_dir / "models" / "bench.gguf").write_bytes(b"GGUF (not read: the bench upstream ignores it)")
     agent_config = _write_agent_config(work_dir, _write_launcher(work_dir))
@@ -91,30 +140,13 @@ def running_stack(work_dir: Path) -> Iterator[Stack]:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
         )
-    try:
-        with httpx.Client(
-            base_url=f"http://127.0.0.1:{port}",
-            headers={"Authorization": f"Bearer {password}"},
-            timeout=30,
-            trust_env=False,
-        ) as admin:
-            failure = _Failure(master, log_path)
-            _until(
-                lambda: _agent_answers(admin),
-                failure,
-                lambda: "the local agent was not registered and reachable",
-            )
-            startup_s = time.monotonic() - started
-            upstream_port = _start_upstream(admin, failure)
-            yield Stack(
-                data_dir=data_dir,
-                startup_s=startup_s,
-                pids=_pids(master.pid, data_dir),
-                agent_port=_agent_port(data_dir),
-                targets=_targets(data_dir, port, upstream_port),
-            )
-    finally:
-        _stop(master, data_dir)
+    admin = httpx.Client(
+        base_url=f"http://127.0.0.1:{port}",
+        headers={"Authorization": f"Bearer {password}"},
+        timeout=30,
+        trust_env=False,
+    )
+    return master, port, started, admin, _Failure(master, log_path)
 
 
 class _Failure:

@@ -17,7 +17,7 @@ import httpx
 from tests.orchestration._fake_agent import FakeAgent
 
 from mirbad_master._admin_auth import AdminAuth
-from mirbad_master._app import create_master_app
+from mirbad_master._app import create_master_app, v1_first
 from mirbad_master._composition import MasterServices
 from mirbad_master._settings import MasterSettings
 from mirbad_orchestration.fleet import AgentClients, AgentTimeouts, NodeRecord
@@ -104,7 +104,7 @@ async def running_master(
     auth = AdminAuth(config.data_dir)
     password = auth.reset_password()
     app = create_master_app(services, auth)
-    transport = httpx.ASGITransport(app=app)
+    transport = httpx.ASGITransport(app=v1_first(app))  # as the master serves it
     async with (
         services,
         httpx.AsyncClient(

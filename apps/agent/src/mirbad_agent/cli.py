@@ -13,9 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import anyio
-
 from mirbad_protocol import MirbadError
+from mirbad_router import run_event_loop
 
 from ._config import default_settings_file, load_settings
 from ._enroll import add_enroll_arguments, run_enroll
@@ -51,7 +50,7 @@ def _serve(arguments: argparse.Namespace) -> int:
         level=arguments.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     quiet_polls()
-    anyio.run(run_agent, settings, credentials)
+    run_event_loop(run_agent, settings, credentials)  # on uvloop when it is installed
     return 0
 
 

@@ -17,6 +17,8 @@ from typing import Any, Final
 
 from fastapi import FastAPI, Response
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
+from starlette.routing import Mount
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mirbad_protocol import AdminErrorBody
 from mirbad_router import create_router_app
@@ -28,7 +30,7 @@ from ._composition import MasterServices
 from ._metrics import METRICS_MEDIA_TYPE, collect_metrics, render_metrics
 from ._origin_guard import OriginGuard
 
-__all__ = ["UiInstaller", "create_master_app"]
+__all__ = ["UiInstaller", "create_master_app", "v1_first"]
 
 UiInstaller = Callable[[FastAPI, MasterServices, AdminAuth], None]
 """Attaches the portal to the app, given the services and the sign-in (called once, after every route)."""
@@ -87,7 +89,7 @@ def create_master_app(services: MasterServices, auth: AdminAuth, *, ui: UiInstal
         services.stats,
         startup_timeout_s=services.settings.startup_timeout_s,
     )
-    app.mount("/v1", router)
+    app.mount(_V1, router)
     if ui is not None:
         ui(app, services, auth)
     else:
@@ -97,6 +99,28 @@ def create_master_app(services: MasterServices, auth: AdminAuth, *, ui: UiInstal
             return HTMLResponse(_LANDING)
 
     return app
+
+
+_V1: Final = "/v1"
+
+
+def v1_first(app: FastAPI) -> ASGIApp:
+    """The master's ASGI entry: ``/v1/…`` goes straight to the router's mount, the rest to ``app``.
+
+    The router is a Starlette app of its own with its own error handling; FastAPI's layers in front of
+    it (its error and exception middleware, the origin guard, which leaves ``/v1`` alone, the match
+    against every ``/api`` route before the mount) did nothing for a ``/v1`` request but cost time on
+    it and on each streamed event, which passed through every layer's ``send``.
+    """
+    mount = next(route for route in app.routes if isinstance(route, Mount) and route.path == _V1)
+
+    async def dispatch(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith(_V1 + "/"):
+            await mount(scope, receive, send)
+        else:
+            await app(scope, receive, send)
+
+    return dispatch
 
 
 # FastAPI documents a 422 with its own error list on every route with parameters; ours answer those

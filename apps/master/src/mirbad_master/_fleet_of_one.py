@@ -37,11 +37,11 @@ from anyio.abc import TaskGroup
 
 from mirbad_orchestration.fleet import LOCAL_NODE_ID, AgentClients, NodeRecord
 from mirbad_protocol import BenchmarkSizes, InvalidFieldError, ModelStatus, PresetSizes, WireModel
-from mirbad_router import ConnectionLimits, default_max_connections
+from mirbad_router import ConnectionLimits, default_max_connections, lean_transport
 
 from ._admin_auth import AdminAuth
 from ._agent_supervisor import AgentSupervisor
-from ._app import UiInstaller, create_master_app
+from ._app import UiInstaller, create_master_app, v1_first
 from ._composition import MasterServices
 from ._data_dir import prepare_data_dir, write_initial_password
 from ._enroll_listener import create_enroll_app, enroll_server_context, issue_enroll_server_credentials
@@ -272,7 +272,7 @@ class FleetOfOne:
             )
             self._services = services = MasterServices(
                 settings,
-                clients=AgentClients.mutual_tls(identity),
+                clients=AgentClients.mutual_tls(identity, build=lean_transport),
                 authority=authority,
                 local_boot_id=secrets.token_hex(8),
                 stop_models_on_exit=LOCAL_NODE_ID,
@@ -318,7 +318,10 @@ class FleetOfOne:
             server = await self._serve(
                 tasks,
                 Server.create(
-                    app, web, limits=_limits(self.settings), trusted_proxies=self.settings.trusted_proxies
+                    v1_first(app),
+                    web,
+                    limits=_limits(self.settings),
+                    trusted_proxies=self.settings.trusted_proxies,
                 ),
             )
             self._announce(banner(self.settings, password, password_file=self._password_file))

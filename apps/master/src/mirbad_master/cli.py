@@ -11,11 +11,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-import anyio
-
 from mirbad_orchestration import build_args, detect_runtime, normalize_definition, parse_args
 from mirbad_orchestration.commandline import DEFAULT_TOTAL_GIB
 from mirbad_protocol import ExecutableRef, InvalidFieldError, MirbadError, ModelDefinition, RuntimeKind
+from mirbad_router import run_event_loop
 
 from ._admin_auth import AdminAuth
 from ._app import UiInstaller
@@ -158,7 +157,7 @@ def _run_up(ns: argparse.Namespace) -> int:
     # A password printed into a pipe ends up in a journal or a container log: only a terminal sees it.
     fleet = FleetOfOne(settings, announce=_announce, ui=_portal(), password_to_terminal=sys.stdout.isatty())
     try:
-        anyio.run(fleet.run)
+        run_event_loop(fleet.run)  # on uvloop when it is installed
     except (MirbadError, OSError) as exc:
         print(f"mirbad: error: {exc}", file=sys.stderr)
         return 1

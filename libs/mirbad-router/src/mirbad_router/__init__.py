@@ -33,6 +33,7 @@ from ._contracts import (
     Upstream,
 )
 from ._errors import NOT_READY_RETRY_AFTER_S
+from ._event_loop import fast_backend_options, run_event_loop
 from ._forward import (
     CLIENT_CLOSED_REQUEST,
     CONNECT_TIMEOUT_S,
@@ -46,6 +47,7 @@ from ._forward import (
 from ._headers import HOP_BY_HOP_HEADERS, request_headers, response_headers
 from ._limits import LimitExceeded, RateLimiter, TokenReservation
 from ._paths import check_proxy_path, checked_path_param
+from ._pool import SWEEP_INTERVAL_S, LeanConnectionPool, lean_transport
 from ._relay import UpstreamRelay, wait_for_disconnect
 from ._stats import RouterStats
 from ._usage import JsonUsageTap, SseUsageTap, Usage, request_stream_usage, usage_from_object
@@ -68,6 +70,7 @@ __all__ = [
     "LISTEN_QUEUE",
     "MAX_BODY_BYTES",
     "NOT_READY_RETRY_AFTER_S",
+    "SWEEP_INTERVAL_S",
     "UPSTREAM_KEEPALIVE_S",
     "AcceptErrorLog",
     "ConnectionLimits",
@@ -78,6 +81,7 @@ __all__ = [
     "JsonUsageTap",
     "KeyGrant",
     "KeyStore",
+    "LeanConnectionPool",
     "LimitExceeded",
     "MaintenanceGate",
     "MaintenanceNotice",
@@ -105,15 +109,18 @@ __all__ = [
     "create_router_app",
     "create_upstream_client",
     "default_max_connections",
+    "fast_backend_options",
     "forward",
     "install_accept_error_log",
     "join_upstream_url",
+    "lean_transport",
     "parse_request_body",
     "read_body",
     "request_headers",
     "request_stream_usage",
     "request_token_bound",
     "response_headers",
+    "run_event_loop",
     "usage_from_object",
     "wait_for_disconnect",
 ]

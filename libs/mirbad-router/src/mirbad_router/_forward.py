@@ -33,6 +33,7 @@ from mirbad_protocol import single_errors
 
 from ._headers import request_headers
 from ._paths import check_proxy_path
+from ._pool import lean_transport
 from ._relay import UpstreamRelay, wait_for_disconnect
 from .exceptions import (
     RequestTooLargeError,
@@ -86,13 +87,15 @@ def create_upstream_client(*, ssl_context: ssl.SSLContext | None = None) -> http
         ssl_context: the TLS context for ``https`` upstreams, such as the master's mutual-TLS client
             context for its agents; without one, ``https`` upstreams are verified with the default store.
     """
+    limits = httpx.Limits(
+        max_connections=None, max_keepalive_connections=64, keepalive_expiry=UPSTREAM_KEEPALIVE_S
+    )
+    context = ssl_context if ssl_context is not None else httpx.create_ssl_context(trust_env=False)
     return httpx.AsyncClient(
-        verify=ssl_context if ssl_context is not None else True,
+        # httpcore's own pool does work per request that grows with its connections (see _pool).
+        transport=lean_transport(context, limits),
         trust_env=False,
         timeout=_timeout(None),
-        limits=httpx.Limits(
-            max_connections=None, max_keepalive_connections=64, keepalive_expiry=UPSTREAM_KEEPALIVE_S
-        ),
         cookies=http.cookiejar.CookieJar(policy=http.cookiejar.DefaultCookiePolicy(allowed_domains=[])),
         follow_redirects=False,
     )

@@ -9,6 +9,7 @@ resolver and :func:`model_status` answer where a served name runs and in which s
 
 from ._agent_client import AgentClient, AgentTimeouts
 from ._agent_clients import AgentClients, TransportFactory
+from ._agent_tls import PooledTransportBuilder
 from ._endpoint_resolver import AgentEndpoint, AgentEndpointResolver
 from ._enrollment import (
     DEFAULT_TOKEN_TTL,
@@ -60,6 +61,7 @@ __all__ = [
     "NodeRegistry",
     "NodeState",
     "NodeView",
+    "PooledTransportBuilder",
     "RemoteModelRuntime",
     "RemoteTelemetryCollector",
     "StatusCache",

@@ -10,7 +10,7 @@ import httpx
 from mirbad_protocol import TlsCredentials
 
 from ._agent_client import AgentClient, AgentTimeouts
-from ._agent_tls import node_transport
+from ._agent_tls import PooledTransportBuilder, node_transport
 from ._nodes import NodeRecord
 
 __all__ = ["AgentClients", "TransportFactory"]
@@ -35,10 +35,17 @@ class AgentClients:
 
     @classmethod
     def mutual_tls(
-        cls, credentials: TlsCredentials, *, timeouts: AgentTimeouts | None = None
+        cls,
+        credentials: TlsCredentials,
+        *,
+        timeouts: AgentTimeouts | None = None,
+        build: PooledTransportBuilder | None = None,
     ) -> AgentClients:
-        """Clients that present the master's certificate, trust only the fleet CA and check each node."""
-        return cls(partial(node_transport, credentials), timeouts=timeouts)
+        """Clients that present the master's certificate, trust only the fleet CA and check each node.
+
+        ``build`` makes each node's pooled transport (see ``node_transport``); None: httpx's own.
+        """
+        return cls(partial(node_transport, credentials, build=build), timeouts=timeouts)
 
     def client_for(self, record: NodeRecord) -> AgentClient:
         """The client of ``record``'s node; a new one when its URL or expected identity changed."""

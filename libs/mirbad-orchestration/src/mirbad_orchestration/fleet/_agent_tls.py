@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hmac
 import ssl
+from collections.abc import Callable
 
 import httpx
 from cryptography import x509
@@ -19,7 +20,7 @@ from mirbad_protocol import AGENT_CLIENT_KEEPALIVE_S, TlsCredentials, certificat
 
 from ._nodes import NodeRecord
 
-__all__: list[str] = []
+__all__ = ["PooledTransportBuilder"]
 
 
 class WrongAgentCertificateError(ssl.SSLCertVerificationError):
@@ -31,6 +32,9 @@ class WrongAgentCertificateError(ssl.SSLCertVerificationError):
 
 
 _KEEPALIVE_CONNECTIONS = 128
+
+PooledTransportBuilder = Callable[[ssl.SSLContext, httpx.Limits], httpx.AsyncBaseTransport]
+"""Builds a transport that sends no request twice (no retries) from a TLS context and pool limits."""
 
 
 def bind_node_identity(context: ssl.SSLContext, record: NodeRecord) -> ssl.SSLContext:
@@ -64,8 +68,17 @@ def bind_node_identity(context: ssl.SSLContext, record: NodeRecord) -> ssl.SSLCo
     return context
 
 
-def node_transport(credentials: TlsCredentials, record: NodeRecord) -> httpx.AsyncBaseTransport:
-    """The transport to ``record``'s agent: the master's certificate, the fleet CA, the node's identity."""
+def node_transport(
+    credentials: TlsCredentials, record: NodeRecord, *, build: PooledTransportBuilder | None = None
+) -> httpx.AsyncBaseTransport:
+    """The transport to ``record``'s agent: the master's certificate, the fleet CA, the node's identity.
+
+    Args:
+        credentials: the master's certificate and the fleet CA.
+        record: the node whose agent it reaches.
+        build: makes the pooled transport from the TLS context and the pool's limits (the master
+            passes mirbad_router's ``lean_transport``); None: httpx's own ``AsyncHTTPTransport``.
+    """
     context = bind_node_identity(credentials.client_context(), record)
     # retries=0: a start must never be sent twice behind the caller's back.
     # Keep as many idle connections as the router may have requests in flight: with httpx's default
@@ -77,4 +90,6 @@ def node_transport(credentials: TlsCredentials, record: NodeRecord) -> httpx.Asy
         max_keepalive_connections=_KEEPALIVE_CONNECTIONS,
         keepalive_expiry=AGENT_CLIENT_KEEPALIVE_S,
     )
+    if build is not None:
+        return build(context, limits)
     return httpx.AsyncHTTPTransport(verify=context, retries=0, limits=limits)
