@@ -4,20 +4,23 @@ Each sample also carries the memory the model's server measurably uses (its proc
 its container's usage), so the portal can show it beside the budget admission reserved, and the GPU
 memory of its compute processes as the GPU reports them: the GPU processes are read once per pass
 (hostd first, else nvidia-smi here) and put on the models by container or process tree
-(:func:`mirbad_runtime.model_gpu_bytes`).
+(:func:`mirbad_runtime.model_gpu_bytes`). What no model owns and runs in a systemd service is summed
+per service into the pass's host sample (:func:`mirbad_runtime.service_gpu_memory`), so the GPU's
+memory reads as models plus named host services.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio
 import anyio.to_thread
 import httpx
 
-from mirbad_protocol import MirbadError, ModelState
+from mirbad_protocol import HostGpuSample, MirbadError, ModelState, ServiceGpuMemory
 from mirbad_runtime import (
     GpuOwner,
     GpuProcessProbe,
@@ -26,6 +29,7 @@ from mirbad_runtime import (
     model_gpu_bytes,
     parent_pid,
     scrape,
+    service_gpu_memory,
 )
 
 from ._lifecycle import ModelLifecycle
@@ -100,8 +104,9 @@ class TelemetryCollector:
                 group.start_soon(self._scrape, model_id, gpu.get(model_id, {}))
 
     async def _gpu_memory(self, model_ids: list[str]) -> dict[str, dict[str, Any]]:
-        # The sample fields of each model that has a GPU reading; {} for all when there is none.
-        if self._gpu is None or not model_ids:
+        # The sample fields of each model that has a GPU reading; {} for all when there is none. The
+        # host services' share goes into the ring as the pass's host sample, with or without models.
+        if self._gpu is None:
             return {}
         with anyio.move_on_after(self._gpu_timeout_s):
             try:
@@ -111,8 +116,12 @@ class TelemetryCollector:
                 return {}
             if reading is None:
                 return {}
+            at = datetime.now(UTC)
             owners = {model_id: await self._owner(model_id) for model_id in model_ids}
-            found = await anyio.to_thread.run_sync(self._attributed, reading, owners)
+            found, services = await anyio.to_thread.run_sync(self._attributed, reading, owners)
+            # Stored before any scrape of this pass, so a master reading mid-pass never gets a model
+            # sample newer than a host sample it has not seen yet (one `since` serves both).
+            self._ring.add_host(HostGpuSample(at=at, source=reading.source, services=services))
             return {
                 model_id: {"gpu_memory_bytes": used, "gpu_memory_source": reading.source}
                 for model_id, used in found.items()
@@ -129,10 +138,11 @@ class TelemetryCollector:
 
     def _attributed(
         self, reading: GpuProcessReading, owners: Mapping[str, GpuOwner | None]
-    ) -> dict[str, int | None]:
+    ) -> tuple[dict[str, int | None], list[ServiceGpuMemory]]:
         # Blocking: the ancestry walk reads /proc. A model whose owner is unknown gets no GPU fields.
         known = {model_id: owner for model_id, owner in owners.items() if owner is not None}
-        return model_gpu_bytes(reading.processes, known, self._parent_of)
+        models = model_gpu_bytes(reading.processes, known, self._parent_of)
+        return models, service_gpu_memory(reading.processes, known, self._parent_of)
 
     async def _scrape(self, model_id: str, gpu: Mapping[str, Any]) -> None:
         try:

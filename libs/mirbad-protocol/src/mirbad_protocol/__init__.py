@@ -163,6 +163,7 @@ from ._enroll import (
 )
 from ._gguf import GgufInfo
 from ._gpu_processes import COMPUTE_APPS_QUERY_ARGS, CgroupOwner, ComputeApp, cgroup_owner, read_compute_apps
+from ._host_telemetry import HostGpuSample, ServiceGpuMemory
 from ._hostd import (
     HOSTD_ACTIONS,
     MAX_UNIT_NAME_LENGTH,
@@ -385,6 +386,7 @@ __all__ = [
     "GpuMemory",
     "GpuProcess",
     "GpuSelection",
+    "HostGpuSample",
     "HostServiceStatus",
     "HostdAction",
     "HostdActionResult",
@@ -443,6 +445,7 @@ __all__ = [
     "RuntimeInfo",
     "RuntimeKind",
     "SanPolicy",
+    "ServiceGpuMemory",
     "ServiceList",
     "ServiceScope",
     "SettingChangeView",

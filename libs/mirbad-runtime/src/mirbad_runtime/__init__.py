@@ -17,7 +17,7 @@ from ._container_spec import MODEL_LABEL, ContainerDriverConfig, container_name
 from ._driver import FAILURE_LOG_LINES, RuntimeDriver
 from ._executables import CatalogedExecutable, ExecutableCatalog, is_executable_name, sha256_of_file
 from ._gguf import aread_gguf_info, read_gguf_info
-from ._gpu_attribution import GpuOwner, container_gpu_bytes, model_gpu_bytes, parent_pid
+from ._gpu_attribution import GpuOwner, container_gpu_bytes, model_gpu_bytes, parent_pid, service_gpu_memory
 from ._gpu_processes import (
     GpuComputeProcess,
     GpuProcessProbe,
@@ -115,6 +115,7 @@ __all__ = [
     "process_rss_bytes",
     "read_gguf_info",
     "scrape",
+    "service_gpu_memory",
     "sha256_of_file",
     "with_rates",
 ]

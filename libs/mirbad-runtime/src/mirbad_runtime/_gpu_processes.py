@@ -56,11 +56,15 @@ class GpuComputeProcess:
         pid: its process id in the host's pid namespace (as the driver reports it).
         used_mib: its GPU memory in MiB; None where the driver reports none (``[N/A]``).
         container_id: the Docker container it runs in, from its cgroup; None outside one (or unread).
+        unit: outside a container, the innermost ``.service`` unit of its cgroup (a host service).
+        display_name: that unit's display name in hostd's whitelist (hostd only).
     """
 
     pid: int
     used_mib: float | None
     container_id: str | None = None
+    unit: str | None = None
+    display_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -128,14 +132,16 @@ class NvidiaSmiProcessProbe(GpuProcessProbe):
         return GpuProcessReading("nvidia-smi", processes)
 
     def _with_containers(self, pairs: list[tuple[int, float | None]]) -> tuple[GpuComputeProcess, ...]:
-        return tuple(GpuComputeProcess(pid, used, self._container_of(pid)) for pid, used in pairs)
+        return tuple(self._owned(pid, used) for pid, used in pairs)
 
-    def _container_of(self, pid: int) -> str | None:
+    def _owned(self, pid: int, used_mib: float | None) -> GpuComputeProcess:
         try:
             text = (self._proc_root / str(pid) / "cgroup").read_text(encoding="utf-8", errors="replace")
         except OSError:
-            return None  # ended since nvidia-smi listed it, or in another pid namespace
-        return cgroup_owner(text).container_id
+            # Ended since nvidia-smi listed it, or in another pid namespace: nobody's.
+            return GpuComputeProcess(pid, used_mib)
+        owner = cgroup_owner(text)
+        return GpuComputeProcess(pid, used_mib, owner.container_id, owner.unit)
 
 
 class HostdGpuProcessProbe(GpuProcessProbe):
@@ -158,7 +164,10 @@ class HostdGpuProcessProbe(GpuProcessProbe):
             HostdRefusedError: an older hostd (404) or a failed nvidia-smi on the host (503).
         """
         listed = await self._client.gpu_processes(timeout_s=self._timeout_s)
-        processes = tuple(GpuComputeProcess(row.pid, row.used_mib, row.container_id) for row in listed)
+        processes = tuple(
+            GpuComputeProcess(row.pid, row.used_mib, row.container_id, row.unit, row.display_name)
+            for row in listed
+        )
         return GpuProcessReading("hostd", processes)
 
 

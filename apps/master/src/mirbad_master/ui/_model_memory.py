@@ -6,20 +6,33 @@ hostd, else from nvidia-smi on the node), and the memory the runtime measured ot
 server's resident set, a container's memory usage). A point is the GPU's figure when the sample has
 one, else the runtime's, and the two go on separate lines (``model · GPU``, ``model · RAM``), so a line
 never mixes what the GPU reports with what the kernel does. Budgets, which are estimates, are not drawn.
+
+Each node's host samples add one line per host service holding GPU memory (``svc · ollama``): the
+processes no model owns, summed per systemd service, so the GPU's memory reads as models plus named
+services. A host sample is a whole reading, so a service missing from one held nothing then (0).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Literal, Protocol
 
-from mirbad_protocol import ModelMetrics
+from mirbad_protocol import HostGpuSample, ModelMetrics
 
 from ._format import DASH
 
-__all__ = ["GPU", "RAM", "MemoryKind", "ModelMemoryLine", "gpu_memory_text", "model_memory_lines"]
+__all__ = [
+    "GPU",
+    "RAM",
+    "MemoryKind",
+    "ModelMemoryLine",
+    "ServiceMemoryLine",
+    "gpu_memory_text",
+    "model_memory_lines",
+    "service_memory_lines",
+]
 
 MemoryKind = Literal["GPU", "RAM"]
 """Which figure a line plots: the GPU's compute processes, or the runtime's measure."""
@@ -57,6 +70,56 @@ class ModelMemoryLine:
     def name(self) -> str:
         """The legend's name: ``model · GPU``."""
         return f"{self.model_id} · {self.kind}"
+
+
+@dataclass(frozen=True)
+class ServiceMemoryLine:
+    """One host service's GPU memory over time.
+
+    Attributes:
+        service: its name (hostd's display name, else its unit).
+        node_id: its node, named in the legend only when several nodes report host services.
+        points: ``(time, GiB)``, oldest first.
+    """
+
+    service: str
+    node_id: str | None
+    points: list[tuple[datetime, float]]
+
+    @property
+    def name(self) -> str:
+        """The legend's name: ``svc · ollama`` (``svc · ollama · node-2`` with several nodes)."""
+        return f"svc · {self.service}" + (f" · {self.node_id}" if self.node_id else "")
+
+
+def service_memory_lines(hosts: Mapping[str, list[HostGpuSample]]) -> list[ServiceMemoryLine]:
+    """A line per host service that held GPU memory in any kept sample, by node, then by name.
+
+    Args:
+        hosts: each node's host samples, oldest first (the telemetry collector's ``host_histories``).
+    """
+    with_services = {node: samples for node, samples in hosts.items() if any(s.services for s in samples)}
+    lines: list[ServiceMemoryLine] = []
+    for node_id, samples in sorted(with_services.items()):
+        names = sorted({service.name for sample in samples for service in sample.services})
+        for name in names:
+            points = [
+                (sample.at, used / _GIB)
+                for sample in samples
+                if (used := _service_bytes(sample, name)) is not None
+            ]
+            if points:
+                lines.append(ServiceMemoryLine(name, node_id if len(with_services) > 1 else None, points))
+    return lines
+
+
+def _service_bytes(sample: HostGpuSample, name: str) -> int | None:
+    # Absent from a whole reading: nothing on the GPU then. Present with no size: unknown, no point.
+    found = [service.gpu_memory_bytes for service in sample.services if service.name == name]
+    if not found:
+        return 0
+    known = [used for used in found if used is not None]
+    return sum(known) if known else None
 
 
 def model_memory_lines(telemetry: TelemetryHistory, model_ids: Iterable[str]) -> list[ModelMemoryLine]:
