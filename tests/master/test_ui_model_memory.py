@@ -77,6 +77,30 @@ def test_gpu_figures_and_the_runtimes_measure_go_on_separate_lines() -> None:
     assert small["series"][0]["data"] == [[int(T0.timestamp() * 1000), 0.021]]
 
 
+def test_a_budget_sent_in_place_of_the_gpus_figure_gets_a_dashed_line_of_its_own() -> None:
+    history = History(
+        {
+            "vllm": [
+                sample(0, ram=GIB, gpu=30 * GIB, source="hostd"),
+                sample(5, ram=GIB, gpu=24 * GIB, source="budget"),  # hostd failed, the node has a GPU
+                sample(10, ram=GIB, gpu=31 * GIB, source="hostd"),
+            ],
+        }
+    )
+    lines = model_memory_lines(history, ["vllm"])
+    # The budget never joins the measured GPU line, and its sample's RAM is not drawn either.
+    assert lines == [
+        ModelMemoryLine("vllm", "GPU", [(T0, 30.0), (T0 + timedelta(seconds=10), 31.0)]),
+        ModelMemoryLine("vllm", "budget", [(T0 + timedelta(seconds=5), 24.0)]),
+    ]
+    series = model_memory_chart_options(lines)["series"]
+    assert [(s["name"], s.get("lineStyle")) for s in series] == [
+        ("vllm · GPU", None),
+        ("vllm · budget", {"type": "dashed"}),
+    ]
+    assert gpu_memory_text(sample(5, gpu=24 * GIB, source="budget")) == "24.0 GiB (budget)"
+
+
 def test_the_tables_gpu_cell_says_the_size_and_its_source() -> None:
     assert gpu_memory_text(sample(0, gpu=3 * GIB + GIB // 5, source="hostd")) == "3.2 GiB (hostd)"
     assert gpu_memory_text(sample(0, gpu=512 * 1024**2, source="nvidia-smi")) == "512 MiB (nvidia-smi)"
@@ -150,7 +174,11 @@ def test_host_services_get_lines_of_their_own_named_by_node_only_when_several() 
 @pytest.mark.anyio
 async def test_the_overview_plots_host_services_beside_the_models(tmp_path: Path) -> None:
     async with running_master(tmp_path) as master, portal_user(master) as user:
+        await master.admin.post("/api/models", json=TINY)
+        await _ready(master, "tiny")
         now = datetime.now(UTC)
+        budget = ModelMetrics(model_id="tiny", at=now, gpu_memory_bytes=GIB, gpu_memory_source="budget")
+        master.local.telemetry["tiny"] = [budget]
         master.local.host_samples = [
             HostGpuSample(
                 at=now,
@@ -159,9 +187,12 @@ async def test_the_overview_plots_host_services_beside_the_models(tmp_path: Path
             )
         ]
         await eventually(lambda: bool(master.services.telemetry.host_histories()), timeout_s=10)
+        await eventually(lambda: master.services.telemetry.latest("tiny") is not None, timeout_s=10)
         await user.open("/")
         (chart,) = user.find(marker="model-memory-chart").elements
         assert isinstance(chart, ui.echart)
         lines = {series["name"]: [point[1] for point in series["data"]] for series in chart.options["series"]}
-        assert lines == {"svc · Ollama": [3.0]}
+        assert lines == {"tiny · budget": [1.0], "svc · Ollama": [3.0]}
+        dashed = [s["name"] for s in chart.options["series"] if s.get("lineStyle") == {"type": "dashed"}]
+        assert dashed == ["tiny · budget"]
         await user.should_see("svc: a host service's GPU processes.")

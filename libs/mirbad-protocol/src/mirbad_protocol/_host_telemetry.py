@@ -9,13 +9,18 @@ whole reading: a service absent from it held no GPU memory at that moment.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Final
 
 from pydantic import Field
 
 from ._wire import WireModel
 
-__all__ = ["HostGpuSample", "ServiceGpuMemory"]
+__all__ = ["GPU_MEMORY_FROM_BUDGET", "HostGpuSample", "ServiceGpuMemory"]
+
+GPU_MEMORY_FROM_BUDGET: Final = "budget"
+"""A model sample's ``gpuMemorySource`` when its GPU memory is its budget, not a measure: on a node with
+an NVIDIA GPU whose compute processes could not be listed (hostd missing, older or failing, and no
+working nvidia-smi beside the agent). A reader draws it apart from measured figures."""
 
 
 class ServiceGpuMemory(WireModel):

@@ -26,6 +26,7 @@ from ._gpu_processes import (
     HostdGpuProcessProbe,
     NvidiaSmiProcessProbe,
     PreferredGpuProcessProbe,
+    nvidia_gpu_present,
 )
 from ._hostd_client import DEFAULT_HOSTD_SOCKET, HostdClient
 from ._instance_keys import FileInstanceKeyProtector, InstanceKeyProtector, new_instance_key
@@ -106,6 +107,7 @@ __all__ = [
     "is_host_service_container",
     "model_gpu_bytes",
     "new_instance_key",
+    "nvidia_gpu_present",
     "parent_pid",
     "parse_gpu_rows",
     "parse_meminfo",

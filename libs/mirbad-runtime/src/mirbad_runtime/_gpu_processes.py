@@ -38,6 +38,7 @@ __all__ = [
     "HostdGpuProcessProbe",
     "NvidiaSmiProcessProbe",
     "PreferredGpuProcessProbe",
+    "nvidia_gpu_present",
 ]
 
 GpuProcessSource = Literal["hostd", "nvidia-smi"]
@@ -73,6 +74,26 @@ class GpuProcessReading:
 
     source: GpuProcessSource
     processes: tuple[GpuComputeProcess, ...]
+
+
+def nvidia_gpu_present(executable: str | None, *, proc_root: Path = PROC_ROOT) -> bool:
+    """Whether this node has an NVIDIA GPU, whether or not its processes can be listed (blocking).
+
+    The node has one when nvidia-smi is installed, or when NVIDIA's kernel driver lists a GPU in
+    ``/proc/driver/nvidia/gpus`` (also inside a container given the GPUs, which may lack nvidia-smi).
+
+    Args:
+        executable: the agent's ``nvidia_smi`` setting; None says the node has no discrete GPU.
+        proc_root: the process table (a test's stand-in).
+    """
+    if executable is None:
+        return False
+    if shutil.which(executable) is not None:
+        return True
+    try:
+        return any((proc_root / "driver" / "nvidia" / "gpus").iterdir())
+    except OSError:
+        return False
 
 
 class GpuProcessProbe(ABC):

@@ -80,7 +80,10 @@ def model_memory_chart_options(
     # Three decimals: a small model's few MiB would round to nothing. A lone sample (a model just
     # Ready) gets its symbol, since a line needs two points to be seen.
     series = [
-        _points(line.name, line.points, digits=3) | {"showSymbol": len(line.points) == 1} for line in lines
+        _points(line.name, line.points, digits=3)
+        | {"showSymbol": len(line.points) == 1}
+        | ({"lineStyle": {"type": "dashed"}} if line.dashed else {})
+        for line in lines
     ]
     return _chart_options(series, dark=dark)
 
@@ -161,7 +164,8 @@ async def render_overview(portal: Portal, *, dark: bool) -> None:
         ui.label(
             "GPU: the model's processes as the GPU reports them. "
             "RAM: its resident set or container memory, where the node lists no GPU processes. "
-            "svc: a host service's GPU processes."
+            "svc: a host service's GPU processes. Dashed budget: the model's budget, where the node's "
+            "GPU processes could not be read."
         ).classes("text-caption text-grey-7")
         per_model = ui.echart(model_memory_chart_options([], dark=is_dark_now())).classes("w-full h-64")
         testid(per_model, "model-memory-chart")
