@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from tests._support.hostd import FAKE_NVIDIA_SMI
 
 from mirbad_protocol import COMPUTE_APPS_QUERY_ARGS, ServiceGpuMemory
@@ -206,3 +208,38 @@ def test_host_services_get_what_no_model_owns_summed_per_unit(proc: FakeProc) ->
         "vllm": 30000 * MIB,
         "llama": 1000 * MIB,
     }
+
+
+_PROCESSES = st.lists(
+    st.builds(
+        GpuComputeProcess,
+        pid=st.integers(2, 40),
+        used_mib=st.one_of(st.none(), st.integers(0, 4096).map(float)),
+        container_id=st.sampled_from([None, VLLM, OTHER]),
+        unit=st.sampled_from([None, "a.service", "b.service"]),
+    ),
+    max_size=12,
+)
+
+
+@given(
+    processes=_PROCESSES,
+    parents=st.dictionaries(st.integers(2, 40), st.integers(1, 40), max_size=40),
+    model_pid=st.integers(2, 40),
+)
+def test_no_gpu_memory_is_counted_twice(
+    processes: list[GpuComputeProcess], parents: dict[int, int], model_pid: int
+) -> None:
+    owners = {"vllm": GpuOwner(container_id=VLLM), "llama": GpuOwner(pid=model_pid)}
+    models = model_gpu_bytes(processes, owners, parents.get)
+    services = service_gpu_memory(processes, owners, parents.get)
+    total = sum(round(p.used_mib * MIB) for p in processes if p.used_mib is not None)
+    counted = sum(v or 0 for v in models.values()) + sum(s.gpu_memory_bytes or 0 for s in services)
+    assert counted <= total
+    # Without models, every unit's process outside a container is its service's, and nothing else is.
+    alone = service_gpu_memory(processes, {}, parents.get)
+    in_units = [p for p in processes if p.unit is not None and p.container_id is None]
+    assert sum(s.gpu_memory_bytes or 0 for s in alone) == sum(
+        round(p.used_mib * MIB) for p in in_units if p.used_mib is not None
+    )
+    assert {s.unit for s in alone} == {p.unit for p in in_units}
