@@ -208,3 +208,14 @@ async def test_host_samples_are_kept_per_node_once_and_bounded(tmp_path: Path) -
     assert (
         fleet.agents["local"].requests[-1][1].startswith("/agent/v1/telemetry?since=2025-06-01T08%3A00%3A10")
     )
+
+
+async def test_a_removed_nodes_host_samples_go_with_it(tmp_path: Path) -> None:
+    async with fleet_of(tmp_path, "local", "gpu-2") as (fleet, nodes, clients):
+        fleet.agents["gpu-2"].host_samples = [host(1, ollama=5)]
+        collector = RemoteTelemetryCollector(nodes, clients)
+        await collector.poll_all()
+        assert list(collector.host_histories()) == ["gpu-2"]
+        await nodes.remove("gpu-2")
+        await collector.poll_all()
+    assert collector.host_histories() == {}

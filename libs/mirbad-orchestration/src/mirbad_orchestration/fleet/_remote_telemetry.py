@@ -113,6 +113,11 @@ class RemoteTelemetryCollector:
         except NodeRegistryError as exc:
             _logger.error("cannot read the node registry, telemetry not refreshed: %s", exc)
             return
+        with self._lock:
+            # A removed node's host services are gone with it (its models go through retain()).
+            registered = {record.id for record in records}
+            for node_id in [known for known in self._hosts if known not in registered]:
+                del self._hosts[node_id]
         async with anyio.create_task_group() as group:
             for record in records:
                 state = self._cache.node(record.id) if self._cache is not None else None
