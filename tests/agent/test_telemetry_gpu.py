@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +55,7 @@ def _metrics(request: httpx.Request) -> httpx.Response:
 class Agent:
     """An agent over fake drivers whose GPU processes come from ``gpu``."""
 
-    def __init__(self, gpu: GpuProcessProbe | None) -> None:
+    def __init__(self, gpu: GpuProcessProbe | None, gpu_present: Callable[[], bool] | None = None) -> None:
         self.containers = FakeDriver()
         self.processes = FakeDriver(port_range_start=8500)
         drivers = [
@@ -69,6 +69,7 @@ class Agent:
             version="0.0.test",
             http=httpx.AsyncClient(transport=httpx.MockTransport(_metrics)),
             gpu_processes=gpu,
+            gpu_present=gpu_present,
         )
         transport = httpx.ASGITransport(app=create_app(self.services, background=False))
         self.client = httpx.AsyncClient(transport=transport, base_url=BASE)

@@ -86,7 +86,8 @@ def test_the_agents_gpu_probe_reads_hostd_first(layout: HostdLayout) -> None:
         async with HostdClient(layout.socket) as client:
             reading = await PreferredGpuProcessProbe([HostdGpuProcessProbe(client)]).read()
         assert reading == GpuProcessReading(
-            "hostd", (GpuComputeProcess(7, 100.0, container), GpuComputeProcess(8, 50.0, None))
+            "hostd",
+            (GpuComputeProcess(7, 100.0, container), GpuComputeProcess(8, 50.0, None, "ollama.service")),
         )
 
     with running_hostd(layout):

@@ -11,9 +11,15 @@ from tests._support.polling import eventually
 from tests.master._stack import running_master
 from tests.master.test_ui_pages import TINY, _ready, portal_user
 
-from mirbad_master.ui._model_memory import ModelMemoryLine, gpu_memory_text, model_memory_lines
+from mirbad_master.ui._model_memory import (
+    ModelMemoryLine,
+    ServiceMemoryLine,
+    gpu_memory_text,
+    model_memory_lines,
+    service_memory_lines,
+)
 from mirbad_master.ui._overview import DARK_CHART, model_memory_chart_options
-from mirbad_protocol import ModelMetrics
+from mirbad_protocol import HostGpuSample, ModelMetrics, ServiceGpuMemory
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 GIB = 1024**3
@@ -71,6 +77,30 @@ def test_gpu_figures_and_the_runtimes_measure_go_on_separate_lines() -> None:
     assert small["series"][0]["data"] == [[int(T0.timestamp() * 1000), 0.021]]
 
 
+def test_a_budget_sent_in_place_of_the_gpus_figure_gets_a_dashed_line_of_its_own() -> None:
+    history = History(
+        {
+            "vllm": [
+                sample(0, ram=GIB, gpu=30 * GIB, source="hostd"),
+                sample(5, ram=GIB, gpu=24 * GIB, source="budget"),  # hostd failed, the node has a GPU
+                sample(10, ram=GIB, gpu=31 * GIB, source="hostd"),
+            ],
+        }
+    )
+    lines = model_memory_lines(history, ["vllm"])
+    # The budget never joins the measured GPU line, and its sample's RAM is not drawn either.
+    assert lines == [
+        ModelMemoryLine("vllm", "GPU", [(T0, 30.0), (T0 + timedelta(seconds=10), 31.0)]),
+        ModelMemoryLine("vllm", "budget", [(T0 + timedelta(seconds=5), 24.0)]),
+    ]
+    series = model_memory_chart_options(lines)["series"]
+    assert [(s["name"], s.get("lineStyle")) for s in series] == [
+        ("vllm · GPU", None),
+        ("vllm · budget", {"type": "dashed"}),
+    ]
+    assert gpu_memory_text(sample(5, gpu=24 * GIB, source="budget")) == "24.0 GiB (budget)"
+
+
 def test_the_tables_gpu_cell_says_the_size_and_its_source() -> None:
     assert gpu_memory_text(sample(0, gpu=3 * GIB + GIB // 5, source="hostd")) == "3.2 GiB (hostd)"
     assert gpu_memory_text(sample(0, gpu=512 * 1024**2, source="nvidia-smi")) == "512 MiB (nvidia-smi)"
@@ -107,3 +137,62 @@ async def test_the_overview_plots_each_models_gpu_memory(tmp_path: Path) -> None
         (row,) = [row for row in table.rows if row["model"] == "tiny"]
         assert row["gpu"] == "2.0 GiB (hostd)"
         await user.should_see("Memory per model")
+
+
+def host(seconds: int, **services: int | None) -> HostGpuSample:
+    return HostGpuSample(
+        at=T0 + timedelta(seconds=seconds),
+        source="hostd",
+        services=[
+            ServiceGpuMemory(unit=f"{name.lower()}.service", name=name, gpu_memory_bytes=used)
+            for name, used in services.items()
+        ],
+    )
+
+
+def test_host_services_get_lines_of_their_own_named_by_node_only_when_several() -> None:
+    one = {"node-1": [host(0, Ollama=4 * GIB), host(5), host(10, Ollama=2 * GIB, Comfy=None)]}
+    lines = service_memory_lines(one)
+    # Absent from a reading: 0 then; present without a size: no point.
+    assert lines == [
+        ServiceMemoryLine("Comfy", None, [(T0, 0.0), (T0 + timedelta(seconds=5), 0.0)]),
+        ServiceMemoryLine(
+            "Ollama", None, [(T0, 4.0), (T0 + timedelta(seconds=5), 0.0), (T0 + timedelta(seconds=10), 2.0)]
+        ),
+    ]
+    assert [line.name for line in lines] == ["svc · Comfy", "svc · Ollama"]
+    two = one | {"node-2": [host(0, Ollama=GIB)], "cpu": [host(0)]}
+    assert [line.name for line in service_memory_lines(two)] == [
+        "svc · Comfy · node-1",
+        "svc · Ollama · node-1",
+        "svc · Ollama · node-2",
+    ]
+    options = model_memory_chart_options(service_memory_lines(one))
+    assert options["series"][1]["data"][0] == [int(T0.timestamp() * 1000), 4.0]
+
+
+@pytest.mark.anyio
+async def test_the_overview_plots_host_services_beside_the_models(tmp_path: Path) -> None:
+    async with running_master(tmp_path) as master, portal_user(master) as user:
+        await master.admin.post("/api/models", json=TINY)
+        await _ready(master, "tiny")
+        now = datetime.now(UTC)
+        budget = ModelMetrics(model_id="tiny", at=now, gpu_memory_bytes=GIB, gpu_memory_source="budget")
+        master.local.telemetry["tiny"] = [budget]
+        master.local.host_samples = [
+            HostGpuSample(
+                at=now,
+                source="hostd",
+                services=[ServiceGpuMemory(unit="ollama.service", name="Ollama", gpu_memory_bytes=3 * GIB)],
+            )
+        ]
+        await eventually(lambda: bool(master.services.telemetry.host_histories()), timeout_s=10)
+        await eventually(lambda: master.services.telemetry.latest("tiny") is not None, timeout_s=10)
+        await user.open("/")
+        (chart,) = user.find(marker="model-memory-chart").elements
+        assert isinstance(chart, ui.echart)
+        lines = {series["name"]: [point[1] for point in series["data"]] for series in chart.options["series"]}
+        assert lines == {"tiny · budget": [1.0], "svc · Ollama": [3.0]}
+        dashed = [s["name"] for s in chart.options["series"] if s.get("lineStyle") == {"type": "dashed"}]
+        assert dashed == ["tiny · budget"]
+        await user.should_see("svc: a host service's GPU processes.")

@@ -35,6 +35,7 @@ from mirbad_protocol import (
     GgufInspectRequest,
     GpuList,
     GpuMemory,
+    HostGpuSample,
     HuggingFaceDownload,
     LogEnd,
     LogLine,
@@ -81,6 +82,7 @@ class FakeAgent:
     )
     gpus: list[GpuMemory] = field(default_factory=list)
     telemetry: dict[str, list[ModelMetrics]] = field(default_factory=dict)
+    host_samples: list[HostGpuSample] = field(default_factory=list)
     gguf: dict[str, GgufInfo] = field(default_factory=dict)
     boot_id: str | None = None
     refusals: dict[str, Refusal] = field(default_factory=dict)
@@ -239,7 +241,14 @@ class FakeAgent:
                 samples = samples[-limit:]
             if samples:
                 models.append(ModelTelemetry(model_id=model_id, samples=samples))
-        return _ok(TelemetrySnapshot(taken_at=datetime.now(UTC), interval_s=5.0, models=models))
+        host = [sample for sample in self.host_samples if since is None or sample.at > since]
+        snapshot = TelemetrySnapshot(
+            taken_at=datetime.now(UTC),
+            interval_s=5.0,
+            models=models,
+            host_samples=host if wanted is None else [],
+        )
+        return _ok(snapshot)
 
     async def _gguf(self, request: Request) -> Response:
         body = GgufInspectRequest.from_wire(await request.json())

@@ -11,7 +11,7 @@ from tests.orchestration._fleet import fleet_of
 
 from mirbad_orchestration.fleet import NodeMonitor, RemoteTelemetryCollector
 from mirbad_orchestration.testing import FakeClock
-from mirbad_protocol import ModelMetrics
+from mirbad_protocol import HostGpuSample, ModelMetrics, ServiceGpuMemory
 
 pytestmark = pytest.mark.anyio
 
@@ -178,3 +178,44 @@ async def test_run_reads_every_interval(tmp_path: Path) -> None:
             group.cancel_scope.cancel()
 
     assert (first, second) == (1, 2)
+
+
+def host(seconds: float, **services: int) -> HostGpuSample:
+    return HostGpuSample(
+        at=T0 + timedelta(seconds=seconds),
+        source="hostd",
+        services=[
+            ServiceGpuMemory(unit=f"{n}.service", name=n, gpu_memory_bytes=b) for n, b in services.items()
+        ],
+    )
+
+
+async def test_host_samples_are_kept_per_node_once_and_bounded(tmp_path: Path) -> None:
+    async with fleet_of(tmp_path, "local", "gpu-2") as (fleet, nodes, clients):
+        fleet.agents["local"].host_samples = [host(0, ollama=5), host(5, ollama=6)]
+        fleet.agents["gpu-2"].host_samples = [host(1)]
+        collector = RemoteTelemetryCollector(nodes, clients, capacity=2)
+        await collector.poll_all()
+        # The next read asks from the newest host sample on: one new, one overlapping (kept once).
+        fleet.agents["local"].host_samples += [host(10, comfy=1)]
+        await collector.poll_node(await nodes.get("local"))
+        await collector.poll_node(await nodes.get("local"))
+
+    kept = collector.host_histories()
+    assert [sample.at for sample in kept["local"]] == [T0 + timedelta(seconds=5), T0 + timedelta(seconds=10)]
+    assert kept["local"][-1].services[0].name == "comfy"
+    assert [sample.services for sample in kept["gpu-2"]] == [[]]
+    assert (
+        fleet.agents["local"].requests[-1][1].startswith("/agent/v1/telemetry?since=2025-06-01T08%3A00%3A10")
+    )
+
+
+async def test_a_removed_nodes_host_samples_go_with_it(tmp_path: Path) -> None:
+    async with fleet_of(tmp_path, "local", "gpu-2") as (fleet, nodes, clients):
+        fleet.agents["gpu-2"].host_samples = [host(1, ollama=5)]
+        collector = RemoteTelemetryCollector(nodes, clients)
+        await collector.poll_all()
+        assert list(collector.host_histories()) == ["gpu-2"]
+        await nodes.remove("gpu-2")
+        await collector.poll_all()
+    assert collector.host_histories() == {}

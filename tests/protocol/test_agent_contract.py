@@ -10,6 +10,7 @@ from syrupy.assertion import SnapshotAssertion
 from mirbad_protocol import (
     AGENT_API_PREFIX,
     DEFAULT_AGENT_PORT,
+    GPU_MEMORY_FROM_BUDGET,
     MAX_PROXY_BODY_BYTES,
     ROUTE_MODEL_FILES,
     ROUTE_MODEL_LOGS,
@@ -28,6 +29,7 @@ from mirbad_protocol import (
     GpuList,
     GpuMemory,
     GpuSelection,
+    HostGpuSample,
     InvalidFieldError,
     LogEnd,
     LogLine,
@@ -42,6 +44,7 @@ from mirbad_protocol import (
     ProcessLaunch,
     ProcessRuntimeInfo,
     RestartRequest,
+    ServiceGpuMemory,
     StartRequest,
     StatusList,
     TelemetrySnapshot,
@@ -266,3 +269,42 @@ def test_paths() -> None:
     # A parameter stays one segment whatever it holds.
     assert agent_path(ROUTE_MODEL_LOGS, model_id="../x") == "/agent/v1/models/..%2Fx/logs"
     assert proxy_path("tiny", "/v1/chat/completions") == "/agent/v1/proxy/tiny/v1/chat/completions"
+
+
+def test_telemetry_with_host_samples_and_a_budget_sample(snapshot_json: SnapshotAssertion) -> None:
+    # Additive: a host sample per pass beside the models, and a model sample whose GPU figure is its budget.
+    telemetry = TelemetrySnapshot(
+        taken_at=LATER,
+        interval_s=5,
+        models=[
+            ModelTelemetry(
+                model_id="a",
+                samples=[
+                    ModelMetrics(
+                        model_id="a",
+                        at=AT,
+                        gpu_memory_bytes=8 * 1024**3,
+                        gpu_memory_source=GPU_MEMORY_FROM_BUDGET,
+                    )
+                ],
+            )
+        ],
+        host_samples=[
+            HostGpuSample(
+                at=AT,
+                source="hostd",
+                services=[
+                    ServiceGpuMemory(unit="ollama.service", name="Ollama", gpu_memory_bytes=3 * 1024**3),
+                    ServiceGpuMemory(unit="comfy.service", name="comfy.service"),
+                ],
+            ),
+            HostGpuSample(at=LATER, source="nvidia-smi"),
+        ],
+    )
+    assert telemetry.to_wire() == snapshot_json
+    _round_trip(telemetry)
+    # An older agent's answer has no host samples; a newer one's unknown fields are ignored.
+    older = TelemetrySnapshot.from_wire({"takenAt": LATER.isoformat(), "intervalS": 5})
+    assert older.host_samples == []
+    newer = HostGpuSample.from_wire({"at": AT.isoformat(), "source": "x", "gpus": [0], "services": []})
+    assert newer.source == "x"

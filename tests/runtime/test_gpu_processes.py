@@ -7,9 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from tests._support.hostd import FAKE_NVIDIA_SMI
 
-from mirbad_protocol import COMPUTE_APPS_QUERY_ARGS
+from mirbad_protocol import COMPUTE_APPS_QUERY_ARGS, ServiceGpuMemory
 from mirbad_runtime import (
     GpuComputeProcess,
     GpuOwner,
@@ -20,6 +22,7 @@ from mirbad_runtime import (
     container_gpu_bytes,
     model_gpu_bytes,
     parent_pid,
+    service_gpu_memory,
 )
 from mirbad_runtime.exceptions import GpuProbeError, RuntimeUnavailableError
 
@@ -89,7 +92,7 @@ async def test_the_stand_in_processes_get_their_containers_from_their_cgroups(
             GpuComputeProcess(100, 30000.0, VLLM),
             GpuComputeProcess(101, 2000.0, VLLM),
             GpuComputeProcess(200, None, OTHER),
-            GpuComputeProcess(300, 512.0, None),
+            GpuComputeProcess(300, 512.0, None, "ollama.service"),  # a host service: its unit
             GpuComputeProcess(400, 8.0, None),
         ),
     )
@@ -175,3 +178,68 @@ def test_a_pid_cycle_ends_the_walk() -> None:
         [GpuComputeProcess(3, 10.0)], {"llama": GpuOwner(pid=9)}, lambda pid: 4 if pid == 3 else 3
     )
     assert found == {"llama": 0}
+
+
+def test_host_services_get_what_no_model_owns_summed_per_unit(proc: FakeProc) -> None:
+    # The agent's unit runs llama-server 500 (a model); its worker 501 is the model's, not the unit's.
+    proc.process(500, parent=10)
+    proc.process(501, parent=500)
+    proc.process(600, parent=10)
+    agent = "mirbad-agent.service"
+    processes = [
+        GpuComputeProcess(100, 30000.0, VLLM),
+        GpuComputeProcess(200, 100.0, OTHER),  # a container that is no model: not a unit's either
+        GpuComputeProcess(501, 1000.0, None, agent),
+        GpuComputeProcess(600, 4.0, None, agent),  # beside the model, in the agent's unit
+        GpuComputeProcess(300, 512.0, None, "ollama.service", "Ollama"),
+        GpuComputeProcess(301, 256.0, None, "ollama.service", "Ollama"),
+        GpuComputeProcess(400, None, None, "comfy.service"),
+        GpuComputeProcess(900, 8.0),  # no unit (a login session's scope): nobody's
+    ]
+    owners = {"vllm": GpuOwner(container_id=VLLM), "llama": GpuOwner(pid=500)}
+    found = service_gpu_memory(processes, owners, lambda pid: parent_pid(pid, proc=proc.root))
+    assert found == [
+        ServiceGpuMemory(unit="comfy.service", name="comfy.service", gpu_memory_bytes=None),
+        ServiceGpuMemory(unit=agent, name=agent, gpu_memory_bytes=4 * MIB),
+        ServiceGpuMemory(unit="ollama.service", name="Ollama", gpu_memory_bytes=768 * MIB),
+    ]
+    # The models' own share is unchanged by the services beside them.
+    assert model_gpu_bytes(processes, owners, lambda pid: parent_pid(pid, proc=proc.root)) == {
+        "vllm": 30000 * MIB,
+        "llama": 1000 * MIB,
+    }
+
+
+_PROCESSES = st.lists(
+    st.builds(
+        GpuComputeProcess,
+        pid=st.integers(2, 40),
+        used_mib=st.one_of(st.none(), st.integers(0, 4096).map(float)),
+        container_id=st.sampled_from([None, VLLM, OTHER]),
+        unit=st.sampled_from([None, "a.service", "b.service"]),
+    ),
+    max_size=12,
+)
+
+
+@given(
+    processes=_PROCESSES,
+    parents=st.dictionaries(st.integers(2, 40), st.integers(1, 40), max_size=40),
+    model_pid=st.integers(2, 40),
+)
+def test_no_gpu_memory_is_counted_twice(
+    processes: list[GpuComputeProcess], parents: dict[int, int], model_pid: int
+) -> None:
+    owners = {"vllm": GpuOwner(container_id=VLLM), "llama": GpuOwner(pid=model_pid)}
+    models = model_gpu_bytes(processes, owners, parents.get)
+    services = service_gpu_memory(processes, owners, parents.get)
+    total = sum(round(p.used_mib * MIB) for p in processes if p.used_mib is not None)
+    counted = sum(v or 0 for v in models.values()) + sum(s.gpu_memory_bytes or 0 for s in services)
+    assert counted <= total
+    # Without models, every unit's process outside a container is its service's, and nothing else is.
+    alone = service_gpu_memory(processes, {}, parents.get)
+    in_units = [p for p in processes if p.unit is not None and p.container_id is None]
+    assert sum(s.gpu_memory_bytes or 0 for s in alone) == sum(
+        round(p.used_mib * MIB) for p in in_units if p.used_mib is not None
+    )
+    assert {s.unit for s in alone} == {p.unit for p in in_units}

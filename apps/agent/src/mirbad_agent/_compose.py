@@ -15,6 +15,7 @@ import math
 import os
 import socket
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import anyio
@@ -40,6 +41,7 @@ from mirbad_runtime import (
     ProcessDriver,
     ProcessDriverConfig,
     ProcessHost,
+    nvidia_gpu_present,
     platform_process_host,
 )
 from mirbad_runtime.downloads import DownloadManager
@@ -120,6 +122,7 @@ async def compose_services(
         host_services=gateway,
         host_containers=_container_services(settings, drivers, gpu_processes),
         gpu_processes=gpu_processes,
+        gpu_present=partial(nvidia_gpu_present, settings.nvidia_smi) if settings.nvidia_smi else None,
         models_mount=settings.models_host_path if settings.docker.enabled else None,
     )
 

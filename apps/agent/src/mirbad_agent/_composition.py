@@ -80,6 +80,8 @@ class AgentServices:
         host_containers: the node's Docker containers as host services; None on a node without Docker.
         gpu_processes: lists the GPU's compute processes for each model's GPU memory in telemetry;
             None: telemetry carries no GPU memory.
+        gpu_present: whether the node has an NVIDIA GPU (blocking): where it has and its processes
+            cannot be listed, telemetry carries each model's budget instead; None: it has none.
         models_mount: the folder the container driver mounts at ``/models``: looked in, besides the
             model roots, when the master asks whether a model's files are on the node.
     """
@@ -104,6 +106,7 @@ class AgentServices:
         host_services: HostServicesGateway | None = None,
         host_containers: ContainerServices | None = None,
         gpu_processes: GpuProcessProbe | None = None,
+        gpu_present: Callable[[], bool] | None = None,
         models_mount: Path | None = None,
     ) -> None:
         self.runtimes = runtimes
@@ -129,7 +132,9 @@ class AgentServices:
         self.host_services = host_services
         self.host_containers = host_containers
         self.gpu_processes = gpu_processes
-        self.telemetry = TelemetryCollector(runtimes, self.lifecycle, self.ring, self.http, gpu=gpu_processes)
+        self.telemetry = TelemetryCollector(
+            runtimes, self.lifecycle, self.ring, self.http, gpu=gpu_processes, gpu_present=gpu_present
+        )
 
     def info(self) -> AgentInfo:
         """What this agent reports at ``GET /agent/v1/runtimes``."""

@@ -51,8 +51,13 @@ def node_routes(services: AgentServices) -> list[Route]:
             for model_id in model_ids
             if (samples := services.ring.history(model_id, since=since, limit=limit))
         ]
+        # The host's samples go with the whole ring only: a read of one model (a job's) needs none.
+        host = services.ring.host_history(since=since, limit=limit) if wanted is None else []
         snapshot = TelemetrySnapshot(
-            taken_at=datetime.now(UTC), interval_s=services.telemetry_interval_s, models=models
+            taken_at=datetime.now(UTC),
+            interval_s=services.telemetry_interval_s,
+            models=models,
+            host_samples=host,
         )
         return wire_response(snapshot)
 

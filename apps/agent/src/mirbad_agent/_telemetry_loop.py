@@ -4,20 +4,33 @@ Each sample also carries the memory the model's server measurably uses (its proc
 its container's usage), so the portal can show it beside the budget admission reserved, and the GPU
 memory of its compute processes as the GPU reports them: the GPU processes are read once per pass
 (hostd first, else nvidia-smi here) and put on the models by container or process tree
-(:func:`mirbad_runtime.model_gpu_bytes`).
+(:func:`mirbad_runtime.model_gpu_bytes`). What no model owns and runs in a systemd service is summed
+per service into the pass's host sample (:func:`mirbad_runtime.service_gpu_memory`), so the GPU's
+memory reads as models plus named host services. On a node with an NVIDIA GPU whose processes could
+not be listed at all (hostd missing, older or failing, and no working nvidia-smi here), each Ready
+model's sample carries its budget instead, with the source ``budget``; a node without an NVIDIA GPU
+has no GPU memory to estimate and its samples carry none.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio
 import anyio.to_thread
 import httpx
 
-from mirbad_protocol import MirbadError, ModelState
+from mirbad_protocol import (
+    GPU_MEMORY_FROM_BUDGET,
+    HostGpuSample,
+    MirbadError,
+    ModelState,
+    ModelStatus,
+    ServiceGpuMemory,
+)
 from mirbad_runtime import (
     GpuOwner,
     GpuProcessProbe,
@@ -26,6 +39,7 @@ from mirbad_runtime import (
     model_gpu_bytes,
     parent_pid,
     scrape,
+    service_gpu_memory,
 )
 
 from ._lifecycle import ModelLifecycle
@@ -36,6 +50,7 @@ __all__ = ["TelemetryCollector"]
 logger = logging.getLogger(__name__)
 
 _MIN_PASS_BOUND_S = 10.0
+_GIB = 1024**3
 
 
 class TelemetryCollector:
@@ -50,6 +65,9 @@ class TelemetryCollector:
         gpu: lists the GPU's compute processes; None: samples carry no GPU memory.
         gpu_timeout_s: bound on that read (hostd's telemetry bound is 3 s; nvidia-smi's own is 5 s).
         parent_of: a process's parent, for native models' process trees (a test's fake tree).
+        gpu_present: whether the node has an NVIDIA GPU (blocking; :func:`mirbad_runtime.nvidia_gpu_present`):
+            where it has and no GPU processes were read, samples carry each model's budget instead.
+            None: the node has none.
     """
 
     def __init__(
@@ -63,6 +81,7 @@ class TelemetryCollector:
         gpu: GpuProcessProbe | None = None,
         gpu_timeout_s: float = 6.0,
         parent_of: Callable[[int], int | None] = parent_pid,
+        gpu_present: Callable[[], bool] | None = None,
     ) -> None:
         self._runtimes = runtimes
         self._lifecycle = lifecycle
@@ -72,6 +91,7 @@ class TelemetryCollector:
         self._gpu = gpu
         self._gpu_timeout_s = gpu_timeout_s
         self._parent_of = parent_of
+        self._gpu_present = gpu_present
 
     async def run(self, interval_s: float) -> None:
         """Scrape every ``interval_s`` seconds until cancelled; a failing pass is logged, never fatal."""
@@ -93,32 +113,54 @@ class TelemetryCollector:
         statuses = await self._runtimes.list_statuses()
         self._lifecycle.settle(statuses)
         self._ring.retain({status.id for status in statuses if status.state is not ModelState.STOPPED})
-        ready = [status.id for status in statuses if status.state is ModelState.READY]
-        gpu = await self._gpu_memory(ready)
+        ready = [status for status in statuses if status.state is ModelState.READY]
+        gpu = await self._gpu_memory([status.id for status in ready])
+        if gpu is None:
+            gpu = await self._budgets(ready)
         async with anyio.create_task_group() as group:
-            for model_id in ready:
-                group.start_soon(self._scrape, model_id, gpu.get(model_id, {}))
+            for status in ready:
+                group.start_soon(self._scrape, status.id, gpu.get(status.id, {}))
 
-    async def _gpu_memory(self, model_ids: list[str]) -> dict[str, dict[str, Any]]:
-        # The sample fields of each model that has a GPU reading; {} for all when there is none.
-        if self._gpu is None or not model_ids:
-            return {}
+    async def _gpu_memory(self, model_ids: list[str]) -> dict[str, dict[str, Any]] | None:
+        # The sample fields of each model from a GPU reading; None when no reading was had. The host
+        # services' share goes into the ring as the pass's host sample, with or without models.
+        if self._gpu is None:
+            return None
         with anyio.move_on_after(self._gpu_timeout_s):
             try:
                 reading = await self._gpu.read()
             except MirbadError as exc:
                 logger.debug("no GPU processes read: %s", exc)
-                return {}
+                return None
             if reading is None:
-                return {}
+                return None
+            at = datetime.now(UTC)
             owners = {model_id: await self._owner(model_id) for model_id in model_ids}
-            found = await anyio.to_thread.run_sync(self._attributed, reading, owners)
+            found, services = await anyio.to_thread.run_sync(self._attributed, reading, owners)
+            # Stored before any scrape of this pass, so a master reading mid-pass never gets a model
+            # sample newer than a host sample it has not seen yet (one `since` serves both).
+            self._ring.add_host(HostGpuSample(at=at, source=reading.source, services=services))
             return {
                 model_id: {"gpu_memory_bytes": used, "gpu_memory_source": reading.source}
                 for model_id, used in found.items()
             }
         logger.debug("no GPU processes read within %.0f s", self._gpu_timeout_s)
-        return {}
+        return None
+
+    async def _budgets(self, ready: list[ModelStatus]) -> dict[str, dict[str, Any]]:
+        # The spec's fallback is about GPU memory: only a node with a GPU has any to estimate.
+        if self._gpu_present is None or not ready:
+            return {}
+        if not await anyio.to_thread.run_sync(self._gpu_present):
+            return {}
+        return {
+            status.id: {
+                "gpu_memory_bytes": round(status.budget_gib * _GIB),
+                "gpu_memory_source": GPU_MEMORY_FROM_BUDGET,
+            }
+            for status in ready
+            if status.budget_gib is not None
+        }
 
     async def _owner(self, model_id: str) -> GpuOwner | None:
         try:
@@ -129,10 +171,11 @@ class TelemetryCollector:
 
     def _attributed(
         self, reading: GpuProcessReading, owners: Mapping[str, GpuOwner | None]
-    ) -> dict[str, int | None]:
+    ) -> tuple[dict[str, int | None], list[ServiceGpuMemory]]:
         # Blocking: the ancestry walk reads /proc. A model whose owner is unknown gets no GPU fields.
         known = {model_id: owner for model_id, owner in owners.items() if owner is not None}
-        return model_gpu_bytes(reading.processes, known, self._parent_of)
+        models = model_gpu_bytes(reading.processes, known, self._parent_of)
+        return models, service_gpu_memory(reading.processes, known, self._parent_of)
 
     async def _scrape(self, model_id: str, gpu: Mapping[str, Any]) -> None:
         try:

@@ -163,6 +163,7 @@ from ._enroll import (
 )
 from ._gguf import GgufInfo
 from ._gpu_processes import COMPUTE_APPS_QUERY_ARGS, CgroupOwner, ComputeApp, cgroup_owner, read_compute_apps
+from ._host_telemetry import GPU_MEMORY_FROM_BUDGET, HostGpuSample, ServiceGpuMemory
 from ._hostd import (
     HOSTD_ACTIONS,
     MAX_UNIT_NAME_LENGTH,
@@ -287,6 +288,7 @@ __all__ = [
     "ENROLL_CA_MEDIA_TYPE",
     "ENROLL_CA_PATH",
     "ENROLL_PATH",
+    "GPU_MEMORY_FROM_BUDGET",
     "HOSTD_ACTIONS",
     "JOIN_TOKEN_PREFIX",
     "LOG_STREAM_MEDIA_TYPE",
@@ -385,6 +387,7 @@ __all__ = [
     "GpuMemory",
     "GpuProcess",
     "GpuSelection",
+    "HostGpuSample",
     "HostServiceStatus",
     "HostdAction",
     "HostdActionResult",
@@ -443,6 +446,7 @@ __all__ = [
     "RuntimeInfo",
     "RuntimeKind",
     "SanPolicy",
+    "ServiceGpuMemory",
     "ServiceList",
     "ServiceScope",
     "SettingChangeView",

@@ -18,6 +18,7 @@ from urllib.parse import quote
 from pydantic import Field
 
 from ._definition import ExecutableRef
+from ._host_telemetry import HostGpuSample
 from ._launch import LaunchSpec
 from ._status import GpuMemory, ModelMetrics, ModelStatus
 from ._wire import WireModel
@@ -430,11 +431,14 @@ class TelemetrySnapshot(WireModel):
         taken_at: when the agent answered.
         interval_s: how often the agent scrapes each Ready model.
         models: one entry per model with samples, in id order.
+        host_samples: the GPU memory of the node's host services per pass, oldest first; only in the
+            answer for every model (no ``model`` filter), and empty where no GPU processes were read.
     """
 
     taken_at: datetime
     interval_s: Annotated[float, Field(gt=0)]
     models: list[ModelTelemetry] = Field(default_factory=list)
+    host_samples: list[HostGpuSample] = Field(default_factory=list)
 
 
 class GgufInspectRequest(WireModel):

@@ -81,8 +81,9 @@ class ModelMetrics(WireModel):
     ``gpu_memory_bytes`` is the GPU memory of the model's compute processes as the GPU reports them
     (nvidia-smi's compute apps in its container, or its server's process and every process below it),
     and ``gpu_memory_source`` who listed them (``hostd``, or ``nvidia-smi`` run by the agent itself);
-    both None where no GPU processes could be read (no NVIDIA GPU, a failing nvidia-smi, an older
-    agent), and the size None also where the driver reports no per-process memory (``[N/A]``).
+    on a node with an NVIDIA GPU whose processes could not be listed the size is the model's budget
+    and the source ``budget`` (an estimate, not a measure); both None where the node has no NVIDIA
+    GPU or the agent is older, and the size None also where the driver reports no per-process memory.
     """
 
     model_id: str

@@ -17,7 +17,7 @@ from ._container_spec import MODEL_LABEL, ContainerDriverConfig, container_name
 from ._driver import FAILURE_LOG_LINES, RuntimeDriver
 from ._executables import CatalogedExecutable, ExecutableCatalog, is_executable_name, sha256_of_file
 from ._gguf import aread_gguf_info, read_gguf_info
-from ._gpu_attribution import GpuOwner, container_gpu_bytes, model_gpu_bytes, parent_pid
+from ._gpu_attribution import GpuOwner, container_gpu_bytes, model_gpu_bytes, parent_pid, service_gpu_memory
 from ._gpu_processes import (
     GpuComputeProcess,
     GpuProcessProbe,
@@ -26,6 +26,7 @@ from ._gpu_processes import (
     HostdGpuProcessProbe,
     NvidiaSmiProcessProbe,
     PreferredGpuProcessProbe,
+    nvidia_gpu_present,
 )
 from ._hostd_client import DEFAULT_HOSTD_SOCKET, HostdClient
 from ._instance_keys import FileInstanceKeyProtector, InstanceKeyProtector, new_instance_key
@@ -106,6 +107,7 @@ __all__ = [
     "is_host_service_container",
     "model_gpu_bytes",
     "new_instance_key",
+    "nvidia_gpu_present",
     "parent_pid",
     "parse_gpu_rows",
     "parse_meminfo",
@@ -115,6 +117,7 @@ __all__ = [
     "process_rss_bytes",
     "read_gguf_info",
     "scrape",
+    "service_gpu_memory",
     "sha256_of_file",
     "with_rates",
 ]

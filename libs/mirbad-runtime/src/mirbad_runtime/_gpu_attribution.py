@@ -2,8 +2,10 @@
 
 A container model owns every process in its container (the cgroup names the container). A native
 process model owns its own process and every process below it: a GPU process's ancestors are walked
-through ``/proc/<pid>/stat`` until a model's pid (or the top) is reached. Processes whose memory the
-driver does not report (``[N/A]``) count as unknown, not as zero.
+through ``/proc/<pid>/stat`` until a model's pid (or the top) is reached. What no model owns and runs
+in a systemd service belongs to that host service (summed per unit, named by hostd's whitelist where
+it has a display name), so a native model under the agent's own unit is counted once, as the model.
+Processes whose memory the driver does not report (``[N/A]``) count as unknown, not as zero.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from mirbad_protocol import ServiceGpuMemory
+
 from ._gpu_processes import GpuComputeProcess
 from ._memory_usage import PROC_ROOT
 
-__all__ = ["GpuOwner", "container_gpu_bytes", "model_gpu_bytes", "parent_pid"]
+__all__ = ["GpuOwner", "container_gpu_bytes", "model_gpu_bytes", "parent_pid", "service_gpu_memory"]
 
 _MIB: Final = 1024 * 1024
 _MAX_DEPTH: Final = 64  # a process tree deeper than this is not a model's; it also bounds a pid cycle
@@ -75,19 +79,61 @@ def model_gpu_bytes(
     Returns:
         Every model of ``owners``; None for one whose processes all have an unreported memory.
     """
-    by_container = {owner.container_id: model for model, owner in owners.items() if owner.container_id}
-    by_pid = {owner.pid: model for model, owner in owners.items() if owner.pid is not None}
+    owned = _ModelsOf(owners, parent_of)
     totals: dict[str, int | None] = dict.fromkeys(owners, 0)
     seen: set[str] = set()
     for process in processes:
-        model = by_container.get(process.container_id) if process.container_id else None
-        if model is None and process.container_id is None and by_pid:
-            model = _ancestor_model(process.pid, by_pid, parent_of)
+        model = owned.model_of(process)
         if model is None:
             continue
         totals[model] = _plus(totals[model] if model in seen else None, process.used_mib)
         seen.add(model)
     return totals
+
+
+def service_gpu_memory(
+    processes: Iterable[GpuComputeProcess],
+    owners: Mapping[str, GpuOwner],
+    parent_of: Callable[[int], int | None],
+) -> list[ServiceGpuMemory]:
+    """The GPU memory of each host service, by unit: the processes no model in ``owners`` owns.
+
+    Args:
+        processes: the GPU's compute processes.
+        owners: each running model's container or pid (their processes are the models', not a unit's).
+        parent_of: a process's parent (:func:`parent_pid`; a test's fake tree).
+
+    Returns:
+        One entry per unit with a compute process, in unit order; the size None where the driver
+        reports none for every one of its processes.
+    """
+    owned = _ModelsOf(owners, parent_of)
+    totals: dict[str, int | None] = {}
+    names: dict[str, str] = {}
+    for process in processes:
+        if process.unit is None or process.container_id is not None or owned.model_of(process):
+            continue
+        totals[process.unit] = _plus(totals.get(process.unit), process.used_mib)
+        names[process.unit] = process.display_name or names.get(process.unit) or process.unit
+    return [
+        ServiceGpuMemory(unit=unit, name=names[unit], gpu_memory_bytes=totals[unit])
+        for unit in sorted(totals)
+    ]
+
+
+class _ModelsOf:
+    # Which model owns a process: its container's, else the model whose server is an ancestor.
+    def __init__(self, owners: Mapping[str, GpuOwner], parent_of: Callable[[int], int | None]) -> None:
+        self._by_container = {owner.container_id: m for m, owner in owners.items() if owner.container_id}
+        self._by_pid = {owner.pid: m for m, owner in owners.items() if owner.pid is not None}
+        self._parent_of = parent_of
+
+    def model_of(self, process: GpuComputeProcess) -> str | None:
+        if process.container_id is not None:
+            return self._by_container.get(process.container_id)
+        if not self._by_pid:
+            return None
+        return _ancestor_model(process.pid, self._by_pid, self._parent_of)
 
 
 def _ancestor_model(

@@ -38,6 +38,7 @@ __all__ = [
     "HostdGpuProcessProbe",
     "NvidiaSmiProcessProbe",
     "PreferredGpuProcessProbe",
+    "nvidia_gpu_present",
 ]
 
 GpuProcessSource = Literal["hostd", "nvidia-smi"]
@@ -56,11 +57,15 @@ class GpuComputeProcess:
         pid: its process id in the host's pid namespace (as the driver reports it).
         used_mib: its GPU memory in MiB; None where the driver reports none (``[N/A]``).
         container_id: the Docker container it runs in, from its cgroup; None outside one (or unread).
+        unit: outside a container, the innermost ``.service`` unit of its cgroup (a host service).
+        display_name: that unit's display name in hostd's whitelist (hostd only).
     """
 
     pid: int
     used_mib: float | None
     container_id: str | None = None
+    unit: str | None = None
+    display_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,26 @@ class GpuProcessReading:
 
     source: GpuProcessSource
     processes: tuple[GpuComputeProcess, ...]
+
+
+def nvidia_gpu_present(executable: str | None, *, proc_root: Path = PROC_ROOT) -> bool:
+    """Whether this node has an NVIDIA GPU, whether or not its processes can be listed (blocking).
+
+    The node has one when nvidia-smi is installed, or when NVIDIA's kernel driver lists a GPU in
+    ``/proc/driver/nvidia/gpus`` (also inside a container given the GPUs, which may lack nvidia-smi).
+
+    Args:
+        executable: the agent's ``nvidia_smi`` setting; None says the node has no discrete GPU.
+        proc_root: the process table (a test's stand-in).
+    """
+    if executable is None:
+        return False
+    if shutil.which(executable) is not None:
+        return True
+    try:
+        return any((proc_root / "driver" / "nvidia" / "gpus").iterdir())
+    except OSError:
+        return False
 
 
 class GpuProcessProbe(ABC):
@@ -128,14 +153,16 @@ class NvidiaSmiProcessProbe(GpuProcessProbe):
         return GpuProcessReading("nvidia-smi", processes)
 
     def _with_containers(self, pairs: list[tuple[int, float | None]]) -> tuple[GpuComputeProcess, ...]:
-        return tuple(GpuComputeProcess(pid, used, self._container_of(pid)) for pid, used in pairs)
+        return tuple(self._owned(pid, used) for pid, used in pairs)
 
-    def _container_of(self, pid: int) -> str | None:
+    def _owned(self, pid: int, used_mib: float | None) -> GpuComputeProcess:
         try:
             text = (self._proc_root / str(pid) / "cgroup").read_text(encoding="utf-8", errors="replace")
         except OSError:
-            return None  # ended since nvidia-smi listed it, or in another pid namespace
-        return cgroup_owner(text).container_id
+            # Ended since nvidia-smi listed it, or in another pid namespace: nobody's.
+            return GpuComputeProcess(pid, used_mib)
+        owner = cgroup_owner(text)
+        return GpuComputeProcess(pid, used_mib, owner.container_id, owner.unit)
 
 
 class HostdGpuProcessProbe(GpuProcessProbe):
@@ -158,7 +185,10 @@ class HostdGpuProcessProbe(GpuProcessProbe):
             HostdRefusedError: an older hostd (404) or a failed nvidia-smi on the host (503).
         """
         listed = await self._client.gpu_processes(timeout_s=self._timeout_s)
-        processes = tuple(GpuComputeProcess(row.pid, row.used_mib, row.container_id) for row in listed)
+        processes = tuple(
+            GpuComputeProcess(row.pid, row.used_mib, row.container_id, row.unit, row.display_name)
+            for row in listed
+        )
         return GpuProcessReading("hostd", processes)
 
 

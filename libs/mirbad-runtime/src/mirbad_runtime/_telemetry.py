@@ -1,4 +1,8 @@
-"""The agent's telemetry ring: the recent metrics samples of each model, with rates between them."""
+"""The agent's telemetry ring: the recent metrics samples of each model, with rates between them.
+
+Beside them it keeps the node's host samples (the GPU memory of its host services, one per telemetry
+pass that read the GPU's processes), bounded by the same capacity.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from collections import deque
 from datetime import datetime
 from typing import Final
 
-from mirbad_protocol import ModelMetrics
+from mirbad_protocol import HostGpuSample, ModelMetrics
 
 from ._metrics_reader import with_rates
 
@@ -36,6 +40,7 @@ class TelemetryRing:
             raise ValueError("a telemetry ring holds at least one sample per model")
         self.capacity = capacity
         self._rings: dict[str, deque[ModelMetrics]] = {}
+        self._host: deque[HostGpuSample] = deque(maxlen=capacity)
         self._lock = threading.Lock()
 
     def add(self, sample: ModelMetrics) -> ModelMetrics:
@@ -51,6 +56,23 @@ class TelemetryRing:
             stored = with_rates(sample, ring[-1] if ring else None)
             ring.append(stored)
         return stored
+
+    def add_host(self, sample: HostGpuSample) -> None:
+        """Store one pass's host sample; when full the oldest goes."""
+        with self._lock:
+            self._host.append(sample)
+
+    def host_history(self, *, since: datetime | None = None, limit: int | None = None) -> list[HostGpuSample]:
+        """The kept host samples, oldest first, taken after ``since``, the newest ``limit`` of them."""
+        if limit is not None and limit < 0:
+            raise ValueError("limit cannot be negative")
+        with self._lock:
+            samples = list(self._host)
+        if since is not None:
+            samples = [sample for sample in samples if sample.at > since]
+        if limit is not None:
+            samples = samples[-limit:] if limit else []
+        return samples
 
     def latest(self, model_id: str) -> ModelMetrics | None:
         """The newest sample of ``model_id``, or None when none is kept."""

@@ -6,6 +6,7 @@ where the node could list them, else the runtime's measure.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
@@ -19,7 +20,13 @@ from ._format import DASH, gib, memory_in_use, pause_text, per_second, percent, 
 from ._layout import page_theme
 from ._marks import testid
 from ._memory_history import FLEET, MemoryHistory, MemorySample
-from ._model_memory import ModelMemoryLine, gpu_memory_text, model_memory_lines
+from ._model_memory import (
+    ModelMemoryLine,
+    ServiceMemoryLine,
+    gpu_memory_text,
+    model_memory_lines,
+    service_memory_lines,
+)
 from ._portal import Portal
 
 __all__ = [
@@ -66,12 +73,17 @@ def history_chart_options(history: MemoryHistory, *, dark: bool = False) -> dict
     return _chart_options(series, dark=dark)
 
 
-def model_memory_chart_options(lines: list[ModelMemoryLine], *, dark: bool = False) -> dict[str, Any]:
-    """The ECharts options of the memory per model: one line per model and kind (GPU, RAM)."""
+def model_memory_chart_options(
+    lines: Sequence[ModelMemoryLine | ServiceMemoryLine], *, dark: bool = False
+) -> dict[str, Any]:
+    """The ECharts options of the memory per model: one line per model and kind, one per host service."""
     # Three decimals: a small model's few MiB would round to nothing. A lone sample (a model just
     # Ready) gets its symbol, since a line needs two points to be seen.
     series = [
-        _points(line.name, line.points, digits=3) | {"showSymbol": len(line.points) == 1} for line in lines
+        _points(line.name, line.points, digits=3)
+        | {"showSymbol": len(line.points) == 1}
+        | ({"lineStyle": {"type": "dashed"}} if line.dashed else {})
+        for line in lines
     ]
     return _chart_options(series, dark=dark)
 
@@ -151,7 +163,9 @@ async def render_overview(portal: Portal, *, dark: bool) -> None:
         ui.label("Memory per model").classes("text-subtitle1")
         ui.label(
             "GPU: the model's processes as the GPU reports them. "
-            "RAM: its resident set or container memory, where the node lists no GPU processes."
+            "RAM: its resident set or container memory, where the node lists no GPU processes. "
+            "svc: a host service's GPU processes. Dashed budget: the model's budget, where the node's "
+            "GPU processes could not be read."
         ).classes("text-caption text-grey-7")
         per_model = ui.echart(model_memory_chart_options([], dark=is_dark_now())).classes("w-full h-64")
         testid(per_model, "model-memory-chart")
@@ -176,7 +190,9 @@ async def render_overview(portal: Portal, *, dark: bool) -> None:
         chart.options.update(history_chart_options(history, dark=is_dark_now()))
         chart.update()
         model_ids = [row.id for row in shown[0].models] if shown else []
-        lines = model_memory_lines(portal.services.telemetry, model_ids)
+        telemetry = portal.services.telemetry
+        lines: list[ModelMemoryLine | ServiceMemoryLine] = [*model_memory_lines(telemetry, model_ids)]
+        lines += service_memory_lines(telemetry.host_histories())
         per_model.options.update(model_memory_chart_options(lines, dark=is_dark_now()))
         per_model.update()
 

@@ -4,7 +4,8 @@ Each agent scrapes its Ready models into a ring of samples. The collector asks e
 the samples taken since the newest one it already has, and keeps a bounded history per model. Token
 rates come from the agent when it computed them; a sample without a rate gets one from the previous
 sample kept here (counter increase over elapsed seconds), under the same rules as the agent's: no rate
-across a counter reset, a missing counter or a clock that did not move forward.
+across a counter reset, a missing counter or a clock that did not move forward. Each node's host
+samples (its host services' GPU memory per pass) are kept beside them, per node, under the same bound.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import anyio
 from anyio.abc import TaskStatus
 
 from mirbad_orchestration.exceptions import NodeError, NodeRegistryError
-from mirbad_protocol import ModelMetrics
+from mirbad_protocol import HostGpuSample, ModelMetrics
 
 from ._agent_clients import AgentClients
 from ._node_monitor import StatusCache
@@ -96,6 +97,7 @@ class RemoteTelemetryCollector:
         self._histories: dict[str, deque[ModelMetrics]] = {}
         self._node_of: dict[str, str] = {}
         self._since: dict[str, datetime] = {}
+        self._hosts: dict[str, deque[HostGpuSample]] = {}
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Read every node now, then every ``interval_s``, until cancelled."""
@@ -111,6 +113,11 @@ class RemoteTelemetryCollector:
         except NodeRegistryError as exc:
             _logger.error("cannot read the node registry, telemetry not refreshed: %s", exc)
             return
+        with self._lock:
+            # A removed node's host services are gone with it (its models go through retain()).
+            registered = {record.id for record in records}
+            for node_id in [known for known in self._hosts if known not in registered]:
+                del self._hosts[node_id]
         async with anyio.create_task_group() as group:
             for record in records:
                 state = self._cache.node(record.id) if self._cache is not None else None
@@ -128,7 +135,13 @@ class RemoteTelemetryCollector:
         with self._lock:
             for telemetry in snapshot.models:
                 added += self._merge(record.id, telemetry.model_id, telemetry.samples)
+            self._merge_host(record.id, snapshot.host_samples)
         return added
+
+    def host_histories(self) -> dict[str, list[HostGpuSample]]:
+        """Every node's kept host samples (its host services' GPU memory), oldest first, by node id."""
+        with self._lock:
+            return {node_id: list(samples) for node_id, samples in sorted(self._hosts.items()) if samples}
 
     def history(
         self, model_id: str, *, since: datetime | None = None, limit: int | None = None
@@ -167,6 +180,16 @@ class RemoteTelemetryCollector:
         except NodeError as exc:
             # The node monitor reports reachability; a missed telemetry read only leaves a gap.
             _logger.debug("telemetry of node %s not read: %s", record.id, exc)
+
+    def _merge_host(self, node_id: str, samples: Iterable[HostGpuSample]) -> None:
+        history = self._hosts.get(node_id)
+        if history is None:
+            history = self._hosts[node_id] = deque(maxlen=self._capacity)
+        for sample in sorted(samples, key=lambda sample: sample.at):
+            newest = self._since.get(node_id)
+            self._since[node_id] = sample.at if newest is None else max(newest, sample.at)
+            if not history or sample.at > history[-1].at:
+                history.append(sample)
 
     def _merge(self, node_id: str, model_id: str, samples: Iterable[ModelMetrics]) -> int:
         history = self._histories.get(model_id)
