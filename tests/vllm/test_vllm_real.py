@@ -158,7 +158,8 @@ def _photograph(up: Up, password: str, model_id: str, folder: Path) -> None:
             row = page.get_by_test_id("overview-models").locator("tr", has_text=model_id)
             expect(row).to_contain_text("Ready")
             # Running and Waiting read "—" until the agent has scraped the model's /metrics.
-            expect(row.locator("td").nth(4)).to_have_text("0")
+            # Model, State, Node, Memory, GPU memory, Running: the sixth cell.
+            expect(row.locator("td").nth(5)).to_have_text("0")
             page.screenshot(path=str(folder / "overview-vllm.png"), full_page=True)
         finally:
             browser.close()
