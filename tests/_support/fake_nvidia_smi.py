@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""A stand-in ``nvidia-smi`` (stdlib only) for ``--query-compute-apps=pid,process_name,used_memory``.
+"""A stand-in ``nvidia-smi`` (stdlib only) for ``--query-compute-apps=pid,process_name,used_memory``
+and the agent's GPU query (``--query-gpu=index,uuid,name,memory.total,memory.used,utilization.gpu``).
 
 It prints what the real tool prints with ``--format=csv,noheader,nounits``: one ``pid, name, MiB`` row
-per compute process, comma and space separated (nvidia-smi's ``--help-query-compute-apps``). The
-fixture (``MIRBAD_FAKE_NVIDIA_SMI_STATE``) is ``{"apps": [{"pid", "name", "used"}], "exit": 0,
-"message": "..."}``; a non-zero ``exit`` prints ``message`` on stdout, as nvidia-smi reports its own
-failures. Each call's argv is appended as a JSON line to ``MIRBAD_FAKE_NVIDIA_SMI_LOG``.
+per compute process, comma and space separated (nvidia-smi's ``--help-query-compute-apps``), or one
+``index, uuid, name, total MiB, used MiB, percent`` row per GPU. The fixture
+(``MIRBAD_FAKE_NVIDIA_SMI_STATE``) is ``{"apps": [{"pid", "name", "used"}], "gpus": [{"index", "uuid",
+"name", "total", "used", "utilization"}], "exit": 0, "message": "..."}`` (a GPU's ``utilization`` may be
+``"[N/A]"``, as the real tool prints it where the driver has none); a non-zero ``exit`` prints
+``message`` on stdout, as nvidia-smi reports its own failures. Each call's argv is appended as a JSON
+line to ``MIRBAD_FAKE_NVIDIA_SMI_LOG``.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ import json
 import os
 import sys
 from pathlib import Path
+
+GPU_QUERY = "--query-gpu=index,uuid,name,memory.total,memory.used,utilization.gpu"
 
 
 def main(argv: list[str]) -> int:
@@ -29,6 +35,11 @@ def main(argv: list[str]) -> int:
             )
         )
         return int(state["exit"])
+    if GPU_QUERY in argv:
+        for gpu in state.get("gpus", []):
+            columns = ("index", "uuid", "name", "total", "used", "utilization")
+            print(", ".join(str(gpu[column]) for column in columns))
+        return 0
     if "--query-compute-apps=pid,process_name,used_memory" not in argv:
         print("unsupported query for this stand-in", file=sys.stderr)
         return 2

@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 from syrupy.assertion import SnapshotAssertion
+from tests._support.hostd import FAKE_NVIDIA_SMI
 from tests._support.tiny_gguf import TINY_MODEL_PATH, write_tiny_gguf
 
 from mirbad_agent import AgentServices, ComposedDriver, NodeRuntimes, create_app
@@ -40,7 +41,7 @@ from mirbad_protocol import (
     StatusList,
     TelemetrySnapshot,
 )
-from mirbad_runtime import LaunchRejectedError, MemoryProbe, RuntimeUnavailableError
+from mirbad_runtime import LaunchRejectedError, MemoryProbe, NvidiaSmiProbe, RuntimeUnavailableError
 from mirbad_runtime.exceptions import GpuProbeError
 from mirbad_runtime.testing import FakeDriver
 
@@ -402,6 +403,22 @@ async def test_memory_and_gpus(model_root: Path) -> None:
     assert listed == {
         "gpus": [{"index": 0, "uuid": "GPU-0", "name": "H200", "totalMiB": 143771.0, "usedMiB": 100.0}]
     }
+
+
+async def test_gpus_carry_utilization_read_by_the_stand_in_nvidia_smi(
+    model_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = tmp_path / "gpu.json"
+    gpu = {"index": 0, "uuid": "GPU-0", "name": "H200", "total": 143771, "used": 100, "utilization": 63}
+    state.write_text(json.dumps({"gpus": [gpu]}))
+    monkeypatch.setenv("MIRBAD_FAKE_NVIDIA_SMI_STATE", str(state))
+
+    built = make_node(model_root, gpu_probe=NvidiaSmiProbe(FAKE_NVIDIA_SMI).query)
+    async with built.client, built.services:
+        listed = (await built.client.get("/node/gpus")).json()
+        memory = MemorySnapshot.from_wire((await built.client.get("/node/memory")).json())
+    assert listed["gpus"][0]["utilizationPercent"] == 63.0
+    assert [g.utilization_percent for g in memory.gpus] == [63.0]
 
 
 async def test_a_failing_gpu_probe_is_probe_failed(model_root: Path) -> None:

@@ -22,11 +22,11 @@ from starlette.responses import Response
 from starlette.routing import Route
 from tests._support.polling import eventually
 from tests.master._stack import Master, running_master
-from tests.orchestration._fake_agent import FakeAgent
+from tests.orchestration._fake_agent import FakeAgent, Refusal
 from tests.orchestration._fake_chat import FakeChatServer
 
 from mirbad_orchestration.jobs import MAINTENANCE_FILE_NAME
-from mirbad_protocol import AGENT_API_PREFIX, BenchmarkSizes, ModelMetrics
+from mirbad_protocol import AGENT_API_PREFIX, AgentErrorCode, BenchmarkSizes, GpuMemory, ModelMetrics
 
 pytestmark = pytest.mark.anyio
 
@@ -64,7 +64,7 @@ def chatty(node_id: str) -> FakeAgent:
 
 @pytest.fixture
 async def master(tmp_path: Path) -> AsyncIterator[Master]:
-    options = {"benchmark_sizes": TINY, "drain_timeout_s": 2.0}
+    options = {"benchmark_sizes": TINY, "drain_timeout_s": 2.0, "gpu_sample_s": 0.1}
     async with running_master(tmp_path, "local", "gpu-1", agent=chatty, services_options=options) as master:
         yield master
 
@@ -132,6 +132,39 @@ async def test_a_benchmark_holds_its_node_in_maintenance_and_stores_a_result(mas
     assert result["settings"]
     assert result["gpu"] == "skipped: the node has no GPU"
     assert "model.benchmark" in "".join(path.read_text() for path in audit)
+
+
+async def benchmark_result(master: Master, model_id: str) -> dict[str, Any]:
+    job = (await master.admin.post(f"/api/models/{model_id}/benchmark")).json()
+    assert (await master.services.jobs.wait(job["id"], timeout_s=WAIT_S)).state == "succeeded"
+    [result] = (await master.admin.get(f"/api/models/{model_id}/benchmarks")).json()["results"]
+    return dict(result)
+
+
+async def test_a_gpu_busy_outside_mirbad_makes_the_result_noisy(master: Master) -> None:
+    await ready(master, QWEN)
+    gpus = [GpuMemory(index=0, uuid="GPU-0", name="H200", total_mib=143771, utilization_percent=71)]
+    master.local.gpus = gpus
+
+    result = await benchmark_result(master, "qwen")
+    reads = [path for method, path in master.local.requests if path.endswith("/node/gpus")]
+
+    assert result["gpu"] == "busy"
+    assert result["noisy"] == ["GPU busy with work outside Mirbad (GPU 0: 71 % mean, 71 % max)"]
+    # Asked of the agent for each reading (a 0.1 s window at most 1 s apart: two), not from telemetry.
+    assert len(reads) == 2
+
+
+async def test_a_node_whose_gpus_cannot_be_read_says_why(master: Master) -> None:
+    await ready(master, QWEN)
+    failed = "GPU probe failed: nvidia-smi exited with 9: NVIDIA-SMI has failed"
+    master.local.refusals["gpus"] = Refusal(503, AgentErrorCode.PROBE_FAILED, failed)
+
+    result = await benchmark_result(master, "qwen")
+
+    assert result["gpu"].startswith("skipped: the node's GPUs could not be read (")
+    assert failed in result["gpu"]
+    assert result["noisy"] == []
 
 
 async def test_refusals_of_the_benchmark_api(master: Master) -> None:

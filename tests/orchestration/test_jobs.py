@@ -36,7 +36,7 @@ from mirbad_orchestration.jobs import (
     NodeMaintenance,
     NodeModel,
 )
-from mirbad_protocol import BenchmarkSizes, ModelMetrics, ModelState, PresetSizes
+from mirbad_protocol import BenchmarkSizes, GpuMemory, ModelMetrics, ModelState, PresetSizes
 
 pytestmark = pytest.mark.anyio
 
@@ -51,7 +51,8 @@ class FakeHost(JobHost):
 
     targets: dict[str, JobTarget] = field(default_factory=dict)
     busy: set[str] = field(default_factory=set)
-    gpus: dict[str, int] = field(default_factory=dict)
+    node_gpus: dict[str, list[GpuMemory]] = field(default_factory=dict)
+    gpu_reads: list[str] = field(default_factory=list)
 
     async def target(self, model_id: str) -> JobTarget:
         if model_id not in self.targets:
@@ -71,8 +72,9 @@ class FakeHost(JobHost):
             model_id=model_id, at=datetime.now(UTC) + timedelta(seconds=1), requests_running=running
         )
 
-    async def gpu_count(self, node_id: str) -> int:
-        return self.gpus.get(node_id, 0)
+    async def gpus(self, node_id: str) -> list[GpuMemory]:
+        self.gpu_reads.append(node_id)
+        return self.node_gpus.get(node_id, [])
 
 
 @dataclass
@@ -99,7 +101,10 @@ async def bench(tmp_path: Path) -> AsyncIterator[Bench]:
             )  # fmt: skip
         maintenance = MaintenanceState(tmp_path)
         results = BenchmarkResults(tmp_path)
-        jobs = BenchmarkJobs(host, results, maintenance, sizes=TINY, drain_timeout_s=0.5, poll_s=0.02)
+        jobs = BenchmarkJobs(
+            host, results, maintenance, sizes=TINY, drain_timeout_s=0.5, poll_s=0.02,
+            gpu_sample_s=0.1, gpu_interval_s=0.05,
+        )  # fmt: skip
         async with anyio.create_task_group() as tasks:
             await tasks.start(jobs.run)
             yield Bench(host, jobs, maintenance, results, server, tmp_path)
@@ -237,13 +242,53 @@ async def test_a_node_that_does_not_drain_in_time_makes_the_result_noisy(bench: 
     assert all(run.noisy == ["model 'llama' had running requests"] for lv in result.levels for run in lv.runs)
 
 
+def h200(index: int, utilization: float | None) -> GpuMemory:
+    return GpuMemory(index=index, uuid=f"GPU-{index}", total_mib=143771, utilization_percent=utilization)
+
+
 async def test_a_node_with_gpus_says_utilization_was_not_sampled(bench: Bench) -> None:
-    bench.host.gpus["gpu-1"] = 2
+    # An agent from before utilization was read (or a driver that reports [N/A]).
+    bench.host.node_gpus["gpu-1"] = [h200(0, None), h200(1, None)]
     job = await bench.jobs.start("qwen")
     await bench.jobs.wait(job.id, timeout_s=WAIT_S)
     [result] = (await bench.results.list("qwen")).results
 
     assert result.gpu == "skipped: the node agent does not report GPU utilization"
+
+
+async def test_a_busy_gpu_makes_the_result_noisy(bench: Bench) -> None:
+    bench.host.node_gpus["gpu-1"] = [h200(0, 64), h200(1, 0)]
+    job = await bench.jobs.start("qwen")
+    ended = await bench.jobs.wait(job.id, timeout_s=WAIT_S)
+    [result] = (await bench.results.list("qwen")).results
+
+    assert ended.state == "succeeded"
+    assert result.gpu == "busy"
+    assert result.noisy == ["GPU busy with work outside Mirbad (GPU 0: 64 % mean, 64 % max)"]
+    assert bench.host.gpu_reads == ["gpu-1"] * 3  # sampled over the window, a fresh reading each time
+
+
+async def test_an_idle_gpu_is_idle_and_not_noisy(bench: Bench) -> None:
+    bench.host.node_gpus["gpu-1"] = [h200(0, 3)]
+    job = await bench.jobs.start("qwen")
+    await bench.jobs.wait(job.id, timeout_s=WAIT_S)
+    [result] = (await bench.results.list("qwen")).results
+
+    assert (result.gpu, result.noisy) == ("idle", [])
+
+
+async def test_a_busy_gpu_after_a_drain_that_gave_up_is_not_blamed_on_others(bench: Bench) -> None:
+    bench.host.busy.add("llama")
+    bench.host.node_gpus["gpu-1"] = [h200(0, 90)]
+    job = await bench.jobs.start("qwen")
+    await bench.jobs.wait(job.id, timeout_s=WAIT_S)
+    [result] = (await bench.results.list("qwen")).results
+
+    assert result.gpu == "busy"
+    assert result.noisy == [
+        "in-flight requests at start (llama)",
+        "GPU busy while the node's models still had requests in flight (GPU 0: 90 % mean, 90 % max)",
+    ]
 
 
 async def test_the_maintenance_state_is_persisted_and_cleared_at_boot(tmp_path: Path) -> None:
@@ -324,3 +369,16 @@ async def test_a_preset_reads_the_prefix_cache_counter_from_a_sample_taken_after
     assert shared is not None
     # The three timed questions were streamed between the two reads: 3 times 16 cached tokens.
     assert (shared.cache_hits, shared.cache_source, shared.note) == (48.0, "vllm:prefix_cache_hits", "")
+
+
+async def test_a_busy_gpu_while_a_model_of_the_node_starts_names_it(bench: Bench) -> None:
+    # Maintenance keeps /v1 away, not a start by hand: a starting model loads its weights on the GPU.
+    bench.host.targets["loading"] = JobTarget("loading", "Loading", "gpu-1", "vllm", ModelState.STARTING)
+    bench.host.targets["gone"] = JobTarget("gone", "Gone", "gpu-1", "vllm", ModelState.STOPPED)
+    bench.host.node_gpus["gpu-1"] = [h200(0, 55)]
+    job = await bench.jobs.start("qwen")
+    await bench.jobs.wait(job.id, timeout_s=WAIT_S)
+    [result] = (await bench.results.list("qwen")).results
+
+    assert result.gpu == "busy"
+    assert result.noisy == ["GPU busy while model 'loading' was starting (GPU 0: 55 % mean, 55 % max)"]

@@ -55,6 +55,15 @@ def test_memory_snapshot(snapshot_json: SnapshotAssertion) -> None:
     assert MemorySnapshot.from_wire(snapshot.to_wire()) == snapshot
 
 
+def test_gpu_utilization_is_additive() -> None:
+    busy = GpuMemory(index=0, uuid="GPU-abc", total_mib=143771, utilization_percent=37)
+    older = {"index": 0, "uuid": "GPU-abc", "totalMiB": 143771.0}  # an agent from before the field
+    assert busy.to_wire() == older | {"utilizationPercent": 37.0}
+    assert GpuMemory.from_wire(busy.to_wire()) == busy
+    assert GpuMemory.from_wire(older).utilization_percent is None
+    assert "utilizationPercent" not in GpuMemory(index=0, uuid="GPU-abc", total_mib=1).to_wire()
+
+
 def test_metrics_and_router_stats(snapshot_json: SnapshotAssertion) -> None:
     metrics = ModelMetrics(
         model_id="m",

@@ -32,7 +32,7 @@ from mirbad_orchestration.fleet import (
     RemoteTelemetryCollector,
     StatusCache,
 )
-from mirbad_orchestration.jobs import DEFAULT_DRAIN_TIMEOUT_S, BenchmarkJobs
+from mirbad_orchestration.jobs import DEFAULT_DRAIN_TIMEOUT_S, DEFAULT_GPU_SAMPLE_S, BenchmarkJobs
 from mirbad_orchestration.services import HostServiceManager, HostServicesStore
 from mirbad_orchestration.stores import AuditLog
 from mirbad_orchestration.supervision import HealthMonitor, RecoveryState, RestartPauses, StartLanes
@@ -78,6 +78,7 @@ class MasterServices:
         benchmark_sizes: the sizes of the benchmark suite (the spec's by default; tests pass small ones).
         preset_sizes: the sizes of the workload presets (likewise).
         drain_timeout_s: how long a benchmark job waits for its node to drain.
+        gpu_sample_s: how long a benchmark job samples its node's GPUs (the spec's 5 s).
         tuning_runners: builds a tuning run's candidate runner (tuning instances through the agents by
             default; tests pass a simulator).
         tuning_repetitions: the repetitions of the search and of the confirmation stage (3 and 5).
@@ -100,6 +101,7 @@ class MasterServices:
         benchmark_sizes: BenchmarkSizes | None = None,
         preset_sizes: PresetSizes | None = None,
         drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S,
+        gpu_sample_s: float = DEFAULT_GPU_SAMPLE_S,
         tuning_runners: RunnerFactory | None = None,
         tuning_repetitions: tuple[int, int] = (3, 5),
     ) -> None:
@@ -168,6 +170,7 @@ class MasterServices:
             sizes=benchmark_sizes,
             preset_sizes=preset_sizes,
             drain_timeout_s=drain_timeout_s,
+            gpu_sample_s=gpu_sample_s,
             poll_s=min(1.0, settings.health_poll_s),
             busy=self._tuning_on,
         )

@@ -24,7 +24,7 @@ from mirbad_orchestration.fleet import (
     model_status,
 )
 from mirbad_orchestration.jobs import JobHost, JobTarget, NodeModel
-from mirbad_protocol import MirbadError, ModelDefinition, ModelMetrics, ModelState
+from mirbad_protocol import GpuMemory, ModelDefinition, ModelMetrics, ModelState
 
 from ._master_runtime import MasterRuntime
 
@@ -102,13 +102,10 @@ class MasterJobHost(JobHost):
         """The telemetry collector's newest sample."""
         return self._telemetry.latest(model_id)
 
-    async def gpu_count(self, node_id: str) -> int:
-        """The GPUs the node's agent lists (0 when it cannot be asked)."""
-        try:
-            client = self._clients.client_for(await self._nodes.get(node_id))
-            return len(await client.gpus())
-        except MirbadError:
-            return 0
+    async def gpus(self, node_id: str) -> list[GpuMemory]:
+        """The node's agent runs nvidia-smi now; its errors (unreachable, probe failed) propagate."""
+        client = self._clients.client_for(await self._nodes.get(node_id))
+        return await client.gpus()
 
 
 def _total_gib(definition: ModelDefinition, node: NodeState | None) -> float:

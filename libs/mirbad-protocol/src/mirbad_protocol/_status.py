@@ -51,13 +51,20 @@ class ModelStatus(WireModel):
 
 
 class GpuMemory(WireModel):
-    """One discrete GPU as nvidia-smi reports it."""
+    """One discrete GPU as nvidia-smi reports it.
+
+    ``utilization_percent`` is nvidia-smi's ``utilization.gpu`` at the reading: the share of the last
+    sample period in which a kernel ran, 0 to 100. None where the driver reports none (``[N/A]``, some
+    virtual GPUs and MIG slices) or the agent is older; it is read with the memory, not attributed to
+    any model.
+    """
 
     index: Annotated[int, Field(ge=0)]
     uuid: str
     name: str = ""
     total_mib: Annotated[float, Field(ge=0)] = Field(alias="totalMiB")
     used_mib: Annotated[float, Field(ge=0)] = Field(default=0.0, alias="usedMiB")
+    utilization_percent: Annotated[float, Field(ge=0, le=100)] | None = None
 
 
 class MemorySnapshot(WireModel):

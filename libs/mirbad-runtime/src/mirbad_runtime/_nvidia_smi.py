@@ -18,22 +18,27 @@ from .exceptions import GpuProbeError
 __all__ = ["NVIDIA_SMI_ARGS", "NvidiaSmiProbe", "parse_gpu_rows"]
 
 NVIDIA_SMI_ARGS: Final = (
-    "--query-gpu=index,uuid,name,memory.total,memory.used",
+    "--query-gpu=index,uuid,name,memory.total,memory.used,utilization.gpu",
     "--format=csv,noheader,nounits",
 )
-"""The arguments of the one nvidia-smi query the probe runs: a CSV row per GPU, memory in MiB."""
+"""The arguments of the one nvidia-smi query the probe runs: a CSV row per GPU, memory in MiB and the
+GPU's utilization in percent (one run for both, so a reading's memory and utilization are of one moment)."""
 
 _log = logging.getLogger(__name__)
 _STDERR_SHOWN: Final = 500
+_COLUMNS: Final = 6
+_FIXED_AFTER_NAME: Final = 3  # memory.total, memory.used, utilization.gpu
 
 
 def parse_gpu_rows(text: str) -> list[GpuMemory]:
     """Parse the output of ``nvidia-smi`` run with :data:`NVIDIA_SMI_ARGS`.
 
-    The name sits between two fixed columns on each side, so a comma inside it does not shift the
-    memory columns. A GPU whose ``memory.total`` is not a number (``[N/A]``, ``[Not Supported]``) has
+    The name sits between two fixed columns before it and three after it, so a comma inside it does not
+    shift the others. A GPU whose ``memory.total`` is not a number (``[N/A]``, ``[Not Supported]``) has
     no memory of its own: it shares the system's (a DGX Spark's GB10, a Jetson), so it is left out and
-    the node counts as unified memory. An unreadable ``memory.used`` reads as 0.
+    the node counts as unified memory. An unreadable ``memory.used`` reads as 0; an unreadable
+    ``utilization.gpu`` (``[N/A]``, or a value outside 0 to 100) as None: utilization is only ever shown
+    and compared, so it never makes a reading fail.
 
     Args:
         text: nvidia-smi's standard output; blank lines are ignored.
@@ -56,18 +61,25 @@ def parse_gpu_rows(text: str) -> list[GpuMemory]:
 def _parse_row(line: str) -> GpuMemory | None:
     raw = line.split(",")
     cells = [cell.strip() for cell in raw]
-    if len(cells) < 5:
-        raise GpuProbeError(f"expected 5 columns in nvidia-smi row {line!r}")
-    index, uuid, total, used = cells[0], cells[1], _mib(cells[-2], line), _mib(cells[-1], line)
+    if len(cells) < _COLUMNS:
+        raise GpuProbeError(f"expected {_COLUMNS} columns in nvidia-smi row {line!r}")
+    index, uuid, total, used = cells[0], cells[1], _mib(cells[-3], line), _mib(cells[-2], line)
     if not index.isascii() or not index.isdigit() or len(index) > 6:
         raise GpuProbeError(f"bad GPU index in nvidia-smi row {line!r}")
     if not uuid:
         raise GpuProbeError(f"empty GPU UUID in nvidia-smi row {line!r}")
     if total is None:
-        _log.debug("GPU %s reports no memory of its own (%r): it shares system memory", uuid, cells[-2])
+        _log.debug("GPU %s reports no memory of its own (%r): it shares system memory", uuid, cells[-3])
         return None
-    name = ",".join(raw[2:-2]).strip()
-    return GpuMemory(index=int(index), uuid=uuid, name=name, total_mib=total, used_mib=used or 0.0)
+    name = ",".join(raw[2:-_FIXED_AFTER_NAME]).strip()
+    return GpuMemory(
+        index=int(index),
+        uuid=uuid,
+        name=name,
+        total_mib=total,
+        used_mib=used or 0.0,
+        utilization_percent=_percent(cells[-1]),
+    )
 
 
 def _mib(cell: str, line: str) -> float | None:
@@ -80,6 +92,14 @@ def _mib(cell: str, line: str) -> float | None:
     if value < 0:
         raise GpuProbeError(f"negative memory size in nvidia-smi row {line!r}")
     return value
+
+
+def _percent(cell: str) -> float | None:
+    try:
+        value = float(cell)
+    except ValueError:
+        return None
+    return value if 0 <= value <= 100 else None  # NaN fails both comparisons
 
 
 class NvidiaSmiProbe:

@@ -5,6 +5,16 @@
 in ``{data}/maintenance.json`` and cleared at boot.
 """
 
+from ._gpu_check import (
+    DEFAULT_GPU_READ_TIMEOUT_S,
+    DEFAULT_GPU_SAMPLE_INTERVAL_S,
+    DEFAULT_GPU_SAMPLE_S,
+    GPU_BUSY_NOTE,
+    GPU_BUSY_PERCENT,
+    GpuCheck,
+    GpuLoad,
+    GpuSampler,
+)
 from ._host import JobHost, JobTarget, NodeModel
 from ._jobs import DEFAULT_COUNTER_WAIT_S, DEFAULT_DRAIN_TIMEOUT_S, PRESETS, BenchmarkJobs, estimate_seconds
 from ._maintenance import (
@@ -18,9 +28,17 @@ from ._maintenance import (
 __all__ = [
     "DEFAULT_COUNTER_WAIT_S",
     "DEFAULT_DRAIN_TIMEOUT_S",
+    "DEFAULT_GPU_READ_TIMEOUT_S",
+    "DEFAULT_GPU_SAMPLE_INTERVAL_S",
+    "DEFAULT_GPU_SAMPLE_S",
+    "GPU_BUSY_NOTE",
+    "GPU_BUSY_PERCENT",
     "MAINTENANCE_FILE_NAME",
     "PRESETS",
     "BenchmarkJobs",
+    "GpuCheck",
+    "GpuLoad",
+    "GpuSampler",
     "JobHost",
     "JobTarget",
     "MaintenanceDocument",

@@ -10,7 +10,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
 from mirbad_orchestration.benchmarks import ChatEndpoint
-from mirbad_protocol import ModelMetrics, ModelState
+from mirbad_protocol import GpuMemory, ModelMetrics, ModelState
 
 __all__ = ["JobHost", "JobTarget", "NodeModel"]
 
@@ -84,5 +84,12 @@ class JobHost(ABC):
         """The newest telemetry sample of ``model_id``, if any."""
 
     @abstractmethod
-    async def gpu_count(self, node_id: str) -> int:
-        """How many GPUs ``node_id`` reports (0: none, or the node cannot say)."""
+    async def gpus(self, node_id: str) -> list[GpuMemory]:
+        """A fresh reading of ``node_id``'s discrete GPUs with their utilization (``[]``: it has none).
+
+        Asked of the node itself on each call (the GPU check samples it every second), not taken from
+        telemetry.
+
+        Raises:
+            MirbadError: the node cannot be asked, or cannot read its GPUs (the message says why).
+        """

@@ -3,10 +3,11 @@
 A job measures a Ready model with its current settings (no restart). It holds the model's node in
 maintenance (``/v1`` refuses the node's models with the job's estimate as Retry-After; other nodes keep
 serving), drains (every Ready model of the node reports 0 running and 0 waiting on a sample taken after
-the job started, within a bound, else the result is noisy "in-flight requests at start"), checks the
-node's GPUs, runs the suite and stores the result. Whatever happens (success, failure, cancel, the
-model deleted or crashing mid-job) the node leaves maintenance; a lost model fails the job with the
-reason. Cancelling always propagates: the job's requests are cancelled with it.
+the job started, within a bound, else the result is noisy "in-flight requests at start"), samples the
+node's GPUs for 5 s (busy above 10 % is noisy, see :class:`GpuSampler`), runs the suite and stores the
+result. Whatever happens (success, failure, cancel, the model deleted or crashing mid-job) the node
+leaves maintenance; a lost model fails the job with the reason. Cancelling always propagates: the job's
+requests are cancelled with it.
 """
 
 from __future__ import annotations
@@ -52,11 +53,13 @@ from mirbad_protocol import (
     BenchmarkSizes,
     ConcurrencyLevelResult,
     MirbadError,
+    ModelState,
     PresetSizes,
     SloGuards,
     single_errors,
 )
 
+from ._gpu_check import DEFAULT_GPU_SAMPLE_INTERVAL_S, DEFAULT_GPU_SAMPLE_S, GpuSampler
 from ._host import JobHost, JobTarget
 from ._maintenance import MaintenanceState, NodeMaintenance
 
@@ -137,6 +140,8 @@ class BenchmarkJobs:
         counter_wait_s: how long a read of the model's prefix-cache counter waits for a telemetry sample
             taken after it (30 s by default: the agent scrapes every 5 s, the master reads it every 10 s;
             then "cache metrics unavailable").
+        gpu_sample_s: how long the GPU check samples the node's GPUs (the spec's 5 s by default).
+        gpu_interval_s: the wait between two GPU readings.
         clock: the wall clock (aware), for the job's and the result's times.
         busy: another kind of job (a tuning run) running on a node, as (job id, model id), else None.
     """
@@ -152,6 +157,8 @@ class BenchmarkJobs:
         drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S,
         poll_s: float = 1.0,
         counter_wait_s: float = DEFAULT_COUNTER_WAIT_S,
+        gpu_sample_s: float = DEFAULT_GPU_SAMPLE_S,
+        gpu_interval_s: float = DEFAULT_GPU_SAMPLE_INTERVAL_S,
         clock: Callable[[], datetime] | None = None,
         busy: Callable[[str], tuple[str, str] | None] = lambda node_id: None,
     ) -> None:
@@ -164,6 +171,8 @@ class BenchmarkJobs:
         self._drain_timeout_s = drain_timeout_s
         self._poll_s = poll_s
         self._counter_wait_s = counter_wait_s
+        self._gpu_sample_s = gpu_sample_s
+        self._gpu_interval_s = gpu_interval_s
         self._clock = clock or (lambda: datetime.now(UTC))
         self._jobs: dict[str, _Job] = {}  # by node: the running job, else the last one
         self._tasks: TaskGroup | None = None
@@ -348,7 +357,8 @@ class BenchmarkJobs:
         assert target.endpoint is not None
         started_at = job.view.started_at
         noisy = await self._drain(job, target.node_id)
-        gpu = await self._gpu_check(target.node_id)
+        gpu_noisy, gpu = await self._gpu_check(job, target.node_id, drained=not noisy)
+        noisy = [*noisy, *gpu_noisy]
         progress = _JobProgress(partial(self._report_progress, job))
         if job.preset is not None:
             return await self._measure_preset(job, target, progress, noisy=noisy, gpu=gpu)
@@ -462,11 +472,45 @@ class BenchmarkJobs:
                 busy.append(model.model_id)
         return busy
 
-    async def _gpu_check(self, node_id: str) -> str:
-        if await self._host.gpu_count(node_id) == 0:
-            return "skipped: the node has no GPU"
-        # The agent reports GPU memory, not utilization, so there is nothing to sample yet.
-        return "skipped: the node agent does not report GPU utilization"
+    async def _gpu_check(self, job: _Job, node_id: str, *, drained: bool) -> tuple[list[str], str]:
+        """Sample the node's GPUs; returns the noisy notes and the result's ``gpu``."""
+        job.update(phase="gpu-check")
+        sampler = GpuSampler(
+            partial(self._host.gpus, node_id), window_s=self._gpu_sample_s, interval_s=self._gpu_interval_s
+        )
+        starting = await self._models_starting(node_id)
+        checked = await sampler.check()
+        if checked.verdict != "busy":
+            return [], checked.verdict
+        return checked.noisy(await self._own_work(node_id, drained=drained, starting=starting)), "busy"
+
+    async def _own_work(self, node_id: str, *, drained: bool, starting: list[str]) -> str | None:
+        """What of Mirbad's own may have loaded the node's GPUs in the window, else None.
+
+        The drained models are idle, but a drain that gave up left requests in flight, and a model
+        started by hand (maintenance keeps only ``/v1`` away) loads its weights and compiles on the GPU.
+        """
+        if not drained:
+            return "the node's models still had requests in flight"
+        starting = sorted({*starting, *await self._models_starting(node_id)})
+        if not starting:
+            return None
+        names = ", ".join(repr(model_id) for model_id in starting)
+        return f"model {names} was starting" if len(starting) == 1 else f"models {names} were starting"
+
+    async def _models_starting(self, node_id: str) -> list[str]:
+        """The node's models that are starting now (those whose state cannot be read are left out)."""
+        moving = []
+        for model in await self._host.node_models(node_id):
+            if model.ready:
+                continue
+            try:
+                state = (await self._host.target(model.model_id)).state
+            except MirbadError:
+                continue  # deleted meanwhile, or its node cannot say: nothing known to be starting
+            if state is ModelState.STARTING:
+                moving.append(model.model_id)
+        return moving
 
     def _cache_counter(self, model_id: str) -> CacheCounter:
         """Reads the model's prefix-cache-hit counter from the first telemetry sample taken after the call.
