@@ -30,8 +30,8 @@ c=64 on the master + agent path for 8 s. The machine was shared with five other 
   of the master is dominated by Python-level work (httpx/httpcore, anyio, the router) that no loop
   makes cheaper. Under uvloop libuv sheds the waiting connections itself when descriptors run out,
   so the once-per-interval "cannot accept connections" report of the asyncio loop is not written
-  there (tested: no flood, the server recovers). No workspace member declares uvloop: it comes with
-  `uvicorn[standard]` through NiceGUI on the master, and an agent installed alone may not have it.
+  there (tested: no flood, the server recovers). mirbad-router declares uvloop (not on Windows), so
+  an agent installed alone has it too.
 - **A lean connection pool** (`mirbad_router.LeanConnectionPool`, for the agent's client to the
   models and the master's transports to agents). httpcore's pool did work per request quadratic in
   the connections it holds and, counting every connection against the keep-alive bound, closed idle
