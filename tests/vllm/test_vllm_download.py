@@ -9,23 +9,20 @@ the test itself stays synchronous like the rest of the tier.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
-import docker
 import pytest
 from anyio.from_thread import start_blocking_portal
-from tests._support.asgi_server import free_port, serve_asgi
+from tests._support.asgi_server import serve_asgi
 from tests._support.mirbad_up import WAIT_S, Admin, Up
 from tests._support.model_hub import TestHub
 from tests._support.polling import until
-from tests._support.vllm_image import ensure_model, ensure_vllm_image
-
-from mirbad_runtime import MODEL_LABEL
+from tests._support.vllm_image import ensure_model
+from tests._support.vllm_up import vllm_up
 
 pytestmark = [
     pytest.mark.vllm,
@@ -58,41 +55,8 @@ def run_id() -> str:
 @pytest.fixture
 def up(tmp_path: Path, hub_url: str, run_id: str) -> Iterator[Up]:
     """``mirbad up`` with an empty model root, downloading from the hub, on a Docker network of its own."""
-    image = ensure_vllm_image()
-    data_dir = tmp_path / "data"
-    (data_dir / "models").mkdir(parents=True)
-    first = min(free_port(), 65_000)
-    network = f"mirbad-test-{run_id}"
-    agent_config = tmp_path / "agent-extra.json"
-    agent_config.write_text(
-        json.dumps(
-            {
-                "graceful_shutdown_s": 5,
-                "downloads": {"hf_endpoint": hub_url},
-                "docker": {
-                    "network": network,
-                    "gpus": False,
-                    "stop_timeout_s": 5,
-                    "port_range_start": first,
-                    "port_range_end": first + 19,
-                },
-                "process": {"port_range_start": first + 20, "port_range_end": first + 39},
-            }
-        )
-    )
-    env = {**os.environ, "MIRBAD_HEALTH_POLL_S": "0.5", "MIRBAD_TEST_IMAGE": image}
-    started = Up(data_dir, free_port(), free_port(), agent_config, env)
-    client = docker.from_env(version="auto", timeout=60)
-    try:
+    with vllm_up(tmp_path, run_id, settings={"downloads": {"hf_endpoint": hub_url}}) as started:
         yield started
-    finally:
-        started.kill_everything()
-        for container in client.containers.list(all=True, filters={"label": MODEL_LABEL}):
-            if container.labels.get(MODEL_LABEL, "").endswith(run_id):
-                container.remove(force=True)
-        for stale in client.networks.list(names=[network]):
-            stale.remove()
-        client.close()
 
 
 def test_a_folder_downloaded_from_the_hub_is_served_by_the_real_vllm(up: Up, run_id: str) -> None:

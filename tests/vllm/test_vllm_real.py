@@ -12,7 +12,6 @@ embedding model (vLLM's pooling runner), and a start vLLM refuses reported Faile
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import signal
@@ -27,11 +26,11 @@ import httpx
 import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
-from tests._support.asgi_server import free_port
 from tests._support.mirbad_up import Admin, Up
 from tests._support.polling import until
 from tests._support.real_parts import CHROMIUM, CHROMIUM_ARGS
-from tests._support.vllm_image import MODEL_NAME, ensure_model, ensure_vllm_image
+from tests._support.vllm_image import MODEL_NAME, ensure_model
+from tests._support.vllm_up import vllm_up
 
 from mirbad_orchestration.benchmarks import ChatEndpoint, measure_run
 from mirbad_protocol import BenchmarkSizes, PresetSizes
@@ -74,48 +73,14 @@ def run_id() -> str:
 @pytest.fixture
 def up(tmp_path: Path, run_id: str) -> Iterator[Up]:
     """``mirbad up`` with the tiny HF model in its model root and a network of this run's own."""
-    image = ensure_vllm_image()
-    data_dir = tmp_path / "data"
-    shutil.copytree(ensure_model(), data_dir / "models" / MODEL_NAME)
-    first = min(free_port(), 65_000)
-    network = f"mirbad-test-{run_id}"
-    agent_config = tmp_path / "agent-extra.json"
-    agent_config.write_text(
-        json.dumps(
-            {
-                "telemetry_interval_s": 1,
-                "graceful_shutdown_s": 5,
-                "docker": {
-                    "network": network,
-                    "gpus": False,
-                    "stop_timeout_s": 5,
-                    "port_range_start": first,
-                    "port_range_end": first + 19,
-                },
-                "process": {"port_range_start": first + 20, "port_range_end": first + 39},
-            }
-        )
-    )
+    shutil.copytree(ensure_model(), tmp_path / "data" / "models" / MODEL_NAME)
     env = {
-        **os.environ,
-        "MIRBAD_HEALTH_POLL_S": "0.5",
         "MIRBAD_TELEMETRY_INTERVAL_S": "1",
-        "MIRBAD_TEST_IMAGE": image,
         "MIRBAD_BENCHMARK_SIZES": TINY_CLASSIC.model_dump_json(by_alias=True),
         "MIRBAD_PRESET_SIZES": TINY_PRESET.model_dump_json(by_alias=True),
     }
-    started = Up(data_dir, free_port(), free_port(), agent_config, env)
-    client = docker.from_env(version="auto", timeout=60)
-    try:
+    with vllm_up(tmp_path, run_id, settings={"telemetry_interval_s": 1}, env=env) as started:
         yield started
-    finally:
-        started.kill_everything()
-        for container in client.containers.list(all=True, filters={"label": f"{MODEL_LABEL}"}):
-            if container.labels.get(MODEL_LABEL, "").endswith(run_id):
-                container.remove(force=True)
-        for stale in client.networks.list(names=[network]):
-            stale.remove()
-        client.close()
 
 
 def _state(admin: Admin, model_id: str) -> dict[str, Any]:
