@@ -80,10 +80,15 @@ async def test_the_plan_preview_lists_the_engines_steps_with_goal_tradeoff_and_e
         full = _table(user, "tuning-plan")
         assert full is not None
         await user.should_see("speculative: MTP not tried (the model has no MTP layers)")
+        _select(user, "tuning-steps").set_value(["max_num_batched_tokens"])
+        await _until(lambda: len(getattr(_table(user, "tuning-plan"), "rows", [])) == 1)
+        only = _table(user, "tuning-plan")
+        assert only is not None
 
     definition = ModelDefinition.model_validate(QWEN)
     assert quick_steps == plan_for(definition, search="quick").steps == ["speculative", "max_num_seqs"]
     assert [row["step"] for row in full.rows] == plan_for(definition, search="full").steps
+    assert [row["step"] for row in only.rows] == ["max_num_batched_tokens"]
     seqs = next(row for row in quick.rows if row["step"] == "max_num_seqs")
     assert seqs == {
         "step": "max_num_seqs",

@@ -1,12 +1,13 @@
 """A model's Tuning view (``/models/{id}/tuning``): plan, run, cancel, live progress, results and Apply best.
 
-The goal and Quick/Full pickers preview the plan the engine would follow (each step with its goal,
-tradeoff and values, the gates' notes, the first ETA) from :meth:`TuningJobs.plan`, so the preview is
-the run's own plan. Run starts the same job the API does and Cancel is the API's cancel; progress
-(phase, current candidate, done of total, ETA) is read from the job every second. The newest stored
-run shows its candidates (effective configuration, score with its repetition range, guards) and an
-ECharts plot of the scores against the baseline (1.0). Apply best is the API's apply path; a running
-model then offers the Models page's restart dialog. Refusals are shown as messages.
+The goal, Quick/Full and explicit-steps pickers preview the plan the engine would follow (each step
+with its goal, tradeoff and values, the gates' notes, the first ETA) from :meth:`TuningJobs.plan`, so
+the preview is the run's own plan. Run starts the same job the API does and Cancel is the API's
+cancel; progress (phase, current candidate, done of total, ETA) is read from the job every second.
+The newest stored run shows its candidates (effective configuration, score with its repetition
+range, guards) and an ECharts plot of the scores against the baseline (1.0). Apply best is the
+API's apply path; a running model then offers the Models page's restart dialog. Refusals are shown
+as messages.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, Final
 from nicegui import ui
 
 from mirbad_master._api_tuning import apply_tuning_run
-from mirbad_orchestration.tuning import GOALS, TuningPlan, planned_candidates, planned_seconds
+from mirbad_orchestration.tuning import GOALS, TuningPlan, plan_for, planned_candidates, planned_seconds
 from mirbad_protocol import (
     MirbadError,
     ModelDefinition,
@@ -227,6 +228,14 @@ async def render_tuning(portal: Portal, model_id: str) -> None:
         goal.classes("min-w-[12rem]")
         search = testid(ui.select(dict(_SEARCH_LABELS), value="quick", label="Search"), "tuning-search")
         search.classes("min-w-[8rem]")
+        # Explicit steps (the API's ``steps``): exactly these dimensions, Quick/Full ignored. The
+        # options are the Full plan's, so a dimension the gates leave out is not offered.
+        known = plan_for(definition, search="full").steps
+        steps = testid(
+            ui.select(known, multiple=True, value=[], label="Steps (optional)").props("use-chips clearable"),
+            "tuning-steps",
+        )
+        steps.classes("min-w-[14rem]")
         run = testid(ui.button("Run", icon="tune"), "tuning-run")
         cancel = testid(ui.button("Cancel", icon="cancel").props("flat color=negative"), "tuning-cancel")
     message = testid(ui.label("").classes("text-caption text-negative"), "tuning-message")
@@ -240,7 +249,8 @@ async def render_tuning(portal: Portal, model_id: str) -> None:
     dialogs = ui.element("div")  # outside the results, which are rebuilt
 
     def request() -> TuningRequest:
-        return TuningRequest(goal=goal.value, search=search.value)
+        chosen = list(steps.value or [])
+        return TuningRequest(goal=goal.value, search=search.value, steps=chosen or None)
 
     def show_plan(current: ModelDefinition) -> None:
         plan_box.clear()
@@ -355,6 +365,7 @@ async def render_tuning(portal: Portal, model_id: str) -> None:
 
     goal.on_value_change(refresh_plan)
     search.on_value_change(refresh_plan)
+    steps.on_value_change(refresh_plan)
     run.on_click(start)
     cancel.on_click(stop)
     show_plan(definition)
