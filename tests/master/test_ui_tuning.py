@@ -191,14 +191,15 @@ def test_the_score_and_its_range_read_as_one_cell_and_an_unmeasured_candidate_is
             measured,
             failed,
         ],
+        confirmation=[measured.model_copy(update={"score": 1.1, "score_min": 1.05, "score_max": 1.15})],
     )
 
     options = chart_options(run)
 
     assert score_text(measured) == "1.200 (1.100 to 1.300)"
     assert score_text(failed) == ""
-    assert options["xAxis"]["data"] == ["baseline", "max_num_seqs = 32"]
+    assert options["xAxis"]["data"] == ["baseline", "max_num_seqs = 32", "confirm: max_num_seqs = 32"]
     low, spread, median = options["series"]
-    assert low["data"] == [0.98, 1.1]
-    assert spread["data"] == pytest.approx([0.04, 0.2])
-    assert [point["value"] for point in median["data"]] == [1.0, 1.2]
+    assert low["data"] == [0.98, 1.1, 1.05]
+    assert spread["data"] == pytest.approx([0.04, 0.2, 0.1])
+    assert [point["value"] for point in median["data"]] == [1.0, 1.2, 1.1]

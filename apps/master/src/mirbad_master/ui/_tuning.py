@@ -59,10 +59,14 @@ def _label(candidate: TuningCandidate) -> str:
 def chart_options(run: TuningRun) -> dict[str, Any]:
     """The scores of ``run``'s measured candidates, each with its repetition range, against the baseline.
 
-    A range is drawn as a stacked bar from its lowest to its highest repetition (a transparent bar
-    lifts it to the lowest), the median as a point, the baseline (1.0 by definition) as a line.
+    The search's candidates first, then the confirmation stage's re-measurements (``confirm: ...``,
+    the stage that decides, with its ranges). A range is drawn as a stacked bar from its lowest to
+    its highest repetition (a transparent bar lifts it to the lowest), the median as a point, the
+    baseline (1.0 by definition) as a line.
     """
-    measured = [c for c in run.candidates if c.score is not None]
+    search = [(c, _label(c)) for c in run.candidates if c.score is not None]
+    confirm = [(c, f"confirm: {_label(c)}") for c in run.confirmation if c.score is not None]
+    measured = [c for c, _ in search + confirm]
     lows = [c.score_min if c.score_min is not None else c.score for c in measured]
     highs = [c.score_max if c.score_max is not None else c.score for c in measured]
     return {
@@ -74,7 +78,7 @@ def chart_options(run: TuningRun) -> dict[str, Any]:
         "tooltip": {"trigger": "axis"},
         "legend": {"data": ["median", "range"], "bottom": 0},
         "grid": {"bottom": 60},
-        "xAxis": {"type": "category", "data": [_label(c) for c in measured]},
+        "xAxis": {"type": "category", "data": [name for _, name in search + confirm]},
         "yAxis": {"type": "value", "scale": True},
         "series": [
             {
