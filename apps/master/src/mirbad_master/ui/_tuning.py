@@ -78,7 +78,11 @@ def chart_options(run: TuningRun) -> dict[str, Any]:
         "tooltip": {"trigger": "axis"},
         "legend": {"data": ["median", "range"], "bottom": 0},
         "grid": {"bottom": 60},
-        "xAxis": {"type": "category", "data": [name for _, name in search + confirm]},
+        "xAxis": {
+            "type": "category",
+            "axisLabel": {"interval": 0},  # every candidate named, not every other one
+            "data": [name for _, name in search + confirm],
+        },
         "yAxis": {"type": "value", "scale": True},
         "series": [
             {
@@ -136,7 +140,8 @@ def _candidate_rows(run: TuningRun) -> list[dict[str, Any]]:
                     "score": score_text(candidate),
                     "guards": "; ".join(candidate.guard_violations),
                     "seconds": f"{candidate.benchmark_seconds:.0f}" if candidate.benchmark_seconds else "",
-                    "error": candidate.error or "",
+                    # A rejected candidate's error repeats its guards: said once, in their column.
+                    "error": "" if candidate.outcome == "rejected" else candidate.error or "",
                 }
             )
     return rows
