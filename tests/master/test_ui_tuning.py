@@ -203,3 +203,18 @@ def test_the_score_and_its_range_read_as_one_cell_and_an_unmeasured_candidate_is
     assert low["data"] == [0.98, 1.1, 1.05]
     assert spread["data"] == pytest.approx([0.04, 0.2, 0.1])
     assert [point["value"] for point in median["data"]] == [1.0, 1.2, 1.1]
+
+
+async def test_the_tuning_view_is_linked_from_the_model_card_and_every_button_has_a_name(
+    master: Master,
+) -> None:
+    async with portal_user(master) as user:
+        await master.admin.post("/api/models", json=QWEN)
+        await user.open("/models")
+        (link,) = user.find(marker="tuning-qwen").elements
+        await user.open("/models/qwen/tuning")
+        buttons = [element for element in user.find(ui.button).elements if isinstance(element, ui.button)]
+
+    assert link.props["href"] == "/models/qwen/tuning"
+    assert buttons
+    assert [button for button in buttons if not (button.text or button.props.get("aria-label"))] == []
