@@ -163,6 +163,7 @@ def _serving_master(root: Path, data_dir: Path, password: str, hostd: HostdLayou
         # Benchmarks at small sizes on the tiny model (test_benchmarks.py); the product runs the spec's.
         "MIRBAD_BENCHMARK_SIZES": BENCHMARK_SIZES,
         "MIRBAD_PRESET_SIZES": PRESET_SIZES,
+        "MIRBAD_TUNING_REPETITIONS": "1,2",  # test_tuning.py: one search, two confirmation repetitions
     }
     server = llama_server_path()
     if server is not None:

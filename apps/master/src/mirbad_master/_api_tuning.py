@@ -16,7 +16,14 @@ from fastapi.responses import JSONResponse
 
 from mirbad_orchestration.exceptions import NoTuningRunError
 from mirbad_orchestration.tuning import apply_best
-from mirbad_protocol import ModelView, TuningJobList, TuningJobView, TuningList, TuningRequest
+from mirbad_protocol import (
+    ModelDefinition,
+    ModelView,
+    TuningJobList,
+    TuningJobView,
+    TuningList,
+    TuningRequest,
+)
 
 from ._api_errors import refusals
 from ._api_session import actor_of
@@ -24,7 +31,7 @@ from ._changes import update_model
 from ._composition import MasterServices
 from ._views import dump, model_view
 
-__all__ = ["tuning_router"]
+__all__ = ["apply_tuning_run", "tuning_router"]
 
 # The optional body, documented by hand: it is read as user input (an unknown field is a 400).
 _REQUEST_BODY = {
@@ -35,6 +42,28 @@ _REQUEST_BODY = {
 }
 _Node = Annotated[str | None, Query(alias="node", description="cancel only this node's run")]
 _Run = Annotated[str | None, Query(alias="run", description="the run's file name; the newest by default")]
+
+
+async def apply_tuning_run(
+    services: MasterServices, model_id: str, run: str | None, actor: str
+) -> ModelDefinition:
+    """Save run ``run``'s (None: the newest's) tuned settings onto ``model_id``: Apply best (API and portal).
+
+    Raises:
+        UnknownModelError: no such model.
+        NoTuningRunError: the model has no such run, or the run's baseline won (nothing to apply).
+    """
+    saved = await services.models.get(model_id)
+    listing = await services.tuning_results.list(model_id)
+    name = run or (listing.files[0] if listing.files else None)
+    if name is None:
+        raise NoTuningRunError(f"model {model_id!r} has no tuning run")
+    found = await services.tuning_results.load(model_id, name)
+    if found.best_definition is None:
+        raise NoTuningRunError(f"tuning run {name!r} kept the saved settings: there is nothing to apply")
+    stored = await update_model(services, apply_best(saved, found.best_definition), actor)
+    await services.audit.record(actor, "model.tune.apply", model_id, detail=name)
+    return stored
 
 
 def tuning_router(services: MasterServices) -> APIRouter:
@@ -76,16 +105,7 @@ def tuning_router(services: MasterServices) -> APIRouter:
         responses=refusals(404),
     )
     async def apply_tuning(model_id: str, request: Request, run: _Run = None) -> Response:
-        saved = await services.models.get(model_id)
-        listing = await services.tuning_results.list(model_id)
-        name = run or (listing.files[0] if listing.files else None)
-        if name is None:
-            raise NoTuningRunError(f"model {model_id!r} has no tuning run")
-        found = await services.tuning_results.load(model_id, name)
-        if found.best_definition is None:
-            raise NoTuningRunError(f"tuning run {name!r} kept the saved settings: there is nothing to apply")
-        stored = await update_model(services, apply_best(saved, found.best_definition), actor_of(request))
-        await services.audit.record(actor_of(request), "model.tune.apply", model_id, detail=name)
+        stored = await apply_tuning_run(services, model_id, run, actor_of(request))
         return JSONResponse(dump(await model_view(services, stored)))
 
     @router.get(

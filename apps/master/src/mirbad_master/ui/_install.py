@@ -31,6 +31,7 @@ from ._playground import render_playground
 from ._portal import Portal
 from ._services import render_services
 from ._session import LOGIN_PATH, install_session_routes, safe_next, signed_in
+from ._tuning import render_tuning
 
 __all__ = ["HISTORY_INTERVAL_S", "install_portal", "install_ui"]
 
@@ -130,6 +131,14 @@ def _pages(portal: Portal) -> None:
             return refused
         with frame(portal, request, "/models"):
             await render_benchmarks(portal, model_id)
+        return None
+
+    @ui.page("/models/{model_id}/tuning")
+    async def model_tuning(request: Request, model_id: str) -> Response | None:
+        if (refused := await portal.guard(request)) is not None:
+            return refused
+        with frame(portal, request, "/models"):
+            await render_tuning(portal, model_id)
         return None
 
     @ui.page("/playground")

@@ -249,7 +249,12 @@ def _buttons(row: ModelRow, handlers: _Handlers) -> None:
             _button("Stop", "stop", f"stop-{row.id}", lambda: handlers.stop(row), color="negative")
             _button("Restart", "restart_alt", f"restart-{row.id}", lambda: handlers.restart(row))
         # Links, not buttons: the URL shows where they go, and a new tab or Back works as anywhere.
-        pages = (("Edit", "edit", "edit"), ("Logs", "article", "logs"), ("Benchmark", "speed", "benchmarks"))
+        pages = (
+            ("Edit", "edit", "edit"),
+            ("Logs", "article", "logs"),
+            ("Benchmark", "speed", "benchmarks"),
+            ("Tuning", "tune", "tuning"),
+        )
         for label, icon, page in pages:
             link = link_button(label, f"/models/{quote(row.id)}/{page}", icon=icon)
             testid(link.props("flat dense no-caps color=primary"), f"{page}-{row.id}")

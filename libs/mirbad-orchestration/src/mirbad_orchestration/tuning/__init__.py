@@ -42,7 +42,7 @@ from ._instances import (
     TuningInstances,
     tuning_id,
 )
-from ._jobs import RunnerFactory, TuningJobs
+from ._jobs import RunnerFactory, TuningJobs, planned_candidates, planned_seconds
 from ._results import TUNING_FOLDER_NAME, TuningResults
 from ._runner import CandidateRunner
 from ._simulator import PerformanceModel, SimulatedRunner
@@ -82,6 +82,8 @@ __all__ = [
     "llamacpp_dimensions",
     "measurement_from_outcome",
     "plan_for",
+    "planned_candidates",
+    "planned_seconds",
     "reference_of",
     "relative_guards_for",
     "set_extra_flag",

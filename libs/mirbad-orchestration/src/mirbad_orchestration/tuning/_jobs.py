@@ -47,7 +47,7 @@ from ._instances import tuning_id
 from ._results import TuningResults
 from ._runner import CandidateRunner
 
-__all__ = ["RunnerFactory", "TuningJobs"]
+__all__ = ["RunnerFactory", "TuningJobs", "planned_candidates", "planned_seconds"]
 
 RunnerFactory = Callable[[JobTarget, ModelDefinition], Awaitable[CandidateRunner]]
 """Builds the candidate runner of one run (the model's node, its saved definition)."""
@@ -55,6 +55,16 @@ RunnerFactory = Callable[[JobTarget, ModelDefinition], Awaitable[CandidateRunner
 _logger = logging.getLogger(__name__)
 _PER_CANDIDATE_S = 60.0  # the first estimate of a candidate (start + suite), before any was measured
 _CONFIRMED = 3  # the confirmation stage re-measures at most the best two and the baseline
+
+
+def planned_candidates(plan: TuningPlan) -> int:
+    """The candidates a run of ``plan`` counts: the baseline, the plan's, the confirmation stage's three."""
+    return plan.candidates + 1 + _CONFIRMED
+
+
+def planned_seconds(plan: TuningPlan) -> float:
+    """The first estimate of a run of ``plan`` (a flat guess per candidate, before any was measured)."""
+    return planned_candidates(plan) * _PER_CANDIDATE_S
 
 
 @dataclass
@@ -143,6 +153,14 @@ class TuningJobs:
                 done.append(f"started {model.id!r} again with its saved settings")
         return done
 
+    def plan(self, definition: ModelDefinition, request: TuningRequest) -> TuningPlan:
+        """The plan a run of ``request`` on ``definition`` would follow (the portal previews it).
+
+        Raises:
+            UnknownTuningStepError: ``request.steps`` names dimensions the runtime does not have.
+        """
+        return plan_for(definition, search=request.search, steps=request.steps, cpu_count=self._cpu_count)
+
     def running_on(self, node_id: str) -> TuningJobView | None:
         """The tuning job running on ``node_id``, if any."""
         job = self._jobs.get(node_id)
@@ -159,7 +177,7 @@ class TuningJobs:
             raise PresetNotForModelError(
                 model_id, "embedding models are not tuned yet (the suite measures chat)"
             )
-        plan = plan_for(saved, search=request.search, steps=request.steps, cpu_count=self._cpu_count)
+        plan = self.plan(saved, request)
         if not target.ready:
             raise ModelNotReadyError(model_id, target.state.value)
         if self._tasks is None:
@@ -171,8 +189,8 @@ class TuningJobs:
             node_id=target.node_id,
             goal=request.goal,
             steps=plan.steps,
-            total=plan.candidates + 1 + _CONFIRMED,
-            eta_s=(plan.candidates + 1 + _CONFIRMED) * _PER_CANDIDATE_S,
+            total=planned_candidates(plan),
+            eta_s=planned_seconds(plan),
             started_at=self._clock(),
         )
         job = _Job(view)

@@ -1,0 +1,382 @@
+"""A model's Tuning view (``/models/{id}/tuning``): plan, run, cancel, live progress, results and Apply best.
+
+The goal, Quick/Full and explicit-steps pickers preview the plan the engine would follow (each step
+with its goal, tradeoff and values, the gates' notes, the first ETA) from :meth:`TuningJobs.plan`, so
+the preview is the run's own plan. Run starts the same job the API does and Cancel is the API's
+cancel; progress (phase, current candidate, done of total, ETA) is read from the job every second.
+The newest stored run shows its candidates (effective configuration, score with its repetition
+range, guards) and an ECharts plot of the scores against the baseline (1.0). Apply best is the
+API's apply path; a running model then offers the Models page's restart dialog. Refusals are shown
+as messages.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from nicegui import ui
+
+from mirbad_master._api_tuning import apply_tuning_run
+from mirbad_orchestration.tuning import GOALS, TuningPlan, plan_for, planned_candidates, planned_seconds
+from mirbad_protocol import (
+    MirbadError,
+    ModelDefinition,
+    TuningCandidate,
+    TuningJobView,
+    TuningRequest,
+    TuningRun,
+)
+
+from . import _actions as actions
+from ._actions import ACTOR
+from ._fleet import fleet_snapshot
+from ._marks import link_button, testid
+from ._model_dialogs import confirm_restart
+from ._portal import Portal
+
+__all__ = ["GOAL_LABELS", "chart_options", "render_tuning", "score_text"]
+
+GOAL_LABELS: Final = {"balanced": "Balanced", "many-agents": "Many agents", "single-user": "Single user"}
+"""The goal picker's entries (every goal the engine has)."""
+_SEARCH_LABELS: Final = {"quick": "Quick", "full": "Full"}
+_POLL_S: Final = 1.0
+_RANGE_COLOR: Final = "rgba(25, 118, 210, 0.35)"
+
+
+def score_text(candidate: TuningCandidate) -> str:
+    """``1.120 (1.080 to 1.150)``: the median score and its repetition range; empty when never measured."""
+    if candidate.score is None:
+        return ""
+    if candidate.score_min is None or candidate.score_max is None:
+        return f"{candidate.score:.3f}"
+    return f"{candidate.score:.3f} ({candidate.score_min:.3f} to {candidate.score_max:.3f})"
+
+
+def _label(candidate: TuningCandidate) -> str:
+    return "baseline" if candidate.step == "baseline" else candidate.description or candidate.step
+
+
+def chart_options(run: TuningRun) -> dict[str, Any]:
+    """The scores of ``run``'s measured candidates, each with its repetition range, against the baseline.
+
+    The search's candidates first, then the confirmation stage's re-measurements (``confirm: ...``,
+    the stage that decides, with its ranges). A range is drawn as a stacked bar from its lowest to
+    its highest repetition (a transparent bar lifts it to the lowest), the median as a point, the
+    baseline (1.0 by definition) as a line.
+    """
+    search = [(c, _label(c)) for c in run.candidates if c.score is not None]
+    confirm = [(c, f"confirm: {_label(c)}") for c in run.confirmation if c.score is not None]
+    measured = [c for c, _ in search + confirm]
+    lows = [c.score_min if c.score_min is not None else c.score for c in measured]
+    highs = [c.score_max if c.score_max is not None else c.score for c in measured]
+    return {
+        "title": {
+            "text": "Scores against the baseline (1.0): median and repetition range",
+            "textStyle": {"fontSize": 13},
+        },
+        "animation": False,  # drawn already when the page settles (and in screenshots)
+        "tooltip": {"trigger": "axis"},
+        "legend": {"data": ["median", "range"], "bottom": 0},
+        "grid": {"bottom": 60},
+        "xAxis": {
+            "type": "category",
+            "axisLabel": {"interval": 0},  # every candidate named, not every other one
+            "data": [name for _, name in search + confirm],
+        },
+        "yAxis": {"type": "value", "scale": True},
+        "series": [
+            {
+                "name": "low",
+                "type": "bar",
+                "stack": "range",
+                "itemStyle": {"color": "transparent"},
+                "tooltip": {"show": False},
+                "data": [round(float(low or 0.0), 4) for low in lows],
+            },
+            {
+                "name": "range",
+                "type": "bar",
+                "stack": "range",
+                "itemStyle": {"color": _RANGE_COLOR},
+                "data": [
+                    round(float((high or 0.0) - (low or 0.0)), 4)
+                    for low, high in zip(lows, highs, strict=True)
+                ],
+            },
+            {
+                "name": "median",
+                "type": "scatter",
+                "symbolSize": 10,
+                "data": [
+                    {"value": round(float(c.score or 0.0), 4), "itemStyle": {"color": _outcome_color(c)}}
+                    for c in measured
+                ],
+                "markLine": {
+                    "symbol": "none",
+                    "label": {"formatter": "baseline"},
+                    "data": [{"yAxis": 1.0}],
+                },
+            },
+        ],
+    }
+
+
+def _outcome_color(candidate: TuningCandidate) -> str:
+    return "#d32f2f" if candidate.outcome == "rejected" else "#1976d2"
+
+
+def _candidate_rows(run: TuningRun) -> list[dict[str, Any]]:
+    rows = []
+    stages = (("search", run.candidates), ("confirmation", run.confirmation))
+    for stage, candidates in stages:
+        for index, candidate in enumerate(candidates):
+            rows.append(
+                {
+                    "key": f"{stage}-{index}",
+                    "stage": stage,
+                    "candidate": _label(candidate),
+                    "config": candidate.effective_config,
+                    "outcome": candidate.outcome,
+                    "score": score_text(candidate),
+                    "guards": "; ".join(candidate.guard_violations),
+                    "seconds": f"{candidate.benchmark_seconds:.0f}" if candidate.benchmark_seconds else "",
+                    # A rejected candidate's error repeats its guards: said once, in their column.
+                    "error": "" if candidate.outcome == "rejected" else candidate.error or "",
+                }
+            )
+    return rows
+
+
+_COLUMNS: Final = [
+    {"name": key, "label": label, "field": key, "align": "left"}
+    for key, label in (
+        ("stage", "Stage"),
+        ("candidate", "Candidate"),
+        ("config", "Effective configuration"),
+        ("outcome", "Outcome"),
+        ("score", "Score (range)"),
+        ("guards", "Guards broken"),
+        ("seconds", "Benchmark s"),
+        ("error", "Why"),
+    )
+]
+
+
+def _eta_text(seconds: float) -> str:
+    return f"about {round(seconds / 60)} min" if seconds >= 120 else f"about {round(seconds)} s"
+
+
+def _progress_text(job: TuningJobView) -> str:
+    if job.state != "running":
+        return job.state + (f": {job.error}" if job.error else "")
+    parts = [f"running: {job.phase}"]
+    if job.candidate:
+        parts.append(job.candidate)
+    parts.append(f"{job.done} of {job.total} candidates")
+    if job.eta_s is not None:
+        parts.append(f"{_eta_text(job.eta_s)} left")
+    return " · ".join(parts)
+
+
+def _winner_text(run: TuningRun) -> str:
+    when = run.finished_at or run.started_at
+    head = f"{when:%Y-%m-%d %H:%M} · {GOAL_LABELS.get(run.goal, run.goal)} · {run.state}"
+    if run.state != "succeeded":
+        return head + (f": {run.error}" if run.error else "")
+    if run.winner_is_baseline or run.winner is None:
+        return head + " · the saved settings are kept (nothing beat the baseline)"
+    return head + f" · best: {_label(run.winner)} ({score_text(run.winner)}): {run.winner.effective_config}"
+
+
+def _plan_preview(plan: TuningPlan) -> None:
+    rows = [
+        {
+            "step": dimension.name,
+            "values": ", ".join(dimension.describe(value) for value in dimension.values),
+            "goal": dimension.goal,
+            "tradeoff": dimension.tradeoff,
+        }
+        for dimension in plan.dimensions
+    ]
+    columns = [
+        {"name": key, "label": label, "field": key, "align": "left"}
+        for key, label in (
+            ("step", "Step"),
+            ("values", "Candidates"),
+            ("goal", "Goal"),
+            ("tradeoff", "Tradeoff"),
+        )
+    ]
+    testid(
+        ui.table(columns=columns, rows=rows, row_key="step").props("dense flat").classes("w-full"),
+        "tuning-plan",
+    )
+    eta = planned_seconds(plan)
+    testid(
+        ui.label(
+            f"{planned_candidates(plan)} candidates with the baseline and the confirmation stage, "
+            f"{_eta_text(eta)} (a first estimate; re-projected from the run's pace once it runs)"
+        ).classes("text-caption"),
+        "tuning-eta",
+    )
+    for note in plan.notes:
+        ui.label(note).classes("text-caption text-grey-7")
+
+
+async def render_tuning(portal: Portal, model_id: str) -> None:
+    """Build the Tuning view of ``model_id`` and keep its progress live while the page is open."""
+    services = portal.services
+    definition = await services.models.get(model_id)
+    state: dict[str, Any] = {"shown": "", "run": None}  # "": no job key yet, so the first poll draws
+    with ui.row().classes("w-full items-center"):
+        ui.label(f"Tuning of {definition.id}").classes("text-h5")
+        ui.space()
+        link_button("Back to models", "/models").props("flat")
+    with ui.row().classes("items-center gap-2"):
+        goal = testid(ui.select(dict(GOAL_LABELS), value=GOALS[0], label="Goal"), "tuning-goal")
+        goal.classes("min-w-[12rem]")
+        search = testid(ui.select(dict(_SEARCH_LABELS), value="quick", label="Search"), "tuning-search")
+        search.classes("min-w-[8rem]")
+        # Explicit steps (the API's ``steps``): exactly these dimensions, Quick/Full ignored. The
+        # options are the Full plan's, so a dimension the gates leave out is not offered.
+        known = plan_for(definition, search="full").steps
+        steps = testid(
+            ui.select(known, multiple=True, value=[], label="Steps (optional)").props("use-chips clearable"),
+            "tuning-steps",
+        )
+        steps.classes("min-w-[14rem]")
+        run = testid(ui.button("Run", icon="tune"), "tuning-run")
+        cancel = testid(ui.button("Cancel", icon="cancel").props("flat color=negative"), "tuning-cancel")
+    message = testid(ui.label("").classes("text-caption text-negative"), "tuning-message")
+    plan_box = ui.column().classes("w-full gap-1")
+    bar = testid(
+        ui.linear_progress(value=0, show_value=False).props("instant-feedback").classes("w-full"),
+        "tuning-progress",
+    )
+    progress = testid(ui.label("").classes("text-caption text-grey-8"), "tuning-status")
+    results = ui.column().classes("w-full")
+    dialogs = ui.element("div")  # outside the results, which are rebuilt
+
+    def request() -> TuningRequest:
+        chosen = list(steps.value or [])
+        return TuningRequest(goal=goal.value, search=search.value, steps=chosen or None)
+
+    def show_plan(current: ModelDefinition) -> None:
+        plan_box.clear()
+        with plan_box:
+            ui.label("Plan").classes("text-h6")
+            try:
+                plan = services.tuning.plan(current, request())
+            except MirbadError as exc:
+                ui.label(str(exc)).classes("text-negative")
+                return
+            _plan_preview(plan)
+
+    async def refresh_plan() -> None:
+        show_plan(await services.models.get(model_id))
+
+    def current_job() -> TuningJobView | None:
+        jobs = [job for job in services.tuning.jobs() if job.model_id == model_id]
+        return jobs[-1] if jobs else None
+
+    async def refresh_results() -> None:
+        listed = await services.tuning_results.list(model_id)
+        newest = listed.runs[0] if listed.runs else None
+        state["run"] = newest
+        results.clear()
+        with results:
+            ui.label("Result").classes("text-h6")
+            if newest is None:
+                ui.label("No tuning run yet.").classes("text-grey-7")
+            else:
+                testid(ui.label(_winner_text(newest)), "tuning-winner")
+                if newest.best_definition is not None:
+                    testid(ui.button("Apply best", icon="done_all", on_click=apply), "tuning-apply")
+                for note in newest.notes:
+                    ui.label(note).classes("text-caption text-grey-7")
+                if any(c.score is not None for c in newest.candidates):
+                    testid(ui.echart(chart_options(newest)), "tuning-chart").classes("w-full h-72")
+                testid(
+                    ui.table(columns=_COLUMNS, rows=_candidate_rows(newest), row_key="key").classes("w-full"),
+                    "tuning-candidates",
+                )
+            if len(listed.runs) > 1:
+                ui.label("Earlier runs").classes("text-subtitle2")
+                for earlier in listed.runs[1:]:
+                    ui.label(_winner_text(earlier)).classes("text-caption")
+
+    async def poll() -> None:
+        job = current_job()
+        running = job is not None and job.state == "running"
+        run.set_enabled(not running)
+        cancel.set_enabled(running)
+        if job is None:
+            progress.set_text("")
+            bar.set_value(0)
+        else:
+            progress.set_text(_progress_text(job))
+            done = min(0.95, job.done / job.total) if running and job.total else float(not running)
+            bar.set_value(done)
+        key = (job.id, job.state) if job else None
+        if key != state["shown"]:
+            state["shown"] = key
+            await refresh_results()
+
+    async def start() -> None:
+        message.set_text("")
+        body = request()
+        try:
+            job = await services.tuning.start(model_id, body)
+        except MirbadError as exc:
+            message.set_text(str(exc))
+        else:
+            # The same audit line as the API's start, naming the portal's administrator.
+            detail = f"job {job.id}, goal {job.goal}, steps {', '.join(job.steps)}"
+            await services.audit.record(ACTOR, "model.tune", model_id, node_id=job.node_id, detail=detail)
+        await poll()
+
+    async def stop() -> None:
+        job = current_job()
+        if job is None:
+            return
+        try:
+            cancelled = await services.tuning.cancel(job.node_id)
+        except MirbadError as exc:
+            message.set_text(str(exc))
+        else:
+            for ended in cancelled:
+                await services.audit.record(ACTOR, "model.tune.cancel", ended.model_id, node_id=ended.node_id)
+        await poll()
+
+    async def restart() -> None:
+        try:
+            await actions.restart_model(services, model_id)
+        except MirbadError as exc:
+            message.set_text(str(exc))
+            return
+        ui.notify(f"{model_id} restarting", type="positive")
+
+    async def apply() -> None:
+        message.set_text("")
+        try:
+            stored = await apply_tuning_run(services, model_id, None, ACTOR)
+        except MirbadError as exc:
+            message.set_text(str(exc))
+            return
+        show_plan(stored)
+        snapshot = await fleet_snapshot(services)
+        row = next((row for row in snapshot.models if row.id == model_id), None)
+        if row is not None and row.running and row.view.restart_pending:
+            with dialogs:
+                confirm_restart(row, restart)
+        else:
+            ui.notify(f"{model_id}: the tuned settings are saved; it starts with them", type="positive")
+
+    goal.on_value_change(refresh_plan)
+    search.on_value_change(refresh_plan)
+    steps.on_value_change(refresh_plan)
+    run.on_click(start)
+    cancel.on_click(stop)
+    show_plan(definition)
+    ui.timer(_POLL_S, poll)
+    await poll()

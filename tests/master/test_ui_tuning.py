@@ -1,0 +1,220 @@
+"""The portal's Tuning view in NiceGUI's simulation, over a real master whose candidates the simulator runs.
+
+The master and its tuning jobs are real (:func:`running_master` over a fake agent); the candidate
+runner is the API tests' :class:`SimulatedRunner` with a known best at 32 max num seqs, so the view's
+plan, progress, results, plot, Apply best and refusals are tested without a model server (the
+browser tier runs a real llama-server tuning: ``tests/browser/test_tuning.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+
+import anyio
+import pytest
+from nicegui import ui
+from nicegui.testing.user import User
+from tests._support.polling import eventually
+from tests.master._stack import Master, running_master
+from tests.master.test_api_benchmarks import QWEN, WAIT_S, chatty, ready
+from tests.master.test_api_tuning import Runners
+from tests.master.test_ui_pages import portal_user
+
+from mirbad_master.ui._tuning import chart_options, score_text
+from mirbad_orchestration.tuning import plan_for, planned_seconds
+from mirbad_protocol import ModelDefinition, TuningCandidate, TuningRun
+
+pytestmark = pytest.mark.anyio
+
+_until = partial(eventually, timeout_s=WAIT_S)
+
+
+@pytest.fixture
+def runners() -> Runners:
+    return Runners()
+
+
+@pytest.fixture
+async def master(tmp_path: Path, runners: Runners) -> AsyncIterator[Master]:
+    options = {"tuning_runners": runners, "tuning_repetitions": (2, 3)}
+    async with running_master(tmp_path, agent=chatty, services_options=options) as master:
+        yield master
+
+
+def _elements(user: User, marker: str) -> set[ui.element]:
+    try:
+        return user.find(marker=marker).elements
+    except AssertionError:  # User.find says "not on the page" so; the page is polled until it is
+        return set()
+
+
+def _text(user: User, marker: str) -> str:
+    found = [element for element in _elements(user, marker) if isinstance(element, ui.label)]
+    return found[0].text if found else ""
+
+
+def _table(user: User, marker: str) -> ui.table | None:
+    found = [element for element in _elements(user, marker) if isinstance(element, ui.table)]
+    return found[0] if found else None
+
+
+def _select(user: User, marker: str) -> ui.select:
+    (element,) = user.find(marker=marker).elements
+    assert isinstance(element, ui.select)
+    return element
+
+
+async def test_the_plan_preview_lists_the_engines_steps_with_goal_tradeoff_and_eta(master: Master) -> None:
+    async with portal_user(master) as user:
+        await master.admin.post("/api/models", json=QWEN)
+        await user.open("/models/qwen/tuning")
+        quick = _table(user, "tuning-plan")
+        assert quick is not None
+        quick_steps = [row["step"] for row in quick.rows]
+        quick_eta = _text(user, "tuning-eta")
+        _select(user, "tuning-search").set_value("full")
+        await _until(lambda: len(getattr(_table(user, "tuning-plan"), "rows", [])) > len(quick_steps))
+        full = _table(user, "tuning-plan")
+        assert full is not None
+        await user.should_see("speculative: MTP not tried (the model has no MTP layers)")
+        _select(user, "tuning-steps").set_value(["max_num_batched_tokens"])
+        await _until(lambda: len(getattr(_table(user, "tuning-plan"), "rows", [])) == 1)
+        only = _table(user, "tuning-plan")
+        assert only is not None
+
+    definition = ModelDefinition.model_validate(QWEN)
+    assert quick_steps == plan_for(definition, search="quick").steps == ["speculative", "max_num_seqs"]
+    assert [row["step"] for row in full.rows] == plan_for(definition, search="full").steps
+    assert [row["step"] for row in only.rows] == ["max_num_batched_tokens"]
+    seqs = next(row for row in quick.rows if row["step"] == "max_num_seqs")
+    assert seqs == {
+        "step": "max_num_seqs",
+        "values": "max_num_seqs = 8, max_num_seqs = 16, max_num_seqs = 32",
+        "goal": "more parallel requests",
+        "tradeoff": "KV memory",
+    }
+    eta_s = planned_seconds(plan_for(definition, search="quick"))
+    assert quick_eta.startswith(f"{plan_for(definition).candidates + 4} candidates")
+    assert f"about {round(eta_s / 60)} min" in quick_eta
+
+
+async def test_a_run_from_the_page_shows_progress_results_the_plot_and_applies_the_best(
+    master: Master, runners: Runners
+) -> None:
+    await ready(master, QWEN)
+    models_file = master.services.settings.data_dir / "models.json"
+    async with portal_user(master) as user:
+        await user.open("/models/qwen/tuning")
+        await user.should_see("No tuning run yet.")
+        _select(user, "tuning-goal").set_value("many-agents")
+        runners.hold = anyio.Event()
+        before = models_file.read_bytes()
+        user.find(marker="tuning-run").click()
+        with anyio.fail_after(WAIT_S):
+            await runners.measuring.wait()
+        await _until(lambda: _text(user, "tuning-status").startswith("running: baseline"))
+        live = _text(user, "tuning-status")
+        runners.hold.set()
+        await _until(lambda: "best:" in _text(user, "tuning-winner"))
+        during = models_file.read_bytes()
+        winner = _text(user, "tuning-winner")
+        (chart,) = user.find(marker="tuning-chart").elements
+        assert isinstance(chart, ui.echart)
+        table = _table(user, "tuning-candidates")
+        assert table is not None
+        rows = table.rows
+        user.find(marker="tuning-apply").click()
+        await user.should_see("Restart qwen?")
+        await user.should_see("maxNumSeqs: 16 -> 32")
+        saved = (await master.admin.get("/api/models/qwen")).json()
+        audit = await master.services.audit.read(datetime.now(UTC).date())
+
+    assert "candidates" in live
+    assert "left" in live
+    assert during == before  # the run never touched the registry
+    assert "Many agents" in winner
+    assert "max-num-seqs=32" in winner
+    series = {item["name"]: item for item in chart.options["series"]}
+    assert series["median"]["markLine"]["data"] == [{"yAxis": 1.0}]
+    assert chart.options["xAxis"]["data"][0] == "baseline"
+    assert [row["stage"] for row in rows][:1] == ["search"]
+    assert "confirmation" in [row["stage"] for row in rows]
+    assert rows[0]["candidate"] == "baseline"
+    assert rows[0]["config"].startswith("max-num-seqs=16")
+    assert " to " in rows[0]["score"]
+    assert saved["definition"]["maxNumSeqs"] == 32
+    assert saved["restartPending"] is True
+    actions = [entry.action for entry in audit]
+    assert "model.tune" in actions
+    assert "model.tune.apply" in actions
+
+
+async def test_refusals_and_cancel_are_messages_not_crashes(master: Master, runners: Runners) -> None:
+    async with portal_user(master) as user:
+        await master.admin.post("/api/models", json=QWEN)
+        await user.open("/models/qwen/tuning")
+        user.find(marker="tuning-run").click()
+        await _until(lambda: "not Ready" in _text(user, "tuning-message"))
+        refused = _text(user, "tuning-message")
+        (await master.admin.post("/api/models/qwen/start")).raise_for_status()
+        runners.hold = anyio.Event()
+        user.find(marker="tuning-run").click()
+        with anyio.fail_after(WAIT_S):
+            await runners.measuring.wait()
+        second = await master.admin.post("/api/models/qwen/benchmark")
+        user.find(marker="tuning-cancel").click()
+        await _until(lambda: _text(user, "tuning-status").startswith("cancelled"))
+        await user.should_see("cancelled")
+
+    assert refused
+    assert second.status_code == 409
+
+
+def test_the_score_and_its_range_read_as_one_cell_and_an_unmeasured_candidate_is_not_plotted() -> None:
+    measured = TuningCandidate(
+        step="max_num_seqs", description="max_num_seqs = 32", score=1.2, score_min=1.1, score_max=1.3
+    )
+    failed = TuningCandidate(
+        step="max_num_seqs", description="max_num_seqs = 64", outcome="failed", error="OOM"
+    )
+    run = TuningRun(
+        model_id="m",
+        node_id="n",
+        runtime="vllm",
+        goal="balanced",
+        started_at=datetime(2026, 1, 1, tzinfo=UTC),
+        candidates=[
+            TuningCandidate(step="baseline", score=1.0, score_min=0.98, score_max=1.02),
+            measured,
+            failed,
+        ],
+        confirmation=[measured.model_copy(update={"score": 1.1, "score_min": 1.05, "score_max": 1.15})],
+    )
+
+    options = chart_options(run)
+
+    assert score_text(measured) == "1.200 (1.100 to 1.300)"
+    assert score_text(failed) == ""
+    assert options["xAxis"]["data"] == ["baseline", "max_num_seqs = 32", "confirm: max_num_seqs = 32"]
+    low, spread, median = options["series"]
+    assert low["data"] == [0.98, 1.1, 1.05]
+    assert spread["data"] == pytest.approx([0.04, 0.2, 0.1])
+    assert [point["value"] for point in median["data"]] == [1.0, 1.2, 1.1]
+
+
+async def test_the_tuning_view_is_linked_from_the_model_card_and_every_button_has_a_name(
+    master: Master,
+) -> None:
+    async with portal_user(master) as user:
+        await master.admin.post("/api/models", json=QWEN)
+        await user.open("/models")
+        (link,) = user.find(marker="tuning-qwen").elements
+        await user.open("/models/qwen/tuning")
+        buttons = [element for element in user.find(ui.button).elements if isinstance(element, ui.button)]
+
+    assert link.props["href"] == "/models/qwen/tuning"
+    assert buttons
+    assert [button for button in buttons if not (button.text or button.props.get("aria-label"))] == []
