@@ -24,6 +24,25 @@ from ._dimensions import (
 )
 from ._engine import EngineOutcome, TuningEngine, TuningProgress
 from ._fleet_runner import FleetTuningRunners
+from ._gates import (
+    BATCHED_TOKENS,
+    DRAFT_DEPTHS,
+    MAX_NUM_SEQS,
+    MTP_DEPTHS,
+    GateVerdict,
+    architecture_base,
+    batched_tokens_gate,
+    chunked_prefill_disabled,
+    draft_depth_gate,
+    estimated_parameters_b,
+    is_mamba_hybrid,
+    is_moe,
+    kv_gate,
+    max_num_seqs_gate,
+    mtp_gate,
+    mtp_layers,
+    prefix_pairs,
+)
 from ._goals import (
     ABSOLUTE_GUARDS,
     GOALS,
@@ -43,15 +62,27 @@ from ._instances import (
     tuning_id,
 )
 from ._jobs import RunnerFactory, TuningJobs, planned_candidates, planned_seconds
+from ._preset_search import POOLING_STEPS, PRESET_QUICK, PRESET_STEPS, GateInputs, preset_plan, step_sentences
+from ._preset_simulator import PresetSimulatedRunner, SimulatedLog
 from ._results import TUNING_FOLDER_NAME, TuningResults
 from ._runner import CandidateRunner
+from ._runtime_notes import AS_REQUESTED, RuntimeNotes, compare_with_request, parse_runtime_log
+from ._scoring import GoalScorer, PresetScorer, TuningScorer
 from ._simulator import PerformanceModel, SimulatedRunner
 
 __all__ = [
     "ABSOLUTE_GUARDS",
+    "AS_REQUESTED",
+    "BATCHED_TOKENS",
     "CLEANUP_TIMEOUT_S",
+    "DRAFT_DEPTHS",
     "GOALS",
     "LLAMACPP_QUICK",
+    "MAX_NUM_SEQS",
+    "MTP_DEPTHS",
+    "POOLING_STEPS",
+    "PRESET_QUICK",
+    "PRESET_STEPS",
     "RELATIVE_SLACK",
     "TUNING_FOLDER_NAME",
     "VLLM_QUICK",
@@ -61,11 +92,18 @@ __all__ = [
     "Dimension",
     "EngineOutcome",
     "FleetTuningRunners",
+    "GateInputs",
+    "GateVerdict",
+    "GoalScorer",
     "InstanceCandidateRunner",
     "Measured",
     "Measurement",
     "PerformanceModel",
+    "PresetScorer",
+    "PresetSimulatedRunner",
     "RunnerFactory",
+    "RuntimeNotes",
+    "SimulatedLog",
     "SimulatedRunner",
     "TuningEngine",
     "TuningInstances",
@@ -73,20 +111,37 @@ __all__ = [
     "TuningPlan",
     "TuningProgress",
     "TuningResults",
+    "TuningScorer",
     "apply_best",
+    "architecture_base",
+    "batched_tokens_gate",
+    "chunked_prefill_disabled",
+    "compare_with_request",
+    "draft_depth_gate",
     "effective_config",
+    "estimated_parameters_b",
     "extra_flag_value",
     "fingerprint",
     "goal_score",
     "guard_violations",
+    "is_mamba_hybrid",
+    "is_moe",
+    "kv_gate",
     "llamacpp_dimensions",
+    "max_num_seqs_gate",
     "measurement_from_outcome",
+    "mtp_gate",
+    "mtp_layers",
+    "parse_runtime_log",
     "plan_for",
     "planned_candidates",
     "planned_seconds",
+    "prefix_pairs",
+    "preset_plan",
     "reference_of",
     "relative_guards_for",
     "set_extra_flag",
+    "step_sentences",
     "tuning_id",
     "vllm_dimensions",
 ]

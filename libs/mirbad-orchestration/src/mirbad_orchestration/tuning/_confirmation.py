@@ -18,7 +18,7 @@ from pydantic import JsonValue
 
 from mirbad_protocol import ModelDefinition, TuningCandidate, TuningGoal
 
-from ._goals import Measurement, reference_of
+from ._goals import Measurement
 
 if TYPE_CHECKING:
     from ._engine import EngineOutcome
@@ -45,7 +45,11 @@ class _Measurer(Protocol):
         changes: dict[str, JsonValue],
         described: str,
         repetitions: int,
+        *,
+        sentences: tuple[str, str] = ("", ""),
     ) -> Measured: ...
+
+    def reference(self, measurements: list[Measurement]) -> Measurement: ...
 
     def judge(self, measured: Measured, reference: Measurement, relative: list[str]) -> None: ...
 
@@ -83,6 +87,7 @@ class Confirmation:
                 dict(entry.candidate.changes),
                 entry.candidate.description,
                 repetitions,
+                sentences=(entry.candidate.goal, entry.candidate.tradeoff),
             )
             for entry in order
         }
@@ -92,7 +97,7 @@ class Confirmation:
             outcome.winner = baseline.candidate
             outcome.notes.append("the baseline failed to start again: the saved settings are kept")
             return
-        reference = reference_of(base.measurements)
+        reference = self._engine.reference(base.measurements)
         for entry in again.values():
             self._engine.judge(entry, reference, relative)
         outcome.confirmation = [again[id(entry)].candidate for entry in order]

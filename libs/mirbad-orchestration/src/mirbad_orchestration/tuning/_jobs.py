@@ -267,11 +267,20 @@ class TuningJobs:
 
             began = time.monotonic()
 
-            async def progress(phase: str, description: str, done: int) -> None:
+            async def progress(
+                phase: str, description: str, done: int, *, goal: str = "", tradeoff: str = ""
+            ) -> None:
                 # Re-projected from the run's own pace once a candidate has finished.
                 pace = (time.monotonic() - began) / done if done else _PER_CANDIDATE_S
                 eta = max(0, job.view.total - done) * pace
-                job.update(phase=phase, candidate=description, done=done, eta_s=eta)
+                job.update(
+                    phase=phase,
+                    candidate=description,
+                    candidate_goal=goal or None,
+                    candidate_tradeoff=tradeoff or None,
+                    done=done,
+                    eta_s=eta,
+                )
                 await self._maintenance.update_node(target.node_id, max(1, round(eta)))
 
             engine = TuningEngine(
