@@ -90,8 +90,8 @@ def simulated_log(definition: ModelDefinition) -> list[str]:
     if spec is not None and graph == "FULL_AND_PIECEWISE":
         lines.append(
             "(EngineCore pid=7) WARNING 12-01 10:00:05 [compilation.py:1390] "
-            "CUDAGraphMode.FULL_AND_PIECEWISE is not supported with spec-decode for attention backend FlashInferBackend; setting "
-            "cudagraph_mode=PIECEWISE"
+            "CUDAGraphMode.FULL_AND_PIECEWISE is not supported with spec-decode for attention "
+            "backend FlashInferBackend; setting cudagraph_mode=PIECEWISE"
         )
     return lines
 
