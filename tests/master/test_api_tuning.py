@@ -21,7 +21,7 @@ from tests.master.test_api_benchmarks import QWEN, TINY, WAIT_S, chatty, ready
 
 from mirbad_orchestration.commandline import TUNING_LABEL
 from mirbad_orchestration.jobs import JobTarget
-from mirbad_orchestration.tuning import CandidateRunner, Measurement, SimulatedRunner
+from mirbad_orchestration.tuning import CandidateRunner, Measurement, PresetSimulatedRunner, SimulatedRunner
 from mirbad_protocol import ModelDefinition, ModelState
 
 pytestmark = pytest.mark.anyio
@@ -233,3 +233,64 @@ async def test_a_leftover_tuning_instance_is_removed_and_its_model_restarted(mas
     ]
     assert (await driver.status("qwen-tuning")).state is ModelState.STOPPED
     assert (await driver.status("qwen")).state is ModelState.READY
+
+
+def preset_truth(definition: ModelDefinition) -> Measurement:
+    """The throughput preset's components: 32 sequences are best (64 share too little memory)."""
+    gain = {32: 1.6, 64: 1.2}.get(definition.max_num_seqs, 1.0)
+    components = {"short_n16_tok_s": 400.0 * gain, "short_max_seqs_tok_s": 800.0 * gain}
+    return replace(BASE, components=components)
+
+
+@pytest.fixture
+async def preset_master(tmp_path: Path) -> AsyncIterator[Master]:
+    """A master whose candidates are the preset simulator's."""
+
+    async def runners(target: JobTarget, saved: ModelDefinition) -> CandidateRunner:
+        return PresetSimulatedRunner(preset_truth, noise=0.005, seed=7)
+
+    options = {"tuning_runners": runners, "tuning_repetitions": (2, 3)}
+    async with running_master(tmp_path, agent=chatty, services_options=options) as master:
+        yield master
+
+
+async def test_a_preset_run_searches_scores_on_the_preset_and_stores_it(preset_master: Master) -> None:
+    master = preset_master
+    await ready(master, QWEN)
+
+    started = await master.admin.post(
+        "/api/models/qwen/tune", json={"preset": "throughput", "search": "quick"}
+    )
+    job = await _ended(master, started.json()["id"])
+    [run] = (await master.admin.get("/api/models/qwen/tuning")).json()["runs"]
+
+    assert started.status_code == 202, started.text
+    view = started.json()
+    assert view["preset"] == "throughput"
+    assert view["steps"] == ["max_num_seqs", "speculative", "refine_max_num_seqs"]
+    assert view["etaS"] > 0
+    assert job["state"] == "succeeded", job
+    assert (run["preset"], run["search"], run["schemaVersion"]) == ("throughput", "quick", 2)
+    assert run["bestDefinition"]["maxNumSeqs"] == 32
+    searched = [row for row in run["candidates"] if row["step"] != "baseline"]
+    assert all(row["goal"] and row["tradeoff"] for row in searched)
+    assert all(row["startSeconds"] is not None for row in run["candidates"] if row["outcome"] == "accepted")
+
+
+async def test_refusals_of_a_preset_run(master: Master) -> None:
+    assert (await master.admin.post("/api/models", json=QWEN)).status_code == 201
+
+    unknown = await master.admin.post("/api/models/qwen/tune", json={"preset": "warp-speed"})
+    pooling = await master.admin.post("/api/models/qwen/tune", json={"preset": "embeddings"})
+    steps = await master.admin.post(
+        "/api/models/qwen/tune", json={"preset": "interactive", "steps": ["kv_prefix", "threads"]}
+    )
+
+    assert unknown.status_code == 422
+    assert (unknown.json()["error"]["code"], unknown.json()["error"]["field"]) == ("unknown_preset", "preset")
+    assert pooling.status_code == 422
+    assert pooling.json()["error"]["code"] == "preset_not_for_model"
+    assert "for an embedding model" in pooling.json()["error"]["message"]
+    assert steps.status_code == 422
+    assert steps.json()["error"]["code"] == "unknown_tuning_step"
+    assert "threads" in steps.json()["error"]["message"]

@@ -23,6 +23,7 @@ from ._dimensions import (
     vllm_dimensions,
 )
 from ._engine import EngineOutcome, TuningEngine, TuningProgress
+from ._eta import DEFAULT_BENCHMARK_S, DEFAULT_START_S, RECENT_RUNS, EtaBasis, EtaProjection, eta_basis
 from ._fleet_runner import FleetTuningRunners
 from ._gates import (
     BATCHED_TOKENS,
@@ -75,6 +76,8 @@ __all__ = [
     "AS_REQUESTED",
     "BATCHED_TOKENS",
     "CLEANUP_TIMEOUT_S",
+    "DEFAULT_BENCHMARK_S",
+    "DEFAULT_START_S",
     "DRAFT_DEPTHS",
     "GOALS",
     "LLAMACPP_QUICK",
@@ -83,6 +86,7 @@ __all__ = [
     "POOLING_STEPS",
     "PRESET_QUICK",
     "PRESET_STEPS",
+    "RECENT_RUNS",
     "RELATIVE_SLACK",
     "TUNING_FOLDER_NAME",
     "VLLM_QUICK",
@@ -91,6 +95,8 @@ __all__ = [
     "Confirmation",
     "Dimension",
     "EngineOutcome",
+    "EtaBasis",
+    "EtaProjection",
     "FleetTuningRunners",
     "GateInputs",
     "GateVerdict",
@@ -120,6 +126,7 @@ __all__ = [
     "draft_depth_gate",
     "effective_config",
     "estimated_parameters_b",
+    "eta_basis",
     "extra_flag_value",
     "fingerprint",
     "goal_score",
