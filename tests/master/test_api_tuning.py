@@ -294,3 +294,37 @@ async def test_refusals_of_a_preset_run(master: Master) -> None:
     assert steps.status_code == 422
     assert steps.json()["error"]["code"] == "unknown_tuning_step"
     assert "threads" in steps.json()["error"]["message"]
+
+
+@pytest.fixture
+async def fleet_preset_master(tmp_path: Path) -> AsyncIterator[Master]:
+    """The product's runner with a preset's workloads at tiny sizes."""
+    from tests.master.test_api_benchmarks_presets import TINY_PRESETS
+
+    options = {"benchmark_sizes": TINY, "preset_sizes": TINY_PRESETS, "tuning_repetitions": (1, 2)}
+    async with running_master(tmp_path, agent=chatty, services_options=options) as master:
+        yield master
+
+
+async def test_the_fleet_runner_measures_a_preset_and_reads_each_candidates_log(
+    fleet_preset_master: Master,
+) -> None:
+    master = fleet_preset_master
+    await ready(master, QWEN)
+
+    started = await master.admin.post(
+        "/api/models/qwen/tune", json={"preset": "throughput", "steps": ["max_num_seqs"]}
+    )
+    job = await _ended(master, started.json()["id"])
+    [run] = (await master.admin.get("/api/models/qwen/tuning")).json()["runs"]
+
+    assert job["state"] == "succeeded", job
+    baseline = run["candidates"][0]
+    assert baseline["outcome"] == "accepted", baseline
+    assert baseline["score"] == pytest.approx(1.0, abs=0.5)
+    # The agent's logs route was read for every measured candidate (the fake's lines are not vLLM's,
+    # so nothing differs from the request).
+    measured = [row for row in run["candidates"] if row["outcome"] in ("accepted", "rejected")]
+    assert all(row["runtimeNotes"] == ["as requested"] for row in measured), measured
+    assert (await master.local.driver.status("qwen-tuning")).state is ModelState.STOPPED
+    assert (await master.local.driver.status("qwen")).state is ModelState.READY

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mirbad_orchestration.tuning import EtaBasis, EtaProjection, eta_basis, plan_for, planned_seconds
+from mirbad_orchestration.tuning import (
+    EtaBasis,
+    EtaProjection,
+    TuningResults,
+    eta_basis,
+    plan_for,
+    planned_seconds,
+)
 from mirbad_protocol import ModelDefinition, TuningCandidate, TuningRun
+
+pytestmark = pytest.mark.anyio
 
 WHEN = datetime(2026, 12, 1, tzinfo=UTC)
 
@@ -86,3 +97,26 @@ def test_the_projection_is_never_negative_and_shrinks_to_nothing(
     assert left >= 0.0
     if done >= projection.total:
         assert left == 0.0
+
+
+async def test_a_classic_run_stored_before_the_preset_search_loads_and_estimates_with_defaults(
+    tmp_path: Path,
+) -> None:
+    """A run file of the classic descent (no preset, search, start seconds or runtime notes) still loads."""
+    folder = tmp_path / "tuning" / "m"
+    folder.mkdir(parents=True)
+    classic = {
+        "schemaVersion": 2,
+        "modelId": "m",
+        "nodeId": "n",
+        "runtime": "vllm",
+        "goal": "balanced",
+        "startedAt": "2026-11-30T10:00:00Z",
+        "candidates": [{"step": "baseline", "scores": [1.0], "score": 1.0, "benchmarkSeconds": 90.0}],
+    }
+    (folder / "20261130T100000Z.json").write_text(json.dumps(classic))
+    [run] = (await TuningResults(tmp_path).list("m")).runs
+    assert (run.preset, run.search, run.candidates[0].runtime_notes) == (None, None, [])
+    basis = eta_basis([run], None)
+    assert basis.start_s == EtaBasis().start_s  # no start was recorded: the default
+    assert basis.repetition_s == pytest.approx(30.0)  # 90 s over the run's 3 repetitions
