@@ -231,3 +231,29 @@ async def test_a_baseline_breaking_an_absolute_preset_guard_makes_it_relative() 
     assert "guard short_ttft_p95_n1_s made relative: the baseline breaks it" in outcome.notes
     assert outcome.winner_definition is not None
     assert outcome.winner_definition.max_num_seqs == 32
+
+
+async def test_cancel_while_measuring_still_removes_the_instance_whose_log_is_read() -> None:
+    import anyio
+
+    measuring = anyio.Event()
+
+    class Slow(PresetSimulatedRunner):
+        async def measure(self, handle: str) -> Measurement:
+            measuring.set()
+            await anyio.sleep_forever()
+            raise AssertionError("never measured")
+
+        async def log(self, handle: str) -> list[str]:
+            await anyio.lowlevel.checkpoint()  # a real log read checkpoints (an HTTP call through the agent)
+            return await super().log(handle)
+
+    runner = Slow(known_best, log=simulated_log)
+    engine = TuningEngine(runner, scorer=PresetScorer(INTERACTIVE))
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(engine.run, SAVED, preset_plan(SAVED, GATES))
+            await measuring.wait()
+            tasks.cancel_scope.cancel()
+    assert runner.live == []
+    assert runner.restored

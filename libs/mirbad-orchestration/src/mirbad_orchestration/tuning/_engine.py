@@ -216,18 +216,20 @@ class TuningEngine:
             )
         started = time.monotonic()
         candidate = candidate.model_copy(update={"start_seconds": started - launched})
+        # The log is read while the instance still runs; never in the finally clause, where a
+        # cancelled run would skip the removal at the read's first checkpoint.
         try:
             measurements = [await self._runner.measure(handle) for _ in range(repetitions)]
+            benchmark_s = time.monotonic() - started
+            notes = await self._runtime_notes(handle, definition)
         except CandidateFailedError as exc:
-            failed = candidate.model_copy(update={"outcome": "failed", "error": exc.cause})
-            return Measured(definition, failed)
+            notes = await self._runtime_notes(handle, definition)
+            update: dict[str, object] = {"outcome": "failed", "error": exc.cause, "runtime_notes": notes}
+            return Measured(definition, candidate.model_copy(update=update))
         finally:
             self._done += 1
-            candidate = candidate.model_copy(
-                update={"runtime_notes": await self._runtime_notes(handle, definition)}
-            )
             await self._remove(handle, candidate)
-        timed = candidate.model_copy(update={"benchmark_seconds": time.monotonic() - started})
+        timed = candidate.model_copy(update={"benchmark_seconds": benchmark_s, "runtime_notes": notes})
         return Measured(definition, timed, measurements)
 
     async def _runtime_notes(self, handle: str, definition: ModelDefinition) -> list[str]:
