@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,15 @@ from tests.master.test_api_benchmarks import QWEN, TINY, WAIT_S, chatty, ready
 
 from mirbad_orchestration.commandline import TUNING_LABEL
 from mirbad_orchestration.jobs import JobTarget
-from mirbad_orchestration.tuning import CandidateRunner, Measurement, PresetSimulatedRunner, SimulatedRunner
-from mirbad_protocol import ModelDefinition, ModelState
+from mirbad_orchestration.tuning import (
+    CandidateRunner,
+    EtaBasis,
+    EtaProjection,
+    Measurement,
+    PresetSimulatedRunner,
+    SimulatedRunner,
+)
+from mirbad_protocol import BenchmarkResult, ModelDefinition, ModelState, TuningRequest
 
 pytestmark = pytest.mark.anyio
 
@@ -328,3 +336,33 @@ async def test_the_fleet_runner_measures_a_preset_and_reads_each_candidates_log(
     assert all(row["runtimeNotes"] == ["as requested"] for row in measured), measured
     assert (await master.local.driver.status("qwen-tuning")).state is ModelState.STOPPED
     assert (await master.local.driver.status("qwen")).state is ModelState.READY
+
+
+async def test_the_first_eta_of_a_preset_comes_from_the_last_benchmark_with_it(preset_master: Master) -> None:
+    master = preset_master
+    await ready(master, QWEN)
+    began = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+    benchmark = BenchmarkResult(
+        schema_version=2,
+        preset="throughput",
+        model_id="qwen",
+        served_name="Qwen3-8B",
+        node_id="local",
+        runtime="vllm",
+        started_at=began,
+        finished_at=began + timedelta(seconds=120),
+        repetitions=3,
+    )
+    await master.services.benchmarks.save(benchmark)
+
+    started = await master.admin.post("/api/models/qwen/tune", json={"preset": "throughput"})
+    await _ended(master, started.json()["id"])
+
+    plan = master.services.tuning.plan(
+        ModelDefinition.model_validate(QWEN), TuningRequest(preset="throughput")
+    )
+    # 40 s a repetition (120 s over 3), the default start; this master runs 2 and 3 repetitions.
+    expected = EtaProjection(
+        EtaBasis(repetition_s=40.0), plan.candidates, repetitions=2, confirm_repetitions=3
+    )
+    assert started.json()["etaS"] == pytest.approx(expected.planned())

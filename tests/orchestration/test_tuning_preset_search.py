@@ -257,3 +257,23 @@ async def test_cancel_while_measuring_still_removes_the_instance_whose_log_is_re
             tasks.cancel_scope.cancel()
     assert runner.live == []
     assert runner.restored
+
+
+async def test_the_progress_hears_of_every_candidate_with_its_goal_the_confirmation_too() -> None:
+    heard: list[tuple[str, str, int, str]] = []
+
+    async def progress(
+        phase: str, description: str, done: int, *, goal: str = "", tradeoff: str = ""
+    ) -> None:
+        heard.append((phase, description, done, goal))
+
+    runner = PresetSimulatedRunner(known_best, seed=6)
+    engine = TuningEngine(runner, rng=random.Random(6), scorer=PresetScorer(INTERACTIVE), progress=progress)
+    outcome = await engine.run(SAVED, preset_plan(SAVED, GATES, steps=["max_num_seqs"]))
+
+    phases = [phase for phase, *_ in heard]
+    assert phases[0] == "baseline"
+    assert phases.count("confirmation") == len(outcome.confirmation) == 3
+    assert all(goal for phase, _, _, goal in heard if phase == "search")
+    dones = [done for *_, done, _ in heard]
+    assert dones == sorted(dones)  # the ETA is re-projected from a count that only grows

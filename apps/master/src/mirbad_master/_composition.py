@@ -186,6 +186,7 @@ class MasterServices:
                 self.nodes, clients, self.runtime, sizes=benchmark_sizes, preset_sizes=preset_sizes
             ),
             busy=self._benchmark_on,
+            benchmarks=self.benchmarks,
             repetitions=tuning_repetitions[0],
             confirm_repetitions=tuning_repetitions[1],
         )

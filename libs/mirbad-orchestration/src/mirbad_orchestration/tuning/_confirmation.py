@@ -51,6 +51,8 @@ class _Measurer(Protocol):
 
     def reference(self, measurements: list[Measurement]) -> Measurement: ...
 
+    async def announce(self, phase: str, candidate: TuningCandidate) -> None: ...
+
     def judge(self, measured: Measured, reference: Measurement, relative: list[str]) -> None: ...
 
 
@@ -80,8 +82,10 @@ class Confirmation:
             return
         order = [baseline, *contenders]
         self._rng.shuffle(order)
-        again = {
-            id(entry): await self._engine.measure(
+        again: dict[int, Measured] = {}
+        for entry in order:
+            await self._engine.announce(_CONFIRMATION, entry.candidate)  # the live progress and ETA
+            again[id(entry)] = await self._engine.measure(
                 entry.definition,
                 _CONFIRMATION,
                 dict(entry.candidate.changes),
@@ -89,8 +93,6 @@ class Confirmation:
                 repetitions,
                 sentences=(entry.candidate.goal, entry.candidate.tradeoff),
             )
-            for entry in order
-        }
         outcome.confirmation = [again[id(entry)].candidate for entry in order]
         base = again[id(baseline)]
         if base.measurements is None:

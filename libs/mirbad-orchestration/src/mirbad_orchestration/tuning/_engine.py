@@ -243,6 +243,12 @@ class TuningEngine:
             return []
         return compare_with_request(parse_runtime_log(lines), definition)
 
+    async def announce(self, phase: str, candidate: TuningCandidate) -> None:
+        """Tell the progress that ``candidate`` is measured next in ``phase``."""
+        await self._progress(
+            phase, candidate.description, self._done, goal=candidate.goal, tradeoff=candidate.tradeoff
+        )
+
     def reference(self, measurements: list[Measurement]) -> Measurement:
         """The median of a candidate's repetitions, as the run's scorer reads it."""
         return self._scorer.reference(measurements)

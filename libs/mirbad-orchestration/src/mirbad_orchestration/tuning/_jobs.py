@@ -21,7 +21,13 @@ from datetime import UTC, datetime
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
-from mirbad_orchestration.benchmarks import WorkloadPreset, is_pooling, reranker_reason, workload_preset
+from mirbad_orchestration.benchmarks import (
+    BenchmarkResults,
+    WorkloadPreset,
+    is_pooling,
+    reranker_reason,
+    workload_preset,
+)
 from mirbad_orchestration.exceptions import (
     JobConflictError,
     MirbadOrchestrationError,
@@ -104,6 +110,7 @@ class TuningJobs:
         gates: what the preset search's gates know of a model before the first start (its
             ``config.json``, the drafter's, the image's MTP architectures, the KV gate's verdict);
             unknown by default, so the gates keep to what is proven without it.
+        benchmarks: the stored benchmarks (the ETA's fallback: the last benchmark with the preset).
     """
 
     def __init__(
@@ -120,8 +127,10 @@ class TuningJobs:
         cpu_count: int = 2,
         clock: Callable[[], datetime] | None = None,
         gates: Callable[[ModelDefinition], GateInputs] = _unknown_gates,
+        benchmarks: BenchmarkResults | None = None,
     ) -> None:
         self._gates = gates
+        self._benchmarks = benchmarks
         self._host = host
         self._definition = definition
         self._results = results
@@ -190,11 +199,21 @@ class TuningJobs:
         """The ETA of a run of ``plan`` on ``model_id`` from its recent runs (see :mod:`._eta`)."""
         runs = (await self._results.list(model_id)).runs
         return EtaProjection(
-            eta_basis(runs, preset),
+            eta_basis(runs, preset, last_benchmark_s=await self._last_benchmark_s(model_id, preset)),
             plan.candidates,
             repetitions=self._repetitions,
             confirm_repetitions=self._confirm_repetitions,
         )
+
+    async def _last_benchmark_s(self, model_id: str, preset: str | None) -> float | None:
+        """One repetition of the newest stored benchmark with ``preset`` (None: there is none)."""
+        if self._benchmarks is None:
+            return None
+        for result in (await self._benchmarks.list(model_id)).results:
+            if result.preset == preset and result.finished_at is not None:
+                seconds = (result.finished_at - result.started_at).total_seconds()
+                return seconds / max(1, result.repetitions or 1) if seconds > 0 else None
+        return None
 
     def running_on(self, node_id: str) -> TuningJobView | None:
         """The tuning job running on ``node_id``, if any."""
