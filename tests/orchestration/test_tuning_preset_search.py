@@ -277,3 +277,17 @@ async def test_the_progress_hears_of_every_candidate_with_its_goal_the_confirmat
     assert all(goal for phase, _, _, goal in heard if phase == "search")
     dones = [done for *_, done, _ in heard]
     assert dones == sorted(dones)  # the ETA is re-projected from a count that only grows
+
+
+def test_a_draft_model_tries_its_depths_and_refines_within_the_drafters_block_size() -> None:
+    spec = SpeculativeDecoding(method="eagle3", model="org/drafter", num_speculative_tokens=7)
+    saved = SAVED.model_copy(update={"speculative": spec})
+    plan = preset_plan(saved, GateInputs(drafter_config={"block_size": 8}))
+    by_step = {dimension.name: dimension for dimension in plan.dimensions}
+    assert by_step["speculative"].values == ("off", "saved", "draft-3", "draft-7")
+    assert any("[11] not tried: over the drafter's block size 8" in note for note in plan.notes)
+    drafted = by_step["speculative"].candidate(saved, "draft-3")
+    assert drafted.speculative == spec.model_copy(update={"num_speculative_tokens": 3})
+    assert by_step["refine_speculative"].values_for([], saved) == ("draft-6", "draft-8")
+    capped = saved.model_copy(update={"speculative": spec.model_copy(update={"num_speculative_tokens": 8})})
+    assert by_step["refine_speculative"].values_for([], capped) == ("draft-7",)

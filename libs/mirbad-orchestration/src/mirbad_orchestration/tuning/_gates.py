@@ -36,6 +36,7 @@ __all__ = [
     "batched_tokens_gate",
     "chunked_prefill_disabled",
     "draft_depth_gate",
+    "drafter_block_size",
     "estimated_parameters_b",
     "is_mamba_hybrid",
     "is_moe",
@@ -161,7 +162,7 @@ def draft_depth_gate(saved: ModelDefinition, drafter_config: Mapping[str, Any] |
         return GateVerdict((), "draft-model depths not tried: no draft model is configured")
     depth = spec.num_speculative_tokens
     saved_depths = () if depth is None else (depth,)
-    block = _block_size(drafter_config or {})
+    block = drafter_block_size(drafter_config or {})
     if block is None:
         return GateVerdict(
             saved_depths, "draft-model depths: the drafter's block size is unknown (saved only)"
@@ -175,7 +176,8 @@ def draft_depth_gate(saved: ModelDefinition, drafter_config: Mapping[str, Any] |
     return GateVerdict(kept, note)
 
 
-def _block_size(config: Mapping[str, Any]) -> int | None:
+def drafter_block_size(config: Mapping[str, Any]) -> int | None:
+    """The drafter's trained block size from its ``config.json`` (None: it does not say)."""
     for section in (config, config.get("dflash_config")):
         if isinstance(section, Mapping):
             value = section.get("block_size")

@@ -33,6 +33,7 @@ from ._dimensions import Dimension, TuningPlan, Value
 from ._gates import (
     batched_tokens_gate,
     draft_depth_gate,
+    drafter_block_size,
     estimated_parameters_b,
     kv_gate,
     max_num_seqs_gate,
@@ -297,10 +298,7 @@ def _refine_seqs_dimension(grid: tuple[Value, ...]) -> Dimension:
 
 
 def _refine_speculative_dimension(saved: ModelDefinition, gates: GateInputs) -> Dimension:
-    cap = _MTP_DEPTH_CAP
-    block = (gates.drafter_config or {}).get("block_size")
-    if isinstance(block, int) and block > 0:
-        cap = block
+    cap = drafter_block_size(gates.drafter_config or {}) or _MTP_DEPTH_CAP
 
     def apply(definition: ModelDefinition, value: Value) -> ModelDefinition:
         return _set_speculative(saved, definition, value)
