@@ -135,6 +135,18 @@ def _outcome_color(candidate: TuningCandidate) -> str:
     return "#d32f2f" if candidate.outcome == "rejected" else "#1976d2"
 
 
+def _seconds(value: float) -> str:
+    return f"{value:.1f}" if value < 10 else f"{value:.0f}"  # a tiny model starts in under a second
+
+
+def _seconds_text(candidate: TuningCandidate) -> str:
+    """``3.2 + 41``: the start until Ready and the benchmark's seconds (what was measured of them)."""
+    parts = [candidate.start_seconds, candidate.benchmark_seconds]
+    if all(part is None for part in parts):
+        return ""
+    return " + ".join("-" if part is None else _seconds(part) for part in parts)
+
+
 def _candidate_rows(run: TuningRun) -> list[dict[str, Any]]:
     rows = []
     stages = (("search", run.candidates), ("confirmation", run.confirmation))
@@ -151,8 +163,7 @@ def _candidate_rows(run: TuningRun) -> list[dict[str, Any]]:
                     "guards": "; ".join(candidate.guard_violations),
                     "why": " / ".join(part for part in (candidate.goal, candidate.tradeoff) if part),
                     "notes": "; ".join(candidate.runtime_notes),
-                    "start": f"{candidate.start_seconds:.0f}" if candidate.start_seconds is not None else "",
-                    "seconds": f"{candidate.benchmark_seconds:.0f}" if candidate.benchmark_seconds else "",
+                    "seconds": _seconds_text(candidate),
                     # A rejected candidate's error repeats its guards: said once, in their column.
                     "error": "" if candidate.outcome == "rejected" else candidate.error or "",
                 }
@@ -171,8 +182,7 @@ _COLUMNS: Final = [
         ("guards", "Guards broken"),
         ("why", "Goal / tradeoff"),
         ("notes", "Runtime notes"),
-        ("start", "Start s"),
-        ("seconds", "Benchmark s"),
+        ("seconds", "Start + benchmark s"),
         ("error", "Why"),
     )
 ]
@@ -339,10 +349,9 @@ async def render_tuning(portal: Portal, model_id: str) -> None:
                     ui.label(note).classes("text-caption text-grey-7")
                 if any(c.score is not None for c in newest.candidates):
                     testid(ui.echart(chart_options(newest)), "tuning-chart").classes("w-full h-72")
-                testid(
-                    ui.table(columns=_COLUMNS, rows=_candidate_rows(newest), row_key="key").classes("w-full"),
-                    "tuning-candidates",
-                )
+                # Wrapped cells: the notes and sentences are long, and every column stays in view.
+                table = ui.table(columns=_COLUMNS, rows=_candidate_rows(newest), row_key="key")
+                testid(table.props("wrap-cells").classes("w-full"), "tuning-candidates")
             if len(listed.runs) > 1:
                 ui.label("Earlier runs").classes("text-subtitle2")
                 for earlier in listed.runs[1:]:
