@@ -291,3 +291,20 @@ def test_a_draft_model_tries_its_depths_and_refines_within_the_drafters_block_si
     assert by_step["refine_speculative"].values_for([], saved) == ("draft-6", "draft-8")
     capped = saved.model_copy(update={"speculative": spec.model_copy(update={"num_speculative_tokens": 8})})
     assert by_step["refine_speculative"].values_for([], capped) == ("draft-7",)
+
+
+async def test_a_non_positive_component_rejects_the_candidate() -> None:
+    def broken_at_32(definition: ModelDefinition) -> Measurement | str:
+        truth = known_best(definition)
+        if isinstance(truth, str) or definition.max_num_seqs != 32:
+            return truth
+        return replace(truth, components={**truth.components, "short_n16_tok_s": 0.0})
+
+    runner = PresetSimulatedRunner(broken_at_32, seed=8)
+    engine = TuningEngine(runner, rng=random.Random(8), scorer=PresetScorer(INTERACTIVE))
+    outcome = await engine.run(SAVED, preset_plan(SAVED, GATES, steps=["max_num_seqs"]))
+    [row] = [row for row in outcome.candidates if row.changes == {"max_num_seqs": 32}]
+    assert row.outcome == "rejected"
+    assert row.score == 0.0
+    assert any("short_n16_tok_s" in broken for broken in row.guard_violations)
+    assert outcome.winner_definition is None or outcome.winner_definition.max_num_seqs != 32
