@@ -366,3 +366,15 @@ async def test_the_first_eta_of_a_preset_comes_from_the_last_benchmark_with_it(p
         EtaBasis(repetition_s=40.0), plan.candidates, repetitions=2, confirm_repetitions=3
     )
     assert started.json()["etaS"] == pytest.approx(expected.planned())
+
+
+async def test_without_the_nodes_files_the_gates_read_the_registrys_tags(master: Master) -> None:
+    hybrid = ModelDefinition.model_validate(QWEN | {"tags": ["hybrid"]})
+    plan = master.services.tuning.plan(hybrid, TuningRequest(preset="interactive", steps=["kv_prefix"]))
+    [kv_prefix] = plan.dimensions
+    assert kv_prefix.candidate(hybrid, "fp8/prefix-on").mamba_cache_mode == "align"
+    plain = ModelDefinition.model_validate(QWEN)
+    [kv_prefix] = master.services.tuning.plan(
+        plain, TuningRequest(preset="interactive", steps=["kv_prefix"])
+    ).dimensions
+    assert kv_prefix.candidate(plain, "fp8/prefix-on").mamba_cache_mode is None

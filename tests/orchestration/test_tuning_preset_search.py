@@ -308,3 +308,13 @@ async def test_a_non_positive_component_rejects_the_candidate() -> None:
     assert row.score == 0.0
     assert any("short_n16_tok_s" in broken for broken in row.guard_violations)
     assert outcome.winner_definition is None or outcome.winner_definition.max_num_seqs != 32
+
+
+def test_the_registrys_tags_stand_in_for_a_config_json() -> None:
+    hybrid = preset_plan(SAVED, GateInputs(tags=("hybrid",)), steps=["kv_prefix"]).dimensions[0]
+    assert hybrid.candidate(SAVED, "fp8/prefix-on").mamba_cache_mode == "align"
+    assert hybrid.candidate(SAVED, "fp8/prefix-off").mamba_cache_mode == "none"
+    dense = GateInputs(weights_bytes=64 * 10**9, weights_format="bf16")
+    assert preset_plan(SAVED, dense, steps=["max_num_seqs"]).dimensions[0].values[:2] == (1, 2)
+    moe = GateInputs(weights_bytes=64 * 10**9, weights_format="bf16", tags=("moe",))
+    assert preset_plan(SAVED, moe, steps=["max_num_seqs"]).dimensions[0].values[0] == 4

@@ -197,9 +197,12 @@ def is_mamba_hybrid(config: Mapping[str, Any]) -> bool:
     return any(family in name for name in names for family in _MAMBA_FAMILIES)
 
 
-def prefix_pairs(config: Mapping[str, Any]) -> tuple[tuple[bool, str | None], ...]:
-    """Prefix caching on and off, each with its mamba cache mode (None for a model without Mamba)."""
-    if is_mamba_hybrid(config):
+def prefix_pairs(config: Mapping[str, Any], *, hybrid: bool = False) -> tuple[tuple[bool, str | None], ...]:
+    """Prefix caching on and off, each with its mamba cache mode (None for a model without Mamba).
+
+    ``hybrid`` says so without a ``config.json`` (the registry's ``hybrid`` tag, a saved mamba cache mode).
+    """
+    if hybrid or is_mamba_hybrid(config):
         return ((True, "align"), (False, "none"))
     return ((True, None), (False, None))
 
@@ -227,9 +230,14 @@ def estimated_parameters_b(weights_bytes: int | None, weights_format: str | None
     return weights_bytes / per / 1e9
 
 
-def max_num_seqs_gate(config: Mapping[str, Any], parameters_b: float | None) -> GateVerdict:
-    """Phase 2's max num seqs; a dense model over 20 B parameters also tries 1 and 2."""
-    if parameters_b is not None and parameters_b > _LARGE_DENSE_B and not is_moe(config):
+def max_num_seqs_gate(
+    config: Mapping[str, Any], parameters_b: float | None, *, moe: bool = False
+) -> GateVerdict:
+    """Phase 2's max num seqs; a dense model over 20 B parameters also tries 1 and 2.
+
+    ``moe`` says the model routes over experts without a ``config.json`` (the registry's ``moe`` tag).
+    """
+    if parameters_b is not None and parameters_b > _LARGE_DENSE_B and not (moe or is_moe(config)):
         return GateVerdict((*_SMALL_SEQS, *MAX_NUM_SEQS))
     return GateVerdict(MAX_NUM_SEQS)
 

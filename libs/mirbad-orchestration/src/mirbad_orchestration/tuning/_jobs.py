@@ -76,8 +76,10 @@ def planned_seconds(plan: TuningPlan) -> float:
     return EtaProjection(EtaBasis(), plan.candidates).planned()
 
 
-def _unknown_gates(definition: ModelDefinition) -> GateInputs:
-    return GateInputs()
+def _gates_from_tags(definition: ModelDefinition) -> GateInputs:
+    """Without the node's files: the registry's tags (``hybrid``, ``moe``) are what is known."""
+    hybrid = ("hybrid",) if definition.mamba_cache_mode not in (None, "none") else ()
+    return GateInputs(tags=(*definition.tags, *hybrid))
 
 
 @dataclass
@@ -109,7 +111,8 @@ class TuningJobs:
         clock: the wall clock (aware).
         gates: what the preset search's gates know of a model before the first start (its
             ``config.json``, the drafter's, the image's MTP architectures, the KV gate's verdict);
-            unknown by default, so the gates keep to what is proven without it.
+            by default only the registry's tags (``hybrid``, ``moe``) and a saved mamba cache mode
+            are known, so the other gates keep to what is proven without them.
         benchmarks: the stored benchmarks (the ETA's fallback: the last benchmark with the preset).
     """
 
@@ -126,7 +129,7 @@ class TuningJobs:
         confirm_repetitions: int = 5,
         cpu_count: int = 2,
         clock: Callable[[], datetime] | None = None,
-        gates: Callable[[ModelDefinition], GateInputs] = _unknown_gates,
+        gates: Callable[[ModelDefinition], GateInputs] = _gates_from_tags,
         benchmarks: BenchmarkResults | None = None,
     ) -> None:
         self._gates = gates

@@ -125,6 +125,7 @@ class GateInputs:
         weights_bytes: the weights' size on disk.
         weights_format: their format (``bf16``, ``fp8``, ``awq`` …; None: bf16).
         pooling: a pooling (embedding) model.
+        tags: the model's registry tags (``hybrid`` and ``moe`` stand in for a ``config.json``).
     """
 
     config: Mapping[str, Any] = field(default_factory=dict)
@@ -134,6 +135,17 @@ class GateInputs:
     weights_bytes: int | None = None
     weights_format: str | None = None
     pooling: bool = False
+    tags: tuple[str, ...] = ()
+
+    @property
+    def hybrid(self) -> bool:
+        """Whether the tags say the model mixes Mamba layers in (``config.json`` is read besides)."""
+        return "hybrid" in self.tags
+
+    @property
+    def moe(self) -> bool:
+        """Whether the tags say the model routes over experts."""
+        return "moe" in self.tags
 
 
 def _field(name: str) -> Any:
@@ -151,7 +163,7 @@ def _kv_prefix_dimension(gates: GateInputs, notes: list[str]) -> Dimension:
     kv = kv_gate(gates.kv_auto_fits)
     if kv.note:
         notes.append(f"kv_prefix: {kv.note}")
-    pairs = dict(prefix_pairs(gates.config))
+    pairs = dict(prefix_pairs(gates.config, hybrid=gates.hybrid))
     values = tuple(f"{dtype}/prefix-{'on' if on else 'off'}" for dtype in kv.values for on in (True, False))
 
     def apply(definition: ModelDefinition, value: Value) -> ModelDefinition:
@@ -316,7 +328,7 @@ def _refine_speculative_dimension(saved: ModelDefinition, gates: GateInputs) -> 
 
 
 def _refine_prefix_dimension(gates: GateInputs) -> Dimension:
-    pairs = dict(prefix_pairs(gates.config))
+    pairs = dict(prefix_pairs(gates.config, hybrid=gates.hybrid))
 
     def apply(definition: ModelDefinition, value: Value) -> ModelDefinition:
         on = value == "prefix-on"
@@ -328,7 +340,7 @@ def _refine_prefix_dimension(gates: GateInputs) -> Dimension:
 
 def _seqs_dimension(gates: GateInputs, *, pooling: bool) -> Dimension:
     parameters = None if pooling else estimated_parameters_b(gates.weights_bytes, gates.weights_format)
-    verdict = max_num_seqs_gate(gates.config, parameters)
+    verdict = max_num_seqs_gate(gates.config, parameters, moe=gates.moe)
     goal, tradeoff = step_sentences("max_num_seqs")
     return Dimension("max_num_seqs", verdict.values, _field("max_num_seqs"), goal, tradeoff)
 
