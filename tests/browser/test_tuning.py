@@ -38,6 +38,7 @@ def test_a_one_step_tuning_runs_from_the_tuning_view_and_shows_its_rows_and_plot
     page.get_by_test_id(f"tuning-{model}").click()
     expect(page).to_have_url(f"{master.url}/models/{model}/tuning")
     expect(page.get_by_test_id("tuning-plan")).to_contain_text("parallel")  # Quick: slots, flash attention
+    expect(page.get_by_test_id("tuning-preset")).to_be_visible()  # the classic goal by default
     page.get_by_test_id("tuning-steps").click()
     page.get_by_role("option", name="flash_attn", exact=True).click()
     page.keyboard.press("Escape")
@@ -53,6 +54,10 @@ def test_a_one_step_tuning_runs_from_the_tuning_view_and_shows_its_rows_and_plot
     rows = page.get_by_test_id("tuning-candidates")
     expect(rows).to_contain_text("baseline")
     expect(rows).to_contain_text("flash_attn = on")
+    expect(rows).to_contain_text("Goal / tradeoff")
+    expect(rows).to_contain_text("Runtime notes")
+    # llama-server's log has none of the lines vLLM resolves settings in: nothing differs.
+    expect(rows).to_contain_text("as requested")
     # Whether a confirmation stage ran depends on the tiny model's noise: both endings are correct.
     expect(page.get_by_test_id("tuning-chart")).to_be_visible()
     expect(page.get_by_test_id("tuning-message")).to_have_text("")
@@ -62,6 +67,8 @@ def test_a_one_step_tuning_runs_from_the_tuning_view_and_shows_its_rows_and_plot
     assert run["steps"] == ["flash_attn"]
     assert (run["repetitions"], run["confirmRepetitions"]) == (1, 2)
     assert [row["changes"] for row in run["candidates"][1:]] == [{"flash_attn": "on"}, {"flash_attn": "off"}]
+    measured = [row for row in run["candidates"] if row["outcome"] in ("accepted", "rejected")]
+    assert all(row["runtimeNotes"] == ["as requested"] and row["startSeconds"] > 0 for row in measured)
     assert models_file.read_bytes() == before  # a run never touches the registry
     audit = "".join(path.read_text() for path in (master.data_dir / "audit").glob("*"))
     assert "model.tune" in audit

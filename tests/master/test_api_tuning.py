@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,15 @@ from tests.master.test_api_benchmarks import QWEN, TINY, WAIT_S, chatty, ready
 
 from mirbad_orchestration.commandline import TUNING_LABEL
 from mirbad_orchestration.jobs import JobTarget
-from mirbad_orchestration.tuning import CandidateRunner, Measurement, SimulatedRunner
-from mirbad_protocol import ModelDefinition, ModelState
+from mirbad_orchestration.tuning import (
+    CandidateRunner,
+    EtaBasis,
+    EtaProjection,
+    Measurement,
+    PresetSimulatedRunner,
+    SimulatedRunner,
+)
+from mirbad_protocol import BenchmarkResult, ModelDefinition, ModelState, TuningRequest
 
 pytestmark = pytest.mark.anyio
 
@@ -233,3 +241,140 @@ async def test_a_leftover_tuning_instance_is_removed_and_its_model_restarted(mas
     ]
     assert (await driver.status("qwen-tuning")).state is ModelState.STOPPED
     assert (await driver.status("qwen")).state is ModelState.READY
+
+
+def preset_truth(definition: ModelDefinition) -> Measurement:
+    """The throughput preset's components: 32 sequences are best (64 share too little memory)."""
+    gain = {32: 1.6, 64: 1.2}.get(definition.max_num_seqs, 1.0)
+    components = {"short_n16_tok_s": 400.0 * gain, "short_max_seqs_tok_s": 800.0 * gain}
+    return replace(BASE, components=components)
+
+
+@pytest.fixture
+async def preset_master(tmp_path: Path) -> AsyncIterator[Master]:
+    """A master whose candidates are the preset simulator's."""
+
+    async def runners(target: JobTarget, saved: ModelDefinition) -> CandidateRunner:
+        return PresetSimulatedRunner(preset_truth, noise=0.005, seed=7)
+
+    options = {"tuning_runners": runners, "tuning_repetitions": (2, 3)}
+    async with running_master(tmp_path, agent=chatty, services_options=options) as master:
+        yield master
+
+
+async def test_a_preset_run_searches_scores_on_the_preset_and_stores_it(preset_master: Master) -> None:
+    master = preset_master
+    await ready(master, QWEN)
+
+    started = await master.admin.post(
+        "/api/models/qwen/tune", json={"preset": "throughput", "search": "quick"}
+    )
+    job = await _ended(master, started.json()["id"])
+    [run] = (await master.admin.get("/api/models/qwen/tuning")).json()["runs"]
+
+    assert started.status_code == 202, started.text
+    view = started.json()
+    assert view["preset"] == "throughput"
+    assert view["steps"] == ["max_num_seqs", "speculative", "refine_max_num_seqs"]
+    assert view["etaS"] > 0
+    assert job["state"] == "succeeded", job
+    assert (run["preset"], run["search"], run["schemaVersion"]) == ("throughput", "quick", 2)
+    assert run["bestDefinition"]["maxNumSeqs"] == 32
+    searched = [row for row in run["candidates"] if row["step"] != "baseline"]
+    assert all(row["goal"] and row["tradeoff"] for row in searched)
+    assert all(row["startSeconds"] is not None for row in run["candidates"] if row["outcome"] == "accepted")
+
+
+async def test_refusals_of_a_preset_run(master: Master) -> None:
+    assert (await master.admin.post("/api/models", json=QWEN)).status_code == 201
+
+    unknown = await master.admin.post("/api/models/qwen/tune", json={"preset": "warp-speed"})
+    pooling = await master.admin.post("/api/models/qwen/tune", json={"preset": "embeddings"})
+    steps = await master.admin.post(
+        "/api/models/qwen/tune", json={"preset": "interactive", "steps": ["kv_prefix", "threads"]}
+    )
+
+    assert unknown.status_code == 422
+    assert (unknown.json()["error"]["code"], unknown.json()["error"]["field"]) == ("unknown_preset", "preset")
+    assert pooling.status_code == 422
+    assert pooling.json()["error"]["code"] == "preset_not_for_model"
+    assert "for an embedding model" in pooling.json()["error"]["message"]
+    assert steps.status_code == 422
+    assert steps.json()["error"]["code"] == "unknown_tuning_step"
+    assert "threads" in steps.json()["error"]["message"]
+
+
+@pytest.fixture
+async def fleet_preset_master(tmp_path: Path) -> AsyncIterator[Master]:
+    """The product's runner with a preset's workloads at tiny sizes."""
+    from tests.master.test_api_benchmarks_presets import TINY_PRESETS
+
+    options = {"benchmark_sizes": TINY, "preset_sizes": TINY_PRESETS, "tuning_repetitions": (1, 2)}
+    async with running_master(tmp_path, agent=chatty, services_options=options) as master:
+        yield master
+
+
+async def test_the_fleet_runner_measures_a_preset_and_reads_each_candidates_log(
+    fleet_preset_master: Master,
+) -> None:
+    master = fleet_preset_master
+    await ready(master, QWEN)
+
+    started = await master.admin.post(
+        "/api/models/qwen/tune", json={"preset": "throughput", "steps": ["max_num_seqs"]}
+    )
+    job = await _ended(master, started.json()["id"])
+    [run] = (await master.admin.get("/api/models/qwen/tuning")).json()["runs"]
+
+    assert job["state"] == "succeeded", job
+    baseline = run["candidates"][0]
+    assert baseline["outcome"] == "accepted", baseline
+    assert baseline["score"] == pytest.approx(1.0, abs=0.5)
+    # The agent's logs route was read for every measured candidate (the fake's lines are not vLLM's,
+    # so nothing differs from the request).
+    measured = [row for row in run["candidates"] if row["outcome"] in ("accepted", "rejected")]
+    assert all(row["runtimeNotes"] == ["as requested"] for row in measured), measured
+    assert (await master.local.driver.status("qwen-tuning")).state is ModelState.STOPPED
+    assert (await master.local.driver.status("qwen")).state is ModelState.READY
+
+
+async def test_the_first_eta_of_a_preset_comes_from_the_last_benchmark_with_it(preset_master: Master) -> None:
+    master = preset_master
+    await ready(master, QWEN)
+    began = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+    benchmark = BenchmarkResult(
+        schema_version=2,
+        preset="throughput",
+        model_id="qwen",
+        served_name="Qwen3-8B",
+        node_id="local",
+        runtime="vllm",
+        started_at=began,
+        finished_at=began + timedelta(seconds=120),
+        repetitions=3,
+    )
+    await master.services.benchmarks.save(benchmark)
+
+    started = await master.admin.post("/api/models/qwen/tune", json={"preset": "throughput"})
+    await _ended(master, started.json()["id"])
+
+    plan = master.services.tuning.plan(
+        ModelDefinition.model_validate(QWEN), TuningRequest(preset="throughput")
+    )
+    # 40 s a repetition (120 s over 3), the default start; this master runs 2 and 3 repetitions.
+    expected = EtaProjection(
+        EtaBasis(repetition_s=40.0), plan.candidates, repetitions=2, confirm_repetitions=3
+    )
+    assert started.json()["etaS"] == pytest.approx(expected.planned())
+
+
+async def test_without_the_nodes_files_the_gates_read_the_registrys_tags(master: Master) -> None:
+    hybrid = ModelDefinition.model_validate(QWEN | {"tags": ["hybrid"]})
+    plan = master.services.tuning.plan(hybrid, TuningRequest(preset="interactive", steps=["kv_prefix"]))
+    [kv_prefix] = plan.dimensions
+    assert kv_prefix.candidate(hybrid, "fp8/prefix-on").mamba_cache_mode == "align"
+    plain = ModelDefinition.model_validate(QWEN)
+    [kv_prefix] = master.services.tuning.plan(
+        plain, TuningRequest(preset="interactive", steps=["kv_prefix"])
+    ).dimensions
+    assert kv_prefix.candidate(plain, "fp8/prefix-on").mamba_cache_mode is None

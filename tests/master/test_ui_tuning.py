@@ -20,11 +20,21 @@ from nicegui.testing.user import User
 from tests._support.polling import eventually
 from tests.master._stack import Master, running_master
 from tests.master.test_api_benchmarks import QWEN, WAIT_S, chatty, ready
-from tests.master.test_api_tuning import Runners
+from tests.master.test_api_tuning import Runners, preset_truth
 from tests.master.test_ui_pages import portal_user
+from tests.orchestration.test_tuning_runtime_notes import SCHEDULED
 
 from mirbad_master.ui._tuning import chart_options, score_text
-from mirbad_orchestration.tuning import plan_for, planned_seconds
+from mirbad_orchestration.jobs import JobTarget
+from mirbad_orchestration.tuning import (
+    PRESET_STEPS,
+    CandidateRunner,
+    EtaBasis,
+    EtaProjection,
+    PresetSimulatedRunner,
+    plan_for,
+    planned_seconds,
+)
 from mirbad_protocol import ModelDefinition, TuningCandidate, TuningRun
 
 pytestmark = pytest.mark.anyio
@@ -96,7 +106,11 @@ async def test_the_plan_preview_lists_the_engines_steps_with_goal_tradeoff_and_e
         "goal": "more parallel requests",
         "tradeoff": "KV memory",
     }
-    eta_s = planned_seconds(plan_for(definition, search="quick"))
+    # No run yet: the defaults, at this master's repetitions (2 in the search, 3 to confirm).
+    eta_s = EtaProjection(
+        EtaBasis(), plan_for(definition).candidates, repetitions=2, confirm_repetitions=3
+    ).planned()
+    assert eta_s < planned_seconds(plan_for(definition, search="quick"))  # the product's 3 and 5
     assert quick_eta.startswith(f"{plan_for(definition).candidates + 4} candidates")
     assert f"about {round(eta_s / 60)} min" in quick_eta
 
@@ -218,3 +232,52 @@ async def test_the_tuning_view_is_linked_from_the_model_card_and_every_button_ha
     assert link.props["href"] == "/models/qwen/tuning"
     assert buttons
     assert [button for button in buttons if not (button.text or button.props.get("aria-label"))] == []
+
+
+@pytest.fixture
+async def preset_master(tmp_path: Path) -> AsyncIterator[Master]:
+    """Candidates from the preset simulator, with a log whose MTP line differs from no request."""
+
+    async def runners(target: JobTarget, saved: ModelDefinition) -> CandidateRunner:
+        return PresetSimulatedRunner(preset_truth, noise=0.005, seed=11, log=lambda _: [SCHEDULED])
+
+    options = {"tuning_runners": runners, "tuning_repetitions": (2, 3)}
+    async with running_master(tmp_path, agent=chatty, services_options=options) as master:
+        yield master
+
+
+async def test_a_preset_run_shows_its_steps_eta_goals_and_runtime_notes(preset_master: Master) -> None:
+    master = preset_master
+    await ready(master, QWEN)
+    async with portal_user(master) as user:
+        await user.open("/models/qwen/tuning")
+        _select(user, "tuning-preset").set_value("throughput")
+        await _until(
+            lambda: (
+                "refine_max_num_seqs" in [r["step"] for r in getattr(_table(user, "tuning-plan"), "rows", [])]
+            )
+        )
+        plan = _table(user, "tuning-plan")
+        assert plan is not None
+        eta = _text(user, "tuning-eta")
+        offered = list(_select(user, "tuning-steps").options)
+        user.find(marker="tuning-run").click()
+        await _until(lambda: "best:" in _text(user, "tuning-winner"))
+        winner = _text(user, "tuning-winner")
+        table = _table(user, "tuning-candidates")
+        assert table is not None
+        rows = table.rows
+
+    assert [row["step"] for row in plan.rows] == ["max_num_seqs", "speculative", "refine_max_num_seqs"]
+    refine = plan.rows[-1]
+    assert refine["values"].endswith("(decided by the run so far)")
+    assert refine["goal"]
+    assert refine["tradeoff"]
+    assert "candidates with the baseline and the confirmation stage" in eta
+    assert offered == list(PRESET_STEPS)
+    assert "Throughput / batch" in winner
+    searched = [row for row in rows if row["stage"] == "search" and row["candidate"] != "baseline"]
+    assert all(" / " in row["why"] for row in searched if row["outcome"] != "duplicate")
+    measured = [row for row in rows if row["outcome"] == "accepted"]
+    assert all(row["notes"].startswith("max_num_scheduled_tokens is set to 8064") for row in measured)
+    assert all(" + " in row["seconds"] for row in measured)  # the start and the benchmark

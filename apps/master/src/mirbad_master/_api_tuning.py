@@ -83,6 +83,7 @@ def tuning_router(services: MasterServices) -> APIRouter:
         body = TuningRequest.from_user_json(raw) if raw.strip() else TuningRequest()
         job = await services.tuning.start(model_id, body)
         detail = f"job {job.id}, goal {job.goal}, steps {', '.join(job.steps)}"
+        detail += f", preset {job.preset}" if job.preset else ""
         await services.audit.record(
             actor_of(request), "model.tune", model_id, node_id=job.node_id, detail=detail
         )

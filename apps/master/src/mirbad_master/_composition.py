@@ -181,8 +181,12 @@ class MasterServices:
             self.models.get,
             self.tuning_results,
             self.maintenance.state,
-            tuning_runners or FleetTuningRunners(self.nodes, clients, self.runtime, sizes=benchmark_sizes),
+            tuning_runners
+            or FleetTuningRunners(
+                self.nodes, clients, self.runtime, sizes=benchmark_sizes, preset_sizes=preset_sizes
+            ),
             busy=self._benchmark_on,
+            benchmarks=self.benchmarks,
             repetitions=tuning_repetitions[0],
             confirm_repetitions=tuning_repetitions[1],
         )

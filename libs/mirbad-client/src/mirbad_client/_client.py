@@ -200,13 +200,17 @@ class MirbadClient:
         goal: TuningGoal = "balanced",
         search: TuningSearch = "quick",
         steps: list[str] | None = None,
+        preset: str | None = None,
     ) -> TuningJobView:
         """Start tuning a Ready model (its node is in maintenance until the run ends).
 
+        ``preset`` (``interactive``, ``agents``, ``throughput``, ``long-documents``) runs the
+        workload-preset search scored on it; without one the classic ``goal`` is tuned for.
         Refused with ``model_not_ready``, ``job_conflict`` (a benchmark or tuning job on the node),
-        ``preset_not_for_model`` (a reranker or embedding model) or ``unknown_tuning_step``.
+        ``preset_not_for_model`` (a reranker or embedding model, or a preset for the other kind),
+        ``unknown_preset`` or ``unknown_tuning_step``.
         """
-        request = TuningRequest(goal=goal, search=search, steps=steps)
+        request = TuningRequest(goal=goal, search=search, steps=steps, preset=preset)
         return self._send(calls.tune(model_id, request))
 
     def tuning_runs(self, model_id: str) -> TuningList:

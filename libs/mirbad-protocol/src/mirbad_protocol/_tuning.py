@@ -44,11 +44,14 @@ class TuningRequest(WireModel):
         goal: what to optimize.
         search: Quick or Full; ignored when ``steps`` is given.
         steps: the dimensions to try, in the engine's order (names as ``GET /api/tuning`` lists them).
+        preset: a workload preset (``interactive``, ``agents``, ...): the workload-preset search with
+            its phases, scored by the preset; None runs the classic goal's descent.
     """
 
     goal: TuningGoal = "balanced"
     search: TuningSearch = "quick"
     steps: list[str] | None = None
+    preset: str | None = None
 
 
 class TuningCandidate(WireModel):
@@ -68,6 +71,11 @@ class TuningCandidate(WireModel):
         score_max: the highest repetition's score.
         guard_violations: the guards it broke.
         benchmark_seconds: the seconds its repetitions took (the start excluded).
+        start_seconds: the seconds its start took until Ready (the ETA of later runs reads them).
+        goal: what trying it is for, in one sentence.
+        tradeoff: what it may cost, in one sentence.
+        runtime_notes: what the runtime's log says it resolved differently from the request
+            (``["as requested"]`` when nothing differs; empty when the log was not read).
     """
 
     step: str
@@ -83,6 +91,10 @@ class TuningCandidate(WireModel):
     score_max: float | None = None
     guard_violations: list[str] = Field(default_factory=list)
     benchmark_seconds: float | None = None
+    start_seconds: float | None = None
+    goal: str = ""
+    tradeoff: str = ""
+    runtime_notes: list[str] = Field(default_factory=list)
 
 
 class TuningRun(WireModel):
@@ -108,6 +120,8 @@ class TuningRun(WireModel):
         best_definition: the normalized definition of the winner (what Apply best saves); None when the
             baseline won.
         notes: what the run noted (guards made relative, skipped dimensions, the restore).
+        preset: the workload preset it was scored on; None for a classic goal's run.
+        search: Quick or Full (None: explicit steps, or a run stored before it was recorded).
     """
 
     schema_version: int = 2
@@ -128,6 +142,8 @@ class TuningRun(WireModel):
     winner_is_baseline: bool = True
     best_definition: ModelDefinition | None = None
     notes: list[str] = Field(default_factory=list)
+    preset: str | None = None
+    search: TuningSearch | None = None
 
 
 class TuningList(WireModel):
@@ -149,6 +165,9 @@ class TuningJobView(WireModel):
         state: running, or how it ended.
         phase: ``search``, ``confirmation``, ``restoring`` ...
         candidate: the description of the candidate being measured.
+        candidate_goal: what the candidate being measured is for.
+        candidate_tradeoff: what it may cost.
+        preset: the workload preset it is scored on (None: a classic goal).
         done: the candidates finished so far.
         total: the candidates planned (duplicates and the confirmation stage's three included).
         eta_s: the seconds it expects to still need.
@@ -166,6 +185,9 @@ class TuningJobView(WireModel):
     state: JobState = "running"
     phase: str = "queued"
     candidate: str | None = None
+    candidate_goal: str | None = None
+    candidate_tradeoff: str | None = None
+    preset: str | None = None
     done: int = 0
     total: int = 0
     eta_s: float | None = None

@@ -1,13 +1,14 @@
 """A model's Tuning view (``/models/{id}/tuning``): plan, run, cancel, live progress, results and Apply best.
 
-The goal, Quick/Full and explicit-steps pickers preview the plan the engine would follow (each step
-with its goal, tradeoff and values, the gates' notes, the first ETA) from :meth:`TuningJobs.plan`, so
-the preview is the run's own plan. Run starts the same job the API does and Cancel is the API's
-cancel; progress (phase, current candidate, done of total, ETA) is read from the job every second.
-The newest stored run shows its candidates (effective configuration, score with its repetition
-range, guards) and an ECharts plot of the scores against the baseline (1.0). Apply best is the
-API's apply path; a running model then offers the Models page's restart dialog. Refusals are shown
-as messages.
+The goal, workload preset, Quick/Full and explicit-steps pickers preview the plan the engine would
+follow (each step with its goal, tradeoff and values, the gates' notes, the ETA from the model's recent
+runs) from :meth:`TuningJobs.plan` and :meth:`TuningJobs.estimate`, so the preview is the run's own
+plan. Run starts the same job the API does and Cancel is the API's cancel; progress (phase, current
+candidate and its goal, done of total, ETA) is read from the job every second. The newest stored run
+shows its candidates (effective configuration, score with its repetition range, guards, goal and
+tradeoff, RuntimeNotes, start and benchmark seconds) and an ECharts plot of the scores against the
+baseline (1.0). Apply best is the API's apply path; a running model then offers the Models page's
+restart dialog. Refusals are shown as messages.
 """
 
 from __future__ import annotations
@@ -17,7 +18,15 @@ from typing import Any, Final
 from nicegui import ui
 
 from mirbad_master._api_tuning import apply_tuning_run
-from mirbad_orchestration.tuning import GOALS, TuningPlan, plan_for, planned_candidates, planned_seconds
+from mirbad_orchestration.benchmarks import WORKLOAD_PRESETS
+from mirbad_orchestration.tuning import (
+    GOALS,
+    PRESET_STEPS,
+    EtaProjection,
+    TuningPlan,
+    plan_for,
+    planned_seconds,
+)
 from mirbad_protocol import (
     MirbadError,
     ModelDefinition,
@@ -39,6 +48,7 @@ __all__ = ["GOAL_LABELS", "chart_options", "render_tuning", "score_text"]
 GOAL_LABELS: Final = {"balanced": "Balanced", "many-agents": "Many agents", "single-user": "Single user"}
 """The goal picker's entries (every goal the engine has)."""
 _SEARCH_LABELS: Final = {"quick": "Quick", "full": "Full"}
+_CLASSIC: Final = ""  # the preset picker's entry for the classic goal's descent
 _POLL_S: Final = 1.0
 _RANGE_COLOR: Final = "rgba(25, 118, 210, 0.35)"
 
@@ -125,6 +135,18 @@ def _outcome_color(candidate: TuningCandidate) -> str:
     return "#d32f2f" if candidate.outcome == "rejected" else "#1976d2"
 
 
+def _seconds(value: float) -> str:
+    return f"{value:.1f}" if value < 10 else f"{value:.0f}"  # a tiny model starts in under a second
+
+
+def _seconds_text(candidate: TuningCandidate) -> str:
+    """``3.2 + 41``: the start until Ready and the benchmark's seconds (what was measured of them)."""
+    parts = [candidate.start_seconds, candidate.benchmark_seconds]
+    if all(part is None for part in parts):
+        return ""
+    return " + ".join("-" if part is None else _seconds(part) for part in parts)
+
+
 def _candidate_rows(run: TuningRun) -> list[dict[str, Any]]:
     rows = []
     stages = (("search", run.candidates), ("confirmation", run.confirmation))
@@ -139,7 +161,9 @@ def _candidate_rows(run: TuningRun) -> list[dict[str, Any]]:
                     "outcome": candidate.outcome,
                     "score": score_text(candidate),
                     "guards": "; ".join(candidate.guard_violations),
-                    "seconds": f"{candidate.benchmark_seconds:.0f}" if candidate.benchmark_seconds else "",
+                    "why": " / ".join(part for part in (candidate.goal, candidate.tradeoff) if part),
+                    "notes": "; ".join(candidate.runtime_notes),
+                    "seconds": _seconds_text(candidate),
                     # A rejected candidate's error repeats its guards: said once, in their column.
                     "error": "" if candidate.outcome == "rejected" else candidate.error or "",
                 }
@@ -156,7 +180,9 @@ _COLUMNS: Final = [
         ("outcome", "Outcome"),
         ("score", "Score (range)"),
         ("guards", "Guards broken"),
-        ("seconds", "Benchmark s"),
+        ("why", "Goal / tradeoff"),
+        ("notes", "Runtime notes"),
+        ("seconds", "Start + benchmark s"),
         ("error", "Why"),
     )
 ]
@@ -171,7 +197,7 @@ def _progress_text(job: TuningJobView) -> str:
         return job.state + (f": {job.error}" if job.error else "")
     parts = [f"running: {job.phase}"]
     if job.candidate:
-        parts.append(job.candidate)
+        parts.append(job.candidate + (f" ({job.candidate_goal})" if job.candidate_goal else ""))
     parts.append(f"{job.done} of {job.total} candidates")
     if job.eta_s is not None:
         parts.append(f"{_eta_text(job.eta_s)} left")
@@ -180,7 +206,12 @@ def _progress_text(job: TuningJobView) -> str:
 
 def _winner_text(run: TuningRun) -> str:
     when = run.finished_at or run.started_at
-    head = f"{when:%Y-%m-%d %H:%M} · {GOAL_LABELS.get(run.goal, run.goal)} · {run.state}"
+    scored = (
+        WORKLOAD_PRESETS[run.preset].label
+        if run.preset is not None and run.preset in WORKLOAD_PRESETS
+        else None
+    )
+    head = f"{when:%Y-%m-%d %H:%M} · {scored or GOAL_LABELS.get(run.goal, run.goal)} · {run.state}"
     if run.state != "succeeded":
         return head + (f": {run.error}" if run.error else "")
     if run.winner_is_baseline or run.winner is None:
@@ -188,11 +219,12 @@ def _winner_text(run: TuningRun) -> str:
     return head + f" · best: {_label(run.winner)} ({score_text(run.winner)}): {run.winner.effective_config}"
 
 
-def _plan_preview(plan: TuningPlan) -> None:
+def _plan_preview(plan: TuningPlan, projection: EtaProjection | None = None) -> None:
     rows = [
         {
             "step": dimension.name,
-            "values": ", ".join(dimension.describe(value) for value in dimension.values),
+            "values": ", ".join(dimension.describe(value) for value in dimension.values)
+            + (" (decided by the run so far)" if dimension.follow_up is not None else ""),
             "goal": dimension.goal,
             "tradeoff": dimension.tradeoff,
         }
@@ -211,11 +243,13 @@ def _plan_preview(plan: TuningPlan) -> None:
         ui.table(columns=columns, rows=rows, row_key="step").props("dense flat").classes("w-full"),
         "tuning-plan",
     )
-    eta = planned_seconds(plan)
+    eta = projection.planned() if projection is not None else planned_seconds(plan)
+    total = projection.total if projection is not None else plan.candidates + 4
     testid(
         ui.label(
-            f"{planned_candidates(plan)} candidates with the baseline and the confirmation stage, "
-            f"{_eta_text(eta)} (a first estimate; re-projected from the run's pace once it runs)"
+            f"{total} candidates with the baseline and the confirmation stage, "
+            f"{_eta_text(eta)} (from recent runs' times, else a first estimate; re-projected from the "
+            "run's pace once it runs)"
         ).classes("text-caption"),
         "tuning-eta",
     )
@@ -235,6 +269,12 @@ async def render_tuning(portal: Portal, model_id: str) -> None:
     with ui.row().classes("items-center gap-2"):
         goal = testid(ui.select(dict(GOAL_LABELS), value=GOALS[0], label="Goal"), "tuning-goal")
         goal.classes("min-w-[12rem]")
+        # A workload preset runs the preset search scored on it; "Classic goal" the goal's descent.
+        presets = {_CLASSIC: "Classic goal"} | {
+            name: preset.label for name, preset in WORKLOAD_PRESETS.items() if not preset.pooling
+        }
+        preset = testid(ui.select(presets, value=_CLASSIC, label="Preset"), "tuning-preset")
+        preset.classes("min-w-[12rem]")
         search = testid(ui.select(dict(_SEARCH_LABELS), value="quick", label="Search"), "tuning-search")
         search.classes("min-w-[8rem]")
         # Explicit steps (the API's ``steps``): exactly these dimensions, Quick/Full ignored. The
@@ -259,21 +299,34 @@ async def render_tuning(portal: Portal, model_id: str) -> None:
 
     def request() -> TuningRequest:
         chosen = list(steps.value or [])
-        return TuningRequest(goal=goal.value, search=search.value, steps=chosen or None)
+        return TuningRequest(
+            goal=goal.value, search=search.value, steps=chosen or None, preset=preset.value or None
+        )
 
-    def show_plan(current: ModelDefinition) -> None:
+    async def show_plan(current: ModelDefinition) -> None:
+        try:
+            plan = services.tuning.plan(current, request())
+            projection = await services.tuning.estimate(model_id, plan, request().preset)
+        except MirbadError as exc:
+            plan_box.clear()
+            with plan_box:
+                ui.label("Plan").classes("text-h6")
+                ui.label(str(exc)).classes("text-negative")
+            return
         plan_box.clear()
         with plan_box:
             ui.label("Plan").classes("text-h6")
-            try:
-                plan = services.tuning.plan(current, request())
-            except MirbadError as exc:
-                ui.label(str(exc)).classes("text-negative")
-                return
-            _plan_preview(plan)
+            _plan_preview(plan, projection)
 
     async def refresh_plan() -> None:
-        show_plan(await services.models.get(model_id))
+        show_plan_steps()
+        await show_plan(await services.models.get(model_id))
+
+    def show_plan_steps() -> None:
+        # The steps a request may name: the preset search's for a vLLM model, else the runtime's.
+        wanted = PRESET_STEPS if preset.value and definition.runtime == "vllm" else known
+        if list(steps.options) != list(wanted):
+            steps.set_options(list(wanted), value=[value for value in steps.value or [] if value in wanted])
 
     def current_job() -> TuningJobView | None:
         jobs = [job for job in services.tuning.jobs() if job.model_id == model_id]
@@ -296,10 +349,9 @@ async def render_tuning(portal: Portal, model_id: str) -> None:
                     ui.label(note).classes("text-caption text-grey-7")
                 if any(c.score is not None for c in newest.candidates):
                     testid(ui.echart(chart_options(newest)), "tuning-chart").classes("w-full h-72")
-                testid(
-                    ui.table(columns=_COLUMNS, rows=_candidate_rows(newest), row_key="key").classes("w-full"),
-                    "tuning-candidates",
-                )
+                # Wrapped cells: the notes and sentences are long, and every column stays in view.
+                table = ui.table(columns=_COLUMNS, rows=_candidate_rows(newest), row_key="key")
+                testid(table.props("wrap-cells").classes("w-full"), "tuning-candidates")
             if len(listed.runs) > 1:
                 ui.label("Earlier runs").classes("text-subtitle2")
                 for earlier in listed.runs[1:]:
@@ -332,6 +384,7 @@ async def render_tuning(portal: Portal, model_id: str) -> None:
         else:
             # The same audit line as the API's start, naming the portal's administrator.
             detail = f"job {job.id}, goal {job.goal}, steps {', '.join(job.steps)}"
+            detail += f", preset {job.preset}" if job.preset else ""
             await services.audit.record(ACTOR, "model.tune", model_id, node_id=job.node_id, detail=detail)
         await poll()
 
@@ -363,7 +416,7 @@ async def render_tuning(portal: Portal, model_id: str) -> None:
         except MirbadError as exc:
             message.set_text(str(exc))
             return
-        show_plan(stored)
+        await show_plan(stored)
         snapshot = await fleet_snapshot(services)
         row = next((row for row in snapshot.models if row.id == model_id), None)
         if row is not None and row.running and row.view.restart_pending:
@@ -373,10 +426,11 @@ async def render_tuning(portal: Portal, model_id: str) -> None:
             ui.notify(f"{model_id}: the tuned settings are saved; it starts with them", type="positive")
 
     goal.on_value_change(refresh_plan)
+    preset.on_value_change(refresh_plan)
     search.on_value_change(refresh_plan)
     steps.on_value_change(refresh_plan)
     run.on_click(start)
     cancel.on_click(stop)
-    show_plan(definition)
+    await show_plan(definition)
     ui.timer(_POLL_S, poll)
     await poll()

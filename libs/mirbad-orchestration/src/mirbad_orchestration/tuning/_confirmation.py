@@ -18,7 +18,7 @@ from pydantic import JsonValue
 
 from mirbad_protocol import ModelDefinition, TuningCandidate, TuningGoal
 
-from ._goals import Measurement, reference_of
+from ._goals import Measurement
 
 if TYPE_CHECKING:
     from ._engine import EngineOutcome
@@ -45,7 +45,13 @@ class _Measurer(Protocol):
         changes: dict[str, JsonValue],
         described: str,
         repetitions: int,
+        *,
+        sentences: tuple[str, str] = ("", ""),
     ) -> Measured: ...
+
+    def reference(self, measurements: list[Measurement]) -> Measurement: ...
+
+    async def announce(self, phase: str, candidate: TuningCandidate) -> None: ...
 
     def judge(self, measured: Measured, reference: Measurement, relative: list[str]) -> None: ...
 
@@ -76,23 +82,24 @@ class Confirmation:
             return
         order = [baseline, *contenders]
         self._rng.shuffle(order)
-        again = {
-            id(entry): await self._engine.measure(
+        again: dict[int, Measured] = {}
+        for entry in order:
+            await self._engine.announce(_CONFIRMATION, entry.candidate)  # the live progress and ETA
+            again[id(entry)] = await self._engine.measure(
                 entry.definition,
                 _CONFIRMATION,
                 dict(entry.candidate.changes),
                 entry.candidate.description,
                 repetitions,
+                sentences=(entry.candidate.goal, entry.candidate.tradeoff),
             )
-            for entry in order
-        }
         outcome.confirmation = [again[id(entry)].candidate for entry in order]
         base = again[id(baseline)]
         if base.measurements is None:
             outcome.winner = baseline.candidate
             outcome.notes.append("the baseline failed to start again: the saved settings are kept")
             return
-        reference = reference_of(base.measurements)
+        reference = self._engine.reference(base.measurements)
         for entry in again.values():
             self._engine.judge(entry, reference, relative)
         outcome.confirmation = [again[id(entry)].candidate for entry in order]

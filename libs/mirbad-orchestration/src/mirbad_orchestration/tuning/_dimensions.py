@@ -15,7 +15,7 @@ from typing import Final
 
 from mirbad_orchestration.commandline import launch_spec_for, normalize_definition
 from mirbad_orchestration.exceptions import UnknownTuningStepError
-from mirbad_protocol import ModelDefinition, SpeculativeDecoding, TuningSearch
+from mirbad_protocol import ModelDefinition, SpeculativeDecoding, TuningCandidate, TuningSearch
 
 __all__ = [
     "LLAMACPP_QUICK",
@@ -49,6 +49,10 @@ class Dimension:
         apply: writes a value onto a definition (the result is normalized by the caller).
         goal: what trying it is for, in words.
         tradeoff: what it may cost.
+        explain: a candidate's own goal and tradeoff by value (None: the dimension's).
+        follow_up: for a step decided by the run so far (the PIECEWISE follow-ups, the refinement):
+            the values to try from the candidates tried and the best definition; ``values`` is then
+            what the plan preview shows.
     """
 
     name: str
@@ -56,6 +60,16 @@ class Dimension:
     apply: Callable[[ModelDefinition, Value], ModelDefinition]
     goal: str = ""
     tradeoff: str = ""
+    explain: Callable[[Value], tuple[str, str]] | None = None
+    follow_up: Callable[[Sequence[TuningCandidate], ModelDefinition], tuple[Value, ...]] | None = None
+
+    def values_for(self, tried: Sequence[TuningCandidate], best: ModelDefinition) -> tuple[Value, ...]:
+        """The values to try now: a follow-up's from the run so far, else the planned ones."""
+        return self.follow_up(tried, best) if self.follow_up is not None else self.values
+
+    def sentences(self, value: Value) -> tuple[str, str]:
+        """The goal and tradeoff of the candidate ``value`` (the dimension's when it has none of its own)."""
+        return self.explain(value) if self.explain is not None else (self.goal, self.tradeoff)
 
     def candidate(self, definition: ModelDefinition, value: Value) -> ModelDefinition:
         """``definition`` normalized (its raw owned flags lifted first), with ``value`` set on top."""

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Protocol
 
 import anyio
 from pydantic import JsonValue
@@ -24,22 +23,31 @@ from pydantic import JsonValue
 from mirbad_orchestration.benchmarks import median
 from mirbad_orchestration.commandline import normalize_definition
 from mirbad_orchestration.exceptions import CandidateFailedError, TuningError, TuningInfrastructureError
-from mirbad_protocol import ModelDefinition, TuningCandidate, TuningGoal
+from mirbad_protocol import MirbadError, ModelDefinition, TuningCandidate, TuningGoal
 
 from ._confirmation import Confirmation, Measured
 from ._dimensions import TuningPlan, effective_config, fingerprint
-from ._goals import Measurement, goal_score, guard_violations, reference_of, relative_guards_for
+from ._goals import Measurement
 from ._runner import CandidateRunner
+from ._runtime_notes import compare_with_request, parse_runtime_log
+from ._scoring import GoalScorer, TuningScorer
 
 __all__ = ["EngineOutcome", "TuningEngine", "TuningProgress"]
 
 _REMOVE_BOUND_S: Final = 180.0  # the runner verifies within 120 s; this only bounds a shielded wait
-
-TuningProgress = Callable[[str, str, int], Awaitable[None]]
-"""Told (phase, the candidate's description, candidates done) before each candidate."""
+_LOG_BOUND_S: Final = 30.0  # reading a log tail is a quick call; a hung one must not hold the run
 
 
-async def _ignore(phase: str, description: str, done: int) -> None:
+class TuningProgress(Protocol):
+    """Told (phase, the candidate's description, candidates done, its goal and tradeoff) before each."""
+
+    async def __call__(
+        self, phase: str, description: str, done: int, *, goal: str = "", tradeoff: str = ""
+    ) -> None:
+        """See the class."""
+
+
+async def _ignore(phase: str, description: str, done: int, *, goal: str = "", tradeoff: str = "") -> None:
     return None
 
 
@@ -73,6 +81,8 @@ class TuningEngine:
         margin: how much the re-measured baseline must be beaten by (5 %).
         rng: orders the confirmation stage (seeded in tests).
         progress: told before each candidate.
+        scorer: scores and guards the candidates (the classic ``goal``'s by default; a workload
+            preset's for the preset search).
     """
 
     def __init__(
@@ -85,9 +95,11 @@ class TuningEngine:
         margin: float = 0.05,
         rng: random.Random | None = None,
         progress: TuningProgress = _ignore,
+        scorer: TuningScorer | None = None,
     ) -> None:
         self._runner = runner
         self._goal: TuningGoal = goal
+        self._scorer = scorer or GoalScorer(goal)
         self._repetitions = repetitions
         self._confirm_repetitions = confirm_repetitions
         self._margin = margin
@@ -126,8 +138,8 @@ class TuningEngine:
         base = await self.measure(baseline, "baseline", {}, "the saved settings", self._repetitions)
         if base.measurements is None:
             raise TuningError(f"the baseline could not be measured: {base.candidate.error}")
-        reference = reference_of(base.measurements)
-        relative = relative_guards_for(reference)
+        reference = self.reference(base.measurements)
+        relative = self._scorer.relative(reference)
         outcome.notes += [f"guard {name} made relative: the baseline breaks it" for name in relative]
         self.judge(base, reference, relative)
         outcome.candidates.append(base.candidate)
@@ -136,18 +148,25 @@ class TuningEngine:
         best, best_score = baseline, base.candidate.score or 1.0
         for dimension in plan.dimensions:
             round_best: Measured | None = None
-            for value in dimension.values:
+            for value in dimension.values_for(outcome.candidates, best):
                 definition = dimension.candidate(best, value)
                 changes: dict[str, JsonValue] = {dimension.name: value}
                 described = dimension.describe(value)
+                sentences = dimension.sentences(value)
                 if fingerprint(definition) in seen:
-                    outcome.candidates.append(self._duplicate(dimension.name, changes, described, definition))
+                    duplicate = self._duplicate(dimension.name, changes, described, definition)
+                    goal, tradeoff = sentences
+                    outcome.candidates.append(
+                        duplicate.model_copy(update={"goal": goal, "tradeoff": tradeoff})
+                    )
                     self._done += 1
                     continue
                 seen.add(fingerprint(definition))
-                await self._progress("search", described, self._done)
+                await self._progress(
+                    "search", described, self._done, goal=sentences[0], tradeoff=sentences[1]
+                )
                 measured = await self.measure(
-                    definition, dimension.name, changes, described, self._repetitions
+                    definition, dimension.name, changes, described, self._repetitions, sentences=sentences
                 )
                 self.judge(measured, reference, relative)
                 outcome.candidates.append(measured.candidate)
@@ -170,15 +189,24 @@ class TuningEngine:
         changes: dict[str, JsonValue],
         described: str,
         repetitions: int,
+        *,
+        sentences: tuple[str, str] = ("", ""),
     ) -> Measured:
-        """Start ``definition`` fresh, run the suite ``repetitions`` times, remove it (failing it alone)."""
+        """Start ``definition`` fresh, run the suite ``repetitions`` times, remove it (failing it alone).
+
+        The candidate's log is read before it is removed: its RuntimeNotes say what the runtime
+        resolved differently from the request.
+        """
         candidate = TuningCandidate(
             step=step,
             changes=dict(changes),
             description=described,
             effective_config=effective_config(definition),
             fingerprint=fingerprint(definition),
+            goal=sentences[0],
+            tradeoff=sentences[1],
         )
+        launched = time.monotonic()
         try:
             handle = await self._runner.start(definition)
         except CandidateFailedError as exc:
@@ -187,16 +215,43 @@ class TuningEngine:
                 definition, candidate.model_copy(update={"outcome": "failed", "error": exc.cause})
             )
         started = time.monotonic()
+        candidate = candidate.model_copy(update={"start_seconds": started - launched})
+        # The log is read while the instance still runs; never in the finally clause, where a
+        # cancelled run would skip the removal at the read's first checkpoint.
         try:
             measurements = [await self._runner.measure(handle) for _ in range(repetitions)]
+            benchmark_s = time.monotonic() - started
+            notes = await self._runtime_notes(handle, definition)
         except CandidateFailedError as exc:
-            failed = candidate.model_copy(update={"outcome": "failed", "error": exc.cause})
-            return Measured(definition, failed)
+            notes = await self._runtime_notes(handle, definition)
+            update: dict[str, object] = {"outcome": "failed", "error": exc.cause, "runtime_notes": notes}
+            return Measured(definition, candidate.model_copy(update=update))
         finally:
             self._done += 1
             await self._remove(handle, candidate)
-        timed = candidate.model_copy(update={"benchmark_seconds": time.monotonic() - started})
+        timed = candidate.model_copy(update={"benchmark_seconds": benchmark_s, "runtime_notes": notes})
         return Measured(definition, timed, measurements)
+
+    async def _runtime_notes(self, handle: str, definition: ModelDefinition) -> list[str]:
+        """The candidate's RuntimeNotes from its log (empty when the runtime has no log to read)."""
+        try:
+            with anyio.fail_after(_LOG_BOUND_S):
+                lines = await self._runner.log(handle)
+        except (MirbadError, TimeoutError) as exc:
+            return [f"the log could not be read: {exc or 'timed out'}"]
+        if not lines:
+            return []
+        return compare_with_request(parse_runtime_log(lines), definition)
+
+    async def announce(self, phase: str, candidate: TuningCandidate) -> None:
+        """Tell the progress that ``candidate`` is measured next in ``phase``."""
+        await self._progress(
+            phase, candidate.description, self._done, goal=candidate.goal, tradeoff=candidate.tradeoff
+        )
+
+    def reference(self, measurements: list[Measurement]) -> Measurement:
+        """The median of a candidate's repetitions, as the run's scorer reads it."""
+        return self._scorer.reference(measurements)
 
     async def _remove(self, handle: str, candidate: TuningCandidate) -> None:
         """Remove the instance; one that stays is recorded as the candidate's failure and stops the run."""
@@ -213,10 +268,8 @@ class TuningEngine:
         """Score each repetition against ``reference`` and check the guards on their median."""
         if measured.measurements is None:
             return
-        scores = [goal_score(self._goal, m, reference) for m in measured.measurements]
-        broken = guard_violations(
-            self._goal, reference_of(measured.measurements), reference, relative=relative
-        )
+        scores = [self._scorer.score(m, reference) for m in measured.measurements]
+        broken = self._scorer.violations(self.reference(measured.measurements), reference, relative)
         measured.candidate = measured.candidate.model_copy(
             update={
                 "scores": scores,

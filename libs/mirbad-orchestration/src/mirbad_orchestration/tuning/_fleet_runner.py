@@ -14,7 +14,7 @@ import anyio
 
 from mirbad_orchestration.fleet import AgentClients, ModelRuntime, NodeRegistry, launch_total_gib
 from mirbad_orchestration.jobs import JobTarget
-from mirbad_protocol import BenchmarkSizes, MirbadError, ModelDefinition, ModelState
+from mirbad_protocol import BenchmarkSizes, MirbadError, ModelDefinition, ModelState, PresetSizes
 
 from ._instances import AgentTuningInstances, InstanceCandidateRunner
 from ._runner import CandidateRunner
@@ -32,6 +32,7 @@ class FleetTuningRunners:
         clients: the agent clients.
         runtime: starts and stops the saved model.
         sizes: the suite's sizes (the spec's by default).
+        preset_sizes: a workload preset run's sizes (the spec's by default).
         startup_timeout_s: how long a candidate, and the restored model, may take to become Ready.
     """
 
@@ -43,7 +44,9 @@ class FleetTuningRunners:
         *,
         sizes: BenchmarkSizes | None = None,
         startup_timeout_s: float = 600.0,
+        preset_sizes: PresetSizes | None = None,
     ) -> None:
+        self._preset_sizes = preset_sizes
         self._nodes = nodes
         self._clients = clients
         self._runtime = runtime
@@ -65,6 +68,7 @@ class FleetTuningRunners:
         return InstanceCandidateRunner(
             AgentTuningInstances(client),
             sizes=self._sizes,
+            preset_sizes=self._preset_sizes,
             total_gib=total_gib,
             startup_timeout_s=self._startup_timeout_s,
             prepare=prepare,

@@ -16,11 +16,11 @@ worse than the baseline, within :data:`RELATIVE_SLACK` of measurement noise.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Final
 
-from mirbad_orchestration.benchmarks import SuiteOutcome, median
+from mirbad_orchestration.benchmarks import GuardInputs, SuiteOutcome, median
 from mirbad_protocol import TuningGoal
 
 __all__ = [
@@ -57,6 +57,8 @@ class Measurement:
         tool_call_valid: whether the tool call validated.
         objective_correct: the objective questions answered correctly.
         seconds: how long the repetition took.
+        components: a workload preset's score components by key (empty for the classic suite).
+        guards: what a workload preset's guards read (None for the classic suite).
     """
 
     single_tok_s: float
@@ -67,6 +69,8 @@ class Measurement:
     tool_call_valid: bool = True
     objective_correct: int = 0
     seconds: float = 0.0
+    components: Mapping[str, float] = field(default_factory=dict)
+    guards: GuardInputs | None = None
 
 
 def measurement_from_outcome(outcome: SuiteOutcome, *, seconds: float = 0.0) -> Measurement:

@@ -19,7 +19,7 @@ from typing import Final
 import anyio
 import httpx
 
-from mirbad_orchestration.benchmarks import ChatEndpoint, ClassicSuite
+from mirbad_orchestration.benchmarks import ChatEndpoint, ClassicSuite, PresetSuite, WorkloadPreset
 from mirbad_orchestration.commandline import DEFAULT_TOTAL_GIB, TUNING_LABEL, launch_spec_for
 from mirbad_orchestration.exceptions import (
     CandidateFailedError,
@@ -35,6 +35,7 @@ from mirbad_protocol import (
     ModelDefinition,
     ModelState,
     ModelStatus,
+    PresetSizes,
     ProcessLaunch,
 )
 
@@ -51,6 +52,8 @@ __all__ = [
 
 CLEANUP_TIMEOUT_S: Final = 120.0
 """How long a removed tuning instance may take to be verified gone."""
+# vLLM prints its config line early and the notices at startup; a long startup log fits in this.
+_LOG_TAIL: Final = 5000
 _SUFFIX: Final = "-tuning"
 
 
@@ -77,6 +80,10 @@ class TuningInstances(ABC):
     @abstractmethod
     async def endpoint(self, model_id: str, served_name: str) -> ChatEndpoint:
         """Where the Ready instance answers chats."""
+
+    async def logs(self, model_id: str) -> list[str]:
+        """The instance's log lines, oldest first (none by default: RuntimeNotes are then empty)."""
+        return []
 
 
 class AgentTuningInstances(TuningInstances):
@@ -109,6 +116,10 @@ class AgentTuningInstances(TuningInstances):
         base = self._client.proxy_base_url(model_id)
         return ChatEndpoint(base, self._client.http, served_name, timeout_s=self._request_timeout_s)
 
+    async def logs(self, model_id: str) -> list[str]:
+        """The instance's log through the agent's logs route (the lines RuntimeNotes read)."""
+        return await self._client.logs(model_id, tail=_LOG_TAIL)
+
 
 async def _nothing() -> None:
     return None
@@ -130,6 +141,7 @@ class InstanceCandidateRunner(CandidateRunner):
         poll_s: how often a wait looks again.
         prepare: makes room before the first candidate (stops the saved model's instance).
         restore: brings the saved settings back; returns a note when the model did not come back.
+        preset_sizes: a workload preset run's sizes (the spec's by default).
     """
 
     def __init__(
@@ -143,6 +155,7 @@ class InstanceCandidateRunner(CandidateRunner):
         poll_s: float = 0.25,
         prepare: Callable[[], Awaitable[None]] = _nothing,
         restore: Callable[[], Awaitable[str | None]] = _no_note,
+        preset_sizes: PresetSizes | None = None,
     ) -> None:
         self._instances = instances
         self._sizes = sizes or BenchmarkSizes()
@@ -153,6 +166,16 @@ class InstanceCandidateRunner(CandidateRunner):
         self._prepare = prepare
         self._restore = restore
         self._running: dict[str, ModelDefinition] = {}
+        self._preset: WorkloadPreset | None = None
+        self._preset_sizes = preset_sizes or PresetSizes()
+
+    def select_preset(self, preset: WorkloadPreset | None) -> None:
+        """Measure with ``preset``'s workloads (None: the classic suite)."""
+        self._preset = preset
+
+    async def log(self, handle: str) -> list[str]:
+        """The instance's log lines (the node's side reads them)."""
+        return await self._instances.logs(handle)
 
     async def prepare(self) -> None:
         """Make room (the caller's hook)."""
@@ -214,16 +237,45 @@ class InstanceCandidateRunner(CandidateRunner):
         raise CandidateFailedError(f"not Ready within {self._startup_timeout_s:g} s")
 
     async def measure(self, handle: str) -> Measurement:
-        """One run of the classic suite on the instance."""
+        """One run of the classic suite, or of the selected preset's workloads, on the instance."""
         definition = self._running[handle]
         started = time.monotonic()
         try:
             endpoint = await self._instances.endpoint(handle, definition.served_name)
+            if self._preset is not None:
+                return await self._measure_preset(endpoint, definition, started)
             suite = ClassicSuite(endpoint, self._sizes, max_model_len=definition.max_model_len)
             outcome = await suite.run()
         except (MirbadError, httpx.HTTPError) as exc:
             raise CandidateFailedError(f"the benchmark failed: {exc}") from exc
         return measurement_from_outcome(outcome, seconds=time.monotonic() - started)
+
+    async def _measure_preset(
+        self, endpoint: ChatEndpoint, definition: ModelDefinition, started: float
+    ) -> Measurement:
+        assert self._preset is not None
+        suite = PresetSuite(
+            endpoint,
+            self._preset,
+            self._preset_sizes,
+            max_model_len=definition.max_model_len,
+            max_num_seqs=definition.max_num_seqs,
+        )
+        outcome = await suite.run()
+        components = outcome.components
+        inputs = outcome.guard_inputs
+        return Measurement(
+            single_tok_s=components.get("short_n1_tok_s", 0.0),
+            many_tok_s=components.get("short_n16_tok_s", 0.0),
+            single_ttft_p95_s=inputs.short_ttft_p95_n1_s or 0.0,
+            many_ttft_p95_s=inputs.short_ttft_p95_n16_s or 0.0,
+            error_rate=inputs.failed / inputs.requests if inputs.requests else 0.0,
+            tool_call_valid=inputs.tool_calls_valid >= inputs.tool_calls,
+            objective_correct=inputs.objective_correct or 0,
+            seconds=time.monotonic() - started,
+            components=dict(components),
+            guards=inputs,
+        )
 
     async def remove(self, handle: str) -> None:
         """Stop the instance and verify it is gone within the cleanup timeout."""

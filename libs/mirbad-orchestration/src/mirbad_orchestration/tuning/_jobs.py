@@ -15,13 +15,19 @@ import random
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
-from mirbad_orchestration.benchmarks import is_pooling, reranker_reason
+from mirbad_orchestration.benchmarks import (
+    BenchmarkResults,
+    WorkloadPreset,
+    is_pooling,
+    reranker_reason,
+    workload_preset,
+)
 from mirbad_orchestration.exceptions import (
     JobConflictError,
     MirbadOrchestrationError,
@@ -43,9 +49,12 @@ from mirbad_protocol import (
 
 from ._dimensions import TuningPlan, plan_for
 from ._engine import EngineOutcome, TuningEngine
+from ._eta import EtaBasis, EtaProjection, eta_basis
 from ._instances import tuning_id
+from ._preset_search import GateInputs, preset_plan
 from ._results import TuningResults
 from ._runner import CandidateRunner
+from ._scoring import PresetScorer
 
 __all__ = ["RunnerFactory", "TuningJobs", "planned_candidates", "planned_seconds"]
 
@@ -63,13 +72,21 @@ def planned_candidates(plan: TuningPlan) -> int:
 
 
 def planned_seconds(plan: TuningPlan) -> float:
-    """The first estimate of a run of ``plan`` (a flat guess per candidate, before any was measured)."""
-    return planned_candidates(plan) * _PER_CANDIDATE_S
+    """The first estimate of a run of ``plan``, before any candidate of the model was measured."""
+    return EtaProjection(EtaBasis(), plan.candidates).planned()
+
+
+def _gates_from_tags(definition: ModelDefinition) -> GateInputs:
+    """Without the node's files: the registry's tags (``hybrid``, ``moe``) are what is known."""
+    hybrid = ("hybrid",) if definition.mamba_cache_mode not in (None, "none") else ()
+    return GateInputs(tags=(*definition.tags, *hybrid))
 
 
 @dataclass
 class _Job:
     view: TuningJobView
+    request: TuningRequest = field(default_factory=TuningRequest)
+    projection: EtaProjection | None = None
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     done: anyio.Event = field(default_factory=anyio.Event)
     cancelled_by_user: bool = False
@@ -92,6 +109,11 @@ class TuningJobs:
         confirm_repetitions: those of the confirmation stage.
         cpu_count: the node's CPU cores (llama-server's thread counts).
         clock: the wall clock (aware).
+        gates: what the preset search's gates know of a model before the first start (its
+            ``config.json``, the drafter's, the image's MTP architectures, the KV gate's verdict);
+            by default only the registry's tags (``hybrid``, ``moe``) and a saved mamba cache mode
+            are known, so the other gates keep to what is proven without them.
+        benchmarks: the stored benchmarks (the ETA's fallback: the last benchmark with the preset).
     """
 
     def __init__(
@@ -107,7 +129,11 @@ class TuningJobs:
         confirm_repetitions: int = 5,
         cpu_count: int = 2,
         clock: Callable[[], datetime] | None = None,
+        gates: Callable[[ModelDefinition], GateInputs] = _gates_from_tags,
+        benchmarks: BenchmarkResults | None = None,
     ) -> None:
+        self._gates = gates
+        self._benchmarks = benchmarks
         self._host = host
         self._definition = definition
         self._results = results
@@ -156,10 +182,41 @@ class TuningJobs:
     def plan(self, definition: ModelDefinition, request: TuningRequest) -> TuningPlan:
         """The plan a run of ``request`` on ``definition`` would follow (the portal previews it).
 
+        A request with a preset follows the workload-preset search (a vLLM model; llama-server keeps
+        its own dimensions), else the classic goal's dimensions.
+
         Raises:
             UnknownTuningStepError: ``request.steps`` names dimensions the runtime does not have.
+            UnknownPresetError: no such preset.
         """
+        if request.preset is not None:
+            preset = workload_preset(request.preset)
+            if definition.runtime == "vllm":
+                gates = self._gates(definition)
+                if preset.pooling != gates.pooling:
+                    gates = replace(gates, pooling=preset.pooling)
+                return preset_plan(definition, gates, search=request.search, steps=request.steps)
         return plan_for(definition, search=request.search, steps=request.steps, cpu_count=self._cpu_count)
+
+    async def estimate(self, model_id: str, plan: TuningPlan, preset: str | None) -> EtaProjection:
+        """The ETA of a run of ``plan`` on ``model_id`` from its recent runs (see :mod:`._eta`)."""
+        runs = (await self._results.list(model_id)).runs
+        return EtaProjection(
+            eta_basis(runs, preset, last_benchmark_s=await self._last_benchmark_s(model_id, preset)),
+            plan.candidates,
+            repetitions=self._repetitions,
+            confirm_repetitions=self._confirm_repetitions,
+        )
+
+    async def _last_benchmark_s(self, model_id: str, preset: str | None) -> float | None:
+        """One repetition of the newest stored benchmark with ``preset`` (None: there is none)."""
+        if self._benchmarks is None:
+            return None
+        for result in (await self._benchmarks.list(model_id)).results:
+            if result.preset == preset and result.finished_at is not None:
+                seconds = (result.finished_at - result.started_at).total_seconds()
+                return seconds / max(1, result.repetitions or 1) if seconds > 0 else None
+        return None
 
     def running_on(self, node_id: str) -> TuningJobView | None:
         """The tuning job running on ``node_id``, if any."""
@@ -177,26 +234,41 @@ class TuningJobs:
             raise PresetNotForModelError(
                 model_id, "embedding models are not tuned yet (the suite measures chat)"
             )
+        preset = self._preset_for(model_id, request, pooling=is_pooling(target.settings, target.tags))
         plan = self.plan(saved, request)
         if not target.ready:
             raise ModelNotReadyError(model_id, target.state.value)
         if self._tasks is None:
             raise MirbadOrchestrationError("the tuning jobs are not running (TuningJobs.run)")
         self._check_free(target.node_id)
+        projection = await self.estimate(model_id, plan, request.preset)
+        self._check_free(target.node_id)  # checked again: the estimate read the results
         view = TuningJobView(
             id=secrets.token_hex(6),
             model_id=model_id,
             node_id=target.node_id,
             goal=request.goal,
             steps=plan.steps,
-            total=planned_candidates(plan),
-            eta_s=planned_seconds(plan),
+            total=projection.total,
+            eta_s=projection.planned(),
+            preset=None if preset is None else preset.name,
             started_at=self._clock(),
         )
-        job = _Job(view)
-        self._jobs[target.node_id] = job  # no await since the check: two starts cannot both pass
+        job = _Job(view, request, projection)
+        self._jobs[target.node_id] = job  # no await since the last check: two starts cannot both pass
         self._tasks.start_soon(self._run_job, job, target, saved, plan)
         return job.view
+
+    @staticmethod
+    def _preset_for(model_id: str, request: TuningRequest, *, pooling: bool) -> WorkloadPreset | None:
+        """The request's preset, refused when it is for the other kind of model."""
+        if request.preset is None:
+            return None
+        preset = workload_preset(request.preset)
+        if preset.pooling != pooling:
+            kind = "an embedding" if preset.pooling else "a generation"
+            raise PresetNotForModelError(model_id, f"preset {preset.name!r} is for {kind} model")
+        return preset
 
     def _check_free(self, node_id: str) -> None:
         running = self.running_on(node_id)
@@ -267,16 +339,32 @@ class TuningJobs:
 
             began = time.monotonic()
 
-            async def progress(phase: str, description: str, done: int) -> None:
+            async def progress(
+                phase: str, description: str, done: int, *, goal: str = "", tradeoff: str = ""
+            ) -> None:
                 # Re-projected from the run's own pace once a candidate has finished.
-                pace = (time.monotonic() - began) / done if done else _PER_CANDIDATE_S
-                eta = max(0, job.view.total - done) * pace
-                job.update(phase=phase, candidate=description, done=done, eta_s=eta)
+                elapsed = time.monotonic() - began
+                if job.projection is not None:
+                    eta = job.projection.remaining(elapsed, done)
+                else:
+                    pace = elapsed / done if done else _PER_CANDIDATE_S
+                    eta = max(0, job.view.total - done) * pace
+                job.update(
+                    phase=phase,
+                    candidate=description,
+                    candidate_goal=goal or None,
+                    candidate_tradeoff=tradeoff or None,
+                    done=done,
+                    eta_s=eta,
+                )
                 await self._maintenance.update_node(target.node_id, max(1, round(eta)))
 
+            preset = None if job.request.preset is None else workload_preset(job.request.preset)
+            runner.select_preset(preset)
             engine = TuningEngine(
                 runner,
                 job.view.goal,
+                scorer=None if preset is None else PresetScorer(preset),
                 repetitions=self._repetitions,
                 confirm_repetitions=self._confirm_repetitions,
                 rng=random.Random(secrets.randbits(32)),  # noqa: S311 - orders measurements, no secret
@@ -314,6 +402,8 @@ class TuningJobs:
             winner_is_baseline=outcome.winner_definition is None,
             best_definition=outcome.winner_definition,
             notes=outcome.notes,
+            preset=job.request.preset,
+            search=job.request.search if job.request.steps is None else None,
         )
         stored = None
         try:

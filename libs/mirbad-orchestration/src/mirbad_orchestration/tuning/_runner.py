@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
+from mirbad_orchestration.benchmarks import WorkloadPreset
 from mirbad_protocol import ModelDefinition
 
 from ._goals import Measurement
@@ -52,6 +53,13 @@ class CandidateRunner(ABC):
         Raises:
             TuningInfrastructureError: it is still there (the run stops and restores).
         """
+
+    async def log(self, handle: str) -> list[str]:
+        """The instance's log lines, oldest first (empty: the runner has none to read)."""
+        return []
+
+    def select_preset(self, preset: WorkloadPreset | None) -> None:  # noqa: B027 - optional hook
+        """Measure with ``preset``'s workloads instead of the classic suite (None: the classic suite)."""
 
     async def restore(self) -> str | None:
         """Bring the saved settings back (bounded); returns a note when the model did not come back."""

@@ -1,0 +1,274 @@
+"""The workload-preset search's gates: which values a dimension tries, decided without measuring.
+
+Each gate is a pure function of what is known before the first start (the model's ``config.json``,
+the drafter's, the image's registered MTP architectures, the saved definition, the KV gate's verdict)
+and answers a :class:`GateVerdict`: the values to try and, when some were left out, why (the run's
+notes and the plan preview show it).
+
+- MTP depths only with MTP layers and an MTP architecture the image registers (``{family}MTP``
+  against the architecture's base name); an unknown image (no list) trusts only a saved MTP config.
+- Draft-model depths ``{saved, 3, 7, 11}`` only with a configured draft model, capped by the
+  drafter's trained block size (unknown: the saved depth only).
+- Mamba hybrids pair prefix caching on with ``--mamba-cache-mode align`` and off with ``none``.
+- KV ``auto`` only when the memory gate admits it (its verdict is an input); FP8 always.
+- Dense models over 20 B parameters also try max num seqs 1 and 2.
+- Max batched tokens always include the saved value and drop values below the max model len when
+  chunked prefill is disabled.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from mirbad_protocol import ModelDefinition
+
+__all__ = [
+    "BATCHED_TOKENS",
+    "DRAFT_DEPTHS",
+    "MAX_NUM_SEQS",
+    "MTP_DEPTHS",
+    "GateVerdict",
+    "architecture_base",
+    "batched_tokens_gate",
+    "chunked_prefill_disabled",
+    "draft_depth_gate",
+    "drafter_block_size",
+    "estimated_parameters_b",
+    "is_mamba_hybrid",
+    "is_moe",
+    "kv_gate",
+    "max_num_seqs_gate",
+    "mtp_gate",
+    "mtp_layers",
+    "prefix_pairs",
+]
+
+MTP_DEPTHS: Final = (1, 2, 3, 5)
+"""The MTP depths phase 3 tries."""
+DRAFT_DEPTHS: Final = (3, 7, 11)
+"""The draft-model depths phase 3 tries besides the saved one."""
+MAX_NUM_SEQS: Final = (4, 8, 16, 32, 64)
+"""Phase 2's max num seqs."""
+BATCHED_TOKENS: Final = (2048, 4096, 8192, 16384, 32768)
+"""Phase 2's max batched tokens."""
+_LARGE_DENSE_B: Final = 20.0
+_SMALL_SEQS: Final = (1, 2)
+# Bytes per parameter of a weights format (the quantized ones carry scales: a little over their bits).
+_BYTES_PER_PARAMETER: Final = {
+    "fp32": 4.0,
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "int8": 1.0,
+    "w8a8": 1.0,
+    "gguf-q8": 1.06,
+    "awq": 0.56,
+    "gptq": 0.56,
+    "int4": 0.56,
+    "nvfp4": 0.56,
+    "mxfp4": 0.53,
+}
+_ARCH_SUFFIXES: Final = ("ForConditionalGeneration", "ForCausalLM", "Model")
+_MAMBA_KEYS: Final = ("hybrid_override_pattern", "layers_block_type")
+_MAMBA_FAMILIES: Final = ("mamba", "jamba", "zamba", "nemotronh", "falconh1", "granitemoehybrid", "plamo2")
+_MOE_KEYS: Final = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
+
+
+@dataclass(frozen=True)
+class GateVerdict:
+    """What a gate admits: the values to try, in order, and why any were left out (None: none were)."""
+
+    values: tuple[Any, ...]
+    note: str | None = None
+
+
+def _sections(config: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The config and its text section (multimodal models keep the language model's keys there)."""
+    sections = [config]
+    text = config.get("text_config")
+    if isinstance(text, Mapping):
+        sections.append(text)
+    return sections
+
+
+def _int_key(config: Mapping[str, Any], *keys: str) -> int:
+    for section in _sections(config):
+        for key in keys:
+            value = section.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+    return 0
+
+
+def mtp_layers(config: Mapping[str, Any]) -> int:
+    """The model's MTP layers: ``mtp_num_hidden_layers`` (DeepSeek's ``num_nextn_predict_layers`` too)."""
+    return _int_key(config, "mtp_num_hidden_layers", "num_nextn_predict_layers")
+
+
+def architecture_base(architecture: str) -> str:
+    """An architecture's base name: ``Qwen3_5MoeForConditionalGeneration`` → ``Qwen3_5Moe``."""
+    for suffix in _ARCH_SUFFIXES:
+        if architecture.endswith(suffix) and len(architecture) > len(suffix):
+            return architecture[: -len(suffix)]
+    return architecture
+
+
+def _architectures(config: Mapping[str, Any]) -> list[str]:
+    found = []
+    for section in _sections(config):
+        names = section.get("architectures")
+        if isinstance(names, list):
+            found += [name for name in names if isinstance(name, str)]
+    return found
+
+
+def mtp_gate(config: Mapping[str, Any], registered: Sequence[str], saved: ModelDefinition) -> GateVerdict:
+    """The MTP depths to try (empty with the reason when MTP is not tried).
+
+    Args:
+        config: the model's ``config.json``.
+        registered: the MTP architectures the image registers (empty: the image is unknown).
+        saved: the saved definition (a saved MTP config is proof on an unknown image).
+    """
+    saved_mtp = saved.speculative is not None and saved.speculative.method == "mtp"
+    if mtp_layers(config) <= 0:
+        return GateVerdict((), "MTP not tried: the model has no MTP layers (mtp_num_hidden_layers)")
+    bases = [architecture_base(name) for name in _architectures(config)]
+    if not registered:
+        if saved_mtp:
+            return GateVerdict(MTP_DEPTHS)
+        return GateVerdict(
+            (), "MTP not tried: the image's MTP architectures are unknown and no MTP config is saved"
+        )
+    if any(f"{base}MTP" in registered for base in bases):
+        return GateVerdict(MTP_DEPTHS)
+    names = ", ".join(f"{base}MTP" for base in bases) or "no architecture in config.json"
+    return GateVerdict((), f"MTP not tried: the image does not register {names}")
+
+
+def draft_depth_gate(saved: ModelDefinition, drafter_config: Mapping[str, Any] | None) -> GateVerdict:
+    """The draft-model depths to try: ``{saved, 3, 7, 11}`` capped by the drafter's trained block size.
+
+    Only with a configured draft model (a speculative config naming a ``model`` that is not MTP); the
+    block size comes from the drafter's ``config.json`` (``block_size``, or its ``dflash_config``'s);
+    unknown, only the saved depth is tried.
+    """
+    spec = saved.speculative
+    if spec is None or spec.model is None or spec.method == "mtp":
+        return GateVerdict((), "draft-model depths not tried: no draft model is configured")
+    depth = spec.num_speculative_tokens
+    saved_depths = () if depth is None else (depth,)
+    block = drafter_block_size(drafter_config or {})
+    if block is None:
+        return GateVerdict(
+            saved_depths, "draft-model depths: the drafter's block size is unknown (saved only)"
+        )
+    depths = sorted({*saved_depths, *DRAFT_DEPTHS})
+    kept = tuple(value for value in depths if 0 < value <= block)
+    dropped = [value for value in depths if value not in kept]
+    note = (
+        f"draft-model depths {dropped} not tried: over the drafter's block size {block}" if dropped else None
+    )
+    return GateVerdict(kept, note)
+
+
+def drafter_block_size(config: Mapping[str, Any]) -> int | None:
+    """The drafter's trained block size from its ``config.json`` (None: it does not say)."""
+    for section in (config, config.get("dflash_config")):
+        if isinstance(section, Mapping):
+            value = section.get("block_size")
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+    return None
+
+
+def is_mamba_hybrid(config: Mapping[str, Any]) -> bool:
+    """Whether the model mixes Mamba (SSM) layers in: hybrid patterns, mamba/ssm keys or a Mamba family."""
+    for section in _sections(config):
+        if any(key in section for key in _MAMBA_KEYS):
+            return True
+        if any(str(key).lower().startswith(("mamba", "ssm")) for key in section):
+            return True
+    names = [name.lower() for name in _architectures(config)]
+    return any(family in name for name in names for family in _MAMBA_FAMILIES)
+
+
+def prefix_pairs(config: Mapping[str, Any], *, hybrid: bool = False) -> tuple[tuple[bool, str | None], ...]:
+    """Prefix caching on and off, each with its mamba cache mode (None for a model without Mamba).
+
+    ``hybrid`` says so without a ``config.json`` (the registry's ``hybrid`` tag, a saved mamba cache mode).
+    """
+    if hybrid or is_mamba_hybrid(config):
+        return ((True, "align"), (False, "none"))
+    return ((True, None), (False, None))
+
+
+def kv_gate(kv_auto_fits: bool | None) -> GateVerdict:
+    """KV dtypes: FP8 always; ``auto`` only when the memory gate says a full-length request fits."""
+    if kv_auto_fits:
+        return GateVerdict(("fp8", "auto"))
+    why = "unknown" if kv_auto_fits is None else "no"
+    return GateVerdict(("fp8",), f"kv auto not tried: whether the budget fits a full-length request: {why}")
+
+
+def is_moe(config: Mapping[str, Any]) -> bool:
+    """Whether the model routes over experts (a MoE model is never dense)."""
+    return _int_key(config, *_MOE_KEYS) > 1
+
+
+def estimated_parameters_b(weights_bytes: int | None, weights_format: str | None) -> float | None:
+    """Billions of parameters estimated from the weights' size and format (None: unknown)."""
+    if not weights_bytes or weights_bytes <= 0:
+        return None
+    per = _BYTES_PER_PARAMETER.get((weights_format or "bf16").lower())
+    if per is None:
+        return None
+    return weights_bytes / per / 1e9
+
+
+def max_num_seqs_gate(
+    config: Mapping[str, Any], parameters_b: float | None, *, moe: bool = False
+) -> GateVerdict:
+    """Phase 2's max num seqs; a dense model over 20 B parameters also tries 1 and 2.
+
+    ``moe`` says the model routes over experts without a ``config.json`` (the registry's ``moe`` tag).
+    """
+    if parameters_b is not None and parameters_b > _LARGE_DENSE_B and not (moe or is_moe(config)):
+        return GateVerdict((*_SMALL_SEQS, *MAX_NUM_SEQS))
+    return GateVerdict(MAX_NUM_SEQS)
+
+
+_NO_CHUNKED: Final = re.compile(
+    r"^--no-enable-chunked-prefill$|^--enable-chunked-prefill[= ](false|0)$", re.I
+)
+
+
+def chunked_prefill_disabled(definition: ModelDefinition) -> bool:
+    """Whether the definition turns chunked prefill off (``--no-enable-chunked-prefill``)."""
+    args = definition.extra_args
+    joined = [f"{a} {b}" for a, b in itertools.pairwise(args)]
+    return any(_NO_CHUNKED.match(element) for element in [*args, *joined])
+
+
+def batched_tokens_gate(definition: ModelDefinition) -> GateVerdict:
+    """Phase 2's max batched tokens: the saved value always.
+
+    Without chunked prefill a prompt must fit one step, so values below the max model len are dropped.
+    """
+    saved = definition.max_num_batched_tokens
+    values = sorted({*BATCHED_TOKENS, *(() if saved is None else (saved,))})
+    if not chunked_prefill_disabled(definition):
+        return GateVerdict((*((None,) if saved is None else ()), *values))
+    kept = [value for value in values if value >= definition.max_model_len or value == saved]
+    dropped = [value for value in values if value not in kept]
+    note = (
+        f"max batched tokens {dropped} not tried: below the max model len {definition.max_model_len} "
+        "with chunked prefill disabled"
+        if dropped
+        else None
+    )
+    return GateVerdict((*((None,) if saved is None else ()), *kept), note)
