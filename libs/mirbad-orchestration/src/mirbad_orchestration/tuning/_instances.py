@@ -174,8 +174,10 @@ class InstanceCandidateRunner(CandidateRunner):
         try:
             await self._launch(spec)
             await self._until_ready(handle)
-        except CandidateFailedError:
-            await self.remove(handle)
+        except BaseException:
+            # A failed candidate, and a run cancelled while it starts too: the instance never outlives it.
+            with anyio.CancelScope(shield=True):
+                await self.remove(handle)
             raise
         return handle
 
