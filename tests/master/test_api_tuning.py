@@ -18,11 +18,12 @@ import anyio
 import pytest
 from tests.master._stack import Master, running_master
 from tests.master.test_api_benchmarks import QWEN, TINY, WAIT_S, chatty, ready
+from tests.orchestration._fake_agent import FakeAgent
 
 from mirbad_orchestration.commandline import TUNING_LABEL
 from mirbad_orchestration.jobs import JobTarget
 from mirbad_orchestration.tuning import CandidateRunner, Measurement, SimulatedRunner
-from mirbad_protocol import ModelDefinition, ModelState
+from mirbad_protocol import ExecutableRef, ModelDefinition, ModelState, TuningRequest
 
 pytestmark = pytest.mark.anyio
 
@@ -233,3 +234,23 @@ async def test_a_leftover_tuning_instance_is_removed_and_its_model_restarted(mas
     ]
     assert (await driver.status("qwen-tuning")).state is ModelState.STOPPED
     assert (await driver.status("qwen")).state is ModelState.READY
+
+
+async def test_the_thread_counts_tried_come_from_the_node_s_reported_cores(tmp_path: Path) -> None:
+    def eight_cores(node_id: str) -> FakeAgent:
+        return FakeAgent(node_name=node_id, cpu_count=8 if node_id == "big" else None)
+
+    llama = ModelDefinition(
+        id="tiny",
+        served_name="tiny-chat",
+        runtime="llamacpp",
+        executable=ExecutableRef(name="llama-server", version="test"),
+        model_path="tiny.gguf",
+    )
+    async with running_master(tmp_path, "local", "big", agent=eight_cores) as master:
+        request = TuningRequest(steps=["threads"])
+        on_big = master.services.tuning.plan(llama, request, node_id="big")
+        on_local = master.services.tuning.plan(llama, request, node_id="local")
+
+    assert on_big.dimensions[0].values == (4, 8)  # half and all of the node's cores
+    assert on_local.dimensions[0].values == (1, 2)  # a node that does not say: two cores assumed

@@ -185,6 +185,7 @@ class MasterServices:
             busy=self._benchmark_on,
             repetitions=tuning_repetitions[0],
             confirm_repetitions=tuning_repetitions[1],
+            node_cores=self._node_cores,
         )
         self.stopped_on_exit: list[ModelStatus] = []
         self.left_on_exit: list[ModelStatus] = []
@@ -291,6 +292,10 @@ class MasterServices:
     def _tuning_on(self, node_id: str) -> tuple[str, str] | None:
         running = self.tuning.running_on(node_id)
         return (running.id, running.model_id) if running is not None else None
+
+    def _node_cores(self, node_id: str) -> int | None:
+        state = self.cache.node(node_id)
+        return state.info.cpu_count if state is not None and state.info is not None else None
 
     def _benchmark_on(self, node_id: str) -> tuple[str, str] | None:
         running = [job for job in self.jobs.jobs() if job.node_id == node_id and job.state == "running"]

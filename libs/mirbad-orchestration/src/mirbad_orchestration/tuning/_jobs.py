@@ -90,7 +90,8 @@ class TuningJobs:
         busy: another job (a benchmark) running on a node, as (job id, model id), else None.
         repetitions: the suite's repetitions per candidate in the search.
         confirm_repetitions: those of the confirmation stage.
-        cpu_count: the node's CPU cores (llama-server's thread counts).
+        cpu_count: the CPU cores assumed for a node that does not report its own.
+        node_cores: a node's reported CPU cores (llama-server's thread counts), None when unknown.
         clock: the wall clock (aware).
     """
 
@@ -106,6 +107,7 @@ class TuningJobs:
         repetitions: int = 3,
         confirm_repetitions: int = 5,
         cpu_count: int = 2,
+        node_cores: Callable[[str], int | None] = lambda node_id: None,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         self._host = host
@@ -117,6 +119,7 @@ class TuningJobs:
         self._repetitions = repetitions
         self._confirm_repetitions = confirm_repetitions
         self._cpu_count = cpu_count
+        self._node_cores = node_cores
         self._clock = clock or (lambda: datetime.now(UTC))
         self._jobs: dict[str, _Job] = {}
         self._tasks: TaskGroup | None = None
@@ -153,13 +156,19 @@ class TuningJobs:
                 done.append(f"started {model.id!r} again with its saved settings")
         return done
 
-    def plan(self, definition: ModelDefinition, request: TuningRequest) -> TuningPlan:
+    def plan(
+        self, definition: ModelDefinition, request: TuningRequest, *, node_id: str | None = None
+    ) -> TuningPlan:
         """The plan a run of ``request`` on ``definition`` would follow (the portal previews it).
+
+        The thread counts come from the cores ``node_id`` (else the definition's placement) reports.
 
         Raises:
             UnknownTuningStepError: ``request.steps`` names dimensions the runtime does not have.
         """
-        return plan_for(definition, search=request.search, steps=request.steps, cpu_count=self._cpu_count)
+        node_id = node_id or (definition.placement.node_id if definition.placement else None)
+        cores = (self._node_cores(node_id) if node_id else None) or self._cpu_count
+        return plan_for(definition, search=request.search, steps=request.steps, cpu_count=cores)
 
     def running_on(self, node_id: str) -> TuningJobView | None:
         """The tuning job running on ``node_id``, if any."""
@@ -177,7 +186,7 @@ class TuningJobs:
             raise PresetNotForModelError(
                 model_id, "embedding models are not tuned yet (the suite measures chat)"
             )
-        plan = self.plan(saved, request)
+        plan = self.plan(saved, request, node_id=target.node_id)
         if not target.ready:
             raise ModelNotReadyError(model_id, target.state.value)
         if self._tasks is None:
