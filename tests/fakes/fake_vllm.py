@@ -36,7 +36,9 @@ effect, each setting's factor ``f`` acts as ``1 + E * (f - 1)``:
   1) / 8)`` tokens, ``a = 0, 0.7, 1.1, 1.2`` for ``d = 0..3`` (1.2 beyond): acceptance falls as the
   batch grows;
 * prefix caching (on unless ``--no-enable-prefix-caching``): a prompt seen before prefills in a tenth
-  of the time and its usage reports the cached tokens; the prefill costs ``step / 50`` per prompt word.
+  of the time and its usage reports the cached tokens; the prefill costs ``step / 50`` per prompt word;
+* an embeddings request is one pooling pass of ``1 + words / 50`` steps at the batch's pace, holding
+  a sequence slot like a stream.
 
 Its known best, for the balanced goal with the suite's levels 1 and N: ``max_num_seqs`` N (fewer queue
 part of the top level, more pay for slots never filled; of 4/8/16/32 at N = 8: 8),
@@ -144,6 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--mamba-cache-mode", default=None)
     parser.add_argument("--disable-access-log-for-endpoints", default="")
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--runner", choices=["auto", "generate", "pooling", "draft"], default="auto")
+    parser.add_argument("--convert", choices=["auto", "none", "embed", "classify", "reward"], default="auto")
     parser.add_argument("--host", default="0.0.0.0")
     parser.add_argument("--port", type=int, default=8000)
     return parser
@@ -333,6 +337,14 @@ class Engine:
         caching = self.sim is not None and self.args.enable_prefix_caching is not False
         return len(prompt) if seen and caching else 0
 
+    def pool_pause(self, pace: float, words: int) -> float:
+        """Seconds one embeddings request takes in the simulator (a pass scaled by the batch's words)."""
+        assert self.sim is not None
+        with self.lock:
+            running = self.running
+        pass_steps = simulated_pace(self.args, running, effect=self.sim.effect) * (1 + words / 50)
+        return self.sim.step_s * pace * pass_steps
+
     def token_pause(self, pace: float, *, prefill_words: int = 0) -> float:
         """Seconds before the next streamed token: the chunk delay, or the simulator's model."""
         if self.sim is None:
@@ -502,7 +514,9 @@ class Handler(BaseHTTPRequestHandler):
                 if streamed:
                     options = body.get("stream_options") or {}
                     included = usage if options.get("include_usage") else None
-                    self._stream(model, tokens, finish, included, chat=chat, prefill=len(prompt) - cached)
+                    self._stream(
+                        model, tokens, finish, included, chat=chat, prefill=len(prompt) - cached * 9 // 10
+                    )
                 else:
                     self._json(HTTPStatus.OK, self._whole(model, tokens, finish, usage, chat=chat))
             finally:
@@ -580,8 +594,13 @@ class Handler(BaseHTTPRequestHandler):
             if body.get("encoding_format") == "base64":
                 value = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
             data.append({"object": "embedding", "index": index, "embedding": value})
-        self.engine.admit(tokens)
-        self.engine.finish(0)
+        with self.engine.slot():
+            self.engine.admit(tokens)
+            try:
+                if self.engine.sim is not None:
+                    time.sleep(self.engine.pool_pause(self.engine.pace(), tokens))
+            finally:
+                self.engine.finish(0)
         usage = {"prompt_tokens": tokens, "total_tokens": tokens}
         self._json(HTTPStatus.OK, {"object": "list", "model": model, "data": data, "usage": usage})
 

@@ -172,8 +172,8 @@ async def test_refusals_of_the_tuning_api(master: Master) -> None:
     assert stopped.json()["error"]["code"] == "model_not_ready"
     assert ranked.status_code == 422
     assert ranked.json()["error"]["code"] == "preset_not_for_model"
-    assert embedding.status_code == 422
-    assert "embedding models are not tuned yet" in embedding.json()["error"]["message"]
+    assert embedding.status_code == 409  # an embedding model tunes (its own dimensions) once Ready
+    assert embedding.json()["error"]["code"] == "model_not_ready"
     assert unknown.status_code == 422
     assert unknown.json()["error"]["code"] == "unknown_tuning_step"
     assert unknown.json()["error"]["field"] == "steps"

@@ -39,11 +39,23 @@ from mirbad_orchestration.fleet import AgentClient
 from mirbad_orchestration.tuning import (
     AgentTuningInstances,
     InstanceCandidateRunner,
+    Measurement,
+    SimulatedRunner,
     TuningEngine,
+    measurement_from_embeddings,
     plan_for,
     tuning_id,
 )
-from mirbad_protocol import BenchmarkSizes, ContainerLaunch, ModelDefinition, ModelStatus, ProcessLaunch
+from mirbad_protocol import (
+    BenchmarkSizes,
+    ContainerLaunch,
+    EmbeddingLevel,
+    EmbeddingsResult,
+    ModelDefinition,
+    ModelStatus,
+    PresetSizes,
+    ProcessLaunch,
+)
 
 WAIT_S = 30.0
 STEP_S = 0.05  # one simulated decode step: large against the proxy's per-chunk cost on a busy machine
@@ -127,6 +139,58 @@ def test_the_simulator_states_its_optimum_and_prints_the_notices_vllm_prints(tmp
     assert done.stderr.splitlines()[-1].startswith(
         "ERROR fake-vllm: torch.OutOfMemoryError: CUDA out of memory"
     )
+
+
+# ------------------------------------------------------------------ pooling models on the simulator runner
+
+
+def test_an_embeddings_result_reads_as_input_throughput_and_latency() -> None:
+    result = EmbeddingsResult(
+        levels=[
+            EmbeddingLevel(concurrency=1, requests=3, input_tokens_per_s=900.0, latency_p95_s=0.05),
+            EmbeddingLevel(
+                concurrency=16, requests=48, failed=1, input_tokens_per_s=5000.0, latency_p95_s=0.4
+            ),
+            EmbeddingLevel(concurrency=32, requests=96, input_tokens_per_s=6000.0, latency_p95_s=0.9),
+        ],
+        vectors_valid=True,
+        unit_length=True,
+    )
+    measured = measurement_from_embeddings(result, seconds=2.0)
+    # The top level is the one at 16 (the spec's guard), not the max-num-seqs level above it.
+    assert (measured.single_tok_s, measured.many_tok_s) == (900.0, 5000.0)
+    assert (measured.single_ttft_p95_s, measured.many_ttft_p95_s) == (0.05, 0.4)
+    assert measured.error_rate == 1 / 147
+    assert (measured.pooling, measured.normalized, measured.tool_call_valid) == (True, True, True)
+
+
+@pytest.mark.anyio
+async def test_a_pooling_model_is_tuned_on_input_throughput_its_normalization_guarded() -> None:
+    gains = {4: 1.0, 8: 1.3, 16: 1.6, 32: 1.4, 64: 1.9}
+    saved = ModelDefinition(
+        id="embed", served_name="embed", model_path="e", max_num_seqs=4, tags=["embedding"]
+    )
+
+    def truth(definition: ModelDefinition) -> Measurement:
+        return Measurement(
+            single_tok_s=900.0,
+            many_tok_s=4000.0 * gains[definition.max_num_seqs],
+            single_ttft_p95_s=0.05,
+            many_ttft_p95_s=0.2,
+            pooling=True,
+            normalized=definition.max_num_seqs != 64,  # the fastest changes the vectors: never a winner
+        )
+
+    runner = SimulatedRunner(truth, noise=0.005, seed=4)
+    engine = TuningEngine(runner, "many-agents", repetitions=2, confirm_repetitions=3, rng=random.Random(0))
+    outcome = await engine.run(saved, plan_for(saved, pooling=True))
+
+    rows = {row.description: row for row in outcome.candidates}
+    assert rows["max_num_seqs = 64"].outcome == "rejected"
+    assert "normalization changed" in (rows["max_num_seqs = 64"].error or "")
+    assert outcome.winner_definition is not None
+    assert outcome.winner_definition.max_num_seqs == 16
+    assert runner.live == []
 
 
 # ------------------------------------------------------------------ the Docker tier
@@ -383,3 +447,35 @@ async def test_a_cancelled_run_leaves_the_registry_and_no_tuning_container(
     assert len(instances.launched) == 2
     assert _tuning_containers(docker_client, run_id) == []
     assert _files(registry_dir) == before
+
+
+@pytest.mark.docker
+@pytest.mark.anyio
+@pytest.mark.timeout(150)
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the agent's container driver")
+async def test_an_embedding_model_tunes_its_batching_on_the_embeddings_suite(
+    agent: Agent, image: str, run_id: str, docker_client: Any
+) -> None:
+    saved = _saved(image, run_id).model_copy(
+        update={"id": f"emb-{run_id}", "served_name": "sim-embed", "tags": ["embedding"]}
+    )
+    sizes = PresetSizes(embedding_levels=[1, TOP], repetitions=1, embedding_input_words=[4, 8, 16, 32])
+    client = _client(agent)
+    try:
+        instances = SimInstances(client, run_id, _sim_env(effect=1, seed=5))
+        runner = InstanceCandidateRunner(
+            instances, startup_timeout_s=WAIT_S, cleanup_timeout_s=WAIT_S, poll_s=0.1, embeddings=sizes
+        )
+        engine = TuningEngine(runner, "balanced", repetitions=1, confirm_repetitions=2, rng=random.Random(0))
+        plan = plan_for(saved, pooling=True, steps=["max_num_batched_tokens"])
+        outcome = await engine.run(saved, plan)
+    finally:
+        await client.aclose()
+
+    rows = {row.description: row for row in outcome.candidates}
+    assert rows["max_num_batched_tokens = 2048"].outcome == "duplicate"
+    assert rows["max_num_batched_tokens = 32768"].outcome == "failed"  # 4 x 32768 is over the batch limit
+    assert "CUDA out of memory" in (rows["max_num_batched_tokens = 32768"].error or "")
+    assert outcome.winner_definition is not None, [(r.description, r.scores) for r in outcome.confirmation]
+    assert outcome.winner_definition.max_num_batched_tokens == 8192
+    assert _tuning_containers(docker_client, run_id) == []

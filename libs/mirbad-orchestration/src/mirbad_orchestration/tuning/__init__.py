@@ -10,15 +10,20 @@ a deterministic performance model for tests.
 from ._confirmation import Confirmation, Measured
 from ._dimensions import (
     LLAMACPP_QUICK,
+    POOLING_QUICK,
     VLLM_QUICK,
     Dimension,
+    ModelShape,
     TuningPlan,
     apply_best,
     effective_config,
     extra_flag_value,
     fingerprint,
+    kv_auto_fits,
+    kv_cache_bytes_per_token,
     llamacpp_dimensions,
     plan_for,
+    pooling_dimensions,
     set_extra_flag,
     vllm_dimensions,
 )
@@ -31,6 +36,7 @@ from ._goals import (
     Measurement,
     goal_score,
     guard_violations,
+    measurement_from_embeddings,
     measurement_from_outcome,
     reference_of,
     relative_guards_for,
@@ -42,7 +48,7 @@ from ._instances import (
     TuningInstances,
     tuning_id,
 )
-from ._jobs import RunnerFactory, TuningJobs, planned_candidates, planned_seconds
+from ._jobs import RunnerFactory, ShapeReader, TuningJobs, planned_candidates, planned_seconds
 from ._results import TUNING_FOLDER_NAME, TuningResults
 from ._runner import CandidateRunner
 from ._simulator import PerformanceModel, SimulatedRunner
@@ -52,6 +58,7 @@ __all__ = [
     "CLEANUP_TIMEOUT_S",
     "GOALS",
     "LLAMACPP_QUICK",
+    "POOLING_QUICK",
     "RELATIVE_SLACK",
     "TUNING_FOLDER_NAME",
     "VLLM_QUICK",
@@ -64,8 +71,10 @@ __all__ = [
     "InstanceCandidateRunner",
     "Measured",
     "Measurement",
+    "ModelShape",
     "PerformanceModel",
     "RunnerFactory",
+    "ShapeReader",
     "SimulatedRunner",
     "TuningEngine",
     "TuningInstances",
@@ -79,11 +88,15 @@ __all__ = [
     "fingerprint",
     "goal_score",
     "guard_violations",
+    "kv_auto_fits",
+    "kv_cache_bytes_per_token",
     "llamacpp_dimensions",
+    "measurement_from_embeddings",
     "measurement_from_outcome",
     "plan_for",
     "planned_candidates",
     "planned_seconds",
+    "pooling_dimensions",
     "reference_of",
     "relative_guards_for",
     "set_extra_flag",

@@ -12,9 +12,10 @@ from typing import Final
 
 import anyio
 
+from mirbad_orchestration.benchmarks import is_pooling
 from mirbad_orchestration.fleet import AgentClients, ModelRuntime, NodeRegistry, launch_total_gib
 from mirbad_orchestration.jobs import JobTarget
-from mirbad_protocol import BenchmarkSizes, MirbadError, ModelDefinition, ModelState
+from mirbad_protocol import BenchmarkSizes, MirbadError, ModelDefinition, ModelState, PresetSizes
 
 from ._instances import AgentTuningInstances, InstanceCandidateRunner
 from ._runner import CandidateRunner
@@ -32,6 +33,7 @@ class FleetTuningRunners:
         clients: the agent clients.
         runtime: starts and stops the saved model.
         sizes: the suite's sizes (the spec's by default).
+        embedding_sizes: the embeddings suite's sizes for a pooling model (the spec's by default).
         startup_timeout_s: how long a candidate, and the restored model, may take to become Ready.
     """
 
@@ -42,12 +44,14 @@ class FleetTuningRunners:
         runtime: ModelRuntime,
         *,
         sizes: BenchmarkSizes | None = None,
+        embedding_sizes: PresetSizes | None = None,
         startup_timeout_s: float = 600.0,
     ) -> None:
         self._nodes = nodes
         self._clients = clients
         self._runtime = runtime
         self._sizes = sizes
+        self._embedding_sizes = embedding_sizes or PresetSizes()
         self._startup_timeout_s = startup_timeout_s
 
     async def __call__(self, target: JobTarget, saved: ModelDefinition) -> CandidateRunner:
@@ -69,6 +73,7 @@ class FleetTuningRunners:
             startup_timeout_s=self._startup_timeout_s,
             prepare=prepare,
             restore=restore,
+            embeddings=self._embedding_sizes if is_pooling(target.settings, target.tags) else None,
         )
 
     async def _restore(self, saved: ModelDefinition) -> str | None:

@@ -19,7 +19,7 @@ from typing import Final
 import anyio
 import httpx
 
-from mirbad_orchestration.benchmarks import ChatEndpoint, ClassicSuite
+from mirbad_orchestration.benchmarks import ChatEndpoint, ClassicSuite, EmbeddingsSuite
 from mirbad_orchestration.commandline import DEFAULT_TOTAL_GIB, TUNING_LABEL, launch_spec_for
 from mirbad_orchestration.exceptions import (
     CandidateFailedError,
@@ -35,10 +35,11 @@ from mirbad_protocol import (
     ModelDefinition,
     ModelState,
     ModelStatus,
+    PresetSizes,
     ProcessLaunch,
 )
 
-from ._goals import Measurement, measurement_from_outcome
+from ._goals import Measurement, measurement_from_embeddings, measurement_from_outcome
 from ._runner import CandidateRunner
 
 __all__ = [
@@ -130,6 +131,8 @@ class InstanceCandidateRunner(CandidateRunner):
         poll_s: how often a wait looks again.
         prepare: makes room before the first candidate (stops the saved model's instance).
         restore: brings the saved settings back; returns a note when the model did not come back.
+        embeddings: a pooling model's embeddings suite sizes; each candidate is then measured by it
+            at the fixed levels (never its own max num seqs, so every candidate meets the same load).
     """
 
     def __init__(
@@ -143,6 +146,7 @@ class InstanceCandidateRunner(CandidateRunner):
         poll_s: float = 0.25,
         prepare: Callable[[], Awaitable[None]] = _nothing,
         restore: Callable[[], Awaitable[str | None]] = _no_note,
+        embeddings: PresetSizes | None = None,
     ) -> None:
         self._instances = instances
         self._sizes = sizes or BenchmarkSizes()
@@ -152,6 +156,7 @@ class InstanceCandidateRunner(CandidateRunner):
         self._poll_s = poll_s
         self._prepare = prepare
         self._restore = restore
+        self._embeddings = embeddings
         self._running: dict[str, ModelDefinition] = {}
 
     async def prepare(self) -> None:
@@ -216,11 +221,14 @@ class InstanceCandidateRunner(CandidateRunner):
         raise CandidateFailedError(f"not Ready within {self._startup_timeout_s:g} s")
 
     async def measure(self, handle: str) -> Measurement:
-        """One run of the classic suite on the instance."""
+        """One run of the classic suite (the embeddings suite for a pooling model) on the instance."""
         definition = self._running[handle]
         started = time.monotonic()
         try:
             endpoint = await self._instances.endpoint(handle, definition.served_name)
+            if self._embeddings is not None:
+                result = await EmbeddingsSuite(endpoint, self._embeddings, max_num_seqs=None).run()
+                return measurement_from_embeddings(result, seconds=time.monotonic() - started)
             suite = ClassicSuite(endpoint, self._sizes, max_model_len=definition.max_model_len)
             outcome = await suite.run()
         except (MirbadError, httpx.HTTPError) as exc:

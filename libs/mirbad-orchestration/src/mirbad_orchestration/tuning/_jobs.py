@@ -1,8 +1,9 @@
 """Tuning jobs: one at a time per node (benchmarks included), the node in maintenance while it runs.
 
 :meth:`TuningJobs.start` refuses what cannot be tuned before anything starts: an unknown model, a
-reranker or an embedding model (422), unknown steps (422 naming them), a model that is not Ready
-(409: the baseline needs it running) and a node that runs a job already (409). The run itself
+reranker (422; an embedding model tunes its own dimensions on the embeddings suite), unknown steps
+(422 naming them), a model that is not Ready (409: the baseline needs it running) and a node that
+runs a job already (409). The run itself
 holds the node in maintenance, builds the model's candidate runner, runs the engine and stores the run as
 ``{data}/tuning/{modelId}/{stamp}.json``; whatever happens the node leaves maintenance and the
 runner restores the saved settings. Cancelling always propagates.
@@ -41,16 +42,23 @@ from mirbad_protocol import (
     TuningRun,
 )
 
-from ._dimensions import TuningPlan, plan_for
+from ._dimensions import ModelShape, TuningPlan, plan_for
 from ._engine import EngineOutcome, TuningEngine
 from ._instances import tuning_id
 from ._results import TuningResults
 from ._runner import CandidateRunner
 
-__all__ = ["RunnerFactory", "TuningJobs", "planned_candidates", "planned_seconds"]
+__all__ = ["RunnerFactory", "ShapeReader", "TuningJobs", "planned_candidates", "planned_seconds"]
 
 RunnerFactory = Callable[[JobTarget, ModelDefinition], Awaitable[CandidateRunner]]
 """Builds the candidate runner of one run (the model's node, its saved definition)."""
+ShapeReader = Callable[[JobTarget, ModelDefinition], Awaitable[ModelShape | None]]
+"""Reads a model's checkpoint shape on its node (the KV and MTP gates), None when it cannot."""
+
+
+async def _no_shape(target: JobTarget, definition: ModelDefinition) -> ModelShape | None:
+    return None
+
 
 _logger = logging.getLogger(__name__)
 _PER_CANDIDATE_S = 60.0  # the first estimate of a candidate (start + suite), before any was measured
@@ -92,6 +100,8 @@ class TuningJobs:
         confirm_repetitions: those of the confirmation stage.
         cpu_count: the CPU cores assumed for a node that does not report its own.
         node_cores: a node's reported CPU cores (llama-server's thread counts), None when unknown.
+        shapes: reads the model's checkpoint shape for the KV gate (none by default: the KV
+            dimension is then skipped with the reason).
         clock: the wall clock (aware).
     """
 
@@ -108,6 +118,7 @@ class TuningJobs:
         confirm_repetitions: int = 5,
         cpu_count: int = 2,
         node_cores: Callable[[str], int | None] = lambda node_id: None,
+        shapes: ShapeReader = _no_shape,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         self._host = host
@@ -120,6 +131,7 @@ class TuningJobs:
         self._confirm_repetitions = confirm_repetitions
         self._cpu_count = cpu_count
         self._node_cores = node_cores
+        self._shapes = shapes
         self._clock = clock or (lambda: datetime.now(UTC))
         self._jobs: dict[str, _Job] = {}
         self._tasks: TaskGroup | None = None
@@ -157,18 +169,34 @@ class TuningJobs:
         return done
 
     def plan(
-        self, definition: ModelDefinition, request: TuningRequest, *, node_id: str | None = None
+        self,
+        definition: ModelDefinition,
+        request: TuningRequest,
+        *,
+        node_id: str | None = None,
+        shape: ModelShape | None = None,
+        pooling: bool | None = None,
     ) -> TuningPlan:
         """The plan a run of ``request`` on ``definition`` would follow (the portal previews it).
 
-        The thread counts come from the cores ``node_id`` (else the definition's placement) reports.
+        The thread counts come from the cores ``node_id`` (else the definition's placement) reports;
+        ``shape`` decides the KV gate; ``pooling`` (else the definition's flags and tags) picks the
+        embedding model's dimensions.
 
         Raises:
             UnknownTuningStepError: ``request.steps`` names dimensions the runtime does not have.
         """
         node_id = node_id or (definition.placement.node_id if definition.placement else None)
         cores = (self._node_cores(node_id) if node_id else None) or self._cpu_count
-        return plan_for(definition, search=request.search, steps=request.steps, cpu_count=cores)
+        pooled = is_pooling(definition.extra_args, definition.tags) if pooling is None else pooling
+        return plan_for(
+            definition,
+            search=request.search,
+            steps=request.steps,
+            cpu_count=cores,
+            shape=shape,
+            pooling=pooled,
+        )
 
     def running_on(self, node_id: str) -> TuningJobView | None:
         """The tuning job running on ``node_id``, if any."""
@@ -182,11 +210,9 @@ class TuningJobs:
         reranker = reranker_reason(target.settings, target.tags)
         if reranker is not None:
             raise PresetNotForModelError(model_id, f"{reranker}; rerankers are not tuned")
-        if is_pooling(target.settings, target.tags):
-            raise PresetNotForModelError(
-                model_id, "embedding models are not tuned yet (the suite measures chat)"
-            )
-        plan = self.plan(saved, request, node_id=target.node_id)
+        pooling = is_pooling(target.settings, target.tags)
+        shape = await self._shapes(target, saved)
+        plan = self.plan(saved, request, node_id=target.node_id, shape=shape, pooling=pooling)
         if not target.ready:
             raise ModelNotReadyError(model_id, target.state.value)
         if self._tasks is None:
