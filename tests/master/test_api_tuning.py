@@ -23,7 +23,7 @@ from tests.orchestration._fake_agent import FakeAgent
 from mirbad_orchestration.commandline import TUNING_LABEL
 from mirbad_orchestration.jobs import JobTarget
 from mirbad_orchestration.tuning import CandidateRunner, Measurement, SimulatedRunner
-from mirbad_protocol import ExecutableRef, ModelDefinition, ModelState, TuningRequest
+from mirbad_protocol import ExecutableRef, GgufInfo, ModelDefinition, ModelState, TuningRequest
 
 pytestmark = pytest.mark.anyio
 
@@ -254,3 +254,28 @@ async def test_the_thread_counts_tried_come_from_the_node_s_reported_cores(tmp_p
 
     assert on_big.dimensions[0].values == (4, 8)  # half and all of the node's cores
     assert on_local.dimensions[0].values == (1, 2)  # a node that does not say: two cores assumed
+
+
+async def test_the_kv_gate_reads_a_gguf_model_s_shape_on_its_node(master: Master) -> None:
+    # 32 layers x 8 KV heads x 128 x 2 bytes x 2 = 128 KiB a token: 8192 tokens are 1 GiB of KV.
+    header = GgufInfo(
+        version=3, architecture="llama", block_count=32, head_count=32, head_count_kv=8,
+        embedding_length=4096, size_bytes=4 * 1024**3,
+    )  # fmt: skip
+    master.local.gguf["big.gguf"] = header
+    fits = QWEN | {"id": "fits", "servedName": "fits", "modelPath": "big.gguf", "memoryBudgetGiB": 6}
+    tight = QWEN | {"id": "tight", "servedName": "tight", "modelPath": "big.gguf", "memoryBudgetGiB": 4.5}
+    await ready(master, fits)
+    started = await master.admin.post("/api/models/fits/tune", json={"search": "full"})
+    await _ended(master, started.json()["id"])
+    await ready(master, tight)
+    skipped = await master.admin.post("/api/models/tight/tune", json={"search": "full"})
+    run = await _ended(master, skipped.json()["id"])
+
+    assert started.status_code == 202, started.text
+    assert started.json()["steps"][-1] == "kv_cache_dtype"  # 6 GiB less 4 of weights holds 1 GiB of KV
+    assert skipped.status_code == 202, skipped.text
+    assert "kv_cache_dtype" not in skipped.json()["steps"]  # 4.5 GiB less 4 does not
+    stored = (await master.admin.get("/api/models/tight/tuning")).json()["runs"][0]
+    assert run["state"] == "succeeded", run
+    assert any("full-length request at auto: no" in note for note in stored["notes"])

@@ -36,7 +36,13 @@ from mirbad_orchestration.jobs import DEFAULT_DRAIN_TIMEOUT_S, DEFAULT_GPU_SAMPL
 from mirbad_orchestration.services import HostServiceManager, HostServicesStore
 from mirbad_orchestration.stores import AuditLog
 from mirbad_orchestration.supervision import HealthMonitor, RecoveryState, RestartPauses, StartLanes
-from mirbad_orchestration.tuning import FleetTuningRunners, RunnerFactory, TuningJobs, TuningResults
+from mirbad_orchestration.tuning import (
+    FleetModelShapes,
+    FleetTuningRunners,
+    RunnerFactory,
+    TuningJobs,
+    TuningResults,
+)
 from mirbad_protocol import (
     BenchmarkSizes,
     CertificateAuthority,
@@ -186,6 +192,7 @@ class MasterServices:
             repetitions=tuning_repetitions[0],
             confirm_repetitions=tuning_repetitions[1],
             node_cores=self._node_cores,
+            shapes=FleetModelShapes(self.nodes, clients),
         )
         self.stopped_on_exit: list[ModelStatus] = []
         self.left_on_exit: list[ModelStatus] = []

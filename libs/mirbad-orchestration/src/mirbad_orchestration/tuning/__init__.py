@@ -28,7 +28,7 @@ from ._dimensions import (
     vllm_dimensions,
 )
 from ._engine import EngineOutcome, TuningEngine, TuningProgress
-from ._fleet_runner import FleetTuningRunners
+from ._fleet_runner import FleetModelShapes, FleetTuningRunners
 from ._goals import (
     ABSOLUTE_GUARDS,
     GOALS,
@@ -67,6 +67,7 @@ __all__ = [
     "Confirmation",
     "Dimension",
     "EngineOutcome",
+    "FleetModelShapes",
     "FleetTuningRunners",
     "InstanceCandidateRunner",
     "Measured",
