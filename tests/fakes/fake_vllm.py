@@ -9,6 +9,48 @@ Environment switches for tests:
     FAKE_VLLM_FAIL: exit 1 right after start-up, logging this text as the last (error) line.
     FAKE_VLLM_STARTUP_DELAY_S: seconds to "load the model" before the port opens.
     FAKE_VLLM_TOKEN_DELAY_S: seconds between streamed chunks.
+    FAKE_VLLM_SIM_STEP_S: turns the performance simulator on (below): the seconds of one decode step
+        of a lone sequence at the reference configuration.
+    FAKE_VLLM_SIM_EFFECT: how much the settings matter, 0 to 1 (default 1; 0: noise only).
+    FAKE_VLLM_SIM_NOISE: the relative standard deviation of each request's pace (default 0.02).
+    FAKE_VLLM_SIM_SEED: seeds the noise (else ``--seed``, else 0).
+    FAKE_VLLM_SIM_BATCH_LIMIT: the largest ``max_num_seqs x max_num_batched_tokens`` the simulated
+        memory admits (default 65536); a larger batch fails to start with an out-of-memory error.
+
+The performance simulator (for the tuning tests) makes the tuned settings matter for real wall time:
+every streamed token waits ``step / tokens_per_step`` seconds, scaled by the pace of this request (a
+seeded Gaussian factor around 1), and the first token also waits for the prefill. With ``E`` the
+effect, each setting's factor ``f`` acts as ``1 + E * (f - 1)``:
+
+* batching: a step of ``N`` running sequences takes ``1 + (N - 1) / 16`` lone steps (more sequences
+  per step, more throughput), and at most ``max_num_seqs`` run at once: the rest wait in the queue
+  (the limit holds only while ``E > 0``);
+* ``max_num_seqs``: each reserved slot costs bookkeeping, a step takes ``1 + max_num_seqs / 64``;
+* ``max_num_batched_tokens`` (unset: 2048): up to 2048 a step takes 1.3x (the prefills are chunked
+  small and the decodes wait on them), up to 8192 1x, above 1.15x;
+* ``kv_cache_dtype`` fp8: a step takes 1 / 1.1 (half the KV bytes to read);
+* async scheduling on: 1 / 1.15 (the CPU schedules while the accelerator runs);
+* cudagraph_mode: FULL_AND_PIECEWISE (the default) 1x, PIECEWISE 1.1x, NONE 1.3x; with speculative
+  decoding FULL_AND_PIECEWISE resolves to PIECEWISE (as vLLM's attention backends do);
+* speculative decoding of depth ``d``: a step takes ``1 + 0.15 d`` and yields ``1 + a(d) / (1 + (N -
+  1) / 8)`` tokens, ``a = 0, 0.7, 1.1, 1.2`` for ``d = 0..3`` (1.2 beyond): acceptance falls as the
+  batch grows;
+* prefix caching (on unless ``--no-enable-prefix-caching``): a prompt seen before prefills in a tenth
+  of the time and its usage reports the cached tokens; the prefill costs ``step / 50`` per prompt word;
+* an embeddings request is one pooling pass of ``1 + words / 50`` steps at the batch's pace, holding
+  a sequence slot like a stream.
+
+Its known best, for the balanced goal with the suite's levels 1 and N: ``max_num_seqs`` N (fewer queue
+part of the top level, more pay for slots never filled; of 4/8/16/32 at N = 8: 8),
+``max_num_batched_tokens`` 8192 (16384 with 8 sequences exceeds the default batch limit and fails to
+start), KV fp8, async scheduling on, prefix caching on, cudagraph FULL_AND_PIECEWISE and, where the
+model has MTP layers, speculative depth 2.
+:func:`simulated_pace` computes the model without a server, so a test can state its optimum.
+
+The log prints the notices vLLM prints and RuntimeNotes reads: the engine's resolved config
+(``speculative_config=SpeculativeConfig(...)``, ``'cudagraph_mode': <CUDAGraphMode.X: ...>``), the
+chunked-prefill budget, ``Asynchronous scheduling is enabled.`` and the speculative warning
+``max_num_scheduled_tokens is set to N based on the speculative decoding settings``.
 
 Run it as a script (``python fake_vllm.py --model /models/x --port 8000``); the test image uses it as
 its entrypoint.
@@ -22,12 +64,16 @@ import hashlib
 import json
 import math
 import os
+import random
 import signal
 import struct
 import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -35,6 +81,20 @@ from typing import Any
 START_LINE = "Starting vLLM API server on"
 FAILURE_PREAMBLE_LINES = 30
 EMBEDDING_SIZE = 16
+SIM_BATCH_LIMIT = 65536
+"""The default largest ``max_num_seqs x max_num_batched_tokens`` the simulated memory admits."""
+DEFAULT_BATCHED_TOKENS = 2048
+"""What the simulator takes for an unset ``--max-num-batched-tokens``."""
+_ACCEPTED = (0.0, 0.7, 1.1, 1.2)  # draft tokens accepted per step of a lone sequence, by depth
+_CUDAGRAPH_COST = {
+    "NONE": 1.3,
+    "PIECEWISE": 1.1,
+    "FULL": 1.0,
+    "FULL_DECODE_ONLY": 1.0,
+    "FULL_AND_PIECEWISE": 1.0,
+}
+_CUDAGRAPH_VALUE = {"NONE": "0", "PIECEWISE": "1", "FULL": "2", "FULL_DECODE_ONLY": "(2, 0)",
+                    "FULL_AND_PIECEWISE": "(2, 1)"}  # fmt: skip
 
 
 def _context_length(text: str) -> int:
@@ -85,6 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--async-scheduling", action=argparse.BooleanOptionalAction, default=None)
     parser.add_argument("--mamba-cache-mode", default=None)
     parser.add_argument("--disable-access-log-for-endpoints", default="")
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--runner", choices=["auto", "generate", "pooling", "draft"], default="auto")
+    parser.add_argument("--convert", choices=["auto", "none", "embed", "classify", "reward"], default="auto")
     parser.add_argument("--host", default="0.0.0.0")
     parser.add_argument("--port", type=int, default=8000)
     return parser
@@ -103,10 +166,136 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def log(message: str, *, stream: Any = None) -> None:
+def log(message: str, *, stream: Any = None, level: str = "INFO", source: str = "fake_vllm.py") -> None:
     """One vLLM-style log line, flushed at once so ``docker logs`` sees it."""
     stamp = time.strftime("%m-%d %H:%M:%S")
-    print(f"INFO {stamp} [fake_vllm.py] {message}", file=stream or sys.stdout, flush=True)
+    print(f"{level} {stamp} [{source}] {message}", file=stream or sys.stdout, flush=True)
+
+
+@dataclass(frozen=True)
+class SimSettings:
+    """The performance simulator's knobs (see the module); None from :meth:`from_env` when it is off."""
+
+    step_s: float
+    effect: float = 1.0
+    noise: float = 0.02
+    seed: int = 0
+    batch_limit: int = SIM_BATCH_LIMIT
+
+    @classmethod
+    def from_env(cls, args: argparse.Namespace, env: dict[str, str] | None = None) -> SimSettings | None:
+        env = dict(os.environ) if env is None else env
+        step_s = float(env.get("FAKE_VLLM_SIM_STEP_S") or 0)
+        if step_s <= 0:
+            return None
+        seed = env.get("FAKE_VLLM_SIM_SEED") or (args.seed if args.seed is not None else 0)
+        return cls(
+            step_s=step_s,
+            effect=min(1.0, max(0.0, float(env.get("FAKE_VLLM_SIM_EFFECT") or 1.0))),
+            noise=max(0.0, float(env.get("FAKE_VLLM_SIM_NOISE") or 0.02)),
+            seed=int(seed),
+            batch_limit=int(env.get("FAKE_VLLM_SIM_BATCH_LIMIT") or SIM_BATCH_LIMIT),
+        )
+
+
+def speculative_depth(args: argparse.Namespace) -> int:
+    """The draft tokens per step ``--speculative-config`` asks for (0: no speculative decoding)."""
+    config = args.speculative_config or {}
+    depth = config.get("num_speculative_tokens") or 0
+    return int(depth) if isinstance(depth, int | float) else 0
+
+
+def batched_tokens(args: argparse.Namespace) -> int:
+    """The step's token budget (vLLM's online default when unset)."""
+    return args.max_num_batched_tokens or DEFAULT_BATCHED_TOKENS
+
+
+def resolved_cudagraph_mode(args: argparse.Namespace) -> str:
+    """The cudagraph mode after vLLM's resolution: FULL_AND_PIECEWISE falls back with speculative decoding."""
+    requested = str((args.compilation_config or {}).get("cudagraph_mode") or "FULL_AND_PIECEWISE").upper()
+    if requested == "FULL_AND_PIECEWISE" and speculative_depth(args):
+        return "PIECEWISE"
+    return requested if requested in _CUDAGRAPH_COST else "FULL_AND_PIECEWISE"
+
+
+def _scaled(factor: float, effect: float) -> float:
+    return 1.0 + effect * (factor - 1.0)
+
+
+def simulated_pace(args: argparse.Namespace, running: int, *, effect: float = 1.0) -> float:
+    """The steps (of a lone sequence at the reference) one streamed token of ``running`` sequences takes.
+
+    The performance model of the module's docstring, without noise: multiply by ``step_s`` for seconds.
+    """
+    step = 1.0 + (max(1, running) - 1) / 16
+    step *= _scaled(1.0 + args.max_num_seqs / 64, effect)
+    budget = batched_tokens(args)
+    step *= _scaled(1.3 if budget <= 2048 else 1.0 if budget <= 8192 else 1.15, effect)
+    if str(args.kv_cache_dtype).startswith("fp8"):
+        step /= _scaled(1.1, effect)
+    if args.async_scheduling:
+        step /= _scaled(1.15, effect)
+    step *= _scaled(_CUDAGRAPH_COST[resolved_cudagraph_mode(args)], effect)
+    depth = speculative_depth(args)
+    step *= _scaled(1.0 + 0.15 * depth, effect)
+    accepted = _ACCEPTED[min(depth, len(_ACCEPTED) - 1)] / (1.0 + (max(1, running) - 1) / 8)
+    return step / (1.0 + effect * accepted)
+
+
+def batch_refusal(args: argparse.Namespace, limit: int) -> str | None:
+    """vLLM's out-of-memory error when the batch exceeds the simulated memory, else None."""
+    need = args.max_num_seqs * batched_tokens(args)
+    if need <= limit:
+        return None
+    gib = need * 16 / 1024**2  # the profiling run's activations: 16 KiB per scheduled token
+    return (
+        f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {gib:.2f} GiB during the "
+        f"profile run (max_num_seqs={args.max_num_seqs} x max_num_batched_tokens={batched_tokens(args)} "
+        f"is over the simulated limit {limit}). Try decreasing max_num_batched_tokens or max_num_seqs."
+    )
+
+
+def log_engine_notices(args: argparse.Namespace) -> None:
+    """The start-up notices vLLM prints about the configuration it resolved (RuntimeNotes reads them)."""
+    depth = speculative_depth(args)
+    budget = batched_tokens(args)
+    log(f"Chunked prefill is enabled with max_num_batched_tokens={budget}.", source="scheduler.py:231")
+    if args.async_scheduling:
+        log("Asynchronous scheduling is enabled.", source="vllm.py:754")
+    requested = str((args.compilation_config or {}).get("cudagraph_mode") or "FULL_AND_PIECEWISE").upper()
+    mode = resolved_cudagraph_mode(args)
+    if mode != requested:
+        log(
+            f"CUDAGraphMode.{requested} is not supported with spec-decode for attention backend "
+            "FlashAttentionBackend (support: AttentionCGSupport.UNIFORM_BATCH); "
+            f"setting cudagraph_mode={mode}",
+            level="WARNING",
+            source="gpu_model_runner.py:3870",
+        )
+    if depth:
+        scheduled = budget - args.max_num_seqs * depth
+        log(
+            f"max_num_scheduled_tokens is set to {scheduled} based on the speculative decoding settings. "
+            "This may lead to suboptimal performance. Consider increasing max_num_batched_tokens or "
+            "decreasing num_speculative_tokens or max_num_seqs.",
+            level="WARNING",
+            source="vllm.py:1406",
+        )
+    spec = args.speculative_config or {}
+    speculative = (
+        f"SpeculativeConfig(method={spec.get('method')!r}, model={spec.get('model') or args.model!r}, "
+        f"num_spec_tokens={depth})"
+        if depth
+        else "None"
+    )
+    caching = args.enable_prefix_caching is not False
+    log(
+        f"Initializing a V1 LLM engine (v0.0.0+fake) with config: model={args.model!r}, "
+        f"speculative_config={speculative}, max_seq_len={args.max_model_len}, "
+        f"kv_cache_dtype={args.kv_cache_dtype}, enable_prefix_caching={caching}, "
+        f"compilation_config={{'cudagraph_mode': <CUDAGraphMode.{mode}: {_CUDAGRAPH_VALUE[mode]}>}}",
+        source="core.py:107",
+    )
 
 
 class Engine:
@@ -120,6 +309,51 @@ class Engine:
         self.prompt_tokens = 0
         self.generation_tokens = 0
         self.token_delay = float(os.environ.get("FAKE_VLLM_TOKEN_DELAY_S", "0") or 0)
+        self.sim = SimSettings.from_env(args)
+        self.rng = random.Random(self.sim.seed if self.sim else 0)
+        limited = self.sim is not None and self.sim.effect > 0
+        self.slots = threading.BoundedSemaphore(args.max_num_seqs) if limited else None
+        self.seen_prompts: set[str] = set()
+
+    @contextmanager
+    def slot(self) -> Iterator[None]:
+        """Hold one of ``max_num_seqs`` sequence slots (the simulator's queue; no limit otherwise)."""
+        with self.slots if self.slots is not None else nullcontext():
+            yield
+
+    def pace(self) -> float:
+        """One request's seeded pace factor (1 without the simulator)."""
+        if self.sim is None:
+            return 1.0
+        with self.lock:
+            return max(0.2, self.rng.gauss(1.0, self.sim.noise))
+
+    def cached(self, prompt: list[str]) -> int:
+        """The prompt words the simulator's prefix caching reuses (all of a prompt seen before)."""
+        key = " ".join(prompt)
+        with self.lock:
+            seen = key in self.seen_prompts
+            self.seen_prompts.add(key)
+        caching = self.sim is not None and self.args.enable_prefix_caching is not False
+        return len(prompt) if seen and caching else 0
+
+    def pool_pause(self, pace: float, words: int) -> float:
+        """Seconds one embeddings request takes in the simulator (a pass scaled by the batch's words)."""
+        assert self.sim is not None
+        with self.lock:
+            running = self.running
+        pass_steps = simulated_pace(self.args, running, effect=self.sim.effect) * (1 + words / 50)
+        return self.sim.step_s * pace * pass_steps
+
+    def token_pause(self, pace: float, *, prefill_words: int = 0) -> float:
+        """Seconds before the next streamed token: the chunk delay, or the simulator's model."""
+        if self.sim is None:
+            return self.token_delay
+        with self.lock:
+            running = self.running
+        step = self.sim.step_s * pace
+        decode = step * simulated_pace(self.args, running, effect=self.sim.effect)
+        return decode + step / 50 * prefill_words
 
     def admit(self, prompt_tokens: int) -> None:
         with self.lock:
@@ -267,19 +501,26 @@ class Handler(BaseHTTPRequestHandler):
     def _generate(self, body: dict[str, Any], model: str, prompt: list[str], *, chat: bool) -> None:
         limit = body.get("max_completion_tokens") or body.get("max_tokens") or 16
         tokens, finish = reply_tokens(prompt, int(limit))
-        usage = {"prompt_tokens": len(prompt), "completion_tokens": len(tokens)}
+        usage: dict[str, Any] = {"prompt_tokens": len(prompt), "completion_tokens": len(tokens)}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
-        self.engine.admit(len(prompt))
-        try:
-            if body.get("stream"):
-                options = body.get("stream_options") or {}
-                self._stream(
-                    model, tokens, finish, usage if options.get("include_usage") else None, chat=chat
-                )
-            else:
-                self._json(HTTPStatus.OK, self._whole(model, tokens, finish, usage, chat=chat))
-        finally:
-            self.engine.finish(len(tokens))
+        streamed = bool(body.get("stream"))
+        # Only streams are timed by a benchmark: a whole answer never waits in the simulator's queue.
+        with self.engine.slot() if streamed else nullcontext():
+            cached = self.engine.cached(prompt)
+            if cached:
+                usage["prompt_tokens_details"] = {"cached_tokens": cached}
+            self.engine.admit(len(prompt))
+            try:
+                if streamed:
+                    options = body.get("stream_options") or {}
+                    included = usage if options.get("include_usage") else None
+                    self._stream(
+                        model, tokens, finish, included, chat=chat, prefill=len(prompt) - cached * 9 // 10
+                    )
+                else:
+                    self._json(HTTPStatus.OK, self._whole(model, tokens, finish, usage, chat=chat))
+            finally:
+                self.engine.finish(len(tokens))
 
     def _whole(
         self, model: str, tokens: list[str], finish: str, usage: dict[str, int], *, chat: bool
@@ -293,7 +534,14 @@ class Handler(BaseHTTPRequestHandler):
         return {**self._envelope(model, chat=chat, chunk=False), "choices": [choice], "usage": usage}
 
     def _stream(
-        self, model: str, tokens: list[str], finish: str, usage: dict[str, int] | None, *, chat: bool
+        self,
+        model: str,
+        tokens: list[str],
+        finish: str,
+        usage: dict[str, Any] | None,
+        *,
+        chat: bool,
+        prefill: int = 0,
     ) -> None:
         self.send_response(HTTPStatus.OK)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
@@ -310,11 +558,16 @@ class Handler(BaseHTTPRequestHandler):
         pieces.append(
             {"delta": {}, "finish_reason": finish} if chat else {"text": "", "finish_reason": finish}
         )
-        for piece in pieces:
+        pace = self.engine.pace()
+        for index, piece in enumerate(pieces):
+            if self.engine.sim is not None and index == int(chat):
+                # The first token waits for the prefill (less the cached words) and its first step.
+                time.sleep(self.engine.token_pause(pace, prefill_words=prefill))
             choice = {"index": 0, "logprobs": None, "finish_reason": None, **piece}
             self._event({**envelope, "choices": [choice]})
-            if self.engine.token_delay:
-                time.sleep(self.engine.token_delay)
+            pause = self.engine.token_pause(pace)
+            if pause and (self.engine.sim is None or int(chat) <= index < len(pieces) - 2):
+                time.sleep(pause)
         if usage is not None:
             self._event({**envelope, "choices": [], "usage": usage})
         self._chunk(b"data: [DONE]\n\n")
@@ -341,8 +594,13 @@ class Handler(BaseHTTPRequestHandler):
             if body.get("encoding_format") == "base64":
                 value = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
             data.append({"object": "embedding", "index": index, "embedding": value})
-        self.engine.admit(tokens)
-        self.engine.finish(0)
+        with self.engine.slot():
+            self.engine.admit(tokens)
+            try:
+                if self.engine.sim is not None:
+                    time.sleep(self.engine.pool_pause(self.engine.pace(), tokens))
+            finally:
+                self.engine.finish(0)
         usage = {"prompt_tokens": tokens, "total_tokens": tokens}
         self._json(HTTPStatus.OK, {"object": "list", "model": model, "data": data, "usage": usage})
 
@@ -401,9 +659,14 @@ def main(argv: list[str] | None = None) -> int:
     defaults = vars(build_parser().parse_args([]))
     given = {key: value for key, value in vars(args).items() if key in defaults and value != defaults[key]}
     log(f"non-default args: {given}")
+    log_engine_notices(args)
     failure = os.environ.get("FAKE_VLLM_FAIL")
     if failure:
         return _fail(failure)
+    sim = SimSettings.from_env(args)
+    refusal = batch_refusal(args, sim.batch_limit) if sim is not None else None
+    if refusal is not None:
+        return _fail(refusal)
     time.sleep(float(os.environ.get("FAKE_VLLM_STARTUP_DELAY_S", "0") or 0))
     handler = type("BoundHandler", (Handler,), {"engine": Engine(args)})
     server = ThreadingHTTPServer((args.host, args.port), handler)

@@ -19,6 +19,7 @@ import anyio
 import pytest
 from tests.master._stack import Master, running_master
 from tests.master.test_api_benchmarks import QWEN, TINY, WAIT_S, chatty, ready
+from tests.orchestration._fake_agent import FakeAgent
 
 from mirbad_orchestration.commandline import TUNING_LABEL
 from mirbad_orchestration.jobs import JobTarget
@@ -30,7 +31,14 @@ from mirbad_orchestration.tuning import (
     PresetSimulatedRunner,
     SimulatedRunner,
 )
-from mirbad_protocol import BenchmarkResult, ModelDefinition, ModelState, TuningRequest
+from mirbad_protocol import (
+    BenchmarkResult,
+    ExecutableRef,
+    GgufInfo,
+    ModelDefinition,
+    ModelState,
+    TuningRequest,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -179,8 +187,8 @@ async def test_refusals_of_the_tuning_api(master: Master) -> None:
     assert stopped.json()["error"]["code"] == "model_not_ready"
     assert ranked.status_code == 422
     assert ranked.json()["error"]["code"] == "preset_not_for_model"
-    assert embedding.status_code == 422
-    assert "embedding models are not tuned yet" in embedding.json()["error"]["message"]
+    assert embedding.status_code == 409  # an embedding model tunes (its own dimensions) once Ready
+    assert embedding.json()["error"]["code"] == "model_not_ready"
     assert unknown.status_code == 422
     assert unknown.json()["error"]["code"] == "unknown_tuning_step"
     assert unknown.json()["error"]["field"] == "steps"
@@ -378,3 +386,48 @@ async def test_without_the_nodes_files_the_gates_read_the_registrys_tags(master:
         plain, TuningRequest(preset="interactive", steps=["kv_prefix"])
     ).dimensions
     assert kv_prefix.candidate(plain, "fp8/prefix-on").mamba_cache_mode is None
+
+
+async def test_the_thread_counts_tried_come_from_the_node_s_reported_cores(tmp_path: Path) -> None:
+    def eight_cores(node_id: str) -> FakeAgent:
+        return FakeAgent(node_name=node_id, cpu_count=8 if node_id == "big" else None)
+
+    llama = ModelDefinition(
+        id="tiny",
+        served_name="tiny-chat",
+        runtime="llamacpp",
+        executable=ExecutableRef(name="llama-server", version="test"),
+        model_path="tiny.gguf",
+    )
+    async with running_master(tmp_path, "local", "big", agent=eight_cores) as master:
+        request = TuningRequest(steps=["threads"])
+        on_big = master.services.tuning.plan(llama, request, node_id="big")
+        on_local = master.services.tuning.plan(llama, request, node_id="local")
+
+    assert on_big.dimensions[0].values == (4, 8)  # half and all of the node's cores
+    assert on_local.dimensions[0].values == (1, 2)  # a node that does not say: two cores assumed
+
+
+async def test_the_kv_gate_reads_a_gguf_model_s_shape_on_its_node(master: Master) -> None:
+    # 32 layers x 8 KV heads x 128 x 2 bytes x 2 = 128 KiB a token: 8192 tokens are 1 GiB of KV.
+    header = GgufInfo(
+        version=3, architecture="llama", block_count=32, head_count=32, head_count_kv=8,
+        embedding_length=4096, size_bytes=4 * 1024**3,
+    )  # fmt: skip
+    master.local.gguf["big.gguf"] = header
+    fits = QWEN | {"id": "fits", "servedName": "fits", "modelPath": "big.gguf", "memoryBudgetGiB": 6}
+    tight = QWEN | {"id": "tight", "servedName": "tight", "modelPath": "big.gguf", "memoryBudgetGiB": 4.5}
+    await ready(master, fits)
+    started = await master.admin.post("/api/models/fits/tune", json={"search": "full"})
+    await _ended(master, started.json()["id"])
+    await ready(master, tight)
+    skipped = await master.admin.post("/api/models/tight/tune", json={"search": "full"})
+    run = await _ended(master, skipped.json()["id"])
+
+    assert started.status_code == 202, started.text
+    assert started.json()["steps"][-1] == "kv_cache_dtype"  # 6 GiB less 4 of weights holds 1 GiB of KV
+    assert skipped.status_code == 202, skipped.text
+    assert "kv_cache_dtype" not in skipped.json()["steps"]  # 4.5 GiB less 4 does not
+    stored = (await master.admin.get("/api/models/tight/tuning")).json()["runs"][0]
+    assert run["state"] == "succeeded", run
+    assert any("full-length request at auto: no" in note for note in stored["notes"])

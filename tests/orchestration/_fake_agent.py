@@ -85,6 +85,7 @@ class FakeAgent:
     host_samples: list[HostGpuSample] = field(default_factory=list)
     gguf: dict[str, GgufInfo] = field(default_factory=dict)
     boot_id: str | None = None
+    cpu_count: int | None = None
     refusals: dict[str, Refusal] = field(default_factory=dict)
     """Route name -> the refusal it answers with (until removed)."""
     stall: anyio.Event | None = None
@@ -173,6 +174,7 @@ class FakeAgent:
                 *(["model-files.check"] if self.present_files is not None else []),
             ],
             model_roots=["/models"],
+            cpu_count=self.cpu_count,
         )
         body = info.to_wire()
         if self.boot_id is not None:

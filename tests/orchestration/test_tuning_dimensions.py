@@ -7,7 +7,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mirbad_orchestration.exceptions import UnknownTuningStepError
-from mirbad_orchestration.tuning import apply_best, fingerprint, llamacpp_dimensions, plan_for, set_extra_flag
+from mirbad_orchestration.tuning import (
+    ModelShape,
+    apply_best,
+    fingerprint,
+    kv_auto_fits,
+    kv_cache_bytes_per_token,
+    llamacpp_dimensions,
+    plan_for,
+    pooling_dimensions,
+    set_extra_flag,
+)
 from mirbad_protocol import ExecutableRef, ModelDefinition
 
 LLAMA = ModelDefinition(
@@ -89,3 +99,70 @@ def test_apply_best_takes_only_the_tuned_settings_and_leaves_no_owned_flag() -> 
     assert "-np" not in applied.extra_args
     vllm = apply_best(VLLM.model_copy(update={"extra_args": ["--max-num-seqs", "64"]}), VLLM)
     assert (vllm.max_num_seqs, vllm.extra_args) == (16, [])
+
+
+# ---------------------------------------------------------------- the KV gate and pooling models
+
+QWEN_CONFIG = {
+    "architectures": ["Qwen3ForCausalLM"],
+    "num_hidden_layers": 36,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "hidden_size": 4096,
+    "head_dim": 128,
+    "torch_dtype": "bfloat16",
+}
+GIB = 1024**3
+
+
+def test_the_kv_bytes_of_a_token_follow_the_config() -> None:
+    shape = ModelShape.from_config(QWEN_CONFIG, weights_bytes=16 * GIB)
+    assert shape is not None
+    # K and V, 36 layers, 8 KV heads of 128, two bytes: 144 KiB a token at auto, half of it at fp8.
+    assert kv_cache_bytes_per_token(shape) == 2 * 36 * 8 * 128 * 2 == 147_456
+    assert kv_cache_bytes_per_token(shape, "fp8_e4m3") == 73_728
+    # Without head_dim the width is hidden / heads; without KV heads there is no GQA.
+    plain = ModelShape.from_config({"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64})
+    assert plain is not None
+    assert (plain.kv_heads, plain.head_dim, plain.dtype_bytes) == (4, 16, 2)
+    nested = ModelShape.from_config({"text_config": QWEN_CONFIG, "vision_config": {}})
+    assert nested == ModelShape(layers=36, kv_heads=8, head_dim=128, dtype_bytes=2)
+    assert ModelShape.from_config({"architectures": ["X"]}) is None
+
+
+def test_the_kv_dimension_is_tried_only_when_one_full_length_request_fits_at_auto() -> None:
+    shape = ModelShape.from_config(QWEN_CONFIG, weights_bytes=16 * GIB)
+    # 32k tokens x 144 KiB = 4.5 GiB of KV: 24 GiB less 16 of weights holds it, 20 GiB does not.
+    roomy = VLLM.model_copy(update={"max_model_len": 32_768, "memory_budget_gib": 24.0})
+    tight = roomy.model_copy(update={"memory_budget_gib": 20.0})
+    assert kv_auto_fits(roomy, shape) is True
+    assert kv_auto_fits(tight, shape) is False
+    assert kv_auto_fits(roomy, None) is None
+    assert kv_auto_fits(roomy, ModelShape(layers=36, kv_heads=8, head_dim=128)) is None  # weights unknown
+
+    assert "kv_cache_dtype" in plan_for(roomy, search="full", shape=shape).steps
+    skipped = plan_for(tight, search="full", shape=shape)
+    assert "kv_cache_dtype" not in skipped.steps
+    assert any("kv_cache_dtype: not tried" in note and ": no)" in note for note in skipped.notes)
+    unknown = plan_for(roomy, search="full")
+    assert any(": unknown)" in note for note in unknown.notes)
+    # The MTP layers come from the config too.
+    mtp = ModelShape.from_config({**QWEN_CONFIG, "num_nextn_predict_layers": 1}, weights_bytes=GIB)
+    assert plan_for(roomy, shape=mtp).dimensions[0].values == ("off", "mtp-1", "mtp-2", "mtp-3")
+
+
+@given(st.dictionaries(st.text(max_size=30), st.one_of(st.integers(), st.text(max_size=10), st.none())))
+def test_reading_any_config_never_raises(config: dict[str, object]) -> None:
+    shape = ModelShape.from_config(config)
+    assert shape is None or min(shape.layers, shape.kv_heads, shape.head_dim, shape.dtype_bytes) > 0
+
+
+def test_a_pooling_model_tunes_only_its_batching() -> None:
+    assert pooling_dimensions().steps == ["max_num_seqs", "max_num_batched_tokens"]
+    assert pooling_dimensions().dimensions[0].values == (4, 8, 16, 32, 64)
+    assert pooling_dimensions().dimensions[1].values == (2048, 8192, 32768)
+    assert plan_for(VLLM, pooling=True).steps == ["max_num_seqs"]
+    assert plan_for(VLLM, pooling=True, search="full").steps == ["max_num_seqs", "max_num_batched_tokens"]
+    with pytest.raises(UnknownTuningStepError) as refused:
+        plan_for(VLLM, pooling=True, steps=["speculative", "max_num_seqs"])
+    assert refused.value.unknown == ["speculative"]

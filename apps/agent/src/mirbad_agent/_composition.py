@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -152,6 +153,7 @@ class AgentServices:
             features=[flag.value for flag in features],
             model_roots=[str(root) for root in self.folders.roots],
             boot_id=_boot_id(),
+            cpu_count=_cpu_count(),
         )
 
     async def gpus(self) -> list[GpuMemory]:
@@ -186,6 +188,13 @@ class AgentServices:
 
 
 _BOOT_ID_PATH = Path("/proc/sys/kernel/random/boot_id")
+
+
+def _cpu_count() -> int | None:
+    # The cores this process may use (a container or a cgroup's affinity), not the host's total.
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or None
+    return os.cpu_count()
 
 
 def _boot_id() -> str | None:

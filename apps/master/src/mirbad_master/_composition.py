@@ -36,7 +36,13 @@ from mirbad_orchestration.jobs import DEFAULT_DRAIN_TIMEOUT_S, DEFAULT_GPU_SAMPL
 from mirbad_orchestration.services import HostServiceManager, HostServicesStore
 from mirbad_orchestration.stores import AuditLog
 from mirbad_orchestration.supervision import HealthMonitor, RecoveryState, RestartPauses, StartLanes
-from mirbad_orchestration.tuning import FleetTuningRunners, RunnerFactory, TuningJobs, TuningResults
+from mirbad_orchestration.tuning import (
+    FleetModelShapes,
+    FleetTuningRunners,
+    RunnerFactory,
+    TuningJobs,
+    TuningResults,
+)
 from mirbad_protocol import (
     BenchmarkSizes,
     CertificateAuthority,
@@ -189,6 +195,8 @@ class MasterServices:
             benchmarks=self.benchmarks,
             repetitions=tuning_repetitions[0],
             confirm_repetitions=tuning_repetitions[1],
+            node_cores=self._node_cores,
+            shapes=FleetModelShapes(self.nodes, clients),
         )
         self.stopped_on_exit: list[ModelStatus] = []
         self.left_on_exit: list[ModelStatus] = []
@@ -295,6 +303,10 @@ class MasterServices:
     def _tuning_on(self, node_id: str) -> tuple[str, str] | None:
         running = self.tuning.running_on(node_id)
         return (running.id, running.model_id) if running is not None else None
+
+    def _node_cores(self, node_id: str) -> int | None:
+        state = self.cache.node(node_id)
+        return state.info.cpu_count if state is not None and state.info is not None else None
 
     def _benchmark_on(self, node_id: str) -> tuple[str, str] | None:
         running = [job for job in self.jobs.jobs() if job.node_id == node_id and job.state == "running"]

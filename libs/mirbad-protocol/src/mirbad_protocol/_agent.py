@@ -334,6 +334,8 @@ class AgentInfo(WireModel):
         model_roots: the folders launch specs and listings resolve model paths under, in order.
         boot_id: an id of the host's current boot (it changes on every reboot), so the master can tell
             a rebooted node and relaunch what ran there; None where the platform offers none.
+        cpu_count: the CPU cores the agent's processes may run on (tuning tries thread counts from
+            them); None from an agent that does not say.
     """
 
     node_name: str
@@ -342,6 +344,7 @@ class AgentInfo(WireModel):
     features: list[str] = Field(default_factory=list)
     model_roots: list[str] = Field(default_factory=list)
     boot_id: str | None = None
+    cpu_count: int | None = None
 
 
 # ---------------------------------------------------------------- models

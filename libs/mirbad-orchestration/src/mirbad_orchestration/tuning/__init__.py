@@ -10,21 +10,26 @@ a deterministic performance model for tests.
 from ._confirmation import Confirmation, Measured
 from ._dimensions import (
     LLAMACPP_QUICK,
+    POOLING_QUICK,
     VLLM_QUICK,
     Dimension,
+    ModelShape,
     TuningPlan,
     apply_best,
     effective_config,
     extra_flag_value,
     fingerprint,
+    kv_auto_fits,
+    kv_cache_bytes_per_token,
     llamacpp_dimensions,
     plan_for,
+    pooling_dimensions,
     set_extra_flag,
     vllm_dimensions,
 )
 from ._engine import EngineOutcome, TuningEngine, TuningProgress
 from ._eta import DEFAULT_BENCHMARK_S, DEFAULT_START_S, RECENT_RUNS, EtaBasis, EtaProjection, eta_basis
-from ._fleet_runner import FleetTuningRunners
+from ._fleet_runner import FleetModelShapes, FleetTuningRunners
 from ._gates import (
     BATCHED_TOKENS,
     DRAFT_DEPTHS,
@@ -52,6 +57,7 @@ from ._goals import (
     Measurement,
     goal_score,
     guard_violations,
+    measurement_from_embeddings,
     measurement_from_outcome,
     reference_of,
     relative_guards_for,
@@ -63,7 +69,7 @@ from ._instances import (
     TuningInstances,
     tuning_id,
 )
-from ._jobs import RunnerFactory, TuningJobs, planned_candidates, planned_seconds
+from ._jobs import RunnerFactory, ShapeReader, TuningJobs, planned_candidates, planned_seconds
 from ._preset_search import POOLING_STEPS, PRESET_QUICK, PRESET_STEPS, GateInputs, preset_plan, step_sentences
 from ._preset_simulator import PresetSimulatedRunner, SimulatedLog
 from ._results import TUNING_FOLDER_NAME, TuningResults
@@ -84,6 +90,7 @@ __all__ = [
     "LLAMACPP_QUICK",
     "MAX_NUM_SEQS",
     "MTP_DEPTHS",
+    "POOLING_QUICK",
     "POOLING_STEPS",
     "PRESET_QUICK",
     "PRESET_STEPS",
@@ -98,6 +105,7 @@ __all__ = [
     "EngineOutcome",
     "EtaBasis",
     "EtaProjection",
+    "FleetModelShapes",
     "FleetTuningRunners",
     "GateInputs",
     "GateVerdict",
@@ -105,11 +113,13 @@ __all__ = [
     "InstanceCandidateRunner",
     "Measured",
     "Measurement",
+    "ModelShape",
     "PerformanceModel",
     "PresetScorer",
     "PresetSimulatedRunner",
     "RunnerFactory",
     "RuntimeNotes",
+    "ShapeReader",
     "SimulatedLog",
     "SimulatedRunner",
     "TuningEngine",
@@ -135,9 +145,12 @@ __all__ = [
     "guard_violations",
     "is_mamba_hybrid",
     "is_moe",
+    "kv_auto_fits",
+    "kv_cache_bytes_per_token",
     "kv_gate",
     "llamacpp_dimensions",
     "max_num_seqs_gate",
+    "measurement_from_embeddings",
     "measurement_from_outcome",
     "mtp_gate",
     "mtp_layers",
@@ -145,6 +158,7 @@ __all__ = [
     "plan_for",
     "planned_candidates",
     "planned_seconds",
+    "pooling_dimensions",
     "prefix_pairs",
     "preset_plan",
     "reference_of",

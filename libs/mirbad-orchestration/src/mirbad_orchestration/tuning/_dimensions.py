@@ -3,31 +3,43 @@
 A :class:`Dimension` names a setting, the values tried and how a value is written onto a definition;
 every candidate is normalized, so no raw flag in ``extraArgs`` can override what the candidate sets.
 vLLM's classic order (:func:`vllm_dimensions`) is speculative decoding, max num seqs, max batched
-tokens, KV cache dtype; llama-server's (:func:`llamacpp_dimensions`) is parallel slots, threads, batch,
-micro-batch, flash attention, KV cache type. Never the max model len or the memory budget.
+tokens, KV cache dtype; a pooling (embedding) model varies only max num seqs and max batched tokens
+(:func:`pooling_dimensions`); llama-server's (:func:`llamacpp_dimensions`) is parallel slots, threads,
+batch, micro-batch, flash attention, KV cache type. Never the max model len or the memory budget.
+
+The KV gate (:func:`kv_auto_fits`): the KV dimension is tried only when the budget, less the weights,
+holds the KV cache of one full-length request (``max_model_len`` tokens) at ``auto``, the model's own
+dtype: ``2 (K and V) x layers x KV heads x head dim x dtype bytes`` per token, as vLLM sizes its cache
+blocks. The shape comes from the checkpoint's ``config.json`` (:meth:`ModelShape.from_config`) or a
+GGUF header (:meth:`ModelShape.from_gguf`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from mirbad_orchestration.commandline import launch_spec_for, normalize_definition
 from mirbad_orchestration.exceptions import UnknownTuningStepError
-from mirbad_protocol import ModelDefinition, SpeculativeDecoding, TuningCandidate, TuningSearch
+from mirbad_protocol import GgufInfo, ModelDefinition, SpeculativeDecoding, TuningCandidate, TuningSearch
 
 __all__ = [
     "LLAMACPP_QUICK",
+    "POOLING_QUICK",
     "VLLM_QUICK",
     "Dimension",
+    "ModelShape",
     "TuningPlan",
     "apply_best",
     "effective_config",
     "extra_flag_value",
     "fingerprint",
+    "kv_auto_fits",
+    "kv_cache_bytes_per_token",
     "llamacpp_dimensions",
     "plan_for",
+    "pooling_dimensions",
     "set_extra_flag",
     "vllm_dimensions",
 ]
@@ -37,6 +49,96 @@ VLLM_QUICK: Final = ("speculative", "max_num_seqs")
 """The dimensions a Quick vLLM run tries (the rest only in Full)."""
 LLAMACPP_QUICK: Final = ("parallel", "flash_attn")
 """The dimensions a Quick llama-server run tries."""
+POOLING_QUICK: Final = ("max_num_seqs",)
+"""The dimensions a Quick run of a pooling (embedding) model tries."""
+_GIB: Final = 1024**3
+_DTYPE_BYTES: Final = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2, "float8": 1}
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What the KV gate and the MTP gate need to know of a checkpoint.
+
+    Attributes:
+        layers: the attention layers (``num_hidden_layers``).
+        kv_heads: the key/value heads per layer (``num_key_value_heads``, else the attention heads).
+        head_dim: one head's width (``head_dim``, else ``hidden_size / num_attention_heads``).
+        dtype_bytes: the bytes of one element at ``auto`` (the checkpoint's dtype; 2 when unstated).
+        weights_bytes: the weights' size on disk, None when unknown.
+        mtp_layers: ``num_nextn_predict_layers`` / ``mtp_num_hidden_layers`` (0: no MTP).
+    """
+
+    layers: int
+    kv_heads: int
+    head_dim: int
+    dtype_bytes: int = 2
+    weights_bytes: int | None = None
+    mtp_layers: int = 0
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], *, weights_bytes: int | None = None) -> ModelShape | None:
+        """Read a Hugging Face ``config.json`` (a multimodal one's ``text_config``); None: no shape in it."""
+        text = config.get("text_config")
+        source: Mapping[str, Any] = text if isinstance(text, Mapping) else config
+
+        def count(*names: str) -> int | None:
+            for name in names:
+                value = source.get(name, config.get(name))
+                if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                    return value
+            return None
+
+        layers = count("num_hidden_layers", "n_layer", "num_layers")
+        heads = count("num_attention_heads", "n_head")
+        kv_heads = count("num_key_value_heads", "num_kv_heads") or heads
+        hidden = count("hidden_size", "n_embd", "d_model")
+        head_dim = count("head_dim") or (hidden // heads if hidden and heads else None)
+        if not (layers and kv_heads and head_dim):
+            return None
+        dtype = source.get("torch_dtype", source.get("dtype", config.get("torch_dtype")))
+        mtp = count("mtp_num_hidden_layers", "num_nextn_predict_layers") or 0
+        return cls(
+            layers=layers,
+            kv_heads=kv_heads,
+            head_dim=head_dim,
+            dtype_bytes=_DTYPE_BYTES.get(str(dtype).lower(), 2),
+            weights_bytes=weights_bytes,
+            mtp_layers=mtp,
+        )
+
+    @classmethod
+    def from_gguf(cls, info: GgufInfo) -> ModelShape | None:
+        """Read a GGUF header (vLLM serves GGUF files too); the KV at auto is f16 there."""
+        kv_heads, dims = info.kv_head_count(), info.head_dims()
+        if not (info.block_count and kv_heads and dims):
+            return None
+        return cls(
+            layers=info.block_count,
+            kv_heads=kv_heads,
+            head_dim=max(dims),
+            weights_bytes=info.size_bytes or None,
+        )
+
+
+def kv_cache_bytes_per_token(shape: ModelShape, kv_cache_dtype: str = "auto") -> int:
+    """The KV cache bytes one token takes: K and V rows of every layer, in ``kv_cache_dtype``."""
+    element = 1 if kv_cache_dtype.startswith("fp8") else shape.dtype_bytes
+    return 2 * shape.layers * shape.kv_heads * shape.head_dim * element
+
+
+def kv_auto_fits(definition: ModelDefinition, shape: ModelShape | None) -> bool | None:
+    """Whether the budget, less the weights, holds one full-length request's KV cache at ``auto``.
+
+    None when it cannot be told (no shape, or the weights' size unknown).
+    """
+    return _kv_fits(definition, shape)
+
+
+def _kv_fits(definition: ModelDefinition, shape: ModelShape | None) -> bool | None:
+    if shape is None or shape.weights_bytes is None:
+        return None
+    room = definition.memory_budget_gib * _GIB - shape.weights_bytes
+    return room >= kv_cache_bytes_per_token(shape) * definition.max_model_len
 
 
 @dataclass(frozen=True)
@@ -244,6 +346,23 @@ def vllm_dimensions(*, mtp_layers: int = 0, kv_auto_fits: bool | None = None) ->
     return TuningPlan(tuple(dimensions), tuple(notes))
 
 
+def pooling_dimensions() -> TuningPlan:
+    """A pooling (embedding) model's dimensions: only max num seqs and max batched tokens (the spec)."""
+    dimensions = (
+        Dimension(
+            "max_num_seqs", (4, 8, 16, 32, 64), _field("max_num_seqs"), "more parallel batches", "KV memory"
+        ),
+        Dimension(
+            "max_num_batched_tokens",
+            (2048, 8192, 32768),
+            _field("max_num_batched_tokens"),
+            "more inputs per step",
+            "latency of the batches sharing a step",
+        ),
+    )
+    return TuningPlan(dimensions, ("pooling model: only max num seqs and max batched tokens are tuned",))
+
+
 def llamacpp_dimensions(*, cpu_count: int = 2) -> TuningPlan:
     """llama-server's dimensions (beyond the spec: a CPU-only fleet tunes too).
 
@@ -274,17 +393,36 @@ def plan_for(
     cpu_count: int = 2,
     mtp_layers: int = 0,
     kv_auto_fits: bool | None = None,
+    shape: ModelShape | None = None,
+    pooling: bool = False,
 ) -> TuningPlan:
     """The plan for ``definition``'s runtime: Quick or Full, or exactly ``steps`` (in the engine's order).
+
+    Args:
+        definition: the saved definition.
+        search: Quick or Full (ignored when ``steps`` is given).
+        steps: exactly these dimensions.
+        cpu_count: the node's cores (llama-server's thread counts).
+        mtp_layers: the model's MTP layers, when ``shape`` does not say.
+        kv_auto_fits: the KV gate, when ``shape`` does not decide it.
+        shape: the checkpoint's shape: the KV gate (:func:`kv_auto_fits`) and the MTP layers from it.
+        pooling: an embedding model (a vLLM one tunes :func:`pooling_dimensions`).
 
     Raises:
         UnknownTuningStepError: ``steps`` names dimensions the runtime does not have (all of them named).
     """
+    if shape is not None:
+        mtp_layers = shape.mtp_layers or mtp_layers
+        gate = _kv_fits(definition, shape)
+        kv_auto_fits = gate if gate is not None else kv_auto_fits
+    quick: tuple[str, ...]
     if definition.runtime == "llamacpp":
         full, quick = llamacpp_dimensions(cpu_count=cpu_count), LLAMACPP_QUICK
+    elif pooling:
+        full, quick = pooling_dimensions(), POOLING_QUICK
     else:
         full, quick = vllm_dimensions(mtp_layers=mtp_layers, kv_auto_fits=kv_auto_fits), VLLM_QUICK
-    known = _known_steps(definition.runtime)
+    known = full.steps if pooling and definition.runtime != "llamacpp" else _known_steps(definition.runtime)
     if steps is not None:
         unknown = [step for step in steps if step not in known]
         if unknown:

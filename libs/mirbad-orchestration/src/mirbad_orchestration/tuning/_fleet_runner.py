@@ -3,7 +3,9 @@
 Before the first candidate the model's own instance is stopped (the node's memory goes to the
 candidates; the node is in maintenance, so the health monitor leaves the model alone); at the end, on
 cancel and on failure the saved definition is started again and waited for (bounded), with a note
-when it did not come back Ready.
+when it did not come back Ready. :class:`FleetModelShapes` reads a model's checkpoint shape on its
+node for the KV gate: a GGUF file's header through the agent (a ``config.json`` cannot be read from a
+node yet, so an HF folder's gate stays unknown and the KV dimension is skipped with that reason).
 """
 
 from __future__ import annotations
@@ -12,16 +14,41 @@ from typing import Final
 
 import anyio
 
+from mirbad_orchestration.benchmarks import is_pooling
 from mirbad_orchestration.fleet import AgentClients, ModelRuntime, NodeRegistry, launch_total_gib
 from mirbad_orchestration.jobs import JobTarget
 from mirbad_protocol import BenchmarkSizes, MirbadError, ModelDefinition, ModelState, PresetSizes
 
+from ._dimensions import ModelShape
 from ._instances import AgentTuningInstances, InstanceCandidateRunner
 from ._runner import CandidateRunner
 
-__all__ = ["FleetTuningRunners"]
+__all__ = ["FleetModelShapes", "FleetTuningRunners"]
 
 _RESTORE_POLL_S: Final = 1.0
+
+
+class FleetModelShapes:
+    """Reads a model's checkpoint shape on its node (a :data:`~mirbad_orchestration.tuning.ShapeReader`).
+
+    Args:
+        nodes: the node registry.
+        clients: the agent clients.
+    """
+
+    def __init__(self, nodes: NodeRegistry, clients: AgentClients) -> None:
+        self._nodes = nodes
+        self._clients = clients
+
+    async def __call__(self, target: JobTarget, saved: ModelDefinition) -> ModelShape | None:
+        """The shape of a GGUF model's header; None for anything else or when the node cannot say."""
+        if not saved.model_path.lower().endswith(".gguf"):
+            return None
+        try:
+            client = self._clients.client_for(await self._nodes.get(target.node_id))
+            return ModelShape.from_gguf(await client.gguf_inspect(saved.model_path))
+        except MirbadError:
+            return None  # the gate is then unknown: the KV dimension is skipped, the run goes on
 
 
 class FleetTuningRunners:
@@ -33,6 +60,7 @@ class FleetTuningRunners:
         runtime: starts and stops the saved model.
         sizes: the suite's sizes (the spec's by default).
         preset_sizes: a workload preset run's sizes (the spec's by default).
+        embedding_sizes: the embeddings suite's sizes for a pooling model (the spec's by default).
         startup_timeout_s: how long a candidate, and the restored model, may take to become Ready.
     """
 
@@ -43,6 +71,7 @@ class FleetTuningRunners:
         runtime: ModelRuntime,
         *,
         sizes: BenchmarkSizes | None = None,
+        embedding_sizes: PresetSizes | None = None,
         startup_timeout_s: float = 600.0,
         preset_sizes: PresetSizes | None = None,
     ) -> None:
@@ -51,6 +80,7 @@ class FleetTuningRunners:
         self._clients = clients
         self._runtime = runtime
         self._sizes = sizes
+        self._embedding_sizes = embedding_sizes or PresetSizes()
         self._startup_timeout_s = startup_timeout_s
 
     async def __call__(self, target: JobTarget, saved: ModelDefinition) -> CandidateRunner:
@@ -73,6 +103,7 @@ class FleetTuningRunners:
             startup_timeout_s=self._startup_timeout_s,
             prepare=prepare,
             restore=restore,
+            embeddings=self._embedding_sizes if is_pooling(target.settings, target.tags) else None,
         )
 
     async def _restore(self, saved: ModelDefinition) -> str | None:

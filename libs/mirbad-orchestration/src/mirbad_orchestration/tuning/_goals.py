@@ -7,6 +7,12 @@ scores it against the baseline's reference measurement (the baseline's own score
 - Many agents: the top level's aggregate speed's gain, with TTFT p95 there at most 2x the baseline's;
 - Balanced: the geometric mean of both gains, with the same guard.
 
+A pooling (embedding) model is measured by the embeddings suite instead
+(:func:`measurement_from_embeddings`): its "speeds" are input tokens per second at N = 1 and at the
+top level (N = 16), its latencies stand for the TTFTs (so the same goals and the 2x guard hold on the
+latency p95 at 16), its vectors' validity for the tool call, and its normalization (unit length or
+not) must not change from the baseline's.
+
 Every goal also keeps the guardrails (the tool call stays valid when the baseline's is, the objective
 answers no fewer) and the absolute guards (TTFT p95 at N = 1 at most 1 s, at the top level at most
 3 s, no failed request). A baseline that breaks an absolute guard makes it relative for the run: no
@@ -21,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from mirbad_orchestration.benchmarks import GuardInputs, SuiteOutcome, median
-from mirbad_protocol import TuningGoal
+from mirbad_protocol import EmbeddingsResult, TuningGoal
 
 __all__ = [
     "ABSOLUTE_GUARDS",
@@ -30,6 +36,7 @@ __all__ = [
     "Measurement",
     "goal_score",
     "guard_violations",
+    "measurement_from_embeddings",
     "measurement_from_outcome",
     "reference_of",
     "relative_guards_for",
@@ -59,6 +66,8 @@ class Measurement:
         seconds: how long the repetition took.
         components: a workload preset's score components by key (empty for the classic suite).
         guards: what a workload preset's guards read (None for the classic suite).
+        pooling: measured by the embeddings suite (the speeds are input tok/s, the tool call the vectors).
+        normalized: whether a pooling model's vectors were unit length (None: not a pooling model).
     """
 
     single_tok_s: float
@@ -71,6 +80,8 @@ class Measurement:
     seconds: float = 0.0
     components: Mapping[str, float] = field(default_factory=dict)
     guards: GuardInputs | None = None
+    pooling: bool = False
+    normalized: bool | None = None
 
 
 def measurement_from_outcome(outcome: SuiteOutcome, *, seconds: float = 0.0) -> Measurement:
@@ -91,6 +102,26 @@ def measurement_from_outcome(outcome: SuiteOutcome, *, seconds: float = 0.0) -> 
     )
 
 
+def measurement_from_embeddings(result: EmbeddingsResult, *, seconds: float = 0.0) -> Measurement:
+    """Read an embeddings suite's result as a measurement: N = 1 and the level at 16 (else the top one)."""
+    levels = sorted(result.levels, key=lambda level: level.concurrency)
+    single = levels[0]
+    many = next((level for level in levels if level.concurrency == 16), levels[-1])
+    requests = sum(level.requests for level in levels)
+    failed = sum(level.failed for level in levels)
+    return Measurement(
+        single_tok_s=single.input_tokens_per_s or 0.0,
+        many_tok_s=many.input_tokens_per_s or 0.0,
+        single_ttft_p95_s=single.latency_p95_s if single.latency_p95_s is not None else math.inf,
+        many_ttft_p95_s=many.latency_p95_s if many.latency_p95_s is not None else math.inf,
+        error_rate=failed / requests if requests else 0.0,
+        tool_call_valid=result.vectors_valid,
+        seconds=seconds,
+        pooling=True,
+        normalized=result.unit_length,
+    )
+
+
 def reference_of(measurements: Sequence[Measurement]) -> Measurement:
     """The per-field median of the repetitions (a tool call counts valid when most were)."""
 
@@ -106,7 +137,14 @@ def reference_of(measurements: Sequence[Measurement]) -> Measurement:
         tool_call_valid=sum(m.tool_call_valid for m in measurements) * 2 > len(measurements),
         objective_correct=round(mid([float(m.objective_correct) for m in measurements])),
         seconds=sum(m.seconds for m in measurements),
+        pooling=any(m.pooling for m in measurements),
+        normalized=_most([m.normalized for m in measurements]),
     )
+
+
+def _most(values: list[bool | None]) -> bool | None:
+    known = [value for value in values if value is not None]
+    return sum(known) * 2 > len(known) if known else None
 
 
 def _gain(candidate: float, baseline: float) -> float:
@@ -152,7 +190,11 @@ def guard_violations(
             f"{baseline.many_ttft_p95_s:.3g}"
         )
     if baseline.tool_call_valid and not candidate.tool_call_valid:
-        broken.append("the tool call no longer validates")
+        broken.append(
+            "the vectors are no longer valid" if candidate.pooling else "the tool call no longer validates"
+        )
+    if baseline.normalized is not None and candidate.normalized != baseline.normalized:
+        broken.append(f"the vectors' normalization changed (unit length: {candidate.normalized})")
     if candidate.objective_correct < baseline.objective_correct:
         broken.append(
             f"objective answers {candidate.objective_correct} fewer than the baseline's "

@@ -19,7 +19,13 @@ from typing import Final
 import anyio
 import httpx
 
-from mirbad_orchestration.benchmarks import ChatEndpoint, ClassicSuite, PresetSuite, WorkloadPreset
+from mirbad_orchestration.benchmarks import (
+    ChatEndpoint,
+    ClassicSuite,
+    EmbeddingsSuite,
+    PresetSuite,
+    WorkloadPreset,
+)
 from mirbad_orchestration.commandline import DEFAULT_TOTAL_GIB, TUNING_LABEL, launch_spec_for
 from mirbad_orchestration.exceptions import (
     CandidateFailedError,
@@ -39,7 +45,7 @@ from mirbad_protocol import (
     ProcessLaunch,
 )
 
-from ._goals import Measurement, measurement_from_outcome
+from ._goals import Measurement, measurement_from_embeddings, measurement_from_outcome
 from ._runner import CandidateRunner
 
 __all__ = [
@@ -142,6 +148,8 @@ class InstanceCandidateRunner(CandidateRunner):
         prepare: makes room before the first candidate (stops the saved model's instance).
         restore: brings the saved settings back; returns a note when the model did not come back.
         preset_sizes: a workload preset run's sizes (the spec's by default).
+        embeddings: a pooling model's embeddings suite sizes; each candidate is then measured by it
+            at the fixed levels (never its own max num seqs, so every candidate meets the same load).
     """
 
     def __init__(
@@ -156,6 +164,7 @@ class InstanceCandidateRunner(CandidateRunner):
         prepare: Callable[[], Awaitable[None]] = _nothing,
         restore: Callable[[], Awaitable[str | None]] = _no_note,
         preset_sizes: PresetSizes | None = None,
+        embeddings: PresetSizes | None = None,
     ) -> None:
         self._instances = instances
         self._sizes = sizes or BenchmarkSizes()
@@ -165,6 +174,7 @@ class InstanceCandidateRunner(CandidateRunner):
         self._poll_s = poll_s
         self._prepare = prepare
         self._restore = restore
+        self._embeddings = embeddings
         self._running: dict[str, ModelDefinition] = {}
         self._preset: WorkloadPreset | None = None
         self._preset_sizes = preset_sizes or PresetSizes()
@@ -197,8 +207,10 @@ class InstanceCandidateRunner(CandidateRunner):
         try:
             await self._launch(spec)
             await self._until_ready(handle)
-        except CandidateFailedError:
-            await self.remove(handle)
+        except BaseException:
+            # A failed candidate, and a run cancelled while it starts too: the instance never outlives it.
+            with anyio.CancelScope(shield=True):
+                await self.remove(handle)
             raise
         return handle
 
@@ -237,13 +249,20 @@ class InstanceCandidateRunner(CandidateRunner):
         raise CandidateFailedError(f"not Ready within {self._startup_timeout_s:g} s")
 
     async def measure(self, handle: str) -> Measurement:
-        """One run of the classic suite, or of the selected preset's workloads, on the instance."""
+        """One run on the instance.
+
+        The selected preset's workloads, else the embeddings suite for a pooling model, else the
+        classic suite.
+        """
         definition = self._running[handle]
         started = time.monotonic()
         try:
             endpoint = await self._instances.endpoint(handle, definition.served_name)
             if self._preset is not None:
                 return await self._measure_preset(endpoint, definition, started)
+            if self._embeddings is not None:
+                result = await EmbeddingsSuite(endpoint, self._embeddings, max_num_seqs=None).run()
+                return measurement_from_embeddings(result, seconds=time.monotonic() - started)
             suite = ClassicSuite(endpoint, self._sizes, max_model_len=definition.max_model_len)
             outcome = await suite.run()
         except (MirbadError, httpx.HTTPError) as exc:

@@ -1,8 +1,9 @@
 """Tuning jobs: one at a time per node (benchmarks included), the node in maintenance while it runs.
 
 :meth:`TuningJobs.start` refuses what cannot be tuned before anything starts: an unknown model, a
-reranker or an embedding model (422), unknown steps (422 naming them), a model that is not Ready
-(409: the baseline needs it running) and a node that runs a job already (409). The run itself
+reranker (422; an embedding model tunes its own dimensions on the embeddings suite), unknown steps
+(422 naming them), a model that is not Ready (409: the baseline needs it running) and a node that
+runs a job already (409). The run itself
 holds the node in maintenance, builds the model's candidate runner, runs the engine and stores the run as
 ``{data}/tuning/{modelId}/{stamp}.json``; whatever happens the node leaves maintenance and the
 runner restores the saved settings. Cancelling always propagates.
@@ -47,7 +48,7 @@ from mirbad_protocol import (
     TuningRun,
 )
 
-from ._dimensions import TuningPlan, plan_for
+from ._dimensions import ModelShape, TuningPlan, kv_auto_fits, plan_for
 from ._engine import EngineOutcome, TuningEngine
 from ._eta import EtaBasis, EtaProjection, eta_basis
 from ._instances import tuning_id
@@ -56,10 +57,17 @@ from ._results import TuningResults
 from ._runner import CandidateRunner
 from ._scoring import PresetScorer
 
-__all__ = ["RunnerFactory", "TuningJobs", "planned_candidates", "planned_seconds"]
+__all__ = ["RunnerFactory", "ShapeReader", "TuningJobs", "planned_candidates", "planned_seconds"]
 
 RunnerFactory = Callable[[JobTarget, ModelDefinition], Awaitable[CandidateRunner]]
 """Builds the candidate runner of one run (the model's node, its saved definition)."""
+ShapeReader = Callable[[JobTarget, ModelDefinition], Awaitable[ModelShape | None]]
+"""Reads a model's checkpoint shape on its node (the KV and MTP gates), None when it cannot."""
+
+
+async def _no_shape(target: JobTarget, definition: ModelDefinition) -> ModelShape | None:
+    return None
+
 
 _logger = logging.getLogger(__name__)
 _PER_CANDIDATE_S = 60.0  # the first estimate of a candidate (start + suite), before any was measured
@@ -107,7 +115,10 @@ class TuningJobs:
         busy: another job (a benchmark) running on a node, as (job id, model id), else None.
         repetitions: the suite's repetitions per candidate in the search.
         confirm_repetitions: those of the confirmation stage.
-        cpu_count: the node's CPU cores (llama-server's thread counts).
+        cpu_count: the CPU cores assumed for a node that does not report its own.
+        node_cores: a node's reported CPU cores (llama-server's thread counts), None when unknown.
+        shapes: reads the model's checkpoint shape for the KV gate (none by default: the KV
+            dimension is then skipped with the reason).
         clock: the wall clock (aware).
         gates: what the preset search's gates know of a model before the first start (its
             ``config.json``, the drafter's, the image's MTP architectures, the KV gate's verdict);
@@ -128,6 +139,8 @@ class TuningJobs:
         repetitions: int = 3,
         confirm_repetitions: int = 5,
         cpu_count: int = 2,
+        node_cores: Callable[[str], int | None] = lambda node_id: None,
+        shapes: ShapeReader = _no_shape,
         clock: Callable[[], datetime] | None = None,
         gates: Callable[[ModelDefinition], GateInputs] = _gates_from_tags,
         benchmarks: BenchmarkResults | None = None,
@@ -143,6 +156,8 @@ class TuningJobs:
         self._repetitions = repetitions
         self._confirm_repetitions = confirm_repetitions
         self._cpu_count = cpu_count
+        self._node_cores = node_cores
+        self._shapes = shapes
         self._clock = clock or (lambda: datetime.now(UTC))
         self._jobs: dict[str, _Job] = {}
         self._tasks: TaskGroup | None = None
@@ -179,24 +194,46 @@ class TuningJobs:
                 done.append(f"started {model.id!r} again with its saved settings")
         return done
 
-    def plan(self, definition: ModelDefinition, request: TuningRequest) -> TuningPlan:
+    def plan(
+        self,
+        definition: ModelDefinition,
+        request: TuningRequest,
+        *,
+        node_id: str | None = None,
+        shape: ModelShape | None = None,
+        pooling: bool | None = None,
+    ) -> TuningPlan:
         """The plan a run of ``request`` on ``definition`` would follow (the portal previews it).
 
         A request with a preset follows the workload-preset search (a vLLM model; llama-server keeps
-        its own dimensions), else the classic goal's dimensions.
+        its own dimensions), else the classic goal's dimensions. The thread counts come from the cores
+        ``node_id`` (else the definition's placement) reports; ``shape`` decides the KV gate; ``pooling``
+        (else the definition's flags and tags) picks the embedding model's dimensions.
 
         Raises:
             UnknownTuningStepError: ``request.steps`` names dimensions the runtime does not have.
             UnknownPresetError: no such preset.
         """
+        pooled = is_pooling(definition.extra_args, definition.tags) if pooling is None else pooling
         if request.preset is not None:
             preset = workload_preset(request.preset)
             if definition.runtime == "vllm":
                 gates = self._gates(definition)
                 if preset.pooling != gates.pooling:
                     gates = replace(gates, pooling=preset.pooling)
+                if gates.kv_auto_fits is None and shape is not None:
+                    gates = replace(gates, kv_auto_fits=kv_auto_fits(definition, shape))
                 return preset_plan(definition, gates, search=request.search, steps=request.steps)
-        return plan_for(definition, search=request.search, steps=request.steps, cpu_count=self._cpu_count)
+        node_id = node_id or (definition.placement.node_id if definition.placement else None)
+        cores = (self._node_cores(node_id) if node_id else None) or self._cpu_count
+        return plan_for(
+            definition,
+            search=request.search,
+            steps=request.steps,
+            cpu_count=cores,
+            shape=shape,
+            pooling=pooled,
+        )
 
     async def estimate(self, model_id: str, plan: TuningPlan, preset: str | None) -> EtaProjection:
         """The ETA of a run of ``plan`` on ``model_id`` from its recent runs (see :mod:`._eta`)."""
@@ -230,12 +267,10 @@ class TuningJobs:
         reranker = reranker_reason(target.settings, target.tags)
         if reranker is not None:
             raise PresetNotForModelError(model_id, f"{reranker}; rerankers are not tuned")
-        if is_pooling(target.settings, target.tags):
-            raise PresetNotForModelError(
-                model_id, "embedding models are not tuned yet (the suite measures chat)"
-            )
-        preset = self._preset_for(model_id, request, pooling=is_pooling(target.settings, target.tags))
-        plan = self.plan(saved, request)
+        pooling = is_pooling(target.settings, target.tags)
+        preset = self._preset_for(model_id, request, pooling=pooling)
+        shape = await self._shapes(target, saved)
+        plan = self.plan(saved, request, node_id=target.node_id, shape=shape, pooling=pooling)
         if not target.ready:
             raise ModelNotReadyError(model_id, target.state.value)
         if self._tasks is None:
