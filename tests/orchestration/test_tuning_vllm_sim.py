@@ -394,7 +394,7 @@ async def test_the_search_finds_the_known_best_and_a_failing_batch_fails_alone(
 
 @pytest.mark.docker
 @pytest.mark.anyio
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(360)
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the agent's container driver")
 async def test_on_noise_alone_the_confirmation_keeps_the_saved_settings(
     agent: Agent, image: str, run_id: str, docker_client: Any
@@ -403,8 +403,11 @@ async def test_on_noise_alone_the_confirmation_keeps_the_saved_settings(
     client = _client(agent)
     try:
         instances = SimInstances(client, run_id, _sim_env(effect=0, seed=2))
+        # The product's 5 confirmation repetitions: with wall-clock scores on a shared machine, 3 against 3
+        # leave about a 1 in 20 chance per candidate that all of its repetitions land above the
+        # baseline's by noise alone; 5 against 5 leave about 1 in 250, before the 5 % margin.
         engine = TuningEngine(
-            _runner(instances), "balanced", repetitions=1, confirm_repetitions=3, rng=random.Random(0)
+            _runner(instances), "balanced", repetitions=1, confirm_repetitions=5, rng=random.Random(0)
         )
         outcome = await engine.run(saved, plan_for(saved, steps=["max_num_seqs"]))
     finally:
