@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -41,6 +42,24 @@ async def test_read_returns_the_days_entries(tmp_path: Path) -> None:
     assert await log.read(date(2025, 3, 1)) == [first]
     assert await log.read(date(2025, 3, 2)) == [second]
     assert await log.read(date(2025, 3, 3)) == []
+
+
+@dataclass(frozen=True)
+class _Job:
+    model_id: str
+    node_id: str
+
+
+async def test_a_cancel_of_several_jobs_is_one_line_per_job(tmp_path: Path) -> None:
+    log = AuditLog(tmp_path, clock=FakeClock(datetime(2025, 3, 1, 9, 30, tzinfo=UTC)))
+    await log.record_jobs("user:admin", "model.tune.cancel", [_Job("a", "spark"), _Job("b", "pc")])
+    await log.record_jobs("user:admin", "model.tune.cancel", [])
+
+    entries = await log.read(date(2025, 3, 1))
+    assert [(e.action, e.target, e.node_id) for e in entries] == [
+        ("model.tune.cancel", "a", "spark"),
+        ("model.tune.cancel", "b", "pc"),
+    ]
 
 
 async def test_days_are_utc_days(tmp_path: Path) -> None:

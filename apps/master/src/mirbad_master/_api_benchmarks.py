@@ -82,10 +82,7 @@ def benchmarks_router(services: MasterServices) -> APIRouter:
     )
     async def cancel_benchmark(request: Request, node_id: _Node = None) -> Response:
         cancelled = await services.jobs.cancel(node_id)
-        for job in cancelled:
-            await services.audit.record(
-                actor_of(request), "model.benchmark.cancel", job.model_id, node_id=job.node_id
-            )
+        await services.audit.record_jobs(actor_of(request), "model.benchmark.cancel", cancelled)
         return JSONResponse({"jobs": [dump(job) for job in cancelled]})
 
     return router

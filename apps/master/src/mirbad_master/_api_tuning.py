@@ -125,10 +125,7 @@ def tuning_router(services: MasterServices) -> APIRouter:
     )
     async def cancel_tuning(request: Request, node_id: _Node = None) -> Response:
         cancelled = await services.tuning.cancel(node_id)
-        for job in cancelled:
-            await services.audit.record(
-                actor_of(request), "model.tune.cancel", job.model_id, node_id=job.node_id
-            )
+        await services.audit.record_jobs(actor_of(request), "model.tune.cancel", cancelled)
         return JSONResponse({"jobs": [dump(job) for job in cancelled]})
 
     return router

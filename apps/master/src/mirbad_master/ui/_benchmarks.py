@@ -221,10 +221,7 @@ async def render_benchmarks(portal: Portal, model_id: str) -> None:
         except MirbadError as exc:
             message.set_text(str(exc))
         else:
-            for ended in cancelled:
-                await services.audit.record(
-                    ACTOR, "model.benchmark.cancel", ended.model_id, node_id=ended.node_id
-                )
+            await services.audit.record_jobs(ACTOR, "model.benchmark.cancel", cancelled)
         await poll()
 
     run.on_click(start)

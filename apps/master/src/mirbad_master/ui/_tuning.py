@@ -397,8 +397,7 @@ async def render_tuning(portal: Portal, model_id: str) -> None:
         except MirbadError as exc:
             message.set_text(str(exc))
         else:
-            for ended in cancelled:
-                await services.audit.record(ACTOR, "model.tune.cancel", ended.model_id, node_id=ended.node_id)
+            await services.audit.record_jobs(ACTOR, "model.tune.cancel", cancelled)
         await poll()
 
     async def restart() -> None:

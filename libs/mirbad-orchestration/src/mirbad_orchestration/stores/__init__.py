@@ -6,7 +6,7 @@ state and the restart pauses are built on it. :class:`AuditLog`
 appends who did what to the daily audit files.
 """
 
-from ._audit import AUDIT_FOLDER_NAME, AuditEntry, AuditLog, AuditOutcome
+from ._audit import AUDIT_FOLDER_NAME, AuditedJob, AuditEntry, AuditLog, AuditOutcome
 from ._state_file import StateFile, StoreAction, StoreFailure, is_disk_full
 
 __all__ = [
@@ -14,6 +14,7 @@ __all__ = [
     "AuditEntry",
     "AuditLog",
     "AuditOutcome",
+    "AuditedJob",
     "StateFile",
     "StoreAction",
     "StoreFailure",

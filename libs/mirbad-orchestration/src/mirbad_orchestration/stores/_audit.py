@@ -16,11 +16,11 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, date, datetime, timedelta
 from functools import partial
 from pathlib import Path
-from typing import Final, Literal
+from typing import Final, Literal, Protocol
 
 import anyio
 import anyio.to_thread
@@ -28,13 +28,28 @@ from pydantic import ValidationError
 
 from mirbad_protocol import WireModel
 
-__all__ = ["AUDIT_FOLDER_NAME", "AuditEntry", "AuditLog", "AuditOutcome"]
+__all__ = ["AUDIT_FOLDER_NAME", "AuditEntry", "AuditLog", "AuditOutcome", "AuditedJob"]
 
 AUDIT_FOLDER_NAME: Final = "audit"
 """The audit folder's name inside the data directory."""
 
 AuditOutcome = Literal["ok", "failed", "refused"]
 """How an audited action ended: done, tried and failed, or not allowed / not attempted."""
+
+
+class AuditedJob(Protocol):
+    """A job as the audit log records it: the model it ran on and that model's node."""
+
+    @property
+    def model_id(self) -> str:
+        """The model's id (the entry's target)."""
+        ...
+
+    @property
+    def node_id(self) -> str:
+        """The node the job ran on."""
+        ...
+
 
 _logger = logging.getLogger(__name__)
 _SUFFIX: Final = ".jsonl"
@@ -117,6 +132,11 @@ class AuditLog:
             except OSError as exc:
                 _logger.error("audit line not written (%s): %s", exc, _line(entry))
         return entry
+
+    async def record_jobs(self, actor: str, action: str, jobs: Iterable[AuditedJob]) -> None:
+        """Append one line per job (a cancel that ended several jobs), each targeting the job's model."""
+        for job in jobs:
+            await self.record(actor, action, job.model_id, node_id=job.node_id)
 
     async def read(self, day: date) -> builtins.list[AuditEntry]:
         """Every entry of ``day`` (UTC), oldest first; unreadable lines are skipped."""
