@@ -16,8 +16,8 @@ SUITE=bookworm
 # What the images need of the base, as python:3.11-slim-bookworm has it: Python 3.11 with venv (its
 # ensurepip brings the pip the build stage installs with), CA certificates (the agent's downloads),
 # tini (PID 1: forwards signals and reaps the llama-server children the agent runs), passwd
-# (useradd), libgomp1 (llama-server's OpenMP).
-PACKAGES=python3,python3-venv,ca-certificates,tini,passwd,libgomp1
+# (useradd), libgomp1 and libstdc++6 (llama-server: OpenMP, C++; the slim image has them via apt).
+PACKAGES=python3,python3-venv,ca-certificates,tini,passwd,libgomp1,libstdc++6
 REPOSITORY=mirbad-base
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
