@@ -2,8 +2,9 @@
 
 The base is ``deploy/docker/make-base.sh`` (mmdebstrap, ``docker import``, reused by tag); the images
 are ``deploy/docker/build-images.sh`` on it, tagged ``mirbad-test/{master,agent}:run-<id>`` so that
-parallel checkouts sharing one dockerd never use each other's builds; the tags are removed at the
-end (the layers stay in the builder's cache, so the next build of unchanged wheels is quick).
+parallel checkouts sharing one dockerd never use each other's builds. At the end each is retagged
+``:last`` (the builder's cache keeps its layers, so the next build of unchanged wheels is quick; the
+previous ``:last`` and its layers go) and the run's tag is removed.
 """
 
 from __future__ import annotations
@@ -71,7 +72,11 @@ def built_images(context: Path) -> Iterator[Images]:
         yield images
     finally:
         for tag in (images.master, images.agent):
-            subprocess.run(["docker", "image", "rm", tag], capture_output=True, timeout=120, check=False)
+            # ":last" keeps the newest build (and so the builder's cache of its layers) and lets the
+            # one before it go; the run's own tag goes.
+            last = tag.rpartition(":")[0] + ":last"
+            for command in (["tag", tag, last], ["image", "rm", tag]):
+                subprocess.run(["docker", *command], capture_output=True, timeout=120, check=False)
 
 
 def _run(command: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:

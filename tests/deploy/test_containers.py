@@ -329,3 +329,12 @@ def run_docker(*argv: str) -> str:
     done = subprocess.run(["docker", *argv], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+def test_the_image_scripts_pass_shellcheck() -> None:
+    scripts = sorted((ROOT / "deploy" / "docker").rglob("*.sh"))
+    assert len(scripts) == 4
+    done = subprocess.run(
+        ["shellcheck", *map(str, scripts)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stdout
