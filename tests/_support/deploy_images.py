@@ -10,6 +10,7 @@ previous ``:last`` and its layers go) and the run's tag is removed.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import subprocess
 import uuid
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Final
 
 import pytest
-from tests._support.real_parts import required_parts
+from tests._support.real_parts import required_parts, uv_path
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 DOCKER_DIR: Final = ROOT / "deploy" / "docker"
@@ -66,8 +67,11 @@ def built_images(context: Path) -> Iterator[Images]:
     command = ["bash", str(DOCKER_DIR / "build-images.sh"), "--base", base, "--repository", REPOSITORY]
     command += ["--version", version, "--context", str(context)]
     images = Images(base, f"{REPOSITORY}/master:{version}", f"{REPOSITORY}/agent:{version}")
+    uv = uv_path()
+    if uv is None:
+        missing_or_fail("uv is not installed (the images are built from its lock and its build)")
     try:
-        built = _run(command, BUILD_TIMEOUT_S)
+        built = _run(command, BUILD_TIMEOUT_S, env={**os.environ, "UV": str(uv)})
         assert built.stdout.split() == [images.master, images.agent], built.stdout
         yield images
     finally:
@@ -79,8 +83,10 @@ def built_images(context: Path) -> Iterator[Images]:
                 subprocess.run(["docker", *command], capture_output=True, timeout=120, check=False)
 
 
-def _run(command: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
+def _run(
+    command: list[str], timeout_s: float, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False, env=env)
     if done.returncode != 0:
         pytest.fail(f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr[-4000:]}")
     return done
