@@ -61,6 +61,11 @@ def test_every_reference_of_the_grammar_splits_back_into_its_parts(
 
 def test_a_pull_fraction_is_known_once_a_layer_size_is() -> None:
     now = datetime.now(UTC)
-    assert ImagePull(id="p", image="a", started_at=now).fraction is None
-    assert ImagePull(id="p", image="a", started_at=now, current_bytes=5, total_bytes=20).fraction == 0.25
+    assert ImagePull(id="p", image="a", state="running", started_at=now).fraction is None
+    assert (
+        ImagePull(
+            id="p", image="a", state="running", started_at=now, current_bytes=5, total_bytes=20
+        ).fraction
+        == 0.25
+    )
     assert ImagePull(id="p", image="a", started_at=now, state="completed").fraction == 1.0

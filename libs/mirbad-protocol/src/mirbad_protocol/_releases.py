@@ -23,6 +23,7 @@ __all__ = [
     "ROUTE_IMAGE_PULLS",
     "ROUTE_IMAGE_PULL_CANCEL",
     "ROUTE_LLAMA_SERVER_BUILDS",
+    "AgentVersion",
     "ImageInfo",
     "ImageList",
     "ImagePull",
@@ -32,6 +33,8 @@ __all__ = [
     "LayerProgress",
     "LlamaServerBuild",
     "LlamaServerBuildList",
+    "NodeReleases",
+    "ReleasesView",
     "check_image_reference",
     "split_image_reference",
 ]
@@ -190,7 +193,7 @@ class ImagePull(WireModel):
 
     id: str
     image: str
-    state: ImagePullState = "running"
+    state: ImagePullState
     started_at: datetime
     finished_at: datetime | None = None
     layers: list[LayerProgress] = Field(default_factory=list)
@@ -213,3 +216,56 @@ class ImagePullList(WireModel):
     """Every pull job the agent keeps (the running ones and the last finished ones), newest first."""
 
     pulls: list[ImagePull] = Field(default_factory=list)
+
+
+# ---------------------------------------------------------------- the admin API's views
+
+
+class AgentVersion(WireModel):
+    """One node's agent version beside the master's.
+
+    Attributes:
+        node_id: the node.
+        version: what its agent reports; None while it never answered.
+        reachable: whether its last poll answered.
+        skew: the warning when its major.minor differs from the master's (or cannot be compared).
+    """
+
+    node_id: str
+    version: str | None = None
+    reachable: bool = False
+    skew: str | None = None
+
+
+class ReleasesView(WireModel):
+    """``GET /api/releases``: the master's version and every agent's, with the skew warnings.
+
+    Attributes:
+        master_version: the installed ``mirbad-master``.
+        agents: one entry per node, in id order.
+        skew_rule: the rule the warnings follow, in words.
+    """
+
+    master_version: str
+    agents: list[AgentVersion] = Field(default_factory=list)
+    skew_rule: str = ""
+
+
+class NodeReleases(WireModel):
+    """``GET /api/nodes/{id}/releases``: what one node runs its models with.
+
+    Attributes:
+        node_id: the node.
+        builds: its catalogued llama-servers.
+        images: its vLLM images (empty on a node without Docker).
+        pulls: its image pulls, newest first.
+        can_pull: whether its agent offers image pulls (Docker, ``images.pull``).
+        problems: a part that could not be read, in words (an older agent, Docker not answering).
+    """
+
+    node_id: str
+    builds: list[LlamaServerBuild] = Field(default_factory=list)
+    images: list[ImageInfo] = Field(default_factory=list)
+    pulls: list[ImagePull] = Field(default_factory=list)
+    can_pull: bool = False
+    problems: list[str] = Field(default_factory=list)
