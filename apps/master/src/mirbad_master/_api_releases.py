@@ -19,8 +19,6 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from mirbad_protocol import (
     AdminErrorCode,
     ImagePull,
-    ImagePullRequest,
-    InvalidFieldError,
     NodeReleases,
     ReleasesView,
 )
@@ -30,27 +28,12 @@ from ._api_errors import ApiError, refusals
 from ._api_session import actor_of
 from ._composition import MasterServices
 
-__all__ = ["read_pull_request", "releases_router"]
+__all__ = ["releases_router"]
 
 _MARKDOWN: Final[dict[int | str, dict[str, Any]]] = {
     200: {"description": "CHANGELOG.md", "content": {"text/markdown": {"schema": {"type": "string"}}}}
 }
 _Body = Annotated[Any, Body(description='`{"image": "registry/name:tag"}`')]
-
-
-def read_pull_request(data: Any) -> ImagePullRequest:
-    """A pull request as a person's input: unknown fields refused, a bad reference 422 naming ``image``.
-
-    Raises:
-        ApiError: 422 ``invalid_image_reference`` for a string that is not an image reference.
-        InvalidFieldError: not an object, no ``image``, a non-string one or an unknown field.
-    """
-    try:
-        return ImagePullRequest.from_user_input(data)
-    except InvalidFieldError as exc:
-        if exc.field == "image" and isinstance(data, dict) and isinstance(data.get("image"), str):
-            raise ApiError(422, AdminErrorCode.INVALID_IMAGE_REFERENCE, str(exc), field="image") from None
-        raise
 
 
 def releases_router(services: MasterServices) -> APIRouter:
@@ -95,7 +78,7 @@ def releases_router(services: MasterServices) -> APIRouter:
         responses=refusals(400, 404, 409, 422, 502, 503, 504),
     )
     async def start_pull(node_id: str, body: _Body, request: Request) -> Response:
-        image = read_pull_request(body).image
+        image = releases.read_pull_request(body).image
         job = await releases.start_image_pull(services, node_id, image, actor_of(request))
         return JSONResponse(job.to_wire(), status_code=202)
 

@@ -19,13 +19,17 @@ from typing import Final
 
 from mirbad_orchestration import NodeError, NodeFeatureMissingError
 from mirbad_protocol import (
+    AdminErrorCode,
     AgentVersion,
     FeatureFlag,
     ImagePull,
+    ImagePullRequest,
+    InvalidFieldError,
     NodeReleases,
     ReleasesView,
 )
 
+from ._api_errors import ApiError
 from ._composition import MasterServices
 
 __all__ = [
@@ -34,6 +38,7 @@ __all__ = [
     "changelog_text",
     "master_version",
     "node_releases",
+    "read_pull_request",
     "releases_view",
     "start_image_pull",
     "version_skew",
@@ -105,14 +110,31 @@ async def node_releases(services: MasterServices, node_id: str) -> NodeReleases:
     return releases.model_copy(update=update)
 
 
-async def start_image_pull(services: MasterServices, node_id: str, image: str, actor: str) -> ImagePull:
-    """Start pulling ``image`` on ``node_id`` and audit it.
+def read_pull_request(data: object) -> ImagePullRequest:
+    """A pull request as a person's input: unknown fields refused, a bad reference 422 naming ``image``.
 
     Raises:
+        ApiError: 422 ``invalid_image_reference`` for a string that is not an image reference.
+        InvalidFieldError: not an object, no ``image``, a non-string one or an unknown field.
+    """
+    try:
+        return ImagePullRequest.from_user_input(data)
+    except InvalidFieldError as exc:
+        if exc.field == "image" and isinstance(data, dict) and isinstance(data.get("image"), str):
+            raise ApiError(422, AdminErrorCode.INVALID_IMAGE_REFERENCE, str(exc), field="image") from None
+        raise
+
+
+async def start_image_pull(services: MasterServices, node_id: str, image: str, actor: str) -> ImagePull:
+    """Start pulling ``image`` (what a person typed) on ``node_id`` and audit it.
+
+    Raises:
+        ApiError: 422 ``invalid_image_reference``: ``image`` does not parse (the node is not asked).
         UnknownNodeError: no such node.
         NodeFeatureMissingError: the node's agent offers no image pulls (no Docker, or an older agent).
         AgentRequestError: the agent refused (``invalid_image_reference``, ``pull_conflict``).
     """
+    image = read_pull_request({"image": image}).image
     client = services.clients.client_for(await services.nodes.get(node_id))
     if FeatureFlag.IMAGES_PULL not in (await client.info()).features:
         raise NodeFeatureMissingError(node_id, FeatureFlag.IMAGES_PULL.value, field="image")
