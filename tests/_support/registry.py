@@ -20,6 +20,7 @@ import os
 import platform
 import tarfile
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -29,6 +30,8 @@ MANIFEST_TYPE: Final = "application/vnd.docker.distribution.manifest.v2+json"
 CONFIG_TYPE: Final = "application/vnd.docker.container.image.v1+json"
 LAYER_TYPE: Final = "application/vnd.docker.image.rootfs.diff.tar.gzip"
 HOLD_TIMEOUT_S: Final = 60.0
+_SLICES: Final = 8
+_SLICE_PAUSE_S: Final = 0.15
 _ARCH: Final = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 
 
@@ -161,8 +164,12 @@ def _handler(registry: StandInRegistry) -> type[BaseHTTPRequestHandler]:
             with contextlib.suppress(OSError):  # dockerd hung up (a cancelled pull)
                 if held:
                     half = len(data) // 2
-                    self.wfile.write(data[:half])
-                    self.wfile.flush()
+                    # In slices with pauses: dockerd reports a layer's progress at most every few
+                    # hundred milliseconds, so one burst would show as its first 64 KiB only.
+                    for start in range(0, half, half // _SLICES + 1):
+                        self.wfile.write(data[start : min(start + half // _SLICES + 1, half)])
+                        self.wfile.flush()
+                        time.sleep(_SLICE_PAUSE_S)
                     registry.halfway.set()
                     registry._released.wait(HOLD_TIMEOUT_S)
                     data = data[half:]

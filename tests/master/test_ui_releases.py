@@ -13,7 +13,7 @@ from tests.master.test_api_releases import _NOW, BUILD, IMAGE, VLLM, ReleasesAge
 from tests.master.test_ui_pages import portal_user
 
 from mirbad_master._releases import master_version
-from mirbad_master.ui._releases import byte_size, pull_text
+from mirbad_master.ui._releases import byte_size, changelog_markdown, pull_text
 from mirbad_protocol import ImagePull
 
 pytestmark = pytest.mark.anyio
@@ -79,3 +79,8 @@ def test_sizes_and_pull_lines_for_people() -> None:
     assert pull_text(pull.model_copy(update={"total_bytes": 4 * 1024**2})) == "running · 1.0 MiB of 4.0 MiB"
     failed = pull.model_copy(update={"state": "failed", "error": "manifest unknown"})
     assert pull_text(failed) == "failed · manifest unknown"
+
+
+def test_the_changelog_loses_its_title_and_its_headings_shrink_in_the_card() -> None:
+    text = "# Changelog\n\nIntro.\n\n## 0.1.0\n\n### Serving\n- `#` stays\n"
+    assert changelog_markdown(text) == "\nIntro.\n\n#### 0.1.0\n\n##### Serving\n- `#` stays"

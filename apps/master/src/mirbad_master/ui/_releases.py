@@ -21,7 +21,7 @@ from ._actions import ACTOR
 from ._marks import testid
 from ._portal import Portal
 
-__all__ = ["PULL_REFRESH_S", "byte_size", "pull_text", "render_releases"]
+__all__ = ["PULL_REFRESH_S", "byte_size", "changelog_markdown", "pull_text", "render_releases"]
 
 PULL_REFRESH_S: Final = 1.0
 """How often a node card re-reads its pulls while one runs."""
@@ -219,10 +219,20 @@ def _pull_row(pull: ImagePull, cancel: _Act) -> None:
             bar.props("color=negative")
 
 
+def changelog_markdown(text: str) -> str:
+    """The changelog for the page's card: its own title dropped (the card has one), headings two smaller."""
+    lines = text.splitlines()
+    if lines and lines[0].startswith("# "):
+        lines = lines[1:]
+    # Quasar's h1-h3 are display sizes; inside a card the release and theme headings read as h5 and h6.
+    return "\n".join("##" + line if line.startswith(("## ", "### ")) else line for line in lines)
+
+
 def _changelog() -> None:
-    with testid(ui.card().classes("w-full"), "changelog"):
+    with testid(ui.card().classes("w-full gap-1"), "changelog"):
+        ui.label("Changelog").classes("text-h6")
         text = releases.changelog_text()
         if text is None:
             ui.label("This master was installed without its changelog.").classes("text-grey-7")
         else:
-            ui.markdown(text)
+            ui.markdown(changelog_markdown(text))
