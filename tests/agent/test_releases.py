@@ -162,6 +162,9 @@ async def test_a_pull_through_the_stand_in_registry_with_its_progress(
         assert halfway.total_bytes == len(registry.image.layer)
         again = await client.post("/images/pulls", json={"image": registry.reference})
         assert _error(again) == (409, "pull_conflict", None)
+        other_tag = registry.reference.removesuffix(":v1") + ":latest"
+        other = await client.post("/images/pulls", json={"image": other_tag})
+        assert other.status_code == 202  # another image (the registry lacks it: it fails on its own)
         registry.release()
         done = await _until(client, pull_id, lambda job: job.state != "running")
         assert (done.state, done.error, done.fraction) == ("completed", None, 1.0), done
@@ -175,7 +178,7 @@ async def test_a_pull_through_the_stand_in_registry_with_its_progress(
         assert listed.created is not None
         assert not listed.in_use
         pulls = (await client.get("/images/pulls")).json()["pulls"]
-        assert [p["id"] for p in pulls] == [pull_id]
+        assert [p["id"] for p in pulls] == [other.json()["id"], pull_id]  # newest first
     assert docker_client.images.get(registry.reference).id == listed.id
 
 
@@ -205,3 +208,35 @@ async def test_a_pull_of_an_image_the_registry_lacks_fails_with_dockers_reason(
     assert failed.state == "failed"
     assert failed.error is not None
     assert "v2" in failed.error
+
+
+@pytest.mark.docker
+async def test_a_pull_docker_sends_nothing_for_fails_at_the_stall_timeout(registry: StandInRegistry) -> None:
+    registry.hold()  # dockerd waits on the layer's second half, and so sends no progress
+    async with _agent(images=NodeImages(stall_timeout_s=1)) as (client, _):
+        pull_id = (await client.post("/images/pulls", json={"image": registry.reference})).json()["id"]
+        failed = await _until(client, pull_id, lambda job: job.state != "running")
+    assert (failed.state, failed.error) == (
+        "failed",
+        f"could not pull image {registry.reference}: Docker sent no progress for 1 s",
+    )
+
+
+@pytest.mark.docker
+async def test_a_bare_name_and_its_latest_tag_are_one_pull(docker_client: Any) -> None:
+    with running_registry(f"mirbad-pull-test-vllm-{uuid.uuid4().hex[:8]}", "latest") as served:
+        served.hold()
+        bare = served.reference.removesuffix(":latest")
+        try:
+            async with _agent(images=NodeImages()) as (client, _):
+                pull_id = (await client.post("/images/pulls", json={"image": bare})).json()["id"]
+                await _until(client, pull_id, lambda job: job.current_bytes > 0)
+                again = await client.post("/images/pulls", json={"image": served.reference})
+                assert _error(again) == (409, "pull_conflict", None)
+                served.release()
+                assert (
+                    await _until(client, pull_id, lambda job: job.state != "running")
+                ).state == "completed"
+        finally:
+            with contextlib.suppress(docker.errors.ImageNotFound):
+                docker_client.images.remove(served.reference, force=True)

@@ -21,6 +21,7 @@ from typing import Any, Final
 
 import anyio
 import requests
+import urllib3
 from anyio.abc import TaskGroup, TaskStatus
 from docker import DockerClient
 
@@ -156,7 +157,9 @@ class NodeImages:
             RuntimeUnavailableError: the pulls are not hosted (:meth:`run` is not running).
         """
         repository, tag = split_image_reference(image)
-        if any(job.image == image and job.state == "running" for job in self._jobs.values()):
+        # By what Docker pulls: ``vllm/x`` and ``vllm/x:latest`` are one image.
+        running = (split_image_reference(job.image) for job in self._jobs.values() if job.state == "running")
+        if (repository, tag) in running:
             raise ImagePullConflictError(image)
         if self._group is None:
             raise _not_running()
@@ -269,12 +272,19 @@ def _stream_pull(client: DockerClient, job: _PullJob, repository: str, tag: str,
         for line in response.iter_lines(chunk_size=4096):
             if line.strip():
                 job.apply(json.loads(line))
-    except requests.exceptions.Timeout:
-        raise ImagePullError(job.image, f"Docker sent no progress for {stall_s:g} s") from None
     except (requests.exceptions.RequestException, ValueError) as exc:
         if job.cancelled:
             return
+        if _read_timed_out(exc):
+            raise ImagePullError(job.image, f"Docker sent no progress for {stall_s:g} s") from None
         raise ImagePullError(job.image, f"the progress stream broke: {exc}") from exc
+
+
+def _read_timed_out(exc: BaseException) -> bool:
+    # Mid-stream, requests wraps urllib3's read timeout in a ConnectionError instead of a Timeout.
+    if isinstance(exc, requests.exceptions.Timeout):
+        return True
+    return any(isinstance(arg, urllib3.exceptions.ReadTimeoutError) for arg in exc.args)
 
 
 def _refusal(response: requests.Response) -> str:
