@@ -7,8 +7,20 @@ from datetime import UTC, datetime
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from syrupy.assertion import SnapshotAssertion
 
-from mirbad_protocol import ImagePull, ImagePullRequest, InvalidFieldError, split_image_reference
+from mirbad_protocol import (
+    AgentVersion,
+    ImageInfo,
+    ImagePull,
+    ImagePullRequest,
+    InvalidFieldError,
+    LayerProgress,
+    LlamaServerBuild,
+    NodeReleases,
+    ReleasesView,
+    split_image_reference,
+)
 
 _COMPONENT = st.from_regex(r"[a-z0-9]{1,8}(?:[._-][a-z0-9]{1,8}){0,2}", fullmatch=True)
 _TAG = st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,20}", fullmatch=True)
@@ -69,3 +81,31 @@ def test_a_pull_fraction_is_known_once_a_layer_size_is() -> None:
         == 0.25
     )
     assert ImagePull(id="p", image="a", started_at=now, state="completed").fraction == 1.0
+
+
+def test_the_release_payloads_on_the_wire(snapshot_json: SnapshotAssertion) -> None:
+    now = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+    build = LlamaServerBuild(
+        name="llama-server",
+        version="b6123",
+        path="/opt/llama/llama-server",
+        sha256="ab" * 32,
+        reported="6123 (a1b2c3d)",
+        built_with="built with cc for x86_64-linux-gnu",
+    )
+    image = ImageInfo(
+        id="sha256:" + "1" * 64, tags=["vllm/vllm-openai:v0.8.5"], size_bytes=9 << 30, created=now
+    )
+    layer = LayerProgress(id="a0ffb7f4220c", status="Downloading", current_bytes=65536, total_bytes=4195794)
+    pull = ImagePull(
+        id="pull-1", image="vllm/vllm-openai:v0.8.5", state="running", started_at=now, layers=[layer],
+        current_bytes=65536, total_bytes=4195794,
+    )  # fmt: skip
+    node = NodeReleases(node_id="gpu-1", builds=[build], images=[image], pulls=[pull], can_pull=True)
+    view = ReleasesView(
+        master_version="0.1.0",
+        agents=[AgentVersion(node_id="gpu-1", version="0.2.0", reachable=True, skew="agent 0.2.0 differs")],
+        skew_rule="an agent whose major.minor version differs from the master's gets a warning",
+    )
+    assert {"node": node.to_wire(), "view": view.to_wire()} == snapshot_json
+    assert NodeReleases.from_wire({**node.to_wire(), "someFutureField": 1}) == node  # newer peers tolerated
