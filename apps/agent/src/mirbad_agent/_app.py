@@ -1,10 +1,10 @@
 """The agent's Starlette application: the contract's routes under ``/agent/v1`` and the background work.
 
 The lifespan starts one task group: adoption of what a previous agent left running, the executable
-catalogue's first check, the telemetry loop, the download jobs (resuming unfinished ones) and the
-hostd probe behind the ``host.services`` flag. None of it delays the listener (the port opens at
-once) and all of it is cancelled when the server stops; the models keep running and an unfinished
-download resumes at the next start.
+catalogue's first check, the telemetry loop, the download jobs (resuming unfinished ones), the
+image pulls and the hostd probe behind the ``host.services`` flag. None of it delays the listener
+(the port opens at once) and all of it is cancelled when the server stops; the models keep running and
+an unfinished download resumes at the next start (an unfinished image pull does not).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from ._downloads import download_routes
 from ._errors import handle_exception
 from ._host_services import container_service_routes, host_service_routes
 from ._proxy import ModelServer, proxy_route
+from ._releases import release_routes
 from ._routes_models import model_routes
 from ._routes_node import node_routes
 
@@ -45,6 +46,7 @@ def create_app(services: AgentServices, *, background: bool = True) -> Starlette
         *model_routes(services),
         *node_routes(services),
         *download_routes(services),
+        *release_routes(services),
         *host_service_routes(services.host_services),
         *container_service_routes(services.host_containers),
         proxy_route(
@@ -92,6 +94,8 @@ def _lifespan(services: AgentServices) -> Callable[[Starlette], AbstractAsyncCon
                 await group.start(services.downloads.run)
             if services.host_services is not None:
                 group.start_soon(services.host_services.run)
+            if services.images is not None:
+                await group.start(services.images.run)
             yield
             group.cancel_scope.cancel()
 

@@ -35,6 +35,7 @@ from mirbad_runtime import (
     HostdGpuProcessProbe,
     InstanceKeyProtector,
     MemoryProbe,
+    NodeImages,
     NvidiaSmiProbe,
     NvidiaSmiProcessProbe,
     PreferredGpuProcessProbe,
@@ -124,6 +125,7 @@ async def compose_services(
         gpu_processes=gpu_processes,
         gpu_present=partial(nvidia_gpu_present, settings.nvidia_smi) if settings.nvidia_smi else None,
         models_mount=settings.models_host_path if settings.docker.enabled else None,
+        images=_node_images(settings, drivers),
     )
 
 
@@ -144,6 +146,14 @@ def _container_services(
     if not any(info.kind == "container" for composed in drivers for info in composed.runtimes):
         return None
     return ContainerServices(settings.docker.url, timeout_s=settings.docker.timeout_s, gpu=gpu)
+
+
+def _node_images(settings: AgentSettings, drivers: list[ComposedDriver]) -> NodeImages | None:
+    # As the host containers: only where the container driver composed (dockerd answered).
+    if not any(info.kind == "container" for composed in drivers for info in composed.runtimes):
+        return None
+    options = settings.docker
+    return NodeImages(options.url, timeout_s=options.timeout_s, pull_timeout_s=options.pull_timeout_s)
 
 
 def _download_manager(settings: AgentSettings) -> DownloadManager | None:

@@ -20,6 +20,7 @@ from mirbad_runtime import (
     ExecutableCatalog,
     GpuProcessProbe,
     MemoryProbe,
+    NodeImages,
     TelemetryRing,
 )
 from mirbad_runtime.downloads import DownloadManager
@@ -43,6 +44,7 @@ _BASE_FEATURES = (
     FeatureFlag.LOGS_FOLLOW,
     FeatureFlag.FOLDERS_LIST,
     FeatureFlag.MODEL_FILES,
+    FeatureFlag.LLAMA_SERVER_BUILDS,
 )
 _HTTP_TIMEOUT_S = 10.0
 
@@ -85,6 +87,7 @@ class AgentServices:
             cannot be listed, telemetry carries each model's budget instead; None: it has none.
         models_mount: the folder the container driver mounts at ``/models``: looked in, besides the
             model roots, when the master asks whether a model's files are on the node.
+        images: the node's Docker images and image pulls (run in the app's lifespan); None without Docker.
     """
 
     def __init__(
@@ -109,6 +112,7 @@ class AgentServices:
         gpu_processes: GpuProcessProbe | None = None,
         gpu_present: Callable[[], bool] | None = None,
         models_mount: Path | None = None,
+        images: NodeImages | None = None,
     ) -> None:
         self.runtimes = runtimes
         self.memory = memory
@@ -133,6 +137,7 @@ class AgentServices:
         self.host_services = host_services
         self.host_containers = host_containers
         self.gpu_processes = gpu_processes
+        self.images = images
         self.telemetry = TelemetryCollector(
             runtimes, self.lifecycle, self.ring, self.http, gpu=gpu_processes, gpu_present=gpu_present
         )
@@ -146,6 +151,8 @@ class AgentServices:
             features.append(FeatureFlag.HOST_SERVICES)
         if self.host_containers is not None:
             features.append(FeatureFlag.HOST_CONTAINERS)
+        if self.images is not None:
+            features.append(FeatureFlag.IMAGES_PULL)
         return AgentInfo(
             node_name=self.node_name,
             version=self.version,
@@ -168,6 +175,8 @@ class AgentServices:
                 await self.host_services.aclose()
             if self.host_containers is not None:
                 await self.host_containers.aclose()
+            if self.images is not None:
+                await self.images.aclose()
             for client in self._owned:
                 await client.aclose()
 

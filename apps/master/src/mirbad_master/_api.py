@@ -15,6 +15,7 @@ from ._api_downloads import downloads_router
 from ._api_keys import keys_router
 from ._api_models import models_router
 from ._api_nodes import nodes_router
+from ._api_releases import releases_router
 from ._api_services import services_router
 from ._api_session import admin_guard, session_router
 from ._api_tuning import tuning_router
@@ -43,5 +44,6 @@ def api_router(services: MasterServices, auth: AdminAuth) -> APIRouter:
     guarded.include_router(tuning_router(services))
     guarded.include_router(downloads_router(services))
     guarded.include_router(services_router(services))
+    guarded.include_router(releases_router(services))
     api.include_router(guarded)
     return api

@@ -150,6 +150,9 @@ _AGENT_CODES: Final = {
         _C.DOWNLOAD_CONFLICT,
         _C.INSUFFICIENT_SPACE,
         _C.INVALID_REQUEST,
+        _C.INVALID_IMAGE_REFERENCE,
+        _C.PULL_NOT_FOUND,
+        _C.PULL_CONFLICT,
     )
 }
 # How the agent refuses a launch whose model path leads to nothing (mirbad_runtime's

@@ -24,11 +24,14 @@ from mirbad_protocol import (
     DownloadJob,
     EnrollmentTokenIssued,
     HuggingFaceDownload,
+    ImagePull,
     KeyUsage,
     ModelDefinition,
     ModelView,
+    NodeReleases,
     NodeSummary,
     OllamaDownload,
+    ReleasesView,
     StatusReport,
     TuningGoal,
     TuningJobView,
@@ -262,6 +265,30 @@ class AsyncMirbadClient:
     async def remove_download(self, node_id: str, download_id: str) -> None:
         """Cancel a download job if it runs, delete its partial files and forget it."""
         await self._send(calls.remove_download(node_id, download_id))
+
+    async def releases(self) -> ReleasesView:
+        """The master's version and every agent's, with a warning where major.minor differs."""
+        return await self._send(calls.releases())
+
+    async def node_releases(self, node_id: str) -> NodeReleases:
+        """The node's llama-server builds (with what ``--version`` says), vLLM images and pulls."""
+        return await self._send(calls.node_releases(node_id))
+
+    async def start_image_pull(self, node_id: str, image: str) -> ImagePull:
+        """Start pulling ``image`` (``registry/name:tag``) on ``node_id``; follow it with :meth:`image_pull`.
+
+        A reference that does not parse is refused with ``invalid_image_reference`` (422, field
+        ``image``), a second pull of the same image while one runs with ``pull_conflict``.
+        """
+        return await self._send(calls.start_image_pull(node_id, image))
+
+    async def image_pull(self, node_id: str, pull_id: str) -> ImagePull:
+        """One image pull with its per-layer progress (``fraction`` is 0 to 1)."""
+        return await self._send(calls.image_pull(node_id, pull_id))
+
+    async def cancel_image_pull(self, node_id: str, pull_id: str) -> ImagePull:
+        """Cancel a running image pull; the job as it was left."""
+        return await self._send(calls.cancel_image_pull(node_id, pull_id))
 
     async def status(self) -> StatusReport:
         """The whole fleet: nodes with their memory, model statuses and metrics, router counters."""

@@ -27,11 +27,14 @@ from mirbad_protocol import (
     DownloadList,
     EnrollmentTokenIssued,
     HuggingFaceDownload,
+    ImagePull,
     KeyUsage,
     ModelDefinition,
     ModelView,
+    NodeReleases,
     NodeSummary,
     OllamaDownload,
+    ReleasesView,
     StatusReport,
     TuningJobList,
     TuningJobView,
@@ -339,6 +342,41 @@ def remove_download(node_id: str, download_id: str) -> AdminCall[None]:
     """``DELETE /api/nodes/{id}/downloads/{download}?remove=true``: cancel, delete the partial files."""
     path = _downloads_path(node_id, download_id)
     return AdminCall("DELETE", path, _nothing, params=(("remove", "true"),), subject=node_id)
+
+
+# ------------------------------------------------------------------ releases
+
+
+def _pulls_path(node_id: str, pull_id: str = "") -> str:
+    tail = f"/{quote(pull_id, safe='')}" if pull_id else ""
+    return f"{API}/nodes/{quote(node_id, safe='')}/image-pulls{tail}"
+
+
+def releases() -> AdminCall[ReleasesView]:
+    """``GET /api/releases``: the master's version and every agent's, with skew warnings."""
+    return AdminCall("GET", f"{API}/releases", _one(ReleasesView))
+
+
+def node_releases(node_id: str) -> AdminCall[NodeReleases]:
+    """``GET /api/nodes/{id}/releases``: the node's llama-server builds, vLLM images and pulls."""
+    path = f"{API}/nodes/{quote(node_id, safe='')}/releases"
+    return AdminCall("GET", path, _one(NodeReleases), subject=node_id, waits=True)
+
+
+def start_image_pull(node_id: str, image: str) -> AdminCall[ImagePull]:
+    """``POST /api/nodes/{id}/image-pulls``: start pulling ``image`` (202 with the job)."""
+    # Sent as typed: the master checks the reference and names the field when it does not parse.
+    return AdminCall("POST", _pulls_path(node_id), _one(ImagePull), body={"image": image}, subject=node_id)
+
+
+def image_pull(node_id: str, pull_id: str) -> AdminCall[ImagePull]:
+    """``GET /api/nodes/{id}/image-pulls/{pull}``."""
+    return AdminCall("GET", _pulls_path(node_id, pull_id), _one(ImagePull), subject=node_id)
+
+
+def cancel_image_pull(node_id: str, pull_id: str) -> AdminCall[ImagePull]:
+    """``DELETE /api/nodes/{id}/image-pulls/{pull}``: cancel a running pull."""
+    return AdminCall("DELETE", _pulls_path(node_id, pull_id), _one(ImagePull), subject=node_id)
 
 
 # ------------------------------------------------------------------ API keys

@@ -118,6 +118,12 @@ class AdminErrorCode(StrEnum):
     """The node's model root has too little free space; the message names the bytes short."""
     MODEL_FILES_MISSING = "model_files_missing"
     """The model's files are not on its node (``field`` is ``modelPath``; the message names the path)."""
+    INVALID_IMAGE_REFERENCE = "invalid_image_reference"
+    """An image pull names a reference that does not parse (``field`` is ``image``)."""
+    PULL_NOT_FOUND = "pull_not_found"
+    """The node has no image pull of that id; ``nodeId`` names the node."""
+    PULL_CONFLICT = "pull_conflict"
+    """A pull of the same image reference runs on that node already."""
     HTTP_ERROR = "http_error"
     """Any other HTTP error, with its own status."""
 
@@ -159,6 +165,9 @@ _HTTP_STATUS: Final = {
     AdminErrorCode.DOWNLOAD_CONFLICT: 409,
     AdminErrorCode.INSUFFICIENT_SPACE: 409,
     AdminErrorCode.MODEL_FILES_MISSING: 409,
+    AdminErrorCode.INVALID_IMAGE_REFERENCE: 422,
+    AdminErrorCode.PULL_NOT_FOUND: 404,
+    AdminErrorCode.PULL_CONFLICT: 409,
     AdminErrorCode.REQUEST_TOO_LARGE: 413,
     AdminErrorCode.SPEC_REJECTED: 422,
     AdminErrorCode.TOO_MANY_ATTEMPTS: 429,

@@ -177,6 +177,12 @@ class AgentErrorCode(StrEnum):
     """504: through the proxy, the model stayed silent past the agent's idle timeout."""
     HOSTD_UNAVAILABLE = "hostd_unavailable"
     """503: the ``/host/...`` routes on a node whose hostd is missing, silent or off its contract."""
+    INVALID_IMAGE_REFERENCE = "invalid_image_reference"
+    """422: an image pull names a reference that does not parse (``field`` is ``image``)."""
+    PULL_NOT_FOUND = "pull_not_found"
+    """404: the agent has no image pull with that id."""
+    PULL_CONFLICT = "pull_conflict"
+    """409: a pull of the same image reference is running already."""
 
     @property
     def http_status(self) -> int:
@@ -209,6 +215,9 @@ _HTTP_STATUS: Final = {
     AgentErrorCode.PROBE_FAILED: 503,
     AgentErrorCode.UPSTREAM_TIMEOUT: 504,
     AgentErrorCode.HOSTD_UNAVAILABLE: 503,
+    AgentErrorCode.INVALID_IMAGE_REFERENCE: 422,
+    AgentErrorCode.PULL_NOT_FOUND: 404,
+    AgentErrorCode.PULL_CONFLICT: 409,
 }
 
 
@@ -245,6 +254,10 @@ class FeatureFlag(StrEnum):
     """The ``/host/containers`` routes: the node's Docker containers as host services."""
     MODEL_FILES = "model-files.check"
     """:data:`ROUTE_MODEL_FILES`: whether a model's files are on the node, asked before it is started."""
+    LLAMA_SERVER_BUILDS = "releases.llama-server"
+    """:data:`~mirbad_protocol.ROUTE_LLAMA_SERVER_BUILDS`: the catalogued llama-servers and their versions."""
+    IMAGES_PULL = "images.pull"
+    """:data:`~mirbad_protocol.ROUTE_IMAGES` and the image pull jobs (a node with Docker)."""
 
 
 class AgentError(WireModel):

@@ -29,6 +29,7 @@ from ._gpu_processes import (
     nvidia_gpu_present,
 )
 from ._hostd_client import DEFAULT_HOSTD_SOCKET, HostdClient
+from ._images import NodeImages, is_vllm_image
 from ._instance_keys import FileInstanceKeyProtector, InstanceKeyProtector, new_instance_key
 from ._memory_probe import DEFAULT_FAKE_TOTAL_GIB, MEMINFO_PATH, MemoryProbe, parse_meminfo
 from ._memory_usage import PROC_ROOT, container_memory_bytes, parse_vm_rss, process_rss_bytes
@@ -40,6 +41,7 @@ from ._process_host_posix import PosixProcessHost
 from ._process_host_windows import WindowsProcessHost
 from ._process_launch import ProcessDriverConfig
 from ._process_records import ProcessRecord, ProcessRecordStore
+from ._pull_progress import PullProgress
 from ._telemetry import DEFAULT_RING_CAPACITY, TelemetryRing
 from .exceptions import (
     GgufFormatError,
@@ -84,6 +86,7 @@ __all__ = [
     "MirbadRuntimeError",
     "ModelBudget",
     "ModelNotFoundError",
+    "NodeImages",
     "NvidiaSmiProbe",
     "NvidiaSmiProcessProbe",
     "PosixProcessHost",
@@ -94,6 +97,7 @@ __all__ = [
     "ProcessIdentity",
     "ProcessRecord",
     "ProcessRecordStore",
+    "PullProgress",
     "RuntimeDriver",
     "RuntimeUnavailableError",
     "TelemetryRing",
@@ -105,6 +109,7 @@ __all__ = [
     "container_name",
     "is_executable_name",
     "is_host_service_container",
+    "is_vllm_image",
     "model_gpu_bytes",
     "new_instance_key",
     "nvidia_gpu_present",

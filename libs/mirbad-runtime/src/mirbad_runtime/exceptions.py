@@ -16,7 +16,9 @@ __all__ = [
     "HostContainerNotFoundError",
     "HostdRefusedError",
     "HostdUnavailableError",
+    "ImagePullConflictError",
     "ImagePullError",
+    "ImagePullNotFoundError",
     "InsufficientSpaceError",
     "LaunchRejectedError",
     "MirbadRuntimeError",
@@ -81,6 +83,30 @@ class ImagePullError(MirbadRuntimeError):
         super().__init__(f"could not pull image {image}: {reason}")
         self.image = image
         self.reason = reason
+
+
+class ImagePullConflictError(MirbadRuntimeError):
+    """A pull of this image reference is running already (one pull per image at a time).
+
+    Attributes:
+        image: the reference asked for.
+    """
+
+    def __init__(self, image: str) -> None:
+        super().__init__(f"a pull of {image} is running already")
+        self.image = image
+
+
+class ImagePullNotFoundError(MirbadRuntimeError, LookupError):
+    """No image pull job with that id.
+
+    Attributes:
+        pull_id: the id asked for.
+    """
+
+    def __init__(self, pull_id: str) -> None:
+        super().__init__(f"no image pull {pull_id!r}")
+        self.pull_id = pull_id
 
 
 class ModelNotFoundError(MirbadRuntimeError, LookupError):

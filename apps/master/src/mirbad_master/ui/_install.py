@@ -29,6 +29,7 @@ from ._nodes import render_nodes
 from ._overview import render_overview
 from ._playground import render_playground
 from ._portal import Portal
+from ._releases import render_releases
 from ._services import render_services
 from ._session import LOGIN_PATH, install_session_routes, safe_next, signed_in
 from ._tuning import render_tuning
@@ -171,4 +172,12 @@ def _pages(portal: Portal) -> None:
             return refused
         with frame(portal, request, "/services"):
             await render_services(portal)
+        return None
+
+    @ui.page("/releases")
+    async def releases(request: Request) -> Response | None:
+        if (refused := await portal.guard(request)) is not None:
+            return refused
+        with frame(portal, request, "/releases"):
+            await render_releases(portal)
         return None

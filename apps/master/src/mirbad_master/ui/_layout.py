@@ -53,6 +53,7 @@ NAVIGATION: Final = (
     NavItem("Access", "/access", "key"),
     NavItem("Nodes", "/nodes", "dns"),
     NavItem("Services", "/services", "settings_applications"),
+    NavItem("Releases", "/releases", "new_releases"),
 )
 """The portal's pages, in the header's order (pages of later issues join as they land)."""
 

@@ -35,6 +35,11 @@ from mirbad_protocol import (
     ROUTE_HOST_CONTAINERS,
     ROUTE_HOST_SERVICES,
     ROUTE_HOST_WHITELIST,
+    ROUTE_IMAGE_PULL,
+    ROUTE_IMAGE_PULL_CANCEL,
+    ROUTE_IMAGE_PULLS,
+    ROUTE_IMAGES,
+    ROUTE_LLAMA_SERVER_BUILDS,
     ROUTE_MEMORY,
     ROUTE_MODEL,
     ROUTE_MODEL_FILES,
@@ -61,7 +66,14 @@ from mirbad_protocol import (
     HostdAction,
     HostdActionResult,
     HuggingFaceDownload,
+    ImageInfo,
+    ImageList,
+    ImagePull,
+    ImagePullList,
+    ImagePullRequest,
     InvalidFieldError,
+    LlamaServerBuild,
+    LlamaServerBuildList,
     LogEnd,
     LogLine,
     LogTail,
@@ -313,6 +325,39 @@ class AgentClient:
         if answer.is_error:
             raise refusal_error(self.node_id, answer, None)
 
+    async def llama_server_builds(self) -> list[LlamaServerBuild]:
+        """The node's catalogued llama-servers, each with what its ``--version`` reports.
+
+        Only agents reporting :attr:`~mirbad_protocol.FeatureFlag.LLAMA_SERVER_BUILDS` answer it.
+        """
+        # The agent asks each binary in turn, each bounded by 10 s: more than a quick read's patience.
+        path = agent_path(ROUTE_LLAMA_SERVER_BUILDS)
+        return (await self._call(LlamaServerBuildList, "GET", path, _RELEASES_QUERY_S)).builds
+
+    async def images(self) -> list[ImageInfo]:
+        """The vLLM images the node's Docker holds, newest first (agents reporting ``images.pull``)."""
+        return (await self._call(ImageList, "GET", agent_path(ROUTE_IMAGES), _RELEASES_QUERY_S)).images
+
+    async def start_image_pull(self, image: str) -> ImagePull:
+        """Start pulling ``image`` on the node; the job at once, its progress by :meth:`image_pull`."""
+        body = ImagePullRequest(image=image).to_wire()
+        return await self._call(
+            ImagePull, "POST", agent_path(ROUTE_IMAGE_PULLS), self.timeouts.read_s, json=body
+        )
+
+    async def image_pulls(self) -> list[ImagePull]:
+        """The node's image pulls (running and recently finished), newest first."""
+        return (await self._get(ImagePullList, agent_path(ROUTE_IMAGE_PULLS))).pulls
+
+    async def image_pull(self, pull_id: str) -> ImagePull:
+        """One image pull with its per-layer progress."""
+        return await self._get(ImagePull, agent_path(ROUTE_IMAGE_PULL, pull_id=pull_id))
+
+    async def cancel_image_pull(self, pull_id: str) -> ImagePull:
+        """Stop a running image pull; the job as it was left."""
+        path = agent_path(ROUTE_IMAGE_PULL_CANCEL, pull_id=pull_id)
+        return await self._call(ImagePull, "POST", path, self.timeouts.read_s)
+
     # ------------------------------------------------------------ plumbing
 
     async def host_services(self, *, include_all: bool = False) -> ServiceList:
@@ -428,6 +473,7 @@ class AgentClient:
             ) from None
 
 
+_RELEASES_QUERY_S: Final = 60.0  # a --version per catalogued llama-server, or Docker's image listing
 _HOST_QUERY_S: Final = 30.0  # hostd bounds each systemctl listing by 15 s; discovery may take two
 
 
