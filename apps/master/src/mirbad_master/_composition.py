@@ -132,8 +132,12 @@ class MasterServices:
         self.node_monitor = NodeMonitor(
             self.nodes, clients, cache=self.cache, interval_s=settings.health_poll_s
         )
-        self.runtime = MasterRuntime(self.node_monitor, local_boot_id=local_boot_id)
-        self.endpoints = AgentEndpointResolver(self.models, self.nodes, clients, self.cache)
+        self.runtime = MasterRuntime(
+            self.node_monitor, local_boot_id=local_boot_id, default_node_id=settings.default_node
+        )
+        self.endpoints = AgentEndpointResolver(
+            self.models, self.nodes, clients, self.cache, default_node_id=settings.default_node
+        )
         self.telemetry = RemoteTelemetryCollector(
             self.nodes, clients, cache=self.cache, interval_s=settings.telemetry_interval_s
         )

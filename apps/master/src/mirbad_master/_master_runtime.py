@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from mirbad_orchestration.fleet import NodeMonitor, NodeView, RemoteModelRuntime
+from mirbad_orchestration.fleet import LOCAL_NODE_ID, NodeMonitor, NodeView, RemoteModelRuntime
 from mirbad_protocol import ModelDefinition, ModelState, ModelStatus
 
 __all__ = ["MasterRuntime"]
@@ -29,10 +29,13 @@ class MasterRuntime(RemoteModelRuntime):
         local_boot_id: the boot id reported for the local node instead of its host's; a fleet of one
             passes a new one each run, because its agent (and the models) stop with it, so every run is
             a "reboot" after which the previously running set comes back. ``None`` keeps the agent's own.
+        default_node_id: the node of definitions without a placement (``local`` by default).
     """
 
-    def __init__(self, monitor: NodeMonitor, *, local_boot_id: str | None = None) -> None:
-        super().__init__(monitor)
+    def __init__(
+        self, monitor: NodeMonitor, *, local_boot_id: str | None = None, default_node_id: str = LOCAL_NODE_ID
+    ) -> None:
+        super().__init__(monitor, default_node_id=default_node_id)
         self._local_boot_id = local_boot_id
         self._launched: dict[str, ModelDefinition] = {}
 
@@ -67,6 +70,6 @@ class MasterRuntime(RemoteModelRuntime):
         if self._local_boot_id is None:
             return views
         return [
-            replace(view, boot_id=self._local_boot_id) if view.node_id == self.default_node_id else view
+            replace(view, boot_id=self._local_boot_id) if view.node_id == LOCAL_NODE_ID else view
             for view in views
         ]

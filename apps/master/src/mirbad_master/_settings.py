@@ -14,6 +14,7 @@ from typing import Annotated, Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from mirbad_orchestration.fleet import LOCAL_NODE_ID, NODE_ID_PATTERN
 from mirbad_orchestration.supervision import HealthSettings
 from mirbad_protocol import InvalidFieldError
 
@@ -58,6 +59,7 @@ ENVIRONMENT: Final[Mapping[str, str]] = {
     "body_timeout_s": "MIRBAD_BODY_TIMEOUT_S",
     "max_connections": "MIRBAD_MAX_CONNECTIONS",
     "trusted_proxies": "MIRBAD_TRUSTED_PROXIES",
+    "default_node": "MIRBAD_DEFAULT_NODE",
 }
 """Setting name -> the environment variable that sets it."""
 
@@ -104,6 +106,9 @@ class MasterSettings(BaseModel):
         trusted_proxies: addresses or networks of reverse proxies whose ``X-Forwarded-For`` and
             ``X-Forwarded-Proto`` are believed; none by default (a client's own headers are ignored,
             since the sign-in throttle counts by address).
+        default_node: the node a model without a placement runs on: the master's own ``local`` by
+            default; a master whose own node runs nothing (docker-compose's master container, whose
+            models run in the agent container beside it) names the node that does.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -129,6 +134,7 @@ class MasterSettings(BaseModel):
     body_timeout_s: _Seconds = 60.0
     max_connections: Annotated[int, Field(ge=16)] | None = None
     trusted_proxies: tuple[str, ...] = ()
+    default_node: Annotated[str, Field(pattern=NODE_ID_PATTERN)] = LOCAL_NODE_ID
 
     @field_validator("crash_backoff_s", "trusted_proxies", mode="before")
     @classmethod
