@@ -207,7 +207,7 @@ def tiny_model(node: dict[str, Any]) -> dict[str, Any]:
         "maxNumSeqs": 1,
         "memoryBudgetGiB": 0.25,
         "extraArgs": ["--threads", "1"],
-        "placement": {"nodeId": NODE},
+        # No placement: compose's MIRBAD_DEFAULT_NODE puts it on the agent container's node.
         # Native models end with the agent's container; the master starts AutoStart ones at its boot.
         "autoStart": True,
     }
