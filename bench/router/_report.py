@@ -60,8 +60,11 @@ def render_markdown(results: BenchResults, command: str) -> str:
         "## Streamed events per second",
         f"{results.options.stream_concurrency} concurrent streams, each of {results.options.stream_events} "
         "events written back to back by the upstream, read to their end by the load generator; events/s "
-        "= completed streams x events per stream / window. CPU per event is each proxy's CPU over the "
-        "window divided by the events it relayed.",
+        "= streams read x events per stream / window, where under wrk the streams read are the bytes it "
+        "read in the window over the bytes of one whole stream of that path (a stream still arriving when "
+        "the window closes counts by its share; counting only finished streams read a proxy too slow to "
+        "finish one in the window as none). CPU per event is each proxy's CPU over the window divided by "
+        "the events it relayed.",
         _streamed_table(results),
         "## Server-sent events: from the upstream's write to the client's read",
         f"Each stream carries {options.sse_events} events {options.sse_gap_ms:g} ms apart; every event "
