@@ -105,9 +105,18 @@ c=64 on the master + agent path for 8 s. The machine was shared with five other 
   router out"), not built. On these 2 cores the full path is CPU-bound with every process on the
   same cores (90 % busy at c=64), so a second worker would take cycles from the agent and the upstream
   and add lease traffic: the ceiling, cores / CPU per request, does not move.
+- **Sending through the client's transport** (`mirbad_router._forward._send`, master and agent):
+  httpx's `AsyncClient.send` runs an auth flow, a redirect loop, the cookie jar (refusing every
+  cookie) and a log call around the transport on every request; the proxy uses none of them. Measured
+  alone against a bare uvicorn upstream (3,000 requests after a warm-up, client CPU from
+  `time.process_time`, two rounds at load average ~10): 1,371 → 1,075 and 1,181 → 1,037 µs per
+  request, 150-300 µs (12-22 %) of the client's cost. A bench run right after it (load average 10-12,
+  the stack getting 17-22 % of the cores) could not show a change of that size: master 3,645 → 4,171
+  µs per request at c=1 and 5,287 → 6,354 at c=64, with `direct` itself slower in the same run.
+  Kept on the isolated measurement.
 - **Not tried yet**: one task group per request (the client-disconnect watch around the upstream
-  send, and again around the relay); calling the transport below httpx's `AsyncClient.send` (its
-  auth, redirect and cookie steps do nothing for a proxy); an aiohttp-based transport (aiohttp 3.14 is
+  send, and again around the relay; reading a small, complete non-streamed body inside the first one
+  would let the relay skip the second); an aiohttp-based transport (aiohttp 3.14 is
   in the lock, through NiceGUI and python-socketio, but no member declares it, and the lock could not
   change in this work).
 """
