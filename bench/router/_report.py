@@ -293,9 +293,9 @@ def _scaling_paragraph(results: BenchResults, top: int) -> str:
         text += (
             f" From c=1 to c={top} the CPU per request went up: {' and '.join(growth)}. The connection "
             "pool no longer walks its connections per request (mirbad_router's lean pool; see the last "
-            "section); what still grows has not been profiled apart yet. Candidates: the TLS streams' "
-            "per-call overhead in anyio (the top functions by own time in the master's profile), and "
-            "two cores shared by five busy processes and the rest of the machine."
+            "section). The c=64 profile adds cancel scopes being cancelled (the task groups per request), "
+            "TLS handshakes while the pool grows to the concurrency, and httpx's per-request work; and "
+            "two cores shared by five busy processes and the rest of the machine inflate it unevenly."
         )
     if churn and full is not None:
         text += (

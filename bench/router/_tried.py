@@ -89,7 +89,8 @@ c=64 on the master + agent path for 8 s. The machine was shared with five other 
   longer than the window, so wrk, which counts whole responses, finished none of them although
   LiteLLM relayed events all along. The streamed rows now count the bytes wrk read in the window
   over the bytes of one whole stream of that path (measured before the window), so a stream still
-  arriving counts by its share; LiteLLM's row now reads about a fifth of ours.
+  arriving counts by its share. LiteLLM's row now has its events: 316 events/s against master +
+  agent's 3,365 in one run (10.6x), 5.3x in another.
 - **Idle memory** (`python -X importtime`, and each import's resident memory from
   `/proc/self/statm` in a fresh interpreter). The agent loaded huggingface_hub's API (16 MB with
   yaml, tqdm and filelock) and docker-py (7 MB with requests and urllib3) at start-up; both are now
