@@ -86,6 +86,8 @@ class PointResult:
             work on a shared machine included).
         agent_connections_closed: connections to or from the agent's port closed in the window (new
             TIME-WAIT sockets): each is a TLS connection that was opened and thrown away.
+        streams_read: for streamed completions under wrk, the bytes read in the window over the bytes
+            of one whole stream (None: count whole responses).
     """
 
     path: str
@@ -99,11 +101,17 @@ class PointResult:
     machine_busy: float
     agent_connections_closed: int
     generator: str = "python"
+    streams_read: float | None = None
+
+    @property
+    def completed(self) -> float:
+        """Requests answered in the window; streams measured by bytes count a partly read one by its share."""
+        return self.requests if self.streams_read is None else self.streams_read
 
     @property
     def rps(self) -> float:
-        """Successful requests per second in the window."""
-        return self.requests / self.duration_s
+        """Successful requests (or streams, see :attr:`completed`) per second in the window."""
+        return self.completed / self.duration_s
 
     def stack_busy(self, cores: int) -> float:
         """The share (0..1) of ``cores`` the measured processes kept busy in the window."""

@@ -60,8 +60,11 @@ def render_markdown(results: BenchResults, command: str) -> str:
         "## Streamed events per second",
         f"{results.options.stream_concurrency} concurrent streams, each of {results.options.stream_events} "
         "events written back to back by the upstream, read to their end by the load generator; events/s "
-        "= completed streams x events per stream / window. CPU per event is each proxy's CPU over the "
-        "window divided by the events it relayed.",
+        "= streams read x events per stream / window, where under wrk the streams read are the bytes it "
+        "read in the window over the bytes of one whole stream of that path (a stream still arriving when "
+        "the window closes counts by its share; counting only finished streams read a proxy too slow to "
+        "finish one in the window as none). CPU per event is each proxy's CPU over the window divided by "
+        "the events it relayed.",
         _streamed_table(results),
         "## Server-sent events: from the upstream's write to the client's read",
         f"Each stream carries {options.sse_events} events {options.sse_gap_ms:g} ms apart; every event "
@@ -290,9 +293,9 @@ def _scaling_paragraph(results: BenchResults, top: int) -> str:
         text += (
             f" From c=1 to c={top} the CPU per request went up: {' and '.join(growth)}. The connection "
             "pool no longer walks its connections per request (mirbad_router's lean pool; see the last "
-            "section); what still grows has not been profiled apart yet. Candidates: the TLS streams' "
-            "per-call overhead in anyio (the top functions by own time in the master's profile), and "
-            "two cores shared by five busy processes and the rest of the machine."
+            "section). The c=64 profile adds cancel scopes being cancelled (the task groups per request), "
+            "TLS handshakes while the pool grows to the concurrency, and httpx's per-request work; and "
+            "two cores shared by five busy processes and the rest of the machine inflate it unevenly."
         )
     if churn and full is not None:
         text += (
@@ -375,7 +378,7 @@ _CONTEXT: Final = (
     "upstream itself; the fast upstream is the worst case for every ratio above. A real model spends "
     "milliseconds to seconds per request, next to which the hops are small, and on a real node the load "
     "generator does not share the servers' cores. Master and agent speak HTTP/1.1 to each other (httpx "
-    "without h2), so every concurrent request holds a connection of its own."
+    "without h2, on kept-alive connections), so every concurrent request holds a connection of its own."
 )
 
 
@@ -385,8 +388,9 @@ _OUT_OF_REACH: Final = (
     "machine in this run, and the bare upstream itself, a few lines of ASGI under uvicorn, costs about "
     "half a hop's budget. The profiles say where a hop's time goes: httpx/httpcore and anyio's stream "
     "layers (TLS reads and writes, task groups, cancel scopes) far more than Mirbad's own code, so the "
-    "remaining gains are in the transport (HTTP/2 to the agent, one task group per request, a leaner "
-    "upstream client) rather than in the router's logic; see the list of what is not tried yet below. "
+    "remaining gains are in the transport (one task group per request, a leaner upstream client than "
+    "httpx's; HTTP/2 to the agent was measured and costs more than HTTP/1.1 in Python) rather than in "
+    "the router's logic; see what was tried below. "
     "The shared machine inflates every figure 2-4x against the issue's quiet-machine numbers, so the "
     "ratios, not the absolute numbers, are the result of this run."
 )

@@ -42,9 +42,9 @@ class Verdict:
 def per_event_us(point: PointResult, process: str, events: int) -> float:
     """CPU microseconds ``process`` spent per streamed event of ``point``."""
     seconds = point.cpu_s.get(process)
-    if seconds is None or not point.requests:
+    if seconds is None or not point.completed:
         return math.nan
-    return seconds * 1e6 / (point.requests * events)
+    return seconds * 1e6 / (point.completed * events)
 
 
 def verdicts(results: BenchResults) -> list[Verdict]:

@@ -49,12 +49,76 @@ c=64 on the master + agent path for 8 s. The machine was shared with five other 
   and not measured apart; its share is below this machine's noise.
 - **Already in place before this work**: proxied `/v1` calls logged at debug, not info, on the agent;
   `mirbad up --log-level` passed to the agent.
-- **Not tried yet** (measured order of what is left, from the profiles): anyio's per-call overhead
-  on TLS streams (`send` and the socket-attribute dict are the top functions by own time now); two
-  task groups per request (the client-disconnect watch around the upstream send, and again around
-  the relay); HTTP/2 with one multiplexed connection between master and agent; TLS session reuse;
-  an aiohttp-based transport (aiohttp 3.14 is in the lock, through NiceGUI and python-socketio, but
-  no member declares it, and the lock could not change in this work); several router worker processes
-  with SO_REUSEPORT (the per-key limits would need a shared counter to stay exact).
+- **The served-name lookup from an index** (`ModelRegistry.find_by_served_name`, on every `/v1`
+  request). models.json was not read per request (the state file kept it in memory), but every
+  lookup took the registry's `anyio.Lock` (an event-loop pass) and scanned every model with
+  `casefold`, and the node lookup after it took the node registry's lock too. Now a dict built from
+  the stored list answers without a lock or an await; it is rebuilt whenever a write stores a new
+  list, and at most once a second the file's inode, size and mtime are compared (a hand edit is seen
+  within a second; before, never). Loaded state files are read without their lock. Measured alone
+  (20 models, uvloop): 15.2-16.4 → 0.5-0.8 µs per lookup. That is under 0.5 % of a request's
+  3.6-5.3 ms in the master, below this machine's noise in the bench; kept for the edits it now sees.
+- **Profiles of master and agent at c=1 and c=64** (py-spy 200 Hz, wrk on master + agent, load
+  average 8-11, so the profiled stack served 34-46 requests/s). No Mirbad-owned function reaches 2 %
+  of the samples: the resolver 1.3 %, the usage and limits path (`MasterStats.end`, `RouterStats.end`)
+  0.5 % each, the registry lookup below the sampling floor after the change above, and no log line per
+  request. The time is in the libraries' per-request work: httpx's `AsyncClient.send` 20-33 % inclusive
+  (its cookie extraction alone 0.4-3.7 %, although the jar refuses every cookie), httpcore/h11 10-25 %,
+  the two task groups and their cancel scopes (`CancelScope.cancel` 4.8 % own at c=64), and the socket
+  writes: uvicorn's `send` to the client (21 % of the master's samples at c=1, 38 % of the agent's,
+  whose client side is TLS in uvloop) and anyio's TLS `send` to the agent (14 %). A `--native`
+  profile put most of that write time in C (uvloop's SSL writes, the kernel), but slowed the stack
+  tenfold, so it was not weighed further. TLS handshakes (`do_handshake`, 5.9 % at c=64) come from the
+  pool growing to 64 connections at the start of the window: the agent's port saw 0-4 connections
+  closed per 5 s window (column *agent connections closed*), so TLS session reuse would save a
+  handshake only when the pool grows and was not built. Keep-alive was left as it is: an idle pooled
+  connection is reused for 2 s (`UPSTREAM_KEEPALIVE_S`, under the 5 s after which uvicorn and
+  llama-server close idle ones, so the pool does not race them), and under load no connection sits
+  idle that long, so a longer one would save no handshake here.
+- **HTTP/2 between master and agent** (the spec's choice), a side experiment: `bench/h2_hop.py` in a
+  throwaway virtualenv (h2 4.4, hypercorn 0.18, httpx 0.28), only the hop: an httpx client, a TLS
+  server answering the bench's fixed completion. Two runs at load average ~8, µs of CPU per request
+  (client / server): hypercorn over HTTP/2 with one connection 4,479 / 1,995 and 3,618 / 1,599 at
+  c=1, 3,353 / 1,505 and 3,002 / 1,390 at c=64; the same hypercorn over HTTP/1.1 2,401 / 958 and
+  2,289 / 1,047 at c=1; uvicorn over HTTP/1.1 (the agent today) 2,092 / 454 and 1,674 / 377 at c=1,
+  5,739 / 827 and 4,724 / 632 at c=64 (that client is httpx's stock pool, whose c=64 cost the lean
+  pool removed). HTTP/2 cost the client about twice HTTP/1.1 at c=1 (h2's framing and flow control
+  are pure Python) and the server 3-4x what uvicorn costs; its only win, at c=64 over httpx's own
+  pool, is the one the lean pool already took. Not adopted: no dependency to add.
+- **The LiteLLM streamed row** read 0 events with 0 errors: 64 streams of 200 events took LiteLLM
+  longer than the window, so wrk, which counts whole responses, finished none of them although
+  LiteLLM relayed events all along. The streamed rows now count the bytes wrk read in the window
+  over the bytes of one whole stream of that path (measured before the window), so a stream still
+  arriving counts by its share. LiteLLM's row now has its events: 316 events/s against master +
+  agent's 3,365 in one run (10.6x), 5.3x in another.
+- **Idle memory** (`python -X importtime`, and each import's resident memory from
+  `/proc/self/statm` in a fresh interpreter). The agent loaded huggingface_hub's API (16 MB with
+  yaml, tqdm and filelock) and docker-py (7 MB with requests and urllib3) at start-up; both are now
+  imported at first use (a download planned; the container driver connecting, which an agent with
+  `docker.enabled` still does at start-up). Import-only memory of the agent 84 → 64 MB; the bench's
+  idle agent 99 → 79 MB. The master imported jsonschema (2.3 MB) for the benchmark checks; now
+  imported there: idle master 118 → 116 MB. What the agent keeps and needs: cryptography (16 MB: it
+  checks its certificate and key at start-up), httpcore with `ssl` (9 MB), pydantic with the wire
+  models of mirbad_protocol (15 MB), starlette and uvicorn (5 MB), and click and rich (5 MB), which
+  httpx imports for its command line whenever they are installed. 60 MB would need the agent's
+  start-up checks without cryptography and an httpx without its CLI imports; not done.
+- **Several router worker processes** (SO_REUSEPORT): designed in docs/architecture.md ("Scaling the
+  router out"), not built. On these 2 cores the full path is CPU-bound with every process on the
+  same cores (90 % busy at c=64), so a second worker would take cycles from the agent and the upstream
+  and add lease traffic: the ceiling, cores / CPU per request, does not move.
+- **Sending through the client's transport** (`mirbad_router._forward._send`, master and agent):
+  httpx's `AsyncClient.send` runs an auth flow, a redirect loop, the cookie jar (refusing every
+  cookie) and a log call around the transport on every request; the proxy uses none of them. Measured
+  alone against a bare uvicorn upstream (3,000 requests after a warm-up, client CPU from
+  `time.process_time`, two rounds at load average ~10): 1,371 → 1,075 and 1,181 → 1,037 µs per
+  request, 150-300 µs (12-22 %) of the client's cost. A bench run right after it (load average 10-12,
+  the stack getting 17-22 % of the cores) could not show a change of that size: master 3,645 → 4,171
+  µs per request at c=1 and 5,287 → 6,354 at c=64, with `direct` itself slower in the same run.
+  Kept on the isolated measurement.
+- **Not tried yet**: one task group per request (the client-disconnect watch around the upstream
+  send, and again around the relay; reading a small, complete non-streamed body inside the first one
+  would let the relay skip the second); an aiohttp-based transport (aiohttp 3.14 is
+  in the lock, through NiceGUI and python-socketio, but no member declares it, and the lock could not
+  change in this work).
 """
 """Markdown: one bullet per attempt."""

@@ -17,16 +17,18 @@ import json
 import math
 import resource
 import shutil
+import socket
 import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+from urllib.parse import urlsplit
 
 from ._procfs import CpuSample
 
-__all__ = ["WRK", "WrkRun", "run_wrk", "wrk_missing_reason"]
+__all__ = ["WRK", "WrkRun", "response_bytes", "run_wrk", "wrk_missing_reason"]
 
 WRK: Final = "wrk"
 _TIMEOUT_S: Final = 10
@@ -64,6 +66,7 @@ class WrkRun:
     cpu_s: dict[str, float]
     machine_busy: float
     closed: int
+    bytes_read: int = 0
 
 
 def wrk_missing_reason() -> str | None:
@@ -110,7 +113,31 @@ def run_wrk(
         cpu_s=cpu,
         machine_busy=after.machine_busy(before),
         closed=after.closed - before.closed,
+        bytes_read=summary["bytes"],
     )
+
+
+def response_bytes(url: str, body: bytes, headers: Mapping[str, str]) -> int:
+    """The bytes of one whole response to ``body`` at plain-HTTP ``url``, as wrk counts them.
+
+    wrk adds up every byte it reads, of whole responses and of those still arriving when its window
+    ends; divided by this, that count says how many streams were read, a stream read in part by its
+    share. (Counting only whole responses read a slow proxy's long streams as none at all.)
+
+    Raises:
+        OSError: the target did not answer.
+    """
+    parts = urlsplit(url)
+    target = parts.path + (f"?{parts.query}" if parts.query else "")
+    lines = [f"POST {target} HTTP/1.1", f"Host: {parts.netloc}", "Content-Type: application/json"]
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    lines += [f"Content-Length: {len(body)}", "Connection: close", "", ""]
+    received = 0
+    with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 80), timeout=60) as sock:
+        sock.sendall("\r\n".join(lines).encode() + body)
+        while chunk := sock.recv(65536):
+            received += len(chunk)
+    return received
 
 
 def _write_script(folder: Path, body: bytes, headers: Mapping[str, str]) -> Path:

@@ -442,3 +442,79 @@ async def test_a_folder_in_place_of_the_file_is_a_registry_error(tmp_path: Path)
     with pytest.raises(RegistryError, match="cannot read"):
         await registry(tmp_path).list()
     assert (tmp_path / "models.json").is_dir()
+
+
+class ManualClock:
+    """Monotonic seconds that move only when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_find_by_served_name_follows_every_write_of_the_registry(tmp_path: Path) -> None:
+    clock = ManualClock()  # never advances: only the registry's own writes can change the answer
+    reg = registry(tmp_path, clock=clock)
+    await reg.upsert(model("a", "First"))
+    assert (await reg.find_by_served_name("first")) == await reg.get("a")
+    await reg.upsert(model("a", "Renamed"))
+    assert await reg.find_by_served_name("first") is None
+    found = await reg.find_by_served_name("RENAMED")
+    assert found is not None and found.id == "a"
+    await reg.delete("a")
+    assert await reg.find_by_served_name("renamed") is None
+
+
+async def test_find_by_served_name_sees_the_file_replaced_under_it_at_the_next_check(tmp_path: Path) -> None:
+    clock = ManualClock()
+    write_document(tmp_path, {"schemaVersion": 1, "models": [entry("a")]})
+    reg = registry(tmp_path, clock=clock)
+    assert await reg.find_by_served_name("a") is not None
+
+    edited = tmp_path / "edited.json"  # an editor's save: a new file renamed over the old one
+    edited.write_text(json.dumps({"schemaVersion": 1, "models": [entry("b")]}), encoding="utf-8")
+    os.replace(edited, tmp_path / "models.json")
+    assert await reg.find_by_served_name("a") is not None  # within the interval: the index answers
+
+    clock.now += 1.0
+    assert await reg.find_by_served_name("a") is None
+    found = await reg.find_by_served_name("b")
+    assert found is not None and found.id == "b"
+    assert [m.id for m in await reg.list()] == ["b"]
+
+
+async def test_find_by_served_name_sees_the_file_edited_in_place(tmp_path: Path) -> None:
+    clock = ManualClock()
+    write_document(tmp_path, {"schemaVersion": 1, "models": [entry("a")]})
+    reg = registry(tmp_path, clock=clock)
+    assert await reg.find_by_served_name("a") is not None
+    write_document(tmp_path, {"schemaVersion": 1, "models": [entry("a"), entry("longer-name")]})
+    clock.now += 1.0
+    assert await reg.find_by_served_name("longer-name") is not None
+
+
+async def test_an_invalid_file_written_under_the_registry_fails_closed(tmp_path: Path) -> None:
+    clock = ManualClock()
+    write_document(tmp_path, {"schemaVersion": 1, "models": [entry("a")]})
+    reg = registry(tmp_path, clock=clock)
+    assert await reg.find_by_served_name("a") is not None
+    (tmp_path / "models.json").write_text("{not json", encoding="utf-8")
+    clock.now += 1.0
+    with pytest.raises(RegistryError, match="not valid JSON"):
+        await reg.find_by_served_name("a")
+    with pytest.raises(RegistryError):
+        await reg.list()
+    write_document(tmp_path, {"schemaVersion": 1, "models": [entry("c")]})
+    assert await reg.find_by_served_name("c") is not None
+
+
+async def test_a_file_removed_under_the_registry_keeps_the_models_in_memory(tmp_path: Path) -> None:
+    clock = ManualClock()
+    reg = registry(tmp_path, clock=clock)
+    await reg.upsert(model("a"))
+    (tmp_path / "models.json").unlink()
+    clock.now += 1.0
+    assert await reg.find_by_served_name("a") is not None  # not seeded again over the models in memory
+    assert not (tmp_path / "models.json").exists()

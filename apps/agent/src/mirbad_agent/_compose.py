@@ -16,12 +16,10 @@ import os
 import socket
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
-import docker
-from docker import DockerClient
 
 from mirbad_protocol import ContainerRuntimeInfo, ExecutableRef, ProcessRuntimeInfo
 from mirbad_runtime import (
@@ -52,6 +50,9 @@ from ._config import AgentSettings, DockerSettings
 from ._host_services import HostServicesGateway
 from ._llama_server import LlamaServerFinder, find_llama_server, with_found_llama_server
 from ._runtimes import ComposedDriver, NodeRuntimes
+
+if TYPE_CHECKING:
+    from docker import DockerClient
 
 __all__ = ["compose_services", "connect_docker", "container_driver", "process_driver"]
 
@@ -247,6 +248,9 @@ def _check_unix_socket(options: DockerSettings) -> None:
 
 
 def _client(options: DockerSettings) -> DockerClient:
+    # Imported here: docker-py (with requests) is ~7 MB an agent whose container driver is off never needs.
+    import docker
+
     arguments: dict[str, Any] = {"version": "auto", "timeout": math.ceil(options.probe_timeout_s)}
     if options.url:
         return docker.DockerClient(base_url=options.url, **arguments)

@@ -254,12 +254,33 @@ async def _send_again_if_stale(client: httpx.AsyncClient, outgoing: _Outgoing) -
     # opened itself, the same failure means the upstream is broken, so only a reused one is retried.
     attempt = _Attempt()
     try:
-        return await client.send(outgoing.build(attempt), stream=True)
+        return await _send(client, outgoing.build(attempt))
     except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
         if attempt.connected or not _before_any_answer(exc):
             raise
         _log.info("%s closed a pooled connection before answering (%s); sending again", outgoing.url, exc)
-    return await client.send(outgoing.build(_Attempt()), stream=True)
+    return await _send(client, outgoing.build(_Attempt()))
+
+
+async def _send(client: httpx.AsyncClient, request: httpx.Request) -> httpx.Response:
+    """``client.send(request, stream=True)`` without the steps a proxy has no use for.
+
+    Around its transport, httpx's ``send`` runs the auth flow, the redirect loop, the cookie jar (which
+    refuses every cookie here) and a log call, all per request: about 150-300 µs of the client's CPU
+    per request on the bench machine, 12-22 % of its cost. The proxy's clients have no auth and follow
+    no redirects, so the transport's answer is the one ``send`` would return; errors carry the request
+    as they do from ``send``, and reading the body later attaches it too (``Response.aiter_raw``).
+    """
+    if client.is_closed:
+        raise RuntimeError("Cannot send a request, as the client has been closed.")
+    transport = client._transport_for_url(request.url)  # the client's mounts, as send chooses
+    try:
+        response = await transport.handle_async_request(request)
+    except httpx.RequestError as exc:
+        exc.request = request
+        raise
+    response.request = request
+    return response
 
 
 def _before_any_answer(exc: httpx.TransportError) -> bool:

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncGenerator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
-import docker
 import httpx
-from docker import DockerClient
 
 from mirbad_protocol import (
     ContainerLaunch,
@@ -54,6 +52,12 @@ from ._gpu_attribution import GpuOwner
 from ._memory_usage import container_memory_bytes
 from ._ports import loopback_port_free, lowest_free_port
 from .exceptions import LaunchRejectedError, ModelNotFoundError
+
+if TYPE_CHECKING:
+    import docker
+    from docker import DockerClient
+else:
+    from ._lazy_modules import docker  # imported at its first use: see the module
 
 __all__ = ["ContainerDriver"]
 

@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
-import docker
-from docker import DockerClient
 
 from mirbad_protocol import (
     DOWNLOAD_LABEL,
@@ -37,6 +35,12 @@ from ._gpu_attribution import container_gpu_bytes
 from ._gpu_processes import GpuProcessProbe
 from ._memory_usage import container_memory_bytes
 from .exceptions import HostContainerNotFoundError, MirbadRuntimeError
+
+if TYPE_CHECKING:
+    import docker
+    from docker import DockerClient
+else:
+    from ._lazy_modules import docker  # imported at its first use: see the module
 
 __all__ = ["ContainerServices", "is_host_service_container"]
 

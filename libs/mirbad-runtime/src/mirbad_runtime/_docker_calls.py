@@ -7,13 +7,16 @@ the Docker errors that are an expected outcome and turns a refusal into a mirbad
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
-
-import docker
-from docker import DockerClient
+from typing import TYPE_CHECKING, Any
 
 from ._container_spec import MODEL_LABEL
 from .exceptions import ImagePullError, LaunchRejectedError
+
+if TYPE_CHECKING:
+    import docker
+    from docker import DockerClient
+else:
+    from ._lazy_modules import docker  # imported at its first use: see the module
 
 # Internal to the container driver.
 __all__: list[str] = []

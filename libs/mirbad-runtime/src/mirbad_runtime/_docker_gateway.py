@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.to_thread
-import docker
-from docker import DockerClient
 
 from .exceptions import MirbadRuntimeError, RuntimeUnavailableError
+
+if TYPE_CHECKING:
+    import docker
+    from docker import DockerClient
+else:
+    from ._lazy_modules import docker  # imported at its first use: see the module
 
 # Internal to the container driver.
 __all__: list[str] = []

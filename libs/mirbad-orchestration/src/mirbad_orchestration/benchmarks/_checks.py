@@ -13,8 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-import jsonschema
-
 from mirbad_protocol import ToolCallResult
 
 __all__ = ["OBJECTIVE_QUESTIONS", "TOOL_CALL_REQUEST", "ObjectiveQuestion", "score_tool_call"]
@@ -73,6 +71,8 @@ def score_tool_call(response: Mapping[str, Any]) -> ToolCallResult:
     function = calls[0].get("function") or {}
     if function.get("name") != "get_server_time":
         return ToolCallResult(called=True, valid=False, detail=f"unknown tool {function.get('name')!r}")
+    import jsonschema  # here, not at the top: ~2 MB an idle master never needs
+
     try:
         arguments = json.loads(function.get("arguments") or "{}")
         jsonschema.validate(arguments, _TOOL_SCHEMA)

@@ -13,8 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-import jsonschema
-
 from mirbad_protocol import ToolCallResult
 
 __all__ = ["PRESET_TOOL_CASES", "ToolCase", "check_tool_call"]
@@ -119,6 +117,8 @@ def check_tool_call(case: ToolCase, response: Mapping[str, Any]) -> ToolCallResu
         arguments = json.loads(function.get("arguments") or "{}")
     except json.JSONDecodeError as exc:
         return ToolCallResult(called=True, valid=False, detail=f"arguments are not JSON: {exc}")
+    import jsonschema  # here, not at the top: ~2 MB an idle master never needs
+
     validator = jsonschema.Draft202012Validator(dict(case.parameters))
     error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
     if error is not None:

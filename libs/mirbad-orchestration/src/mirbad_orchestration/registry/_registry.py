@@ -9,6 +9,8 @@ a :class:`~mirbad_orchestration.stores.StateFile` (one lock, atomic replace).
 from __future__ import annotations
 
 import builtins
+import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Final
@@ -27,6 +29,9 @@ __all__ = ["REGISTRY_FILE_NAME", "ModelRegistry"]
 REGISTRY_FILE_NAME: Final = "models.json"
 """The registry file's name inside the data directory."""
 
+_RECHECK_S: Final = 1.0
+"""How often the served-name lookup checks whether models.json changed under the process (seconds)."""
+
 
 class ModelRegistry:
     """The stored model definitions, read once and written atomically on every change.
@@ -40,6 +45,7 @@ class ModelRegistry:
             out of ``extra_args``); applied on every upsert and to every model read from the file.
         before_replace: test seam passed to :func:`write_json_atomic`: called between writing the
             temporary file and replacing ``models.json``; raising there simulates a crash.
+        clock: monotonic seconds; when the served-name lookup last checked the file (a test seam).
     """
 
     def __init__(
@@ -48,8 +54,15 @@ class ModelRegistry:
         *,
         normalize: Normalizer = normalize_definition,
         before_replace: BeforeReplace | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._normalize = normalize
+        self._clock = clock
+        self._recheck_at = 0.0
+        # The served-name index and the stored list it was built from: every write stores a new list,
+        # so an index whose list is not the current one is stale.
+        self._indexed: builtins.list[ModelDefinition] | None = None
+        self._by_served_name: dict[str, ModelDefinition] = {}
         prepare = partial(prepare_definition, normalize=normalize)
         self._file: StateFile[builtins.list[ModelDefinition]] = StateFile(
             data_dir / REGISTRY_FILE_NAME,
@@ -84,10 +97,26 @@ class ModelRegistry:
         return _find(await self._file.read(), model_id)
 
     async def find_by_served_name(self, served_name: str) -> ModelDefinition | None:
-        """Return the model served as ``served_name`` (compared case-insensitively), or None."""
-        wanted = served_name.casefold()
-        models = await self._file.read()
-        return next((model for model in models if model.served_name.casefold() == wanted), None)
+        """Return the model served as ``served_name`` (compared case-insensitively), or None.
+
+        The router calls this on every request, so it answers from an index in memory without taking
+        the lock or leaving the event loop; at most once a second it checks that ``models.json`` did
+        not change under the process (someone editing it by hand) and reads it again if it did.
+
+        Raises:
+            RegistryError: the file cannot be read or holds an invalid entry.
+        """
+        models = self._file.cached
+        now = self._clock()
+        if models is None or now >= self._recheck_at:
+            models = await self._file.reload_if_changed()
+            self._recheck_at = now + _RECHECK_S
+        if models is not self._indexed:
+            index: dict[str, ModelDefinition] = {}
+            for model in models:
+                index.setdefault(model.served_name.casefold(), model)  # the first one, as a scan finds
+            self._by_served_name, self._indexed = index, models
+        return self._by_served_name.get(served_name.casefold())
 
     async def upsert(self, definition: ModelDefinition) -> ModelDefinition:
         """Validate, normalize and store ``definition``, replacing the model with its id if any.

@@ -14,6 +14,11 @@ What a file holds and how an unreadable one is treated is the owner's choice:
 - an owner that must fail closed (the registries) passes its own ``decode``, which raises on an invalid
   file: the error repeats on every call until someone fixes the file, which is never overwritten.
 
+A reader on a hot path (the router's model lookup) takes :attr:`StateFile.cached` without the lock and
+calls :meth:`StateFile.reload_if_changed` now and then: it compares the file's identity (inode, size,
+modification time) with the one it loaded or wrote, and loads the file again when someone replaced or
+edited it under the process.
+
 Failing to read or write a file is always reported, as the error the owner's ``failure`` builds (a
 :class:`~mirbad_orchestration.exceptions.StateFileError` by default): the caller's change did not
 persist.
@@ -45,6 +50,9 @@ StoreAction = Literal["read", "write"]
 """What a store failed to do with its file."""
 StoreFailure = Callable[[Path, StoreAction, str, bool], Exception]
 """Builds the error for a file that cannot be read or written: ``(path, action, detail, disk_full)``."""
+
+_Stamp = tuple[int, int, int, int]
+"""A file's device, inode, size and modification time (ns)."""
 
 _logger = logging.getLogger(__name__)
 # Nothing secret lives in these files; operators read them like any configuration file.
@@ -98,11 +106,39 @@ class StateFile(Generic[ValueT]):
         self._failure = failure
         self._lock = anyio.Lock()
         self._value: ValueT | None = None
+        # The identity of the file as last loaded or written: a different one means it changed under us.
+        self._stamp: _Stamp | None = None
 
     @property
     def path(self) -> Path:
         """The file."""
         return self._path
+
+    @property
+    def cached(self) -> ValueT | None:
+        """The value in memory, or None before the first load; taken without the lock.
+
+        Safe on the event loop: the value is only ever replaced whole, after a write succeeded.
+        """
+        return self._value
+
+    async def reload_if_changed(self) -> ValueT:
+        """Return the current value, loading the file again first when it changed under this process.
+
+        "Changed" is a different inode, size or modification time than at the last load or write (an
+        atomic replace gives a new inode). A file that went missing keeps the value in memory: the
+        next write recreates it, as before.
+
+        Raises:
+            Exception: what ``failure`` (or ``decode``) builds when the changed file cannot be read;
+                the value in memory is dropped, so every read fails until the file is fixed.
+        """
+        async with self._lock:
+            if self._value is not None:
+                stamp = await anyio.to_thread.run_sync(self._stat)
+                if stamp is not None and stamp != self._stamp:
+                    self._value = None
+            return await self._loaded()
 
     async def read(self) -> ValueT:
         """Return the current value (loaded from the file on first use).
@@ -111,6 +147,12 @@ class StateFile(Generic[ValueT]):
             Exception: what ``failure`` (or ``decode``) builds when the file cannot be read; a failed
                 load is not remembered, so once the file is fixed the next call reads it.
         """
+        # Once loaded, the value is only ever replaced whole after a write succeeded, so a reader needs
+        # no lock: waiting for a change in flight would only hand out the newer value a little later.
+        # (The router reads the node registry on every request; the lock cost an event-loop pass.)
+        value = self._value
+        if value is not None:
+            return value
         async with self._lock:
             return await self._loaded()
 
@@ -143,16 +185,27 @@ class StateFile(Generic[ValueT]):
             self._value = await anyio.to_thread.run_sync(self._load)
         return self._value
 
+    def _stat(self) -> _Stamp | None:
+        try:
+            found = os.stat(self._path)
+        except OSError:
+            return None
+        return (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns)
+
     def _load(self) -> ValueT:
         with contextlib.suppress(OSError):
             remove_stale_temp_files(self._path)
+        # Taken before the read: a change between the two is seen at the next check, never missed.
+        stamp = self._stat()
         try:
             raw = self._path.read_bytes()
         except FileNotFoundError:
             return self._seeded() if self._seed is not None else self._empty
         except OSError as exc:
             raise self._failure(self._path, "read", str(exc.strerror or exc), False) from exc
-        return self._decode(self._path, raw)
+        value = self._decode(self._path, raw)
+        self._stamp = stamp
+        return value
 
     def _seeded(self) -> ValueT:
         assert self._seed is not None
@@ -188,6 +241,7 @@ class StateFile(Generic[ValueT]):
             write_json_atomic(self._path, data, mode=_FILE_MODE, before_replace=self._before_replace)
         except OSError as exc:
             raise self._failure(self._path, "write", str(exc.strerror or exc), is_disk_full(exc)) from exc
+        self._stamp = self._stat()
 
 
 def _dump(value: object) -> Any:

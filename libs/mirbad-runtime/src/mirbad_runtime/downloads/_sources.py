@@ -14,16 +14,6 @@ from typing import Final
 
 import anyio.to_thread
 import httpx
-from huggingface_hub import HfApi, hf_hub_url
-from huggingface_hub.errors import (
-    GatedRepoError,
-    HfHubHTTPError,
-    RepositoryNotFoundError,
-    RevisionNotFoundError,
-)
-
-# Documented as public in huggingface_hub.utils, though its __init__ does not list it for type checkers.
-from huggingface_hub.utils import filter_repo_objects  # type: ignore[attr-defined]
 
 from mirbad_protocol import HuggingFaceDownload, OllamaDownload
 from mirbad_runtime.exceptions import (
@@ -112,6 +102,19 @@ async def plan_huggingface(request: HuggingFaceDownload, endpoint: str, token: s
         SourceNeedsTokenError: the hub refused without a token, or refused the token given.
         SourceUnavailableError: the hub could not be reached or failed.
     """
+    # Imported here, not at the top: huggingface_hub (with yaml, tqdm and filelock) is ~16 MB of an idle
+    # agent's memory, and an agent that never plans a download never needs it.
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        HfHubHTTPError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    # Documented as public in huggingface_hub.utils, though its __init__ does not list it for type checkers.
+    from huggingface_hub.utils import filter_repo_objects  # type: ignore[attr-defined]
+
     api = HfApi(endpoint=endpoint, token=token if token else False)
     try:
         info = await anyio.to_thread.run_sync(
@@ -159,6 +162,8 @@ def _repository_error(request: HuggingFaceDownload, token: str | None, status: i
 
 
 def _hf_file(repo_id: str, commit: str, endpoint: str, sibling: object) -> PlannedFile:
+    from huggingface_hub import hf_hub_url  # loaded by plan_huggingface already; see there
+
     name = check_file_path(str(getattr(sibling, "rfilename", "")))
     lfs = getattr(sibling, "lfs", None)
     size = getattr(lfs, "size", None) if lfs is not None else getattr(sibling, "size", None)
