@@ -462,7 +462,8 @@ async def test_find_by_served_name_follows_every_write_of_the_registry(tmp_path:
     await reg.upsert(model("a", "Renamed"))
     assert await reg.find_by_served_name("first") is None
     found = await reg.find_by_served_name("RENAMED")
-    assert found is not None and found.id == "a"
+    assert found is not None
+    assert found.id == "a"
     await reg.delete("a")
     assert await reg.find_by_served_name("renamed") is None
 
@@ -481,7 +482,8 @@ async def test_find_by_served_name_sees_the_file_replaced_under_it_at_the_next_c
     clock.now += 1.0
     assert await reg.find_by_served_name("a") is None
     found = await reg.find_by_served_name("b")
-    assert found is not None and found.id == "b"
+    assert found is not None
+    assert found.id == "b"
     assert [m.id for m in await reg.list()] == ["b"]
 
 

@@ -17,13 +17,10 @@ import socket
 import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
-import requests
-import urllib3
 from anyio.abc import TaskGroup, TaskStatus
-from docker import DockerClient
 
 from mirbad_protocol import ImageInfo, ImagePull, ImagePullState, split_image_reference
 
@@ -37,6 +34,14 @@ from .exceptions import (
     MirbadRuntimeError,
     RuntimeUnavailableError,
 )
+
+if TYPE_CHECKING:
+    import requests
+    import urllib3
+    from docker import DockerClient
+else:
+    # An idle agent does not load docker-py's HTTP stack: see _lazy_modules.
+    from ._lazy_modules import requests, urllib3
 
 __all__ = ["NodeImages", "is_vllm_image"]
 

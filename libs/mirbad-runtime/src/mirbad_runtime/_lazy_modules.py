@@ -37,3 +37,9 @@ class LazyModule:
 
 docker = LazyModule("docker")
 """docker-py, imported on first use."""
+
+requests = LazyModule("requests")
+"""requests (docker-py's HTTP session: an image pull reads its stream), imported on first use."""
+
+urllib3 = LazyModule("urllib3")
+"""urllib3 (a pull's read timeout is one of its exceptions), imported on first use."""
