@@ -57,12 +57,21 @@ from ._results import TuningResults
 from ._runner import CandidateRunner
 from ._scoring import PresetScorer
 
-__all__ = ["RunnerFactory", "ShapeReader", "TuningJobs", "planned_candidates", "planned_seconds"]
+__all__ = [
+    "GateReader",
+    "RunnerFactory",
+    "ShapeReader",
+    "TuningJobs",
+    "planned_candidates",
+    "planned_seconds",
+]
 
 RunnerFactory = Callable[[JobTarget, ModelDefinition], Awaitable[CandidateRunner]]
 """Builds the candidate runner of one run (the model's node, its saved definition)."""
 ShapeReader = Callable[[JobTarget, ModelDefinition], Awaitable[ModelShape | None]]
 """Reads a model's checkpoint shape on its node (the KV and MTP gates), None when it cannot."""
+GateReader = Callable[[JobTarget, ModelDefinition], Awaitable[GateInputs | None]]
+"""Reads what the preset search's gates know of a model from its node (None: the node cannot say)."""
 
 
 async def _no_shape(target: JobTarget, definition: ModelDefinition) -> ModelShape | None:
@@ -86,8 +95,7 @@ def planned_seconds(plan: TuningPlan) -> float:
 
 def _gates_from_tags(definition: ModelDefinition) -> GateInputs:
     """Without the node's files: the registry's tags (``hybrid``, ``moe``) are what is known."""
-    hybrid = ("hybrid",) if definition.mamba_cache_mode not in (None, "none") else ()
-    return GateInputs(tags=(*definition.tags, *hybrid))
+    return GateInputs.from_tags(definition)
 
 
 @dataclass
@@ -125,6 +133,10 @@ class TuningJobs:
             by default only the registry's tags (``hybrid``, ``moe``) and a saved mamba cache mode
             are known, so the other gates keep to what is proven without them.
         benchmarks: the stored benchmarks (the ETA's fallback: the last benchmark with the preset).
+        node_gates: reads the gates' inputs from the model's node when a preset run starts (its
+            ``config.json``, the drafter's, the weights' size; see
+            :class:`~mirbad_orchestration.tuning.FleetGateInputs`); ``gates`` answers when it is
+            not given or the node cannot say.
     """
 
     def __init__(
@@ -144,8 +156,10 @@ class TuningJobs:
         clock: Callable[[], datetime] | None = None,
         gates: Callable[[ModelDefinition], GateInputs] = _gates_from_tags,
         benchmarks: BenchmarkResults | None = None,
+        node_gates: GateReader | None = None,
     ) -> None:
         self._gates = gates
+        self._node_gates = node_gates
         self._benchmarks = benchmarks
         self._host = host
         self._definition = definition
@@ -202,13 +216,15 @@ class TuningJobs:
         node_id: str | None = None,
         shape: ModelShape | None = None,
         pooling: bool | None = None,
+        gates: GateInputs | None = None,
     ) -> TuningPlan:
         """The plan a run of ``request`` on ``definition`` would follow (the portal previews it).
 
         A request with a preset follows the workload-preset search (a vLLM model; llama-server keeps
         its own dimensions), else the classic goal's dimensions. The thread counts come from the cores
         ``node_id`` (else the definition's placement) reports; ``shape`` decides the KV gate; ``pooling``
-        (else the definition's flags and tags) picks the embedding model's dimensions.
+        (else the definition's flags and tags) picks the embedding model's dimensions; ``gates``
+        (what the node said, else the constructor's ``gates``) feeds the preset search's gates.
 
         Raises:
             UnknownTuningStepError: ``request.steps`` names dimensions the runtime does not have.
@@ -218,7 +234,7 @@ class TuningJobs:
         if request.preset is not None:
             preset = workload_preset(request.preset)
             if definition.runtime == "vllm":
-                gates = self._gates(definition)
+                gates = gates if gates is not None else self._gates(definition)
                 if preset.pooling != gates.pooling:
                     gates = replace(gates, pooling=preset.pooling)
                 if gates.kv_auto_fits is None and shape is not None:
@@ -270,7 +286,10 @@ class TuningJobs:
         pooling = is_pooling(target.settings, target.tags)
         preset = self._preset_for(model_id, request, pooling=pooling)
         shape = await self._shapes(target, saved)
-        plan = self.plan(saved, request, node_id=target.node_id, shape=shape, pooling=pooling)
+        gates = None
+        if request.preset is not None and saved.runtime == "vllm" and self._node_gates is not None:
+            gates = await self._node_gates(target, saved)
+        plan = self.plan(saved, request, node_id=target.node_id, shape=shape, pooling=pooling, gates=gates)
         if not target.ready:
             raise ModelNotReadyError(model_id, target.state.value)
         if self._tasks is None:
