@@ -150,3 +150,15 @@ async def test_a_node_without_the_route_leaves_the_gates_to_the_tags(master: Mas
     run = await tuned(master, QWEN | {"tags": ["hybrid"]}, steps=["kv_prefix"])  # no folder on the node
 
     assert any("unknown" in note for note in run["notes"])  # the KV gate could not be decided
+
+
+async def test_the_drafter_s_block_size_caps_the_draft_depths(master: Master) -> None:
+    folder(master, "qwen", SHAPE)
+    folder(master, "drafts/small", {"architectures": ["DFlashDraftModel"], "block_size": 8})
+    drafted = QWEN | {"speculative": {"model": "drafts/small", "num_speculative_tokens": 3}}
+    run = await tuned(master, drafted, steps=["speculative"])
+
+    depths = [value for value in tried(run, "speculative") if str(value).startswith("draft-")]
+    assert set(depths) == {"draft-3", "draft-7"}  # 11 is over the drafter's block size 8
+    assert any("over the drafter's block size 8" in note for note in run["notes"])
+    assert ("GET", "/agent/v1/model-config?path=drafts%2Fsmall") in master.local.requests
