@@ -20,7 +20,7 @@ from tests.master.test_api_tuning import BASE, _ended
 
 from mirbad_orchestration.jobs import JobTarget
 from mirbad_orchestration.tuning import CandidateRunner, Measurement, PresetSimulatedRunner
-from mirbad_protocol import ModelConfigInfo, ModelDefinition
+from mirbad_protocol import ModelConfigInfo, ModelDefinition, TuningRequest
 
 pytestmark = pytest.mark.anyio
 
@@ -162,3 +162,18 @@ async def test_the_drafter_s_block_size_caps_the_draft_depths(master: Master) ->
     assert set(depths) == {"draft-3", "draft-7"}  # 11 is over the drafter's block size 8
     assert any("over the drafter's block size 8" in note for note in run["notes"])
     assert ("GET", "/agent/v1/model-config?path=drafts%2Fsmall") in master.local.requests
+
+
+async def test_the_plan_preview_reads_the_node_as_the_run_does(master: Master) -> None:
+    folder(master, "qwen", SHAPE, weights_bytes=60 * 10**9)
+    await ready(master, QWEN)
+    saved = await master.services.models.get("qwen")
+    request = TuningRequest(preset="throughput", steps=["max_num_seqs"])
+
+    previewed = await master.services.tuning.preview("qwen", saved, request)
+    tags_only = master.services.tuning.plan(saved, request)
+    unknown = await master.services.tuning.preview("gone", saved, request)  # no such model: the tags
+
+    assert previewed.dimensions[0].values[:2] == (1, 2)
+    assert 1 not in tags_only.dimensions[0].values
+    assert unknown.dimensions[0].values == tags_only.dimensions[0].values

@@ -40,6 +40,7 @@ from mirbad_orchestration.fleet import ModelRuntime
 from mirbad_orchestration.jobs import JobHost, JobTarget, MaintenanceState, NodeMaintenance
 from mirbad_protocol import (
     JobState,
+    MirbadError,
     ModelDefinition,
     ModelState,
     ModelStatus,
@@ -251,6 +252,36 @@ class TuningJobs:
             pooling=pooled,
         )
 
+    async def preview(
+        self, model_id: str, definition: ModelDefinition, request: TuningRequest, *, timeout_s: float = 5.0
+    ) -> TuningPlan:
+        """The plan of ``request`` with what the model's node says of its files (the portal's preview).
+
+        As :meth:`plan`, with the checkpoint's shape and the preset gates' inputs read on the node as a
+        run's start reads them; a node that does not answer within ``timeout_s`` (or at all) leaves
+        them to the registry's tags, as :meth:`plan` alone does.
+        """
+        shape: ModelShape | None = None
+        gates: GateInputs | None = None
+        node_id: str | None = None
+        with anyio.move_on_after(timeout_s):
+            try:
+                target = await self._host.target(model_id)
+                node_id = target.node_id
+                shape, gates = await self._node_facts(target, definition, request)
+            except MirbadError:
+                pass  # the preview falls back to the tags: the run's own start reads the node again
+        return self.plan(definition, request, node_id=node_id, shape=shape, gates=gates)
+
+    async def _node_facts(
+        self, target: JobTarget, saved: ModelDefinition, request: TuningRequest
+    ) -> tuple[ModelShape | None, GateInputs | None]:
+        shape = await self._shapes(target, saved)
+        gates = None
+        if request.preset is not None and saved.runtime == "vllm" and self._node_gates is not None:
+            gates = await self._node_gates(target, saved)
+        return shape, gates
+
     async def estimate(self, model_id: str, plan: TuningPlan, preset: str | None) -> EtaProjection:
         """The ETA of a run of ``plan`` on ``model_id`` from its recent runs (see :mod:`._eta`)."""
         runs = (await self._results.list(model_id)).runs
@@ -285,10 +316,7 @@ class TuningJobs:
             raise PresetNotForModelError(model_id, f"{reranker}; rerankers are not tuned")
         pooling = is_pooling(target.settings, target.tags)
         preset = self._preset_for(model_id, request, pooling=pooling)
-        shape = await self._shapes(target, saved)
-        gates = None
-        if request.preset is not None and saved.runtime == "vllm" and self._node_gates is not None:
-            gates = await self._node_gates(target, saved)
+        shape, gates = await self._node_facts(target, saved, request)
         plan = self.plan(saved, request, node_id=target.node_id, shape=shape, pooling=pooling, gates=gates)
         if not target.ready:
             raise ModelNotReadyError(model_id, target.state.value)
