@@ -11,7 +11,13 @@ import httpx
 import pytest
 from tests.agent.test_routes import Node, error_of, make_node
 
-from mirbad_protocol import MAX_MODEL_CONFIG_BYTES, ModelConfigInfo
+from mirbad_protocol import (
+    MAX_MODEL_CONFIG_BYTES,
+    ROUTE_MODEL_CONFIG,
+    AgentErrorCode,
+    ModelConfigInfo,
+    agent_path,
+)
 
 pytestmark = [
     pytest.mark.anyio,
@@ -86,3 +92,11 @@ async def test_bad_configs_and_requests(node: Node) -> None:
     assert error_of(await get(node, "org/model/config.json")) == (400, "invalid_request", "path")
     assert error_of(await get(node, None)) == (400, "invalid_request", "path")
     assert error_of(await get(node, "")) == (400, "invalid_request", "path")
+
+
+def test_the_route_and_its_refusal_are_in_the_contract() -> None:
+    assert agent_path(ROUTE_MODEL_CONFIG) == "/agent/v1/model-config"
+    assert AgentErrorCode.CONFIG_UNREADABLE.http_status == 422
+    # The wire keeps the config's own keys (snake_case), only the envelope's fields are camelCase.
+    wire = ModelConfigInfo(path="m", config={"num_hidden_layers": 2}, weights_bytes=5).to_wire()
+    assert wire == {"path": "m", "config": {"num_hidden_layers": 2}, "weightsBytes": 5}
