@@ -49,8 +49,10 @@ model has MTP layers, speculative depth 2.
 
 The log prints the notices vLLM prints and RuntimeNotes reads: the engine's resolved config
 (``speculative_config=SpeculativeConfig(...)``, ``'cudagraph_mode': <CUDAGraphMode.X: ...>``), the
-chunked-prefill budget, ``Asynchronous scheduling is enabled.`` and the speculative warning
-``max_num_scheduled_tokens is set to N based on the speculative decoding settings``.
+chunked-prefill budget, ``Asynchronous scheduling is enabled.`` (or ``disabled.``), the speculative
+warning ``max_num_scheduled_tokens is set to N based on the speculative decoding settings`` and the
+engine's ``setting cudagraph_mode=PIECEWISE`` downgrade after its config line, in real vLLM's order and
+words (``tests/orchestration/test_tuning_runtime_notes.py`` reads them with the product's parser).
 
 Run it as a script (``python fake_vllm.py --model /models/x --port 8000``); the test image uses it as
 its entrypoint.
@@ -166,10 +168,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def log(message: str, *, stream: Any = None, level: str = "INFO", source: str = "fake_vllm.py") -> None:
-    """One vLLM-style log line, flushed at once so ``docker logs`` sees it."""
+def log(
+    message: str,
+    *,
+    stream: Any = None,
+    level: str = "INFO",
+    source: str = "fake_vllm.py",
+    process: str | None = None,
+) -> None:
+    """One vLLM-style log line, flushed at once so ``docker logs`` sees it.
+
+    ``process`` is vLLM's ``(APIServer pid=1)`` / ``(EngineCore pid=N)`` prefix, for the lines that
+    carry it in a real log (the engine notices RuntimeNotes reads).
+    """
     stamp = time.strftime("%m-%d %H:%M:%S")
-    print(f"{level} {stamp} [{source}] {message}", file=stream or sys.stdout, flush=True)
+    prefix = f"({process}) " if process else ""
+    print(f"{prefix}{level} {stamp} [{source}] {message}", file=stream or sys.stdout, flush=True)
 
 
 @dataclass(frozen=True)
@@ -256,30 +270,31 @@ def batch_refusal(args: argparse.Namespace, limit: int) -> str | None:
 
 
 def log_engine_notices(args: argparse.Namespace) -> None:
-    """The start-up notices vLLM prints about the configuration it resolved (RuntimeNotes reads them)."""
+    """The start-up notices vLLM prints about the configuration it resolved (RuntimeNotes reads them).
+
+    In real vLLM's (0.20.2) order and words: the API server's notices (the chunked-prefill budget,
+    asynchronous scheduling on or off, the speculative cap on scheduled tokens), then the engine's
+    config line with the CUDA graph mode it was asked for, then the engine's downgrade of that mode
+    when spec-decode cannot capture full graphs.
+    """
+    api, engine = "APIServer pid=1", f"EngineCore pid={os.getpid()}"
     depth = speculative_depth(args)
     budget = batched_tokens(args)
-    log(f"Chunked prefill is enabled with max_num_batched_tokens={budget}.", source="scheduler.py:231")
-    if args.async_scheduling:
-        log("Asynchronous scheduling is enabled.", source="vllm.py:754")
-    requested = str((args.compilation_config or {}).get("cudagraph_mode") or "FULL_AND_PIECEWISE").upper()
-    mode = resolved_cudagraph_mode(args)
-    if mode != requested:
-        log(
-            f"CUDAGraphMode.{requested} is not supported with spec-decode for attention backend "
-            "FlashAttentionBackend (support: AttentionCGSupport.UNIFORM_BATCH); "
-            f"setting cudagraph_mode={mode}",
-            level="WARNING",
-            source="gpu_model_runner.py:3870",
-        )
+    log(
+        f"Chunked prefill is enabled with max_num_batched_tokens={budget}.",
+        source="scheduler.py:239",
+        process=api,
+    )
+    state = "enabled" if args.async_scheduling else "disabled"
+    log(f"Asynchronous scheduling is {state}.", source="vllm.py:840", process=api)
     if depth:
         scheduled = budget - args.max_num_seqs * depth
         log(
             f"max_num_scheduled_tokens is set to {scheduled} based on the speculative decoding settings. "
-            "This may lead to suboptimal performance. Consider increasing max_num_batched_tokens or "
-            "decreasing num_speculative_tokens or max_num_seqs.",
+            "This may lead to suboptimal performance.",
             level="WARNING",
             source="vllm.py:1406",
+            process=api,
         )
     spec = args.speculative_config or {}
     speculative = (
@@ -289,13 +304,26 @@ def log_engine_notices(args: argparse.Namespace) -> None:
         else "None"
     )
     caching = args.enable_prefix_caching is not False
+    requested = str((args.compilation_config or {}).get("cudagraph_mode") or "FULL_AND_PIECEWISE").upper()
+    started = requested if requested in _CUDAGRAPH_VALUE else "FULL_AND_PIECEWISE"
     log(
         f"Initializing a V1 LLM engine (v0.0.0+fake) with config: model={args.model!r}, "
         f"speculative_config={speculative}, max_seq_len={args.max_model_len}, "
         f"kv_cache_dtype={args.kv_cache_dtype}, enable_prefix_caching={caching}, "
-        f"compilation_config={{'cudagraph_mode': <CUDAGraphMode.{mode}: {_CUDAGRAPH_VALUE[mode]}>}}",
-        source="core.py:107",
+        f"compilation_config={{'cudagraph_mode': <CUDAGraphMode.{started}: {_CUDAGRAPH_VALUE[started]}>}}",
+        source="core.py:109",
+        process=engine,
     )
+    mode = resolved_cudagraph_mode(args)
+    if mode != started:
+        log(
+            f"CUDAGraphMode.{started} is not supported with spec-decode for attention backend "
+            "FlashAttentionBackend (support: AttentionCGSupport.UNIFORM_BATCH); "
+            f"setting cudagraph_mode={mode}",
+            level="WARNING",
+            source="compilation.py:1390",
+            process=engine,
+        )
 
 
 class Engine:

@@ -41,6 +41,7 @@ from mirbad_protocol import (
     LogLine,
     LogTail,
     MemorySnapshot,
+    ModelConfigInfo,
     ModelFile,
     ModelFileList,
     ModelFilesRequest,
@@ -84,6 +85,8 @@ class FakeAgent:
     telemetry: dict[str, list[ModelMetrics]] = field(default_factory=dict)
     host_samples: list[HostGpuSample] = field(default_factory=list)
     gguf: dict[str, GgufInfo] = field(default_factory=dict)
+    model_configs: dict[str, ModelConfigInfo] = field(default_factory=dict)
+    """What ``/model-config`` answers for a model folder, by path (others: path_not_found)."""
     boot_id: str | None = None
     cpu_count: int | None = None
     refusals: dict[str, Refusal] = field(default_factory=dict)
@@ -125,6 +128,7 @@ class FakeAgent:
             ("gpus", "GET", "/node/gpus", self._gpus),
             ("telemetry", "GET", "/telemetry", self._telemetry),
             ("gguf", "POST", "/gguf/inspect", self._gguf),
+            ("model_config", "GET", "/model-config", self._model_config),
             ("folders", "GET", "/folders", self._folders),
             ("model_files", "POST", "/model-files", self._model_files),
             ("downloads", "GET", "/downloads", self._downloads),
@@ -257,6 +261,13 @@ class FakeAgent:
         info = self.gguf.get(body.path)
         if info is None:
             return _error(AgentErrorCode.PATH_NOT_FOUND, f"nothing at {body.path}")
+        return _ok(info)
+
+    async def _model_config(self, request: Request) -> Response:
+        path = request.query_params.get("path", "")
+        info = self.model_configs.get(path)
+        if info is None:
+            return _error(AgentErrorCode.PATH_NOT_FOUND, f"nothing at {path}")
         return _ok(info)
 
     async def _folders(self, request: Request) -> Response:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -18,6 +21,7 @@ from mirbad_orchestration.tuning import (
     max_num_seqs_gate,
     mtp_gate,
     prefix_pairs,
+    weights_format,
 )
 from mirbad_protocol import ModelDefinition, SpeculativeDecoding
 
@@ -164,3 +168,68 @@ def test_the_batched_tokens_gate_keeps_the_saved_value_and_the_rule(
         assert all(value is None or value >= max_len or value == saved_tokens for value in values)
     else:
         assert set(BATCHED_TOKENS) <= set(values)
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ({"torch_dtype": "bfloat16"}, "bf16"),
+        ({"text_config": {"dtype": "float16"}}, "fp16"),
+        ({}, None),
+        ({"quantization_config": {"quant_method": "fp8"}, "torch_dtype": "bfloat16"}, "fp8"),
+        ({"quantization_config": {"quant_method": "awq", "bits": 4}}, "awq"),
+        ({"quantization_config": {"quant_method": "gptq_marlin"}}, "gptq"),
+        ({"quantization_config": {"quant_method": "mxfp4"}}, "mxfp4"),
+        ({"quantization_config": {"quant_method": "modelopt", "quant_algo": "NVFP4"}}, "nvfp4"),
+        ({"quantization_config": {"quant_method": "bitsandbytes", "load_in_4bit": True}}, "int4"),
+        (
+            {
+                "quantization_config": {
+                    "quant_method": "compressed-tensors",
+                    "config_groups": {"group_0": {"weights": {"num_bits": 8, "type": "float"}}},
+                }
+            },
+            "fp8",
+        ),
+        (
+            {
+                "quantization_config": {
+                    "quant_method": "compressed-tensors",
+                    "config_groups": {"group_0": {"weights": {"num_bits": 4, "type": "int"}}},
+                }
+            },
+            "int4",
+        ),
+        ({"quantization_config": {"quant_method": "hqq"}}, "hqq"),
+    ],
+)
+def test_the_weights_format_comes_from_the_quantization_config_else_the_dtype(
+    config: dict[str, Any], expected: str | None
+) -> None:
+    assert weights_format(config) == expected
+
+
+def test_an_unknown_quantization_leaves_the_parameter_estimate_unknown() -> None:
+    hqq = weights_format({"quantization_config": {"quant_method": "hqq"}})
+    fp8 = weights_format({"quantization_config": {"quant_method": "fp8"}})
+    assert estimated_parameters_b(30 * 10**9, hqq) is None
+    assert estimated_parameters_b(30 * 10**9, fp8) == 30
+
+
+_JSON = st.recursive(
+    st.none() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(
+    st.dictionaries(st.sampled_from(["quant_method", "config_groups", "quant_algo", "load_in_4bit"]), _JSON),
+    st.sampled_from(["compressed-tensors", "modelopt", "bitsandbytes", "fp8", None]),
+)
+def test_weights_format_never_fails_on_a_quantization_config(
+    config: dict[str, Any], method: str | None
+) -> None:
+    quantization = config | ({"quant_method": method} if method else {})
+    result = weights_format({"quantization_config": quantization})
+    assert result is None or isinstance(result, str)

@@ -9,8 +9,14 @@ decoding settings", as vLLM 0.2x prints it). The container's ``(EngineCore pid=â
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 from hypothesis import given
 from hypothesis import strategies as st
+from tests.fakes import fake_vllm
 
 from mirbad_orchestration.tuning import AS_REQUESTED, compare_with_request, parse_runtime_log
 from mirbad_protocol import ModelDefinition, SpeculativeDecoding
@@ -111,3 +117,43 @@ def test_a_log_without_the_lines_says_nothing_differs() -> None:
 def test_any_text_parses_without_raising(lines: list[str]) -> None:
     notes = parse_runtime_log(lines)
     assert compare_with_request(notes, MTP3)
+
+
+def _fake_vllm_log(*flags: str) -> list[str]:
+    """The start-up log of the fake vLLM with the simulator on, its batch refused so it exits at once."""
+    env = {**os.environ, "FAKE_VLLM_SIM_STEP_S": "0.01", "FAKE_VLLM_SIM_BATCH_LIMIT": "1"}
+    argv = [sys.executable, fake_vllm.__file__, "--model", "/models/sim", *flags]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=30, check=False)
+    assert done.returncode == 1, done.stderr  # the refused batch: the notices come before it
+    return done.stdout.splitlines()
+
+
+def test_the_parser_reads_the_lines_the_fake_vllm_simulator_prints() -> None:
+    spec = json.dumps({"method": "mtp", "num_speculative_tokens": 2})
+    graphs = json.dumps({"cudagraph_mode": "FULL_AND_PIECEWISE"})
+    flags = ["--max-num-seqs", "8", "--max-num-batched-tokens", "8192", "--speculative-config", spec]
+    notes = parse_runtime_log(_fake_vllm_log(*flags, "--async-scheduling", "-cc", graphs))
+    plain = parse_runtime_log(_fake_vllm_log("--no-async-scheduling"))
+    asked = MTP3.model_copy(
+        update={"speculative": SpeculativeDecoding(method="mtp", num_speculative_tokens=2), "max_num_seqs": 8}
+    )
+
+    assert (notes.speculative_method, notes.speculative_tokens) == ("mtp", 2)
+    assert notes.cudagraph_mode == "PIECEWISE"  # started FULL_AND_PIECEWISE, downgraded after
+    assert notes.async_scheduling is True
+    assert notes.max_num_scheduled_tokens == 8192 - 8 * 2
+    assert compare_with_request(notes, asked) == [
+        "cudagraph_mode PIECEWISE (requested FULL_AND_PIECEWISE)",
+        *notes.notices,
+    ]
+    assert notes.notices[0] == (
+        "max_num_scheduled_tokens is set to 8176 based on the speculative decoding settings. "
+        "This may lead to suboptimal performance."
+    )
+    assert notes.notices[1].startswith("CUDAGraphMode.FULL_AND_PIECEWISE is not supported with spec-decode")
+    assert (plain.speculative, plain.cudagraph_mode, plain.async_scheduling) == (
+        "None",
+        "FULL_AND_PIECEWISE",
+        False,
+    )
+    assert plain.notices == ()

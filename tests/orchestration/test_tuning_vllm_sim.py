@@ -135,7 +135,9 @@ def test_the_simulator_states_its_optimum_and_prints_the_notices_vllm_prints(tmp
     assert "setting cudagraph_mode=PIECEWISE" in out
     assert "max_num_scheduled_tokens is set to 16368 based on the speculative decoding settings" in out
     assert "speculative_config=SpeculativeConfig(method='mtp', model='/models/sim', num_spec_tokens=2)" in out
-    assert "'cudagraph_mode': <CUDAGraphMode.PIECEWISE: 1>" in out
+    # As real vLLM: the engine starts with the mode asked for, then downgrades it for spec-decode.
+    assert "'cudagraph_mode': <CUDAGraphMode.FULL_AND_PIECEWISE: (2, 1)>" in out
+    assert out.index("setting cudagraph_mode=PIECEWISE") > out.index("Initializing a V1 LLM engine")
     assert done.stderr.splitlines()[-1].startswith(
         "ERROR fake-vllm: torch.OutOfMemoryError: CUDA out of memory"
     )

@@ -9,6 +9,7 @@ rather than shown.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import stat
@@ -18,7 +19,15 @@ from typing import Final
 
 import anyio.to_thread
 
-from mirbad_protocol import AgentErrorCode, FolderEntry, FolderListing, GgufInfo, ModelFile
+from mirbad_protocol import (
+    MAX_MODEL_CONFIG_BYTES,
+    AgentErrorCode,
+    FolderEntry,
+    FolderListing,
+    GgufInfo,
+    ModelConfigInfo,
+    ModelFile,
+)
 from mirbad_runtime import read_gguf_info
 
 from .exceptions import PathNotFoundError, PathRefusedError, RequestRefusedError
@@ -110,6 +119,36 @@ class ModelFolders:
         found = await self.find_file(path)
         return await anyio.to_thread.run_sync(read_gguf_info, found)
 
+    async def model_config(self, path: str) -> ModelConfigInfo:
+        """The ``config.json`` and weights' size of the model folder ``path`` (found as a launch finds it).
+
+        Raises:
+            RequestRefusedError: the path is a file (``invalid_request``, field ``path``), or its
+                ``config.json`` is over :data:`~mirbad_protocol.MAX_MODEL_CONFIG_BYTES` or not a JSON
+                object (``config_unreadable``).
+            PathRefusedError: the path is refused or leads out of its root.
+            PathNotFoundError: no root has the folder, or it has no ``config.json``.
+        """
+        return await anyio.to_thread.run_sync(self._model_config, path)
+
+    def _model_config(self, path: str) -> ModelConfigInfo:
+        parts = relative_parts(path)
+        if not parts:
+            raise RequestRefusedError(
+                AgentErrorCode.INVALID_REQUEST, "a folder path is required", field="path"
+            )
+        for root in self._model_roots:
+            try:
+                real_root, target = _resolve(root, parts, path)
+            except PathNotFoundError:
+                continue
+            if not target.is_dir():
+                raise RequestRefusedError(
+                    AgentErrorCode.INVALID_REQUEST, f"{path!r} is a file, not a model folder", field="path"
+                )
+            return _read_model_config(real_root, target, path)
+        raise PathNotFoundError(path)
+
     def _list(self, root: int, path: str) -> FolderListing:
         parts = relative_parts(path)
         real_root, target = _resolve(self.roots[root], parts, path)
@@ -164,6 +203,52 @@ class ModelFolders:
                 return False
             return bool(parts)
         return False
+
+
+def _read_model_config(real_root: Path, folder: Path, path: str) -> ModelConfigInfo:
+    try:
+        _, config_path = _resolve(real_root, (*folder.relative_to(real_root).parts, "config.json"), path)
+    except PathNotFoundError:
+        raise PathNotFoundError(path, "the folder has no config.json") from None
+    with config_path.open("rb") as file:
+        # One byte over the cap tells a file at the cap from a bigger one without reading it all.
+        raw = file.read(MAX_MODEL_CONFIG_BYTES + 1)
+    if len(raw) > MAX_MODEL_CONFIG_BYTES:
+        raise RequestRefusedError(
+            AgentErrorCode.CONFIG_UNREADABLE,
+            f"{path!r}: config.json is over {MAX_MODEL_CONFIG_BYTES} bytes",
+            field="path",
+        )
+    try:
+        config = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RequestRefusedError(
+            AgentErrorCode.CONFIG_UNREADABLE, f"{path!r}: config.json is not JSON ({exc})", field="path"
+        ) from None
+    if not isinstance(config, dict):
+        raise RequestRefusedError(
+            AgentErrorCode.CONFIG_UNREADABLE, f"{path!r}: config.json is not a JSON object", field="path"
+        )
+    sizes = _weights_sizes(folder, real_root)
+    return ModelConfigInfo(path=path, config=config, weights_bytes=sum(sizes), weights_files=len(sizes))
+
+
+def _weights_sizes(folder: Path, real_root: Path) -> list[int]:
+    """The sizes of the folder's safetensors files, else its ``.bin`` ones (what vLLM would load)."""
+    found: dict[str, list[int]] = {".safetensors": [], ".bin": []}
+    with os.scandir(folder) as scan:
+        for item in scan:
+            suffix = os.path.splitext(item.name)[1].lower()
+            if suffix not in found:
+                continue
+            try:
+                real = Path(item.path).resolve(strict=True)
+                info = real.stat()
+            except (OSError, RuntimeError):
+                continue  # a dangling link: no weights there
+            if real.is_relative_to(real_root) and stat.S_ISREG(info.st_mode):
+                found[suffix].append(info.st_size)
+    return found[".safetensors"] or found[".bin"]
 
 
 def _resolve(root: Path, parts: tuple[str, ...], path: str) -> tuple[Path, Path]:

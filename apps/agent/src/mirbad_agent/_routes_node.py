@@ -1,4 +1,4 @@
-"""The node routes of the agent contract: memory, GPUs, telemetry, GGUF inspection, folders, model files."""
+"""The node routes of the agent contract: memory, GPUs, telemetry, GGUF, folders, model files and configs."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ from mirbad_protocol import (
     ROUTE_GGUF_INSPECT,
     ROUTE_GPUS,
     ROUTE_MEMORY,
+    ROUTE_MODEL_CONFIG,
     ROUTE_MODEL_FILES,
     ROUTE_TELEMETRY,
+    AgentErrorCode,
     GgufInspectRequest,
     GpuList,
     ModelFileList,
@@ -25,6 +27,7 @@ from mirbad_protocol import (
 
 from ._composition import AgentServices
 from ._http import query_datetime, query_int, read_wire, wire_response
+from .exceptions import PathRefusedError, RequestRefusedError
 
 __all__ = ["node_routes"]
 
@@ -74,6 +77,18 @@ def node_routes(services: AgentServices) -> list[Route]:
         body = await read_wire(request, ModelFilesRequest)
         return wire_response(ModelFileList(files=await services.folders.present(body.paths)))
 
+    async def model_config(request: Request) -> JSONResponse:
+        path = request.query_params.get("path")
+        if path is None:
+            raise RequestRefusedError(
+                AgentErrorCode.INVALID_REQUEST, "path: a folder is required", field="path"
+            )
+        try:
+            return wire_response(await services.folders.model_config(path))
+        except PathRefusedError as exc:
+            # The query parameter is the field at fault: the refusal names it.
+            raise RequestRefusedError(AgentErrorCode.PATH_REFUSED, str(exc), field="path") from None
+
     return [
         Route(ROUTE_MEMORY, memory, methods=["GET"]),
         Route(ROUTE_GPUS, gpus, methods=["GET"]),
@@ -81,4 +96,5 @@ def node_routes(services: AgentServices) -> list[Route]:
         Route(ROUTE_GGUF_INSPECT, gguf_inspect, methods=["POST"]),
         Route(ROUTE_FOLDERS, folders, methods=["GET"]),
         Route(ROUTE_MODEL_FILES, model_files, methods=["POST"]),
+        Route(ROUTE_MODEL_CONFIG, model_config, methods=["GET"]),
     ]

@@ -29,6 +29,7 @@ __all__ = [
     "AGENT_IDLE_TIMEOUT_S",
     "DEFAULT_AGENT_PORT",
     "LOG_STREAM_MEDIA_TYPE",
+    "MAX_MODEL_CONFIG_BYTES",
     "MAX_MODEL_FILES",
     "MAX_PROXY_BODY_BYTES",
     "MAX_REQUEST_BODY_BYTES",
@@ -38,6 +39,7 @@ __all__ = [
     "ROUTE_MEMORY",
     "ROUTE_MODEL",
     "ROUTE_MODELS",
+    "ROUTE_MODEL_CONFIG",
     "ROUTE_MODEL_FILES",
     "ROUTE_MODEL_LOGS",
     "ROUTE_MODEL_RESTART",
@@ -122,6 +124,10 @@ ROUTE_FOLDERS: Final = "/folders"
 """GET ``?root=I&path=REL``: :class:`FolderListing` of a folder under a model root."""
 ROUTE_MODEL_FILES: Final = "/model-files"
 """POST :class:`ModelFilesRequest`: :class:`ModelFileList`, whether each path is under a model root."""
+ROUTE_MODEL_CONFIG: Final = "/model-config"
+"""GET ``?path=REL``: :class:`ModelConfigInfo`, a model folder's ``config.json`` and its weights' size."""
+MAX_MODEL_CONFIG_BYTES: Final = 1024 * 1024
+"""The largest ``config.json`` :data:`ROUTE_MODEL_CONFIG` reads (real ones are a few KiB)."""
 ROUTE_PROXY: Final = "/proxy/{model_id}/{path:path}"
 """Any method: forwarded to the model's own server (``.../proxy/{id}/v1/chat/completions``)."""
 
@@ -163,6 +169,8 @@ class AgentErrorCode(StrEnum):
     """422: a launch spec this node cannot run (no such runtime, executable, model file, port ...)."""
     GGUF_UNREADABLE = "gguf_unreadable"
     """422: the file is not a GGUF file the reader accepts."""
+    CONFIG_UNREADABLE = "config_unreadable"
+    """422: a model folder's ``config.json`` is not a JSON object, or is over its size cap."""
     INTERNAL_ERROR = "internal_error"
     """500: a fault in the agent itself (the agent's log has the details)."""
     UPSTREAM_UNREACHABLE = "upstream_unreachable"
@@ -208,6 +216,7 @@ _HTTP_STATUS: Final = {
     AgentErrorCode.REQUEST_TOO_LARGE: 413,
     AgentErrorCode.SPEC_REJECTED: 422,
     AgentErrorCode.GGUF_UNREADABLE: 422,
+    AgentErrorCode.CONFIG_UNREADABLE: 422,
     AgentErrorCode.INTERNAL_ERROR: 500,
     AgentErrorCode.UPSTREAM_UNREACHABLE: 502,
     AgentErrorCode.RUNTIME_UNAVAILABLE: 503,
@@ -525,6 +534,23 @@ class ModelFile(WireModel):
 
     path: str
     present: bool = False
+
+
+class ModelConfigInfo(WireModel):
+    """The answer of :data:`ROUTE_MODEL_CONFIG`: what the tuning gates read of a Hugging Face folder.
+
+    Attributes:
+        path: the folder as asked.
+        config: its ``config.json``, parsed (keys as the file has them).
+        weights_bytes: the size of its weights: the ``*.safetensors`` files, else the ``*.bin`` ones
+            (vLLM loads safetensors when both are there), symlinks followed within the root.
+        weights_files: how many files ``weights_bytes`` counts.
+    """
+
+    path: str
+    config: dict[str, Any] = Field(default_factory=dict)
+    weights_bytes: Annotated[int, Field(ge=0)] = 0
+    weights_files: Annotated[int, Field(ge=0)] = 0
 
 
 class ModelFileList(WireModel):

@@ -305,7 +305,7 @@ async def render_tuning(portal: Portal, model_id: str) -> None:
 
     async def show_plan(current: ModelDefinition) -> None:
         try:
-            plan = services.tuning.plan(current, request())
+            plan = await services.tuning.preview(model_id, current, request())
             projection = await services.tuning.estimate(model_id, plan, request().preset)
         except MirbadError as exc:
             plan_box.clear()

@@ -42,6 +42,7 @@ from mirbad_protocol import (
     ROUTE_LLAMA_SERVER_BUILDS,
     ROUTE_MEMORY,
     ROUTE_MODEL,
+    ROUTE_MODEL_CONFIG,
     ROUTE_MODEL_FILES,
     ROUTE_MODEL_LOGS,
     ROUTE_MODEL_RESTART,
@@ -78,6 +79,7 @@ from mirbad_protocol import (
     LogLine,
     LogTail,
     MemorySnapshot,
+    ModelConfigInfo,
     ModelFile,
     ModelFileList,
     ModelFilesRequest,
@@ -280,6 +282,13 @@ class AgentClient:
     async def folders(self, *, root: int = 0, path: str = "") -> FolderListing:
         """The entries of the folder ``path`` under the node's model root number ``root``."""
         return await self._get(FolderListing, agent_path(ROUTE_FOLDERS), params={"root": root, "path": path})
+
+    async def model_config(self, path: str) -> ModelConfigInfo:
+        """The ``config.json`` and weights' size of the model folder ``path`` (relative to a model root).
+
+        Older agents do not have the route (404, ``route_not_found``).
+        """
+        return await self._get(ModelConfigInfo, agent_path(ROUTE_MODEL_CONFIG), params={"path": path})
 
     async def model_files(self, paths: Sequence[str]) -> list[ModelFile]:
         """Whether each of ``paths`` (a ``modelPath``, a source's folder) is on the node, in the order given.

@@ -29,7 +29,7 @@ from ._dimensions import (
 )
 from ._engine import EngineOutcome, TuningEngine, TuningProgress
 from ._eta import DEFAULT_BENCHMARK_S, DEFAULT_START_S, RECENT_RUNS, EtaBasis, EtaProjection, eta_basis
-from ._fleet_runner import FleetModelShapes, FleetTuningRunners
+from ._fleet_runner import FleetGateInputs, FleetModelShapes, FleetTuningRunners
 from ._gates import (
     BATCHED_TOKENS,
     DRAFT_DEPTHS,
@@ -49,6 +49,7 @@ from ._gates import (
     mtp_gate,
     mtp_layers,
     prefix_pairs,
+    weights_format,
 )
 from ._goals import (
     ABSOLUTE_GUARDS,
@@ -69,7 +70,7 @@ from ._instances import (
     TuningInstances,
     tuning_id,
 )
-from ._jobs import RunnerFactory, ShapeReader, TuningJobs, planned_candidates, planned_seconds
+from ._jobs import GateReader, RunnerFactory, ShapeReader, TuningJobs, planned_candidates, planned_seconds
 from ._preset_search import POOLING_STEPS, PRESET_QUICK, PRESET_STEPS, GateInputs, preset_plan, step_sentences
 from ._preset_simulator import PresetSimulatedRunner, SimulatedLog
 from ._results import TUNING_FOLDER_NAME, TuningResults
@@ -105,9 +106,11 @@ __all__ = [
     "EngineOutcome",
     "EtaBasis",
     "EtaProjection",
+    "FleetGateInputs",
     "FleetModelShapes",
     "FleetTuningRunners",
     "GateInputs",
+    "GateReader",
     "GateVerdict",
     "GoalScorer",
     "InstanceCandidateRunner",
@@ -167,4 +170,5 @@ __all__ = [
     "step_sentences",
     "tuning_id",
     "vllm_dimensions",
+    "weights_format",
 ]

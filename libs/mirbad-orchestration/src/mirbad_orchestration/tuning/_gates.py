@@ -45,6 +45,7 @@ __all__ = [
     "mtp_gate",
     "mtp_layers",
     "prefix_pairs",
+    "weights_format",
 ]
 
 MTP_DEPTHS: Final = (1, 2, 3, 5)
@@ -75,6 +76,7 @@ _BYTES_PER_PARAMETER: Final = {
 _ARCH_SUFFIXES: Final = ("ForConditionalGeneration", "ForCausalLM", "Model")
 _MAMBA_KEYS: Final = ("hybrid_override_pattern", "layers_block_type")
 _MAMBA_FAMILIES: Final = ("mamba", "jamba", "zamba", "nemotronh", "falconh1", "granitemoehybrid", "plamo2")
+_DTYPE_FORMATS: Final = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32"}
 _MOE_KEYS: Final = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
 
 
@@ -218,6 +220,52 @@ def kv_gate(kv_auto_fits: bool | None) -> GateVerdict:
 def is_moe(config: Mapping[str, Any]) -> bool:
     """Whether the model routes over experts (a MoE model is never dense)."""
     return _int_key(config, *_MOE_KEYS) > 1
+
+
+def _bits_format(bits: object, *, float_type: bool = False) -> str | None:
+    if bits == 8:
+        return "fp8" if float_type else "int8"
+    if bits == 4:
+        return "int4"
+    return None
+
+
+def _quantization_format(quantization: Mapping[str, Any]) -> str | None:
+    method = str(quantization.get("quant_method", "")).lower()
+    if method == "modelopt":  # NVIDIA ModelOpt names its scheme in quant_algo (FP8, NVFP4 ...)
+        return str(quantization.get("quant_algo", "")).lower() or None
+    if method == "bitsandbytes":
+        return "int4" if quantization.get("load_in_4bit") else "int8"
+    if method == "compressed-tensors":
+        groups = quantization.get("config_groups")
+        for group in groups.values() if isinstance(groups, Mapping) else ():
+            weights = group.get("weights") if isinstance(group, Mapping) else None
+            if isinstance(weights, Mapping):
+                return _bits_format(weights.get("num_bits"), float_type=weights.get("type") == "float")
+        return None
+    if method in _BYTES_PER_PARAMETER:
+        return method
+    if method in ("awq_marlin", "gptq_marlin"):
+        return method.removesuffix("_marlin")
+    return method or None  # a method the estimate does not know: estimated_parameters_b says None
+
+
+def weights_format(config: Mapping[str, Any]) -> str | None:
+    """The weights' format from a ``config.json``: its ``quantization_config``, else its dtype.
+
+    ``fp8``, ``awq``, ``gptq``, ``int4`` (4-bit compressed-tensors, bitsandbytes), ``nvfp4`` and
+    ``mxfp4`` … as :func:`estimated_parameters_b` reads them; an unknown quantization method comes
+    back as itself (the estimate is then unknown); None when the config says neither.
+    """
+    for section in _sections(config):
+        quantization = section.get("quantization_config")
+        if isinstance(quantization, Mapping):
+            return _quantization_format(quantization)
+    for section in _sections(config):
+        dtype = section.get("torch_dtype", section.get("dtype"))
+        if isinstance(dtype, str) and dtype.lower() in _DTYPE_FORMATS:
+            return _DTYPE_FORMATS[dtype.lower()]
+    return None
 
 
 def estimated_parameters_b(weights_bytes: int | None, weights_format: str | None) -> float | None:

@@ -40,6 +40,7 @@ from mirbad_orchestration.fleet import ModelRuntime
 from mirbad_orchestration.jobs import JobHost, JobTarget, MaintenanceState, NodeMaintenance
 from mirbad_protocol import (
     JobState,
+    MirbadError,
     ModelDefinition,
     ModelState,
     ModelStatus,
@@ -57,12 +58,21 @@ from ._results import TuningResults
 from ._runner import CandidateRunner
 from ._scoring import PresetScorer
 
-__all__ = ["RunnerFactory", "ShapeReader", "TuningJobs", "planned_candidates", "planned_seconds"]
+__all__ = [
+    "GateReader",
+    "RunnerFactory",
+    "ShapeReader",
+    "TuningJobs",
+    "planned_candidates",
+    "planned_seconds",
+]
 
 RunnerFactory = Callable[[JobTarget, ModelDefinition], Awaitable[CandidateRunner]]
 """Builds the candidate runner of one run (the model's node, its saved definition)."""
 ShapeReader = Callable[[JobTarget, ModelDefinition], Awaitable[ModelShape | None]]
 """Reads a model's checkpoint shape on its node (the KV and MTP gates), None when it cannot."""
+GateReader = Callable[[JobTarget, ModelDefinition], Awaitable[GateInputs | None]]
+"""Reads what the preset search's gates know of a model from its node (None: the node cannot say)."""
 
 
 async def _no_shape(target: JobTarget, definition: ModelDefinition) -> ModelShape | None:
@@ -86,8 +96,7 @@ def planned_seconds(plan: TuningPlan) -> float:
 
 def _gates_from_tags(definition: ModelDefinition) -> GateInputs:
     """Without the node's files: the registry's tags (``hybrid``, ``moe``) are what is known."""
-    hybrid = ("hybrid",) if definition.mamba_cache_mode not in (None, "none") else ()
-    return GateInputs(tags=(*definition.tags, *hybrid))
+    return GateInputs.from_tags(definition)
 
 
 @dataclass
@@ -125,6 +134,10 @@ class TuningJobs:
             by default only the registry's tags (``hybrid``, ``moe``) and a saved mamba cache mode
             are known, so the other gates keep to what is proven without them.
         benchmarks: the stored benchmarks (the ETA's fallback: the last benchmark with the preset).
+        node_gates: reads the gates' inputs from the model's node when a preset run starts (its
+            ``config.json``, the drafter's, the weights' size; see
+            :class:`~mirbad_orchestration.tuning.FleetGateInputs`); ``gates`` answers when it is
+            not given or the node cannot say.
     """
 
     def __init__(
@@ -144,8 +157,10 @@ class TuningJobs:
         clock: Callable[[], datetime] | None = None,
         gates: Callable[[ModelDefinition], GateInputs] = _gates_from_tags,
         benchmarks: BenchmarkResults | None = None,
+        node_gates: GateReader | None = None,
     ) -> None:
         self._gates = gates
+        self._node_gates = node_gates
         self._benchmarks = benchmarks
         self._host = host
         self._definition = definition
@@ -202,13 +217,15 @@ class TuningJobs:
         node_id: str | None = None,
         shape: ModelShape | None = None,
         pooling: bool | None = None,
+        gates: GateInputs | None = None,
     ) -> TuningPlan:
         """The plan a run of ``request`` on ``definition`` would follow (the portal previews it).
 
         A request with a preset follows the workload-preset search (a vLLM model; llama-server keeps
         its own dimensions), else the classic goal's dimensions. The thread counts come from the cores
         ``node_id`` (else the definition's placement) reports; ``shape`` decides the KV gate; ``pooling``
-        (else the definition's flags and tags) picks the embedding model's dimensions.
+        (else the definition's flags and tags) picks the embedding model's dimensions; ``gates``
+        (what the node said, else the constructor's ``gates``) feeds the preset search's gates.
 
         Raises:
             UnknownTuningStepError: ``request.steps`` names dimensions the runtime does not have.
@@ -218,7 +235,7 @@ class TuningJobs:
         if request.preset is not None:
             preset = workload_preset(request.preset)
             if definition.runtime == "vllm":
-                gates = self._gates(definition)
+                gates = gates if gates is not None else self._gates(definition)
                 if preset.pooling != gates.pooling:
                     gates = replace(gates, pooling=preset.pooling)
                 if gates.kv_auto_fits is None and shape is not None:
@@ -234,6 +251,36 @@ class TuningJobs:
             shape=shape,
             pooling=pooled,
         )
+
+    async def preview(
+        self, model_id: str, definition: ModelDefinition, request: TuningRequest, *, timeout_s: float = 5.0
+    ) -> TuningPlan:
+        """The plan of ``request`` with what the model's node says of its files (the portal's preview).
+
+        As :meth:`plan`, with the checkpoint's shape and the preset gates' inputs read on the node as a
+        run's start reads them; a node that does not answer within ``timeout_s`` (or at all) leaves
+        them to the registry's tags, as :meth:`plan` alone does.
+        """
+        shape: ModelShape | None = None
+        gates: GateInputs | None = None
+        node_id: str | None = None
+        with anyio.move_on_after(timeout_s):
+            try:
+                target = await self._host.target(model_id)
+                node_id = target.node_id
+                shape, gates = await self._node_facts(target, definition, request)
+            except MirbadError:
+                pass  # the preview falls back to the tags: the run's own start reads the node again
+        return self.plan(definition, request, node_id=node_id, shape=shape, gates=gates)
+
+    async def _node_facts(
+        self, target: JobTarget, saved: ModelDefinition, request: TuningRequest
+    ) -> tuple[ModelShape | None, GateInputs | None]:
+        shape = await self._shapes(target, saved)
+        gates = None
+        if request.preset is not None and saved.runtime == "vllm" and self._node_gates is not None:
+            gates = await self._node_gates(target, saved)
+        return shape, gates
 
     async def estimate(self, model_id: str, plan: TuningPlan, preset: str | None) -> EtaProjection:
         """The ETA of a run of ``plan`` on ``model_id`` from its recent runs (see :mod:`._eta`)."""
@@ -269,8 +316,8 @@ class TuningJobs:
             raise PresetNotForModelError(model_id, f"{reranker}; rerankers are not tuned")
         pooling = is_pooling(target.settings, target.tags)
         preset = self._preset_for(model_id, request, pooling=pooling)
-        shape = await self._shapes(target, saved)
-        plan = self.plan(saved, request, node_id=target.node_id, shape=shape, pooling=pooling)
+        shape, gates = await self._node_facts(target, saved, request)
+        plan = self.plan(saved, request, node_id=target.node_id, shape=shape, pooling=pooling, gates=gates)
         if not target.ready:
             raise ModelNotReadyError(model_id, target.state.value)
         if self._tasks is None:

@@ -137,6 +137,12 @@ class GateInputs:
     pooling: bool = False
     tags: tuple[str, ...] = ()
 
+    @classmethod
+    def from_tags(cls, definition: ModelDefinition) -> GateInputs:
+        """What is known without the node's files: the registry's tags and a saved mamba cache mode."""
+        hybrid = ("hybrid",) if definition.mamba_cache_mode not in (None, "none") else ()
+        return cls(tags=(*definition.tags, *hybrid))
+
     @property
     def hybrid(self) -> bool:
         """Whether the tags say the model mixes Mamba layers in (``config.json`` is read besides)."""
