@@ -52,7 +52,8 @@ TOKEN_LIFETIMES: Final = {
 
 CATALOGUE_FIX: Final = (
     "run `mirbad-agent executables add PATH` on the node (a fleet of one: `mirbad up` catalogues "
-    "the llama-server on its PATH or in MIRBAD_LLAMA_SERVER)"
+    "the llama-server on its PATH or in MIRBAD_LLAMA_SERVER; a first `dev.py up` builds one in the "
+    "background, its progress on the Nodes page)"
 )
 """How a node's empty llama-server catalogue is filled."""
 
