@@ -90,6 +90,13 @@ class LlamaServerBuildStatus:
         """Whole minutes left by the estimate, at least 1 while it builds."""
         return max(1, math.ceil((self.expected_s - self.elapsed_s) / 60.0))
 
+    @property
+    def left(self) -> str:
+        """``about 5 min left``, or, past the estimate, ``taking longer than the usual 7 min``."""
+        if self.elapsed_s > self.expected_s:
+            return f"taking longer than the usual {_duration(self.expected_s)}"
+        return f"about {self.minutes_left} min left"
+
     def describe(self) -> str:
         """One line for people: ``llama-server: building (2 min 5 s so far: ...); about 5 min left``."""
         so_far = _duration(self.elapsed_s)
@@ -97,11 +104,7 @@ class LlamaServerBuildStatus:
             return f"llama-server: ready (built in {so_far})"
         if self.state == "failed":
             return f"llama-server: the build failed after {so_far} ({self.phase}); its log: {self.log_path}"
-        if self.elapsed_s > self.expected_s:
-            left = f"taking longer than the usual {_duration(self.expected_s)}"
-        else:
-            left = f"about {self.minutes_left} min left"
-        return f"llama-server: building ({so_far} so far: {self.phase}); {left}"
+        return f"llama-server: building ({so_far} so far: {self.phase}); {self.left}"
 
 
 class LlamaServerBuild:
@@ -272,7 +275,7 @@ def refuse_llamacpp_start(build: LlamaServerBuild | None, definition: ModelDefin
         return
     if status.state == "building":
         message = (
-            f"llama-server is still being built, about {status.minutes_left} min left "
+            f"llama-server is still being built, {status.left} "
             f"({_duration(status.elapsed_s)} so far: {status.phase}); start {definition.id!r} again then"
         )
     else:
@@ -285,4 +288,6 @@ def refuse_llamacpp_start(build: LlamaServerBuild | None, definition: ModelDefin
 
 def _duration(seconds: float) -> str:
     minutes, rest = divmod(round(seconds), 60)
-    return f"{minutes} min {rest} s" if minutes else f"{rest} s"
+    if not minutes:
+        return f"{rest} s"
+    return f"{minutes} min {rest} s" if rest else f"{minutes} min"
