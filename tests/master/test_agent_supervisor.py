@@ -162,3 +162,21 @@ async def test_the_local_agent_logs_at_the_masters_level(tmp_path: Path, level: 
         root.setLevel(before)
     argv = (tmp_path / "argv").read_text().splitlines()
     assert argv == ["serve", "--config", str(settings), "--log-level", expected]
+
+
+async def test_a_restart_on_purpose_is_no_crash(stand_in: _StandIn) -> None:
+    # mirbad up restarts the agent once it built llama-server, so the agent reads its new settings.
+    supervisor = AgentSupervisor(stand_in.agent, _Probe(stand_in.agent), backoff_s=30, max_restarts=1)
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(supervisor.run)
+        first = stand_in.pid
+        assert await supervisor.restart()
+        second = stand_in.pid
+        assert await supervisor.restart()
+        await _until(lambda: stand_in.count == 3 and stand_in.agent.running)
+        third = stand_in.pid
+        await supervisor.stop(grace_s=5)
+
+    assert len({first, second, third}) == 3
+    # Neither counted as a crash: no back-off was waited for, none gave up after max_restarts.
+    assert supervisor.restarts == 0

@@ -21,9 +21,11 @@ from nicegui import core, ui
 from nicegui.testing.general import nicegui_reset_globals, prepare_simulation
 from nicegui.testing.user import User
 from tests._support.polling import eventually
+from tests._support.stand_in_builder import Builder
 from tests.master._stack import Master, running_master
 
 from mirbad_master._admin_auth import SESSION_COOKIE
+from mirbad_master._llama_server_build import LlamaServerBuild
 from mirbad_master.ui import Portal
 from mirbad_master.ui._install import _pages
 from mirbad_master.ui._overview import DARK_CHART, LIGHT_CHART
@@ -310,3 +312,16 @@ async def test_the_models_page_links_each_view_and_focuses_the_model_the_url_nam
         assert (edit.props["href"], logs.props["href"]) == ("/models/tiny/edit", "/models/tiny/logs")
         await user.open('/models?focus=nothing"]);alert(1)//')  # no such model: nothing is run
         await user.should_see(marker="model-tiny")
+
+
+async def test_the_local_node_shows_its_llama_server_build_instead_of_the_catalogue_hint(
+    tmp_path: Path,
+) -> None:
+    # A first `dev.py up`: the fake local node catalogues no llama-server because one is being built.
+    builder = Builder(tmp_path)
+    async with running_master(tmp_path) as master, portal_user(master) as user:
+        master.services.llama_server_build = LlamaServerBuild(builder.command(), builder.log)
+        await user.open("/nodes")
+        await user.should_see(marker="llama-server-build")
+        await user.should_see("llama-server: building (")
+        await user.should_not_see(marker="catalogue-hint-local")

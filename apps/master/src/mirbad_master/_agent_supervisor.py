@@ -58,6 +58,7 @@ class AgentSupervisor:
         self._lock = anyio.Lock()
         self._hurry = anyio.Event()
         self._stopped = anyio.Event()
+        self._planned_exits = 0
 
     async def run(self) -> None:
         """Watch the agent until :meth:`stop`; restart it (bounded, logged) whenever it exits."""
@@ -67,6 +68,11 @@ class AgentSupervisor:
             code = await self.agent.wait_exit()
             if self._stopped.is_set():
                 return
+            if self._planned_exits:
+                # :meth:`restart` stopped it and is starting the next one: no crash, no back-off.
+                self._planned_exits -= 1
+                async with self._lock:
+                    continue
             lasted = anyio.current_time() - began
             in_a_row = 1 if lasted >= self._stable_s else in_a_row + 1
             if in_a_row > self.max_restarts and not self._hurry.is_set():
@@ -107,6 +113,26 @@ class AgentSupervisor:
             try:
                 if not self.agent.running:
                     await self.agent.start()
+                await self.agent.wait_until_answering(self._probe, self._answer_timeout_s)
+            except LocalAgentError as exc:
+                _logger.error("%s", exc)
+                return False
+            return True
+
+    async def restart(self) -> bool:
+        """Stop the agent and start it again (to read a rewritten settings file); not counted as a crash.
+
+        Returns:
+            Whether the new agent answers (a failure is logged; :meth:`run` then treats it as a crash).
+        """
+        async with self._lock:
+            if self._stopped.is_set():
+                return False
+            if self.agent.running:
+                self._planned_exits += 1
+                await self.agent.stop()
+            try:
+                await self.agent.start()
                 await self.agent.wait_until_answering(self._probe, self._answer_timeout_s)
             except LocalAgentError as exc:
                 _logger.error("%s", exc)

@@ -32,6 +32,7 @@ from mirbad_protocol import (
 )
 
 from ._composition import MasterServices
+from ._llama_server_build import refuse_llamacpp_start
 
 __all__ = [
     "MAX_TOKEN_TTL_S",
@@ -218,8 +219,10 @@ async def start_model(
     Raises:
         UnknownModelError: no such model.
         MemoryAdmissionRefusedError: the budget does not fit and ``force`` was not given.
+        LlamaServerNotBuiltError: a llama.cpp model on node local while its llama-server is built.
     """
     definition = await services.models.get(model_id)
+    refuse_llamacpp_start(services.llama_server_build, definition, services.runtime.node_for(definition))
     return await services.control.start(definition, actor=actor, force=force)
 
 
@@ -240,8 +243,10 @@ async def restart_model(
 
     Raises:
         UnknownModelError: no such model.
+        LlamaServerNotBuiltError: a llama.cpp model on node local while its llama-server is built.
     """
     definition = await services.models.get(model_id)
+    refuse_llamacpp_start(services.llama_server_build, definition, services.runtime.node_for(definition))
     return await services.control.restart(definition, actor=actor, force=force)
 
 

@@ -54,6 +54,7 @@ from mirbad_protocol import (
 )
 
 from ._job_host import MasterJobHost
+from ._llama_server_build import LlamaServerBuild
 from ._maintenance import MaintenanceMode
 from ._master_runtime import MasterRuntime
 from ._router_adapters import ApiKeyGate, FleetResolver, MasterStats, StartPausedError
@@ -95,6 +96,7 @@ class MasterServices:
         stopped_on_exit: the models stopped on the way out, as they were before (their pids).
         left_on_exit: the models that ran on the way out and could not be stopped.
         unlisted_on_exit: why the models could not even be listed on the way out, else None.
+        llama_server_build: the local llama-server's background build of a first ``mirbad up``, if one.
     """
 
     def __init__(
@@ -143,6 +145,8 @@ class MasterServices:
             self.nodes, clients, cache=self.cache, interval_s=settings.telemetry_interval_s
         )
         self.stats = MasterStats()
+        # Set by `mirbad up` while it builds the local llama-server: llama.cpp starts wait for it.
+        self.llama_server_build: LlamaServerBuild | None = None
         self.restart_pending = RestartPendingCheck()
         # Read live by the health monitor on every poll; refreshed by sync_models().
         self.idle_ttls: dict[str, float] = {}

@@ -22,9 +22,11 @@ running, with their pids. Rerunning keeps every file of the data directory: CA, 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import os
 import secrets
+import shutil
 import signal
 import socket
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -45,7 +47,16 @@ from ._app import UiInstaller, create_master_app, v1_first
 from ._composition import MasterServices
 from ._data_dir import prepare_data_dir, write_initial_password
 from ._enroll_listener import create_enroll_app, enroll_server_context, issue_enroll_server_credentials
-from ._local_agent import AGENT_FOLDER, LocalAgent, is_enrolled, write_agent_settings
+from ._llama_server_build import BUILD_LOG_NAME, LlamaServerBuild, build_command_from_env
+from ._local_agent import (
+    AGENT_FOLDER,
+    LLAMA_SERVER_NAME,
+    LocalAgent,
+    LocalAgentError,
+    find_llama_server,
+    is_enrolled,
+    write_agent_settings,
+)
 from ._local_pki import (
     PKI_FOLDER,
     enroll_listener_names,
@@ -214,6 +225,8 @@ class FleetOfOne:
         self._services: MasterServices | None = None
         self._supervisor: AgentSupervisor | None = None
         self._hurried = False
+        self._agent_port = 0
+        self._build_command: list[str] | None = None
 
     async def run(self) -> None:
         """Serve until SIGINT or SIGTERM, then stop everything this run started.
@@ -234,6 +247,7 @@ class FleetOfOne:
                     tasks.start_soon(self._watch, signals)
                     try:
                         self._probe_ports()
+                        self._build_command = build_command_from_env()
                         await self._run(tasks)
                     finally:
                         tasks.cancel_scope.cancel()
@@ -288,13 +302,14 @@ class FleetOfOne:
             await self._serve(
                 tasks, Server.create(enroll_app, enroll, ssl_context=enroll_tls, limits=enroll_limits)
             )
-            agent_port = settings.agent_port or free_loopback_port()
+            self._agent_port = agent_port = settings.agent_port or free_loopback_port()
+            services.llama_server_build = build = self._llama_server_build()
             agent = LocalAgent(settings.data_dir / AGENT_FOLDER, write_agent_settings(settings, agent_port))
             try:
                 with self._startup:
                     await self._bring_up_agent(tasks, agent, agent_port, services, authority.pin)
                 if not self._startup.cancel_called:
-                    await self._serve_until_stopped(tasks, services, auth, web, password)
+                    await self._serve_until_stopped(tasks, services, auth, web, password, build)
             finally:
                 with anyio.CancelScope(shield=True):
                     if self._supervisor is not None:
@@ -312,6 +327,7 @@ class FleetOfOne:
         auth: AdminAuth,
         web: socket.socket,
         password: str | None,
+        build: LlamaServerBuild | None,
     ) -> None:
         async with services:
             app = create_master_app(services, auth, ui=self._ui)
@@ -325,6 +341,13 @@ class FleetOfOne:
                 ),
             )
             self._announce(banner(self.settings, password, password_file=self._password_file))
+            if build is not None:
+                tasks.start_soon(build.run)
+                self._announce(
+                    "  llama-server is being built in the background (about 7 min on 2 cores; the "
+                    f"portal works meanwhile): progress on {self.settings.base_url}/nodes, "
+                    f"output in {build.log_path}"
+                )
             await self._stopping.wait()
             # Serving stops first, then the monitors, then the models (the services' exit), then the agent.
             await server.stop()
@@ -333,6 +356,31 @@ class FleetOfOne:
                 self._supervisor.hurry()
                 with anyio.CancelScope(shield=True):
                     await self._supervisor.ensure_answering()
+
+    def _llama_server_build(self) -> LlamaServerBuild | None:
+        """The background build ``dev.py up`` asked for, unless this machine has a llama-server already."""
+        if self._build_command is None:
+            return None
+        if self.settings.llama_server is not None or shutil.which(LLAMA_SERVER_NAME) is not None:
+            _logger.info("a llama-server is configured or on PATH: not building one")
+            return None
+        log = self.settings.data_dir / BUILD_LOG_NAME
+        return LlamaServerBuild(self._build_command, log, on_success=self._catalogue_built_llama_server)
+
+    async def _catalogue_built_llama_server(self) -> None:
+        """After the build: the agent's settings name the new binary, and the agent restarts to read them.
+
+        Raises:
+            LocalAgentError: no llama-server is found even now, or the agent did not come back.
+        """
+        # The package appeared under this running interpreter: forget what the import system cached.
+        importlib.invalidate_caches()
+        if await anyio.to_thread.run_sync(find_llama_server, self.settings.llama_server) is None:
+            raise LocalAgentError("the build ended, but no llama-server is installed")
+        await anyio.to_thread.run_sync(write_agent_settings, self.settings, self._agent_port)
+        if self._supervisor is None or not await self._supervisor.restart():
+            raise LocalAgentError("the local agent did not answer after its restart (see agent.log)")
+        _logger.info("llama-server is built; the local agent restarted and catalogues it")
 
     async def _bring_up_agent(
         self, tasks: TaskGroup, agent: LocalAgent, port: int, services: MasterServices, ca_pin: str

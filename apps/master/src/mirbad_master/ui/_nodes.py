@@ -12,6 +12,7 @@ from typing import Final
 
 from nicegui import ui
 
+from mirbad_master._llama_server_build import LlamaServerBuild
 from mirbad_master._views import NodeSummary, node_summary
 from mirbad_protocol import (
     AgentInfo,
@@ -25,6 +26,7 @@ from mirbad_protocol import (
 from . import _actions as actions
 from ._downloads import render_nodes_downloads
 from ._format import ago, gib, percent
+from ._llama_server_build import render_llama_server_build
 from ._marks import code_block, testid
 from ._portal import Portal
 
@@ -50,7 +52,8 @@ TOKEN_LIFETIMES: Final = {
 
 CATALOGUE_FIX: Final = (
     "run `mirbad-agent executables add PATH` on the node (a fleet of one: `mirbad up` catalogues "
-    "the llama-server on its PATH or in MIRBAD_LLAMA_SERVER)"
+    "the llama-server on its PATH or in MIRBAD_LLAMA_SERVER; a first `dev.py up` builds one in the "
+    "background, its progress on the Nodes page)"
 )
 """How a node's empty llama-server catalogue is filled."""
 
@@ -92,7 +95,7 @@ async def render_nodes(portal: Portal) -> None:
         cards.clear()
         with cards:
             for summary in summaries:
-                _node_card(summary)
+                _node_card(summary, services.llama_server_build if summary.local else None)
 
     with ui.row().classes("w-full gap-4 items-start"):
         _enroll_card(portal)
@@ -102,7 +105,7 @@ async def render_nodes(portal: Portal) -> None:
     await render_nodes_downloads(portal)
 
 
-def _node_card(node: NodeSummary) -> None:
+def _node_card(node: NodeSummary, build: LlamaServerBuild | None = None) -> None:
     card = ui.card().classes("w-full gap-1")
     testid(card, f"node-{node.id}")
     with card:
@@ -132,7 +135,8 @@ def _node_card(node: NodeSummary) -> None:
         if node.info is not None:
             runtimes = ", ".join(runtime_text(runtime) for runtime in node.info.runtimes) or "none"
             ui.label(f"Runtimes: {runtimes}").classes("text-body2")
-            if lacks_llama_server(node.info):
+            render_llama_server_build(build)
+            if lacks_llama_server(node.info) and build is None:
                 hint = ui.label(catalogue_hint(node.id)).classes("text-caption text-warning")
                 testid(hint, f"catalogue-hint-{node.id}")
             with ui.row().classes("gap-1 items-center"):

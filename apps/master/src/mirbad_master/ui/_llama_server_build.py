@@ -1,0 +1,40 @@
+"""The local llama-server's build on the Nodes page: building (so far, phase, time left), ready, failed.
+
+A first ``mirbad up`` from ``dev.py up`` serves the portal while llama-server is still compiling (see
+:mod:`mirbad_master._llama_server_build`); this line says how far it is, so nobody wonders why the
+llama.cpp runtime catalogues nothing yet. The node cards are read again every few seconds, and the line
+with them.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from nicegui import ui
+
+from mirbad_master._llama_server_build import LlamaServerBuild
+
+from ._marks import code_block, testid
+
+__all__ = ["BUILD_LINE_ID", "render_llama_server_build"]
+
+BUILD_LINE_ID: Final = "llama-server-build"
+"""The ``data-testid`` of the build's line."""
+_COLOURS: Final = {"building": "text-info", "ready": "text-positive", "failed": "text-negative"}
+_ICONS: Final = {"building": "construction", "ready": "check_circle", "failed": "error"}
+
+
+def render_llama_server_build(build: LlamaServerBuild | None) -> None:
+    """The build's line, a progress bar while it builds, the log's tail if it failed (or nothing)."""
+    if build is None:
+        return
+    status = build.status()
+    with ui.row().classes("items-center gap-2"):
+        ui.icon(_ICONS[status.state], size="xs").classes(_COLOURS[status.state])
+        testid(ui.label(status.describe()).classes(f"text-body2 {_COLOURS[status.state]}"), BUILD_LINE_ID)
+    if status.state == "building":
+        # An estimate, never full: a build slower than usual stays just short of the end.
+        share = min(status.elapsed_s / status.expected_s, 0.95) if status.expected_s > 0 else 0.0
+        ui.linear_progress(share, show_value=False).props("rounded color=info")
+    elif status.state == "failed" and status.log_tail:
+        code_block("\n".join(status.log_tail), language=None).classes("w-full")
