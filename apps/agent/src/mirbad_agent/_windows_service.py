@@ -17,6 +17,7 @@ from __future__ import annotations
 import enum
 import logging
 import logging.handlers
+import os
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -168,10 +169,11 @@ def dispatch_to_scm(load_settings: Callable[[], AgentSettings]) -> int:
     """Hand this process to the Service Control Manager and run the agent as the service; Windows only.
 
     Returns:
-        the service-specific exit code the service stopped with.
+        0 once the service has stopped cleanly; a failed service has ended the process with its
+        service-specific exit code by then.
 
     Raises:
-        ServiceUnsupportedError: not on Windows.
+        ServiceUnsupportedError: not on Windows, or not started by the SCM.
     """
     if sys.platform == "win32":
         return _dispatch_windows(load_settings)
@@ -182,27 +184,29 @@ def dispatch_to_scm(load_settings: Callable[[], AgentSettings]) -> int:
 
 
 if sys.platform == "win32":  # pragma: no cover - needs the SCM; docs/deploy.md says what to check
+    import pywintypes
     import servicemanager
     import win32event
-    import win32service
     import win32serviceutil
-
-    _EXIT_CODES: list[int] = []
+    import winerror
 
     class _FrameworkControl(ServiceControl):
-        """:class:`ServiceControl` over pywin32's ``ServiceFramework``."""
+        """:class:`ServiceControl` over pywin32's ``ServiceFramework`` (it counts the checkpoints)."""
 
         def __init__(self, framework: win32serviceutil.ServiceFramework, stop_event: object) -> None:
             self._framework = framework
             self._stop_event = stop_event
 
         def report(self, status: ServiceStatus) -> None:
-            if status.state is ServiceState.STOPPED and status.exit_code:
-                self._framework.ReportServiceStatus(
-                    int(status.state),
-                    win32ExitCode=1066,  # ERROR_SERVICE_SPECIFIC_ERROR: the SCM shows svcExitCode
-                    svcExitCode=status.exit_code,
-                )
+            if status.state is ServiceState.STOPPED:
+                if status.exit_code:
+                    # ERROR_SERVICE_SPECIFIC_ERROR makes the SCM show (and act on) svcExitCode.
+                    self._framework.ReportServiceStatus(
+                        int(status.state),
+                        win32ExitCode=winerror.ERROR_SERVICE_SPECIFIC_ERROR,
+                        svcExitCode=status.exit_code,
+                    )
+                # A clean stop is reported by pywin32's host once SvcRun returns.
                 return
             self._framework.ReportServiceStatus(int(status.state), waitHint=round(status.wait_hint_s * 1000))
 
@@ -217,12 +221,11 @@ if sys.platform == "win32":  # pragma: no cover - needs the SCM; docs/deploy.md 
 
             def __init__(self, args: object) -> None:
                 super().__init__(args)
+                # Manual reset: the stop stays signalled for every later wait.
                 self._stop_event = win32event.CreateEvent(None, True, False, None)
 
-            def GetAcceptedControls(self) -> int:  # noqa: N802 - pywin32's name
-                # A system shutdown stops the agent as a stop control does; models keep running.
-                return int(super().GetAcceptedControls() | win32service.SERVICE_ACCEPT_SHUTDOWN)
-
+            # The framework accepts stop and shutdown because these two exist; both stop the agent
+            # as SIGTERM does, and its models keep running.
             def SvcStop(self) -> None:  # noqa: N802 - pywin32's name
                 win32event.SetEvent(self._stop_event)
 
@@ -230,13 +233,25 @@ if sys.platform == "win32":  # pragma: no cover - needs the SCM; docs/deploy.md 
                 win32event.SetEvent(self._stop_event)
 
             def SvcRun(self) -> None:  # noqa: N802 - pywin32's name
-                # Replaces the framework's own RUNNING-first sequence: RUNNING is reported once the
-                # agent listens, and STOPPED carries the exit code.
+                # Replaces the framework's RUNNING-first sequence: RUNNING once the agent listens.
                 control = _FrameworkControl(self, self._stop_event)
                 handler = logging.handlers.NTEventLogHandler(EVENT_LOG_SOURCE)
-                _EXIT_CODES.append(run_service(control, load_settings, handler))
+                exit_code = run_service(control, load_settings, handler)
+                if exit_code:
+                    # pywin32's host reports STOPPED with exit code 0 once SvcRun returns, which
+                    # would erase the failure just reported (and the SCM's restart actions with it).
+                    logging.shutdown()
+                    os._exit(exit_code)
 
         servicemanager.Initialize()
         servicemanager.PrepareToHostSingle(_AgentService)
-        servicemanager.StartServiceCtrlDispatcher()
-        return _EXIT_CODES[-1] if _EXIT_CODES else SERVICE_EXIT_FAILED
+        try:
+            servicemanager.StartServiceCtrlDispatcher()
+        except pywintypes.error as exc:
+            if exc.winerror == winerror.ERROR_FAILED_SERVICE_CONTROLLER_CONNECT:
+                raise ServiceUnsupportedError(
+                    f"the service command is started by the Service Control Manager: Start-Service "
+                    f"{SERVICE_NAME} (or mirbad-agent serve in a console)"
+                ) from None
+            raise
+        return 0
