@@ -171,3 +171,10 @@ def test_the_service_command_off_windows_exits_2_saying_so(
     assert error.startswith("mirbad-agent: error: the service command runs only under the Windows")
     assert "mirbad-agent serve" in error
     assert error.count("\n") == 1
+
+
+def test_the_installer_registers_the_service_command_and_restarts_on_its_exit_codes() -> None:
+    # With `serve` as the binary path the SCM ended every start with error 1053.
+    script = (Path(__file__).parents[2] / "deploy/agent/windows/install-windows.ps1").read_text()
+    assert '$binaryPath = "`"$AgentExe`" service --config `"$Config`" --state-dir `"$State`""' in script
+    assert "Invoke-Sc @('failureflag', $ServiceName, '1')" in script
