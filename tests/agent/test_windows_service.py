@@ -127,6 +127,19 @@ def test_a_stop_control_takes_a_running_agent_through_stop_pending_to_stopped(tm
         socket.create_connection(("127.0.0.1", settings.port), timeout=WAIT_S).close()
 
 
+def test_a_stop_before_the_agent_listens_is_never_followed_by_running(tmp_path: Path) -> None:
+    settings = _settings(tmp_path, create_fleet())
+    scm = FakeScm()
+    scm.send_stop()
+
+    assert run_service(scm, lambda: settings, EventLogStandIn()) == 0
+
+    states = scm.states()
+    assert states[0] is ServiceState.START_PENDING
+    assert states[-2:] == [ServiceState.STOP_PENDING, ServiceState.STOPPED]
+    assert ServiceState.RUNNING not in states[states.index(ServiceState.STOP_PENDING) :]
+
+
 def test_an_agent_that_cannot_start_stops_the_service_with_its_exit_code_and_an_event_log_error(
     tmp_path: Path,
 ) -> None:

@@ -152,15 +152,21 @@ def _run_agent(control: ServiceControl, load_settings: Callable[[], AgentSetting
 async def _serve_until_stopped(
     control: ServiceControl, settings: AgentSettings, credentials: TlsCredentials
 ) -> None:
+    stopping = False
+
     async def stop_requested() -> None:
+        nonlocal stopping
         # Bounded waits, abandoned on cancel: the agent may end on its own while no stop comes.
         while not await anyio.to_thread.run_sync(control.wait_for_stop, STOP_POLL_S, abandon_on_cancel=True):
             pass
+        stopping = True
         wait_hint_s = settings.graceful_shutdown_s + STOP_WAIT_MARGIN_S
         control.report(ServiceStatus(ServiceState.STOP_PENDING, wait_hint_s=wait_hint_s))
 
     def started() -> None:
-        control.report(ServiceStatus(ServiceState.RUNNING))
+        # A stop that came before the startup finished (a shutdown) is not followed by RUNNING.
+        if not stopping:
+            control.report(ServiceStatus(ServiceState.RUNNING))
 
     await run_agent(settings, credentials, stop=stop_requested, on_started=started)
 
