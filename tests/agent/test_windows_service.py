@@ -9,6 +9,8 @@ Windows machine (docs/deploy.md, "A Windows PC").
 from __future__ import annotations
 
 import logging
+import re
+import shlex
 import socket
 import sys
 import threading
@@ -31,7 +33,7 @@ from mirbad_agent import (
     ServiceStatus,
     run_service,
 )
-from mirbad_agent.cli import main
+from mirbad_agent.cli import _parser, main
 
 WAIT_S = 30.0
 
@@ -189,5 +191,11 @@ def test_the_service_command_off_windows_exits_2_saying_so(
 def test_the_installer_registers_the_service_command_and_restarts_on_its_exit_codes() -> None:
     # With `serve` as the binary path the SCM ended every start with error 1053.
     script = (Path(__file__).parents[2] / "deploy/agent/windows/install-windows.ps1").read_text()
-    assert '$binaryPath = "`"$AgentExe`" service --config `"$Config`" --state-dir `"$State`""' in script
+    found = re.search(r'^\s*\$binaryPath = "`"\$AgentExe`" (.+)"$', script, re.MULTILINE)
+    assert found is not None
+    # PowerShell's `" is a quote inside the string; the SCM splits the rest as a command line.
+    arguments = shlex.split(found.group(1).replace('`"', '"'))
+    parsed = _parser().parse_args(arguments)
+    assert parsed.command == "service"
+    assert (str(parsed.config), str(parsed.state_dir)) == ("$Config", "$State")
     assert "Invoke-Sc @('failureflag', $ServiceName, '1')" in script
