@@ -140,7 +140,7 @@ def _run_agent(control: ServiceControl, load_settings: Callable[[], AgentSetting
         credentials = load_credentials(settings)
         run_event_loop(_serve_until_stopped, control, settings, credentials)
     except MirbadError as exc:
-        logger.error("%s cannot start: %s", SERVICE_NAME, exc)
+        logger.error("%s stops: %s", SERVICE_NAME, exc)
         return SERVICE_EXIT_CONFIG
     except Exception:
         # Anything else is a bug or the machine's fault: the SCM's restart actions take over.
