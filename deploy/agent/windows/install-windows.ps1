@@ -11,9 +11,10 @@
     it alone besides SYSTEM and Administrators), restart-on-failure actions, and a (re)start.
     Rerunning is safe: an enrolled node keeps its identity and needs no token.
 
-    Known gap: mirbad-agent does not yet answer the Service Control Manager itself (no service
-    dispatcher in the agent), so the SCM reports error 1053 on start until the agent gains a service
-    mode; docs/deploy.md says what is and is not checked.
+    The service runs `mirbad-agent.exe service`, the agent's Service Control Manager mode: RUNNING once
+    the agent listens, a stop or shutdown control stops the agent (its models keep running), a failure
+    stops the service with a service-specific exit code, which the restart actions also cover; warnings
+    and errors go to the Event Log. docs/deploy.md says what is and is not checked.
 
 .EXAMPLE
     .\install-windows.ps1 -Master https://master.lan:8443 -Token mbj1.... -San gpu-3.lan -San 10.0.0.9
@@ -134,7 +135,8 @@ try {
     if (-not [System.Diagnostics.EventLog]::SourceExists($ServiceName)) {
         [System.Diagnostics.EventLog]::CreateEventSource($ServiceName, 'Application')
     }
-    $binaryPath = "`"$AgentExe`" serve --config `"$Config`" --state-dir `"$State`""
+    # `service`, not `serve`: it answers the SCM (a plain `serve` is ended with error 1053).
+    $binaryPath = "`"$AgentExe`" service --config `"$Config`" --state-dir `"$State`""
     if ($null -eq (Get-Service -Name $ServiceName -ErrorAction SilentlyContinue)) {
         New-Service -Name $ServiceName -BinaryPathName $binaryPath -DisplayName 'Mirbad node agent' `
             -Description 'Runs models behind mutual TLS on port 9443 for the Mirbad master.' `
@@ -144,6 +146,8 @@ try {
     }
     Invoke-Sc @('config', $ServiceName, 'obj=', $Account)
     Invoke-Sc @('failure', $ServiceName, 'reset=', '86400', 'actions=', 'restart/5000/restart/5000/restart/30000')
+    # Restart also when the agent stops itself with a non-zero exit code, not only when it crashes.
+    Invoke-Sc @('failureflag', $ServiceName, '1')
 
     # Only SYSTEM, Administrators and the service's own account may open the state (its private key).
     # SIDs, not names: the group names differ by display language.

@@ -46,8 +46,22 @@ from ._request_log import POLL_PATHS, PROXIED_PREFIX, REQUEST_LOGGER, QuietPollF
 from ._routes_models import model_routes
 from ._routes_node import node_routes
 from ._runtimes import ComposedDriver, NodeRuntimes
-from ._serve import load_credentials, run_agent, serve, server_config
+from ._serve import STARTED_POLL_S, StopRequest, load_credentials, run_agent, serve, server_config
 from ._telemetry_loop import TelemetryCollector
+from ._windows_service import (
+    EVENT_LOG_SOURCE,
+    SERVICE_EXIT_CONFIG,
+    SERVICE_EXIT_FAILED,
+    SERVICE_NAME,
+    START_WAIT_HINT_S,
+    STOP_POLL_S,
+    STOP_WAIT_MARGIN_S,
+    ServiceControl,
+    ServiceState,
+    ServiceStatus,
+    dispatch_to_scm,
+    run_service,
+)
 from .exceptions import (
     AgentConfigError,
     MirbadAgentError,
@@ -55,11 +69,13 @@ from .exceptions import (
     PathRefusedError,
     ProxyPathError,
     RequestRefusedError,
+    ServiceUnsupportedError,
 )
 
 __all__ = [
     "AGENT_TLS_STEM",
     "DEFAULT_LISTING_LIMIT",
+    "EVENT_LOG_SOURCE",
     "EXIT_FAILED",
     "EXIT_REFUSED",
     "FORWARDED_PREFIX",
@@ -69,7 +85,14 @@ __all__ = [
     "PROXY_METHODS",
     "REQUEST_LOGGER",
     "RETRY_AFTER_S",
+    "SERVICE_EXIT_CONFIG",
+    "SERVICE_EXIT_FAILED",
+    "SERVICE_NAME",
     "SETTINGS_FILE_NAME",
+    "STARTED_POLL_S",
+    "START_WAIT_HINT_S",
+    "STOP_POLL_S",
+    "STOP_WAIT_MARGIN_S",
     "UNKNOWN_VERSION",
     "AgentConfigError",
     "AgentServices",
@@ -94,6 +117,11 @@ __all__ = [
     "ProxyPathError",
     "QuietPollFilter",
     "RequestRefusedError",
+    "ServiceControl",
+    "ServiceState",
+    "ServiceStatus",
+    "ServiceUnsupportedError",
+    "StopRequest",
     "TelemetryCollector",
     "add_enroll_arguments",
     "add_executable",
@@ -108,6 +136,7 @@ __all__ = [
     "create_app",
     "default_settings_file",
     "default_state_dir",
+    "dispatch_to_scm",
     "download_routes",
     "enroll_node",
     "error_code_of",
@@ -128,6 +157,7 @@ __all__ = [
     "run_agent",
     "run_enroll",
     "run_executables",
+    "run_service",
     "serve",
     "server_config",
     "toml_string",

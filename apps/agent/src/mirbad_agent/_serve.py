@@ -1,5 +1,8 @@
 """Serving the agent: uvicorn over mutual TLS, stopped gracefully by SIGTERM or SIGINT.
 
+A host other than a terminal (the Windows service, :mod:`mirbad_agent._windows_service`) passes its own
+stop request instead of the signals, and hears when the agent is listening.
+
 The TLS context comes from :meth:`mirbad_protocol.TlsCredentials.server_context`: TLS 1.2 or newer, a
 client certificate required and verified against the fleet CA alone (never the system store). Only the
 master's certificate carries the clientAuth purpose, so no other certificate of the fleet, a node's
@@ -12,6 +15,7 @@ import logging
 import signal
 import socket
 import sys
+from collections.abc import Awaitable, Callable
 
 import anyio
 import uvicorn
@@ -32,9 +36,15 @@ from ._config import AgentSettings
 from ._enroll_client import AGENT_TLS_STEM
 from .exceptions import AgentConfigError
 
-__all__ = ["load_credentials", "run_agent", "serve", "server_config"]
+__all__ = ["STARTED_POLL_S", "StopRequest", "load_credentials", "run_agent", "serve", "server_config"]
 
 logger = logging.getLogger(__name__)
+
+StopRequest = Callable[[], Awaitable[object]]
+"""Returns when the agent's host asks it to stop (instead of SIGTERM); the agent then stops gracefully."""
+
+STARTED_POLL_S = 0.05
+"""How often serving looks whether uvicorn has finished its startup (it announces it with no event)."""
 
 
 def load_credentials(settings: AgentSettings) -> TlsCredentials:
@@ -56,27 +66,56 @@ def load_credentials(settings: AgentSettings) -> TlsCredentials:
         raise AgentConfigError(f"the agent credentials in {folder} cannot be used: {exc}") from None
 
 
-async def run_agent(settings: AgentSettings, credentials: TlsCredentials) -> None:
-    """Compose the agent from ``settings`` and serve it until a stop signal; its models keep running."""
+async def run_agent(
+    settings: AgentSettings,
+    credentials: TlsCredentials,
+    *,
+    stop: StopRequest | None = None,
+    on_started: Callable[[], None] | None = None,
+) -> None:
+    """Compose the agent from ``settings`` and serve it until a stop signal; its models keep running.
+
+    Args:
+        settings: the agent's settings.
+        credentials: its certificate, key and fleet CA.
+        stop: when given, the agent stops when it returns and leaves the signals alone.
+        on_started: called once the agent accepts connections.
+    """
     listener = _listen(settings.host, settings.port)
     with listener:
         async with await compose_services(settings) as services:
-            await serve(create_app(services), settings, credentials, listener)
+            app = create_app(services)
+            await serve(app, settings, credentials, listener, stop=stop, on_started=on_started)
 
 
 async def serve(
-    app: ASGIApp, settings: AgentSettings, credentials: TlsCredentials, listener: socket.socket
+    app: ASGIApp,
+    settings: AgentSettings,
+    credentials: TlsCredentials,
+    listener: socket.socket,
+    *,
+    stop: StopRequest | None = None,
+    on_started: Callable[[], None] | None = None,
 ) -> None:
-    """Serve ``app`` on ``listener`` with mutual TLS until SIGTERM or SIGINT (a second one forces)."""
+    """Serve ``app`` on ``listener`` with mutual TLS until SIGTERM or SIGINT (a second one forces).
+
+    With ``stop``, until ``stop`` returns instead; ``on_started`` is called once connections are accepted.
+    """
     config = server_config(app, settings, credentials)
     install_accept_error_log()
-    # Elsewhere the agent handles the signals with anyio; on Windows uvicorn's own handling stays.
-    server = GuardedServer(config) if sys.platform != "win32" else uvicorn.Server(config)
+    # Elsewhere the agent handles the signals with anyio; on Windows uvicorn's own handling stays,
+    # unless a host (the service) brings its own stop request.
+    guarded = sys.platform != "win32" or stop is not None
+    server = GuardedServer(config) if guarded else uvicorn.Server(config)
     host, port = listener.getsockname()[:2]
     logger.info("agent %s listening on https://%s:%s/agent/v1", settings.node_name, host, port)
     async with anyio.create_task_group() as group:
-        if isinstance(server, GuardedServer):
+        if stop is not None:
+            group.start_soon(_stop_when_asked, stop, server)
+        elif isinstance(server, GuardedServer):
             group.start_soon(_stop_on_signal, server)
+        if on_started is not None:
+            group.start_soon(_announce_started, server, on_started)
         await server.serve(sockets=[listener])
         group.cancel_scope.cancel()
 
@@ -116,6 +155,20 @@ async def _stop_on_signal(server: uvicorn.Server) -> None:
                 server.force_exit = True
             server.should_exit = True
             logger.info("%s: stopping (the models keep running)", signal.Signals(received).name)
+
+
+async def _stop_when_asked(stop: StopRequest, server: uvicorn.Server) -> None:
+    await stop()
+    server.should_exit = True
+    logger.info("asked to stop: stopping (the models keep running)")
+
+
+async def _announce_started(server: uvicorn.Server, on_started: Callable[[], None]) -> None:
+    # uvicorn only sets a flag (no event to wait on); cancelled with the task group when serving ends
+    # before its startup completes.
+    while not server.started:  # noqa: ASYNC110
+        await anyio.sleep(STARTED_POLL_S)
+    on_started()
 
 
 def _listen(host: str, port: int) -> socket.socket:

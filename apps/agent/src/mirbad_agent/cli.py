@@ -1,4 +1,4 @@
-"""The ``mirbad-agent`` command: ``serve``, ``enroll`` (the node's certificate), ``executables add``.
+"""The ``mirbad-agent`` command: ``serve``, ``service`` (Windows), ``enroll``, ``executables add``.
 
 Errors a user can fix (a bad setting, a missing certificate, a taken port) are printed as one line
 and exit with status 2.
@@ -21,6 +21,7 @@ from ._enroll import add_enroll_arguments, run_enroll
 from ._executables_cli import add_executables_arguments, run_executables
 from ._request_log import quiet_polls
 from ._serve import load_credentials, run_agent
+from ._windows_service import dispatch_to_scm
 
 __all__ = ["main"]
 
@@ -35,6 +36,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if arguments.command == "serve":
             return _serve(arguments)
+        if arguments.command == "service":
+            return _service(arguments)
         if arguments.command == "executables":
             return run_executables(arguments)
         return int(run_enroll(arguments))
@@ -52,6 +55,14 @@ def _serve(arguments: argparse.Namespace) -> int:
     quiet_polls()
     run_event_loop(run_agent, settings, credentials)  # on uvloop when it is installed
     return 0
+
+
+def _service(arguments: argparse.Namespace) -> int:
+    # No console under the SCM: the records go to the Event Log (WARNING and above), and the
+    # settings are read inside the service, so their errors land there too.
+    logging.getLogger().setLevel(arguments.log_level.upper())
+    quiet_polls()
+    return dispatch_to_scm(lambda: load_settings(_settings_file(arguments), _overrides(arguments)))
 
 
 def _settings_file(arguments: argparse.Namespace) -> Path | None:
@@ -85,6 +96,19 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=_PROGRAM, description="The Mirbad node agent.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve = commands.add_parser("serve", help="run the agent (mutual TLS, /agent/v1)")
+    _add_agent_arguments(serve)
+    service = commands.add_parser(
+        "service", help="run the agent as the Windows service mirbad-agent (started by the SCM)"
+    )
+    _add_agent_arguments(service)
+    enroll = commands.add_parser("enroll", help="obtain this node's certificate from the master")
+    add_enroll_arguments(enroll)
+    executables = commands.add_parser("executables", help="the catalogue of binaries the agent may launch")
+    add_executables_arguments(executables)
+    return parser
+
+
+def _add_agent_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--config",
         type=Path,
@@ -105,8 +129,3 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning", "error"], help="default info"
     )
-    enroll = commands.add_parser("enroll", help="obtain this node's certificate from the master")
-    add_enroll_arguments(enroll)
-    executables = commands.add_parser("executables", help="the catalogue of binaries the agent may launch")
-    add_executables_arguments(executables)
-    return parser

@@ -11,6 +11,7 @@ __all__ = [
     "PathRefusedError",
     "ProxyPathError",
     "RequestRefusedError",
+    "ServiceUnsupportedError",
 ]
 
 
@@ -78,3 +79,7 @@ class ProxyPathError(RequestRefusedError):
         super().__init__(AgentErrorCode.INVALID_REQUEST, f"path {path!r} refused: {reason}", field="path")
         self.path = path
         self.reason = reason
+
+
+class ServiceUnsupportedError(MirbadAgentError):
+    """The service mode asked for where there is no Windows Service Control Manager."""
