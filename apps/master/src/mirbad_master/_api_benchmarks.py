@@ -13,7 +13,7 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from mirbad_orchestration.jobs import PRESETS
-from mirbad_protocol import BenchmarkJobList, BenchmarkJobView, BenchmarkList, BenchmarkOptions
+from mirbad_protocol import BenchmarkJobList, BenchmarkJobView, BenchmarkList, BenchmarkOptions, SloGuards
 
 from ._api_errors import refusals
 from ._api_session import actor_of
@@ -34,6 +34,25 @@ _Preset = Annotated[str | None, Query(description=_PRESET_HELP)]
 _Node = Annotated[str | None, Query(alias="node", description="cancel only this node's job")]
 
 
+async def start_benchmark_job(
+    services: MasterServices,
+    model_id: str,
+    actor: str,
+    *,
+    preset: str | None = None,
+    guards: SloGuards | None = None,
+) -> BenchmarkJobView:
+    """Start a benchmark of ``model_id`` and audit it: Benchmark (API and portal).
+
+    Raises:
+        MirbadError: the start was refused (see :meth:`BenchmarkJobs.start`); nothing is audited then.
+    """
+    job = await services.jobs.start(model_id, preset=preset, guards=guards)
+    detail = f"job {job.id}" + (f", preset {preset}" if preset else "")
+    await services.audit.record(actor, "model.benchmark", model_id, node_id=job.node_id, detail=detail)
+    return job
+
+
 def benchmarks_router(services: MasterServices) -> APIRouter:
     """The benchmark routes over ``services``."""
     router = APIRouter(tags=["benchmarks"])
@@ -49,10 +68,8 @@ def benchmarks_router(services: MasterServices) -> APIRouter:
     async def start_benchmark(model_id: str, request: Request, preset: _Preset = None) -> Response:
         raw = await request.body()
         options = BenchmarkOptions.from_user_json(raw) if raw.strip() else BenchmarkOptions()
-        job = await services.jobs.start(model_id, preset=preset, guards=options.guards)
-        detail = f"job {job.id}" + (f", preset {preset}" if preset else "")
-        await services.audit.record(
-            actor_of(request), "model.benchmark", model_id, node_id=job.node_id, detail=detail
+        job = await start_benchmark_job(
+            services, model_id, actor_of(request), preset=preset, guards=options.guards
         )
         return JSONResponse(dump(job), status_code=202)
 

@@ -66,6 +66,21 @@ async def apply_tuning_run(
     return stored
 
 
+async def start_tuning_job(
+    services: MasterServices, model_id: str, body: TuningRequest, actor: str
+) -> TuningJobView:
+    """Start a tuning run of ``model_id`` and audit it: Tune (API and portal).
+
+    Raises:
+        MirbadError: the start was refused (see :meth:`TuningJobs.start`); nothing is audited then.
+    """
+    job = await services.tuning.start(model_id, body)
+    detail = f"job {job.id}, goal {job.goal}, steps {', '.join(job.steps)}"
+    detail += f", preset {job.preset}" if job.preset else ""
+    await services.audit.record(actor, "model.tune", model_id, node_id=job.node_id, detail=detail)
+    return job
+
+
 def tuning_router(services: MasterServices) -> APIRouter:
     """The tuning routes over ``services``."""
     router = APIRouter(tags=["tuning"])
@@ -81,12 +96,7 @@ def tuning_router(services: MasterServices) -> APIRouter:
     async def start_tuning(model_id: str, request: Request) -> Response:
         raw = await request.body()
         body = TuningRequest.from_user_json(raw) if raw.strip() else TuningRequest()
-        job = await services.tuning.start(model_id, body)
-        detail = f"job {job.id}, goal {job.goal}, steps {', '.join(job.steps)}"
-        detail += f", preset {job.preset}" if job.preset else ""
-        await services.audit.record(
-            actor_of(request), "model.tune", model_id, node_id=job.node_id, detail=detail
-        )
+        job = await start_tuning_job(services, model_id, body, actor_of(request))
         return JSONResponse(dump(job), status_code=202)
 
     @router.get(

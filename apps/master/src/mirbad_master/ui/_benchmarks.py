@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from nicegui import ui
 
+from mirbad_master._api_benchmarks import start_benchmark_job
 from mirbad_orchestration.benchmarks import WORKLOAD_PRESETS
 from mirbad_protocol import BenchmarkJobView, BenchmarkResult, MirbadError
 
@@ -201,15 +202,10 @@ async def render_benchmarks(portal: Portal, model_id: str) -> None:
         message.set_text("")
         preset = picker.value if picker.value != "classic" else None
         try:
-            job = await services.jobs.start(model_id, preset=preset)
+            # The same start and audit line as the API's, naming the portal's administrator.
+            await start_benchmark_job(services, model_id, ACTOR, preset=preset)
         except MirbadError as exc:
             message.set_text(str(exc))
-        else:
-            # The same audit line as the API's start, naming the portal's administrator.
-            detail = f"job {job.id}" + (f", preset {preset}" if preset else "")
-            await services.audit.record(
-                ACTOR, "model.benchmark", model_id, node_id=job.node_id, detail=detail
-            )
         await poll()
 
     async def stop() -> None:

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from nicegui import ui
 
-from mirbad_master._api_tuning import apply_tuning_run
+from mirbad_master._api_tuning import apply_tuning_run, start_tuning_job
 from mirbad_orchestration.benchmarks import WORKLOAD_PRESETS
 from mirbad_orchestration.tuning import (
     GOALS,
@@ -378,14 +378,10 @@ async def render_tuning(portal: Portal, model_id: str) -> None:
         message.set_text("")
         body = request()
         try:
-            job = await services.tuning.start(model_id, body)
+            # The same start and audit line as the API's, naming the portal's administrator.
+            await start_tuning_job(services, model_id, body, ACTOR)
         except MirbadError as exc:
             message.set_text(str(exc))
-        else:
-            # The same audit line as the API's start, naming the portal's administrator.
-            detail = f"job {job.id}, goal {job.goal}, steps {', '.join(job.steps)}"
-            detail += f", preset {job.preset}" if job.preset else ""
-            await services.audit.record(ACTOR, "model.tune", model_id, node_id=job.node_id, detail=detail)
         await poll()
 
     async def stop() -> None:
