@@ -24,6 +24,7 @@ from ._maintenance import (
     NodeMaintenance,
     Notice,
 )
+from ._tasks import JobTasks
 
 __all__ = [
     "DEFAULT_COUNTER_WAIT_S",
@@ -41,6 +42,7 @@ __all__ = [
     "GpuSampler",
     "JobHost",
     "JobTarget",
+    "JobTasks",
     "MaintenanceDocument",
     "MaintenanceState",
     "NodeMaintenance",

@@ -22,7 +22,7 @@ from functools import partial
 from typing import Final
 
 import anyio
-from anyio.abc import TaskGroup, TaskStatus
+from anyio.abc import TaskStatus
 
 from mirbad_orchestration.benchmarks import (
     WORKLOAD_PRESETS,
@@ -40,7 +40,6 @@ from mirbad_orchestration.benchmarks import (
 )
 from mirbad_orchestration.exceptions import (
     JobConflictError,
-    MirbadOrchestrationError,
     ModelNotReadyError,
     NoJobRunningError,
     PresetNotForModelError,
@@ -62,6 +61,7 @@ from mirbad_protocol import (
 from ._gpu_check import DEFAULT_GPU_SAMPLE_INTERVAL_S, DEFAULT_GPU_SAMPLE_S, GpuSampler
 from ._host import JobHost, JobTarget
 from ._maintenance import MaintenanceState, NodeMaintenance
+from ._tasks import JobTasks
 
 __all__ = [
     "DEFAULT_COUNTER_WAIT_S",
@@ -175,17 +175,11 @@ class BenchmarkJobs:
         self._gpu_interval_s = gpu_interval_s
         self._clock = clock or (lambda: datetime.now(UTC))
         self._jobs: dict[str, _Job] = {}  # by node: the running job, else the last one
-        self._tasks: TaskGroup | None = None
+        self._tasks = JobTasks("the benchmark jobs are not running (BenchmarkJobs.run)")
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Hold the jobs' task group until cancelled (leaving cancels every running job)."""
-        async with anyio.create_task_group() as tasks:
-            self._tasks = tasks
-            task_status.started()
-            try:
-                await anyio.sleep_forever()
-            finally:
-                self._tasks = None
+        await self._tasks.run(task_status=task_status)
 
     async def start(
         self, model_id: str, *, preset: str | None = None, guards: SloGuards | None = None
@@ -211,8 +205,7 @@ class BenchmarkJobs:
         self._check_kind(target, chosen)
         if not target.ready:
             raise ModelNotReadyError(model_id, target.state.value)
-        if self._tasks is None:
-            raise MirbadOrchestrationError("the benchmark jobs are not running (BenchmarkJobs.run)")
+        tasks = self._tasks.group()
         running = self._jobs.get(target.node_id)
         if running is not None and running.view.state == "running":
             raise JobConflictError(running.view.id, running.view.model_id, target.node_id)
@@ -222,7 +215,7 @@ class BenchmarkJobs:
         # No await between the check above and this line: two starts cannot both pass it.
         job = self._new_job(target, chosen, guards)
         self._jobs[target.node_id] = job
-        self._tasks.start_soon(self._run_job, job, target)
+        tasks.start_soon(self._run_job, job, target)
         return job.view
 
     def jobs(self) -> list[BenchmarkJobView]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 import anyio
-from anyio.abc import TaskGroup, TaskStatus
+from anyio.abc import TaskStatus
 
 from mirbad_orchestration.benchmarks import (
     BenchmarkResults,
@@ -37,7 +37,7 @@ from mirbad_orchestration.exceptions import (
     PresetNotForModelError,
 )
 from mirbad_orchestration.fleet import ModelRuntime
-from mirbad_orchestration.jobs import JobHost, JobTarget, MaintenanceState, NodeMaintenance
+from mirbad_orchestration.jobs import JobHost, JobTarget, JobTasks, MaintenanceState, NodeMaintenance
 from mirbad_protocol import (
     JobState,
     MirbadError,
@@ -175,17 +175,11 @@ class TuningJobs:
         self._shapes = shapes
         self._clock = clock or (lambda: datetime.now(UTC))
         self._jobs: dict[str, _Job] = {}
-        self._tasks: TaskGroup | None = None
+        self._tasks = JobTasks("the tuning jobs are not running (TuningJobs.run)")
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Hold the jobs' task group until cancelled (leaving cancels every running job)."""
-        async with anyio.create_task_group() as tasks:
-            self._tasks = tasks
-            task_status.started()
-            try:
-                await anyio.sleep_forever()
-            finally:
-                self._tasks = None
+        await self._tasks.run(task_status=task_status)
 
     async def recover(
         self, runtime: ModelRuntime, models: list[ModelDefinition], statuses: list[ModelStatus]
@@ -320,8 +314,7 @@ class TuningJobs:
         plan = self.plan(saved, request, node_id=target.node_id, shape=shape, pooling=pooling, gates=gates)
         if not target.ready:
             raise ModelNotReadyError(model_id, target.state.value)
-        if self._tasks is None:
-            raise MirbadOrchestrationError("the tuning jobs are not running (TuningJobs.run)")
+        tasks = self._tasks.group()
         self._check_free(target.node_id)
         projection = await self.estimate(model_id, plan, request.preset)
         self._check_free(target.node_id)  # checked again: the estimate read the results
@@ -338,7 +331,7 @@ class TuningJobs:
         )
         job = _Job(view, request, projection)
         self._jobs[target.node_id] = job  # no await since the last check: two starts cannot both pass
-        self._tasks.start_soon(self._run_job, job, target, saved, plan)
+        tasks.start_soon(self._run_job, job, target, saved, plan)
         return job.view
 
     @staticmethod
