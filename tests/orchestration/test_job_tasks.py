@@ -17,10 +17,14 @@ async def test_a_job_starts_only_while_the_service_runs() -> None:
         tasks.group()
 
     ran = anyio.Event()
+
+    async def job() -> None:
+        ran.set()
+
     with anyio.fail_after(5):
         async with anyio.create_task_group() as outer:
             await outer.start(tasks.run)
-            tasks.group().start_soon(ran.set)
+            tasks.group().start_soon(job)
             await ran.wait()
             outer.cancel_scope.cancel()
 
