@@ -88,7 +88,7 @@ def downloads_router(services: MasterServices) -> APIRouter:
         responses=refusals(404, 502, 503, 504),
     )
     async def get_download(node_id: str, download_id: str) -> Response:
-        client = services.clients.client_for(await services.nodes.get(node_id))
+        client = await services.client_of(node_id)
         return JSONResponse((await client.download(download_id)).to_wire())
 
     @router.delete(

@@ -139,7 +139,7 @@ def models_router(services: MasterServices) -> APIRouter:
 async def _client_of(services: MasterServices, definition: ModelDefinition) -> AgentClient:
     holder = services.cache.locate(definition.id)
     node_id = holder.node_id if holder is not None else services.runtime.node_for(definition)
-    return services.clients.client_for(await services.nodes.get(node_id))
+    return await services.client_of(node_id)
 
 
 async def _log_events(client: AgentClient, model_id: str, tail: list[str]) -> AsyncIterator[str]:

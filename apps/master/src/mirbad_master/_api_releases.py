@@ -89,7 +89,7 @@ def releases_router(services: MasterServices) -> APIRouter:
         responses=refusals(404, 502, 503, 504),
     )
     async def one_pull(node_id: str, pull_id: str) -> Response:
-        client = services.clients.client_for(await services.nodes.get(node_id))
+        client = await services.client_of(node_id)
         return JSONResponse((await client.image_pull(pull_id)).to_wire())
 
     @router.delete(

@@ -166,7 +166,7 @@ class MasterServices:
         self.resolver = FleetResolver(self.endpoints, self.cache, self._start_on_request)
         self.key_gate = ApiKeyGate(self.keys)
         self.benchmarks = BenchmarkResults(data_dir)
-        self.host_services = HostServiceManager(HostServicesStore(data_dir), self._client_of)
+        self.host_services = HostServiceManager(HostServicesStore(data_dir), self.client_of)
         job_host = MasterJobHost(
             models=self.models,
             nodes=self.nodes,
@@ -266,7 +266,7 @@ class MasterServices:
             try:
                 with anyio.fail_after(_LIST_MODELS_TIMEOUT_S):
                     # Asked afresh, not from the cache: a launch cancelled on the way out may have landed.
-                    client = self.clients.client_for(await self.nodes.get(node_id))
+                    client = await self.client_of(node_id)
                     statuses = await client.statuses()
             except (MirbadError, TimeoutError) as exc:
                 self.unlisted_on_exit = str(exc) or type(exc).__name__
@@ -322,8 +322,12 @@ class MasterServices:
         running = [job for job in self.jobs.jobs() if job.node_id == node_id and job.state == "running"]
         return (running[0].id, running[0].model_id) if running else None
 
-    async def _client_of(self, node_id: str) -> AgentClient:
-        # The node's current client: a changed address or identity gets a new one.
+    async def client_of(self, node_id: str) -> AgentClient:
+        """Node ``node_id``'s agent client as registered now (a changed address or identity gets a new one).
+
+        Raises:
+            UnknownNodeError: no such node.
+        """
         return self.clients.client_for(await self.nodes.get(node_id))
 
     async def _start_on_request(self, model_id: str) -> None:

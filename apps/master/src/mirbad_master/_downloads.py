@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Final
 
 from mirbad_orchestration import NodeFeatureMissingError
-from mirbad_orchestration.fleet import AgentClient
 from mirbad_protocol import AgentInfo, DownloadJob, FeatureFlag, HuggingFaceDownload, OllamaDownload
 
 from ._composition import MasterServices
@@ -41,10 +40,6 @@ def download_kinds(info: AgentInfo | None) -> list[str]:
     return [kind for kind, feature in DOWNLOAD_FEATURES.items() if feature in info.features]
 
 
-async def _client(services: MasterServices, node_id: str) -> AgentClient:
-    return services.clients.client_for(await services.nodes.get(node_id))
-
-
 async def start_download(
     services: MasterServices, node_id: str, request: HuggingFaceDownload | OllamaDownload, actor: str
 ) -> DownloadJob:
@@ -55,7 +50,7 @@ async def start_download(
         NodeFeatureMissingError: the node's agent does not report the kind's feature flag.
         AgentRequestError: the agent refused (its code and field kept: ``source_not_found`` ...).
     """
-    client = await _client(services, node_id)
+    client = await services.client_of(node_id)
     feature = DOWNLOAD_FEATURES[request.kind]
     if feature not in (await client.info()).features:
         raise NodeFeatureMissingError(node_id, feature)
@@ -68,7 +63,7 @@ async def start_download(
 
 async def node_downloads(services: MasterServices, node_id: str) -> list[DownloadJob]:
     """The node's download jobs, newest first, with their progress."""
-    return await (await _client(services, node_id)).downloads()
+    return await (await services.client_of(node_id)).downloads()
 
 
 async def cancel_download(
@@ -83,7 +78,7 @@ async def cancel_download(
         UnknownNodeError: no such node.
         AgentRequestError: ``download_not_found``, or another refusal of the agent.
     """
-    client = await _client(services, node_id)
+    client = await services.client_of(node_id)
     job = await client.download(download_id)
     if job.state in STOPPABLE_STATES:
         job = await client.cancel_download(download_id)

@@ -94,7 +94,7 @@ async def _absent_on(
     paths = list(dict.fromkeys(path for definition in definitions for path in checked_paths(definition)))
     files = None
     try:
-        client = services.clients.client_for(await services.nodes.get(node_id))
+        client = await services.client_of(node_id)
         with anyio.move_on_after(wait_s):
             files = await client.model_files(paths)
     except MirbadError as exc:

@@ -91,7 +91,7 @@ async def node_releases(services: MasterServices, node_id: str) -> NodeReleases:
         UnknownNodeError: no such node.
         NodeError: the agent could not be reached (its info is the first thing asked).
     """
-    client = services.clients.client_for(await services.nodes.get(node_id))
+    client = await services.client_of(node_id)
     features = (await client.info()).features
     problems: list[str] = []
     releases = NodeReleases(node_id=node_id, can_pull=FeatureFlag.IMAGES_PULL in features)
@@ -135,7 +135,7 @@ async def start_image_pull(services: MasterServices, node_id: str, image: str, a
         AgentRequestError: the agent refused (``invalid_image_reference``, ``pull_conflict``).
     """
     image = read_pull_request({"image": image}).image
-    client = services.clients.client_for(await services.nodes.get(node_id))
+    client = await services.client_of(node_id)
     if FeatureFlag.IMAGES_PULL not in (await client.info()).features:
         raise NodeFeatureMissingError(node_id, FeatureFlag.IMAGES_PULL.value, field="image")
     job = await client.start_image_pull(image)
@@ -145,7 +145,7 @@ async def start_image_pull(services: MasterServices, node_id: str, image: str, a
 
 async def cancel_image_pull(services: MasterServices, node_id: str, pull_id: str, actor: str) -> ImagePull:
     """Stop a running pull (audited); the job as it was left."""
-    client = services.clients.client_for(await services.nodes.get(node_id))
+    client = await services.client_of(node_id)
     job = await client.cancel_image_pull(pull_id)
     await services.audit.record(actor, "image.pull.cancel", pull_id, node_id=node_id, detail=job.image)
     return job

@@ -57,7 +57,7 @@ async def _follow(services: MasterServices, model_id: str, log: ui.log) -> None:
     definition = await services.models.get(model_id)
     holder = services.cache.locate(model_id)
     node_id = holder.node_id if holder is not None else services.runtime.node_for(definition)
-    client = services.clients.client_for(await services.nodes.get(node_id))
+    client = await services.client_of(node_id)
     for line in await client.logs(model_id, tail=TAIL_LINES):
         log.push(line)
     async with contextlib.aclosing(client.follow_logs(model_id, tail=0)) as lines:

@@ -113,7 +113,7 @@ async def _node_card(services: MasterServices, node: str) -> None:
 
     async def follow() -> None:
         try:
-            pulls = await services.clients.client_for(await services.nodes.get(node)).image_pulls()
+            pulls = await (await services.client_of(node)).image_pulls()
         except MirbadError:
             return  # the next tick tries again; the card keeps what it showed
         was_running = timer.active
