@@ -82,6 +82,7 @@ from typing import Any
 
 START_LINE = "Starting vLLM API server on"
 FAILURE_PREAMBLE_LINES = 30
+FAILURE_LINGER_S = 0.5
 EMBEDDING_SIZE = 16
 SIM_BATCH_LIMIT = 65536
 """The default largest ``max_num_seqs x max_num_batched_tokens`` the simulated memory admits."""
@@ -671,6 +672,9 @@ def _fail(message: str) -> int:
     for step in range(1, FAILURE_PREAMBLE_LINES + 1):
         log(f"loading model step {step}/{FAILURE_PREAMBLE_LINES}", stream=sys.stderr)
     print(f"ERROR fake-vllm: {message}", file=sys.stderr, flush=True)
+    # Real vLLM takes a moment to tear its engine down after the error; exiting at once raced dockerd's
+    # log copier on a loaded machine, which may then drop the last lines when the container stops.
+    time.sleep(FAILURE_LINGER_S)
     return 1
 
 
