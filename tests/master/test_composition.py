@@ -26,7 +26,7 @@ ON_DEMAND = {
 CHAT = {"model": "qwen3-8b", "messages": [{"role": "user", "content": "hi"}]}
 
 
-async def until(check: Callable[[], bool], timeout_s: float = 10.0) -> None:
+async def until(check: Callable[[], bool], timeout_s: float = 30.0) -> None:
     with anyio.fail_after(timeout_s):
         while True:  # the monitor polls on its own clock: look again until it has acted
             if check():

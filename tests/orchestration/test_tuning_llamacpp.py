@@ -55,7 +55,7 @@ from mirbad_runtime.exceptions import ModelNotFoundError
 pytestmark = [
     pytest.mark.llamacpp,
     pytest.mark.anyio,
-    pytest.mark.timeout(180),
+    pytest.mark.timeout(360),
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the process driver checks /proc"),
 ]
 
