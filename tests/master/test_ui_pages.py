@@ -349,3 +349,17 @@ async def test_a_llama_cpp_model_card_shows_the_build_not_the_catalogue_hint_and
         await user.should_see(marker="model-tiny-cpp")
         await user.should_not_see(marker="llama-server-build-tiny-cpp")
         await user.should_not_see(marker="catalogue-hint-tiny-cpp")
+
+
+async def test_the_editor_opened_from_a_tag_filter_links_back_to_it(tmp_path: Path) -> None:
+    async with running_master(tmp_path) as master, portal_user(master) as user:
+        await master.admin.post("/api/models", json=TINY)
+        await user.open("/models?tags=chat")
+        (edit,) = user.find(marker="edit-tiny").elements
+        (logs,) = user.find(marker="logs-tiny").elements
+        await user.open(edit.props["href"])
+        await user.should_see(marker="save-model")
+        (cancel,) = user.find("Cancel").elements
+
+    assert (edit.props["href"], logs.props["href"]) == ("/models/tiny/edit?tags=chat", "/models/tiny/logs")
+    assert cancel.props["href"] == "/models?tags=chat"

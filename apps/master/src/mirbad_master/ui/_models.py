@@ -21,7 +21,7 @@ from mirbad_protocol import AgentInfo, MirbadError, ModelState
 
 from . import _actions as actions
 from ._downloads import render_models_downloads
-from ._fleet import STARTING_POLL_S, FleetSnapshot, ModelRow, fleet_snapshot, read_starting
+from ._fleet import STARTING_POLL_S, FleetSnapshot, ModelRow, fleet_snapshot, read_starting, tags_param
 from ._format import DASH, gib, memory_in_use, pause_text, per_second, state_color
 from ._llama_server_hint import render_llama_server_hint
 from ._marks import link_button, testid
@@ -107,6 +107,7 @@ async def render_models(portal: Portal, selected: list[str], focus: str | None =
         stop=lambda row: run(lambda: actions.stop_model(services, row.id), f"{row.id} stopped"),
         restart=restart,
         delete=delete,
+        tags=selected,
     )
 
     shown: list[FleetSnapshot] = []
@@ -150,6 +151,7 @@ class _Handlers:
     stop: Callable[[ModelRow], Awaitable[None]]
     restart: Callable[[ModelRow], None]
     delete: Callable[[ModelRow], None]
+    tags: list[str]  # the page's filter: the editor comes back to it after a save
 
 
 def _tag_filter(snapshot: FleetSnapshot, selected: list[str]) -> None:
@@ -261,7 +263,8 @@ def _buttons(row: ModelRow, handlers: _Handlers) -> None:
             ("Tuning", "tune", "tuning"),
         )
         for label, icon, page in pages:
-            link = link_button(label, f"/models/{quote(row.id)}/{page}", icon=icon)
+            query = f"?{tags_param(handlers.tags)}" if page == "edit" and handlers.tags else ""
+            link = link_button(label, f"/models/{quote(row.id)}/{page}{query}", icon=icon)
             testid(link.props("flat dense no-caps color=primary"), f"{page}-{row.id}")
         _button("Delete", "delete", f"delete-{row.id}", lambda: handlers.delete(row), color="grey-7")
 
