@@ -221,3 +221,23 @@ def test_the_theme_switch_is_remembered(page: Page, master: RunningMaster) -> No
     expect(body).not_to_have_class(re.compile("body--dark"))
     page.reload()
     expect(body).not_to_have_class(re.compile("body--dark"))
+
+
+def test_saving_an_edit_keeps_the_models_pages_tag_filter(page: Page, master: RunningMaster) -> None:
+    from playwright.sync_api import expect
+
+    with master.api() as api:
+        for model, tags in (("tiny-tags", ["filtered"]), ("tiny-untagged", [])):
+            if api.get(f"/models/{model}").status_code == 404:
+                api.post("/models", json=tiny_definition(master, model, tags=tags)).raise_for_status()
+    sign_in(page, master, "/models")
+    page.goto(f"{master.url}/models?tags=filtered")
+    page.get_by_test_id("edit-tiny-tags").click()
+    expect(page).to_have_url(f"{master.url}/models/tiny-tags/edit?tags=filtered")
+    page.get_by_test_id("field-maxNumSeqs").fill("3")
+    page.get_by_test_id("save-model").click()
+    expect(page).to_have_url(f"{master.url}/models?tags=filtered&focus=tiny-tags")
+    expect(page.get_by_test_id("model-tiny-tags")).to_have_class(re.compile("mirbad-focused"))
+    # Still filtered: only the models carrying the tag are listed.
+    expect(page.get_by_test_id("tag-filtered")).to_be_visible()
+    expect(page.get_by_test_id("model-tiny-untagged")).to_have_count(0)

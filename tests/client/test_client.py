@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 from collections.abc import AsyncIterator
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ from mirbad_client import (
     StatusReport,
 )
 from mirbad_master._app import create_master_app
+from mirbad_orchestration.fleet import ENROLLMENT_TOKENS_FILE
 from mirbad_protocol import (
     AgentErrorCode,
     ApiKeyCreate,
@@ -400,6 +402,26 @@ async def test_nodes_tokens_adding_and_removing(tmp_path: Path, kind: str) -> No
     assert (added.id, added.labels, added.reachable) == ("gpu-1", {"rack": "a"}, True)
     assert duplicate.value.node_id == "gpu-1"
     assert one == added.model_copy(update={"polled_at": one.polled_at, "last_seen": one.last_seen})
+
+
+async def test_an_enrollment_token_names_where_the_agent_answers_or_re_enrolls(
+    tmp_path: Path, kind: str
+) -> None:
+    async with connected(tmp_path, kind, "local", "gpu-1") as (master, admin, _url):
+        await admin("enrollment_token", "gpu-2", agent_url="https://gpu-2.lan:9444")
+        with pytest.raises(InvalidFieldError) as bad_url:
+            await admin("enrollment_token", "gpu-3", agent_url="http://gpu-3.lan:9443")
+        with pytest.raises(NodeExistsError) as taken:
+            await admin("enrollment_token", "gpu-1")
+        again = await admin("enrollment_token", "gpu-1", reenroll=True)
+        stored = json.loads((master.services.settings.data_dir / ENROLLMENT_TOKENS_FILE).read_text())
+
+    # The node is registered where its token says once it enrolls: the master's own record of it.
+    urls = {token["nodeName"]: token.get("agentUrl") for token in stored["tokens"]}
+    assert urls == {"gpu-2": "https://gpu-2.lan:9444", "gpu-1": None}
+    assert bad_url.value.field == "agentUrl"
+    assert taken.value.node_id == "gpu-1"
+    assert again.node_name == "gpu-1"
 
 
 # ---------------------------------------------------------------- keys

@@ -24,7 +24,8 @@ from tests._support.asgi_server import free_port
 from tests._support.deploy_images import ROOT, Images, built_images, check_tools
 from tests._support.mirbad_up import Admin
 from tests._support.polling import until
-from tests._support.tiny_gguf import TINY, TINY_MODEL_PATH, write_tiny_gguf
+from tests._support.tiny_definition import tiny_llama_definition
+from tests._support.tiny_gguf import TINY_MODEL_PATH, write_tiny_gguf
 
 pytestmark = [pytest.mark.deploy, pytest.mark.docker, pytest.mark.timeout(900)]
 
@@ -197,20 +198,12 @@ def project_containers(name: str) -> list[str]:
 
 def tiny_model(node: dict[str, Any]) -> dict[str, Any]:
     [executable] = [e for r in node["info"]["runtimes"] for e in r.get("executables", [])]
-    return {
-        "id": "tiny",
-        "servedName": "tiny-chat",
-        "runtime": "llamacpp",
-        "executable": executable,
-        "modelPath": TINY_MODEL_PATH,
-        "maxModelLen": TINY.context,
-        "maxNumSeqs": 1,
-        "memoryBudgetGiB": 0.25,
-        "extraArgs": ["--threads", "1"],
+    return tiny_llama_definition(
+        executable,
         # No placement: compose's MIRBAD_DEFAULT_NODE puts it on the agent container's node.
         # Native models end with the agent's container; the master starts AutoStart ones at its boot.
-        "autoStart": True,
-    }
+        autoStart=True,
+    )
 
 
 @contextlib.contextmanager

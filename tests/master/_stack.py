@@ -19,6 +19,7 @@ from tests.orchestration._fake_agent import FakeAgent
 from mirbad_master._admin_auth import AdminAuth
 from mirbad_master._app import create_master_app, v1_first
 from mirbad_master._composition import MasterServices
+from mirbad_master._llama_server_build import LlamaServerBuild
 from mirbad_master._settings import MasterSettings
 from mirbad_orchestration.fleet import AgentClients, AgentTimeouts, NodeRecord
 from mirbad_protocol import CertificateAuthority
@@ -78,12 +79,14 @@ async def running_master(
     agent: Callable[[str], FakeAgent] = lambda node_id: FakeAgent(node_name=node_id),
     services_options: dict[str, Any] | None = None,
     timeouts: AgentTimeouts | None = None,
+    llama_server_build: LlamaServerBuild | None = None,
     **settings: Any,
 ) -> AsyncIterator[Master]:
     """A master over fake agents ``node_ids`` (``local`` by default, the first is the local node).
 
     ``agent`` builds each node's fake agent; ``services_options`` go to :class:`MasterServices`;
-    ``timeouts`` replace the agent clients' short ones (for an agent that does real, slower work).
+    ``timeouts`` replace the agent clients' short ones (for an agent that does real, slower work);
+    ``llama_server_build`` is set before the services start, as ``mirbad up`` sets its build.
     """
     node_ids = node_ids or ("local",)
     agents = Agents({node_id: agent(node_id) for node_id in node_ids})
@@ -99,6 +102,7 @@ async def running_master(
         stop_models_on_exit=stop_models_on_exit,
         **(services_options or {}),
     )
+    services.llama_server_build = llama_server_build
     for index, node_id in enumerate(node_ids):
         await services.nodes.add(record(node_id, local=index == 0))
     auth = AdminAuth(config.data_dir)

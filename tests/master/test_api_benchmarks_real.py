@@ -17,7 +17,7 @@ import pytest
 from tests._support.mirbad_up import WAIT_S, Up, mirbad_up, port_block
 from tests._support.polling import until
 from tests._support.real_parts import llama_server_path
-from tests._support.tiny_gguf import TINY, TINY_MODEL_PATH
+from tests._support.tiny_definition import tiny_llama_definition
 
 from mirbad_client import MirbadClient
 from mirbad_protocol import ModelDefinition, ProcessRuntimeInfo
@@ -53,18 +53,8 @@ def test_a_classic_benchmark_of_a_llama_server_model(up: Up) -> None:
         assert node.info is not None
         [llamacpp] = [r for r in node.info.runtimes if isinstance(r, ProcessRuntimeInfo)]
         [executable] = llamacpp.executables
-        definition = {
-            "id": "tiny",
-            "servedName": "tiny-chat",
-            "runtime": "llamacpp",
-            "executable": executable.model_dump(mode="json", by_alias=True),
-            "modelPath": TINY_MODEL_PATH,
-            # llama-server clamps the context to the model's trained one (256 for the tiny model), so
-            # that is the length the prefill is capped by; the answers stop where it ends.
-            "maxModelLen": TINY.context,
-            "maxNumSeqs": 1,
-            "memoryBudgetGiB": 0.25,
-        }
+        # The prefill is capped by the tiny model's 256-token context; the answers stop where it ends.
+        definition = tiny_llama_definition(executable.model_dump(mode="json", by_alias=True))
         admin.create_model(ModelDefinition.from_wire(definition))
         admin.start("tiny")
         admin.wait_ready("tiny", timeout=WAIT_S)

@@ -18,7 +18,7 @@ import pytest
 from tests._support.mirbad_up import WAIT_S, Up, mirbad_up, port_block
 from tests._support.polling import until
 from tests._support.real_parts import llama_server_path
-from tests._support.tiny_gguf import TINY, TINY_MODEL_PATH
+from tests._support.tiny_definition import tiny_llama_definition
 
 from mirbad_client import MirbadClient
 from mirbad_protocol import BenchmarkSizes, ModelDefinition, ModelState, ProcessRuntimeInfo
@@ -56,17 +56,7 @@ def test_a_llama_server_model_is_tuned_through_its_agent(up: Up) -> None:
         assert node.info is not None
         [llamacpp] = [r for r in node.info.runtimes if isinstance(r, ProcessRuntimeInfo)]
         [executable] = llamacpp.executables
-        definition = {
-            "id": "tiny",
-            "servedName": "tiny-chat",
-            "runtime": "llamacpp",
-            "executable": executable.model_dump(mode="json", by_alias=True),
-            "modelPath": TINY_MODEL_PATH,
-            "maxModelLen": TINY.context,
-            "maxNumSeqs": 1,
-            "memoryBudgetGiB": 0.25,
-            "extraArgs": ["--threads", "1"],
-        }
+        definition = tiny_llama_definition(executable.model_dump(mode="json", by_alias=True))
         admin.create_model(ModelDefinition.from_wire(definition))
         admin.start("tiny")
         admin.wait_ready("tiny", timeout=WAIT_S)

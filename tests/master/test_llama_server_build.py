@@ -7,8 +7,10 @@ would be). The clock is the test's, so the times in the messages are exact.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +30,13 @@ from mirbad_master._llama_server_build import (
     build_command_from_env,
     refuse_llamacpp_start,
 )
+from mirbad_orchestration.registry import ModelRegistry
 from mirbad_protocol import InvalidFieldError, ModelDefinition
 
 pytestmark = pytest.mark.anyio
 
 WAIT_S = 20.0
+MONITOR_LOGGER = "mirbad_orchestration.health"
 
 LLAMA: dict[str, Any] = {
     "id": "tiny",
@@ -228,6 +232,57 @@ async def test_the_api_refuses_a_start_and_a_restart_while_building_then_starts(
         assert "llama-server is still being built, about 7 min left" in error["message"]
     assert after.status_code == 200, after.text
     assert [spec.model_id for spec in master.local.driver.starts] == ["tiny"]
+
+
+async def test_a_v1_request_while_building_is_told_to_retry_and_reaches_no_agent(tmp_path: Path) -> None:
+    builder = Builder(tmp_path)
+    async with running_master(tmp_path, llama_server_build=build_of(builder)) as master:
+        on_request = {**LLAMA, "autoStartOnRequest": True}
+        assert (await master.admin.post("/api/models", json=on_request)).status_code == 201
+        chat = {"model": "tiny-chat", "messages": [{"role": "user", "content": "hi"}]}
+        answer = await master.anonymous.post("/v1/chat/completions", json=chat)
+
+    # The router's answer for a model still starting (OpenAI's shape), not "the start failed".
+    assert answer.status_code == 503, answer.text
+    assert answer.headers["retry-after"] == "30"
+    error = answer.json()["error"]
+    assert error["code"] == "model_not_ready"
+    assert error["message"].startswith(
+        "The model 'tiny-chat' cannot be started yet: llama-server is still being built, about 7 min left"
+    )
+    assert master.local.driver.starts == []
+
+
+async def test_the_health_monitor_waits_for_the_build_counting_no_crash(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger=MONITOR_LOGGER)
+    # Registered by an earlier run: the monitor auto-starts it when it first sees the local node.
+    await ModelRegistry(tmp_path / "data").upsert(llama(autoStart=True))
+    builder = Builder(tmp_path)
+    build = build_of(builder)
+    async with running_master(tmp_path, llama_server_build=build) as master:
+
+        def deferrals() -> int:
+            return sum("tiny on local: not started yet" in r.getMessage() for r in caplog.records)
+
+        # Tried again on later polls (a crash would back off, then pause it); none reached the agent.
+        await eventually(lambda: deferrals() >= 3, timeout_s=WAIT_S)
+        during = list(master.local.driver.starts)
+        pause = await master.services.pauses.get("tiny")
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(build.run)
+            builder.release()
+            with anyio.fail_after(WAIT_S):
+                await build.done.wait()
+        await eventually(lambda: bool(master.local.driver.starts), timeout_s=WAIT_S)
+        audit = await master.services.audit.read(datetime.now(UTC).date())
+
+    assert during == []
+    assert pause is None
+    assert [spec.model_id for spec in master.local.driver.starts] == ["tiny"]
+    starts = [(e.actor, e.outcome) for e in audit if (e.action, e.target) == ("model.start", "tiny")]
+    assert starts == [("system:autostart", "ok")]
 
 
 # ---------------------------------------------------------------- the command from dev.py

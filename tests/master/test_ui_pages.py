@@ -325,3 +325,41 @@ async def test_the_local_node_shows_its_llama_server_build_instead_of_the_catalo
         await user.should_see(marker="llama-server-build")
         await user.should_see("llama-server: building (")
         await user.should_not_see(marker="catalogue-hint-local")
+
+
+async def test_a_llama_cpp_model_card_shows_the_build_not_the_catalogue_hint_and_nothing_once_built(
+    tmp_path: Path,
+) -> None:
+    llamacpp = {**TINY, "id": "tiny-cpp", "servedName": "tiny-cpp", "runtime": "llamacpp"}
+    llamacpp["executable"] = {"name": "llama-server", "version": "b6000"}
+    builder = Builder(tmp_path)
+    build = LlamaServerBuild(builder.command(), builder.log)
+    async with running_master(tmp_path) as master, portal_user(master) as user:
+        master.services.llama_server_build = build
+        (await master.admin.post("/api/models", json=llamacpp)).raise_for_status()
+        await user.open("/models")
+        await user.should_see(marker="llama-server-build-tiny-cpp")
+        await user.should_see("llama-server: building (")
+        await user.should_not_see(marker="catalogue-hint-tiny-cpp")
+        builder.release()
+        with anyio.fail_after(20):
+            await build.run()
+        # Built: the node's info may not list the new binary yet, but nothing is missing any more.
+        await user.open("/models")
+        await user.should_see(marker="model-tiny-cpp")
+        await user.should_not_see(marker="llama-server-build-tiny-cpp")
+        await user.should_not_see(marker="catalogue-hint-tiny-cpp")
+
+
+async def test_the_editor_opened_from_a_tag_filter_links_back_to_it(tmp_path: Path) -> None:
+    async with running_master(tmp_path) as master, portal_user(master) as user:
+        await master.admin.post("/api/models", json=TINY)
+        await user.open("/models?tags=chat")
+        (edit,) = user.find(marker="edit-tiny").elements
+        (logs,) = user.find(marker="logs-tiny").elements
+        await user.open(edit.props["href"])
+        await user.should_see(marker="save-model")
+        (cancel,) = user.find("Cancel").elements
+
+    assert (edit.props["href"], logs.props["href"]) == ("/models/tiny/edit?tags=chat", "/models/tiny/logs")
+    assert cancel.props["href"] == "/models?tags=chat"

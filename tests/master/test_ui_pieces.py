@@ -15,6 +15,7 @@ from mirbad_master.ui._fleet import ModelRow
 from mirbad_master.ui._format import ago, gib, memory_in_use, per_second, percent
 from mirbad_master.ui._memory_history import FLEET, MemoryHistory
 from mirbad_master.ui._model_dialogs import change_line
+from mirbad_master.ui._model_editor import models_url, saved_url
 from mirbad_master.ui._models import tags_query
 from mirbad_master.ui._nodes import catalogue_hint, lacks_llama_server, runtime_text
 from mirbad_master.ui._overview import DARK_CHART, LIGHT_CHART, _model_row, history_chart_options
@@ -164,6 +165,20 @@ def test_usage_is_summed_per_key() -> None:
 )
 def test_a_tag_chip_adds_or_removes_its_tag_from_the_url(selected: list[str], toggled: str, url: str) -> None:
     assert tags_query(selected, toggled) == url
+
+
+@pytest.mark.parametrize(
+    ("tags", "saved", "cancelled"),
+    [
+        ([], "/models?focus=tiny", "/models"),
+        (["chat"], "/models?tags=chat&focus=tiny", "/models?tags=chat"),
+        (["chat", "a b"], "/models?tags=chat,a%20b&focus=tiny", "/models?tags=chat,a%20b"),
+    ],
+)
+def test_the_editor_goes_back_to_the_filter_it_was_opened_from(
+    tags: list[str], saved: str, cancelled: str
+) -> None:
+    assert (saved_url("tiny", tags), models_url(tags)) == (saved, cancelled)
 
 
 def test_a_changed_setting_reads_old_to_new() -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from mirbad_orchestration.exceptions import NodeConflictError, StateFileError
+from mirbad_orchestration.exceptions import NodeConflictError, NodeNotReadyToStartError, StateFileError
 from mirbad_orchestration.stores import AuditEntry, AuditLog
 from mirbad_orchestration.supervision import (
     HealthMonitor,
@@ -303,6 +303,23 @@ async def test_restarts_that_fail_because_the_node_is_down_do_not_count(
     retries = [line for line in messages(caplog_info) if "node not answering" in line]
     assert len(retries) == 5
     assert retries[0].endswith("retrying in 10s")
+
+
+async def test_a_start_the_node_cannot_do_yet_is_tried_each_poll_and_never_counted(tmp_path: Path) -> None:
+    fleet = Fleet(tmp_path, [model("m", auto_start=True)])
+    for _ in range(5):  # more refusals than the crash limit (3) would allow before a pause
+        fleet.runtime.fail_next_start(
+            NodeNotReadyToStartError("local", 409, "llama_server_not_built", "llama-server is being built")
+        )
+    async with fleet.running():
+        await fleet.clock.advance(POLL * 5)  # one try a poll: the boot's own, then five more
+        await fleet.ready("m")
+    assert fleet.started() == ["m"] * 6
+    assert fleet.runtime.running("local") == {"m": READY}
+    assert await RestartPauses(tmp_path).list() == []
+    # Nothing was started by the refused tries, so only the start that happened is audited.
+    starts = [(e.actor, e.outcome) for e in await fleet.audited() if e.action == "model.start"]
+    assert starts == [("system:autostart", "ok")]
 
 
 # ---------------------------------------------------------------------- pauses

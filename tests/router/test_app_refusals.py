@@ -18,7 +18,7 @@ from tests.router._stack import KEY, WAIT_S, Stack, chat, router_stack
 from tests.router._upstream import WORDS
 
 from mirbad_protocol import MirbadError, ModelState
-from mirbad_router import Upstream, create_upstream_client
+from mirbad_router import StartDeferredError, Upstream, create_upstream_client
 from mirbad_router.testing import FakeResolver
 
 pytestmark = pytest.mark.anyio
@@ -312,6 +312,24 @@ async def test_an_auto_start_that_fails_is_503_with_the_reason(how: str) -> None
                 await chat(client, model="lazy")
     assert raised.value.status_code == 503
     assert raised.value.code == ("model_start_failed" if how == "refused" else "model_not_ready")
+
+
+async def test_an_auto_start_that_cannot_happen_yet_is_503_model_not_ready_with_retry_after() -> None:
+    resolver = FakeResolver()
+    async with router_stack(resolver=resolver) as stack:
+        stack.add_model("lazy", state=ModelState.STOPPED, auto_start_on_request=True)
+        resolver.fail_next_start(StartDeferredError("llama-server is still being built, about 5 min left"))
+        async with stack.client() as client:
+            with pytest.raises(openai.InternalServerError) as raised:
+                await chat(client, model="lazy")
+    # As for a model still starting: retry later, not "the start failed".
+    assert raised.value.status_code == 503
+    assert raised.value.code == "model_not_ready"
+    assert raised.value.response.headers["retry-after"] == "30"
+    assert raised.value.message.endswith(
+        "The model 'lazy' cannot be started yet: llama-server is still being built, about 5 min left; "
+        "retry later."
+    )
 
 
 @pytest.mark.parametrize(

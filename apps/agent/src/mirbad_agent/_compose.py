@@ -154,7 +154,12 @@ def _node_images(settings: AgentSettings, drivers: list[ComposedDriver]) -> Node
     if not any(info.kind == "container" for composed in drivers for info in composed.runtimes):
         return None
     options = settings.docker
-    return NodeImages(options.url, timeout_s=options.timeout_s, pull_timeout_s=options.pull_timeout_s)
+    return NodeImages(
+        options.url,
+        timeout_s=options.timeout_s,
+        pull_timeout_s=options.pull_timeout_s,
+        network=options.network,
+    )
 
 
 def _download_manager(settings: AgentSettings) -> DownloadManager | None:

@@ -48,13 +48,14 @@ from mirbad_protocol import (
     BenchmarkSizes,
     CertificateAuthority,
     MirbadError,
+    ModelDefinition,
     ModelState,
     ModelStatus,
     PresetSizes,
 )
 
 from ._job_host import MasterJobHost
-from ._llama_server_build import LlamaServerBuild
+from ._llama_server_build import LlamaServerBuild, refuse_llamacpp_start
 from ._maintenance import MaintenanceMode
 from ._master_runtime import MasterRuntime
 from ._router_adapters import ApiKeyGate, FleetResolver, MasterStats, StartPausedError
@@ -136,7 +137,10 @@ class MasterServices:
             self.nodes, clients, cache=self.cache, interval_s=settings.health_poll_s
         )
         self.runtime = MasterRuntime(
-            self.node_monitor, local_boot_id=local_boot_id, default_node_id=settings.default_node
+            self.node_monitor,
+            local_boot_id=local_boot_id,
+            default_node_id=settings.default_node,
+            start_gate=self._refuse_before_llama_server,
         )
         self.endpoints = AgentEndpointResolver(
             self.models, self.nodes, clients, self.cache, default_node_id=settings.default_node
@@ -329,6 +333,9 @@ class MasterServices:
             UnknownNodeError: no such node.
         """
         return self.clients.client_for(await self.nodes.get(node_id))
+
+    def _refuse_before_llama_server(self, definition: ModelDefinition, node_id: str) -> None:
+        refuse_llamacpp_start(self.llama_server_build, definition, node_id)
 
     async def _start_on_request(self, model_id: str) -> None:
         definition = await self.models.get(model_id)

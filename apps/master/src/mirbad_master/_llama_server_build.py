@@ -7,9 +7,11 @@ argv). The portal answers at once; :class:`LlamaServerBuild` runs the command, k
 ``{data_dir}/llama-server-build.log`` and reports it: *building* (time so far, the command's last
 line, an estimate of the time left), *ready*, or *failed* (exit status and the log's tail). Until it is
 ready, a start of a llama.cpp model on node ``local`` is refused with a 409 that says how long is
-left (:func:`refuse_llamacpp_start`). When the command succeeds, ``mirbad up`` rewrites the local
-agent's settings and restarts the agent, which then catalogues the new llama-server (models running
-under the agent outlive that restart, as they outlive every agent restart).
+left (:func:`refuse_llamacpp_start`), whoever asks: the admin API and the portal, a ``/v1`` request
+(503 with ``Retry-After``, as for a model still starting) and the health monitor (which tries again
+later, counting no crash): the master's runtime checks every start. When the command succeeds,
+``mirbad up`` rewrites the local agent's settings and restarts the agent, which then catalogues the new
+llama-server (models running under the agent outlive that restart, as they outlive every agent restart).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import BinaryIO, Final, Literal
 import anyio
 from anyio.abc import Process
 
-from mirbad_orchestration import NodeConflictError
+from mirbad_orchestration import NodeConflictError, NodeNotReadyToStartError
 from mirbad_orchestration.fleet import LOCAL_NODE_ID
 from mirbad_protocol import InvalidFieldError, ModelDefinition
 
@@ -40,6 +42,7 @@ __all__ = [
     "BuildState",
     "LlamaServerBuild",
     "LlamaServerBuildStatus",
+    "LlamaServerBuildingError",
     "LlamaServerNotBuiltError",
     "build_command_from_env",
     "refuse_llamacpp_start",
@@ -61,6 +64,14 @@ BuildState = Literal["building", "ready", "failed"]
 
 class LlamaServerNotBuiltError(NodeConflictError):
     """A llama.cpp model was started on node ``local`` before its llama-server was built (HTTP 409)."""
+
+
+class LlamaServerBuildingError(LlamaServerNotBuiltError, NodeNotReadyToStartError):
+    """The build is still under way: the start will be possible once it is ready (try again later).
+
+    The health monitor retries such a start without counting a crash; ``/v1`` answers 503 with
+    ``Retry-After`` as for a model still starting.
+    """
 
 
 @dataclass(frozen=True)
@@ -266,7 +277,8 @@ def refuse_llamacpp_start(build: LlamaServerBuild | None, definition: ModelDefin
     """Refuse a llama.cpp start on node ``local`` while its llama-server is not built (or failed to).
 
     Raises:
-        LlamaServerNotBuiltError: it is building (the message says about how long is left) or failed.
+        LlamaServerBuildingError: it is building (the message says about how long is left).
+        LlamaServerNotBuiltError: it failed.
     """
     if build is None or definition.runtime != "llamacpp" or node_id != LOCAL_NODE_ID:
         return
@@ -278,11 +290,11 @@ def refuse_llamacpp_start(build: LlamaServerBuild | None, definition: ModelDefin
             f"llama-server is still being built, {status.left} "
             f"({_duration(status.elapsed_s)} so far: {status.phase}); start {definition.id!r} again then"
         )
-    else:
-        message = (
-            f"llama-server could not be built ({status.phase}); its log: {status.log_path}. "
-            "Run `python3 dev.py up` again to retry, or give `mirbad up --llama-server PATH`"
-        )
+        raise LlamaServerBuildingError(LOCAL_NODE_ID, 409, "llama_server_not_built", message)
+    message = (
+        f"llama-server could not be built ({status.phase}); its log: {status.log_path}. "
+        "Run `python3 dev.py up` again to retry, or give `mirbad up --llama-server PATH`"
+    )
     raise LlamaServerNotBuiltError(LOCAL_NODE_ID, 409, "llama_server_not_built", message)
 
 

@@ -3,7 +3,9 @@
 The agent checks a launch's ``modelPath`` only when the model starts (409 ``model_files_missing``); the
 Models page asks first, so a card can say which path is missing and offer to download it. One request
 per node (``POST /agent/v1/model-files``) carries every stopped model's paths: its ``modelPath`` and
-the folders of its extra sources. A node whose agent does not report
+the folders of its extra sources. The nodes are asked at the same time (at most
+:data:`MODEL_FILES_CONCURRENCY` at once), each within its own wait, so a slow node costs the page one
+wait, not one per node. A node whose agent does not report
 :attr:`~mirbad_protocol.FeatureFlag.MODEL_FILES`, or that does not answer, is not asked or not
 counted: a card without the note is what the portal showed before, never a false "missing".
 """
@@ -21,12 +23,21 @@ from mirbad_protocol import FeatureFlag, MirbadError, ModelDefinition, ModelSour
 
 from ._composition import MasterServices
 
-__all__ = ["MODEL_FILES_WAIT_S", "MissingFiles", "checked_paths", "missing_model_files", "primary_source"]
+__all__ = [
+    "MODEL_FILES_CONCURRENCY",
+    "MODEL_FILES_WAIT_S",
+    "MissingFiles",
+    "checked_paths",
+    "missing_model_files",
+    "primary_source",
+]
 
 logger = logging.getLogger(__name__)
 
 MODEL_FILES_WAIT_S: Final = 3.0
 """How long the page waits for one node's answer: a slow node must not hold up the Models page."""
+MODEL_FILES_CONCURRENCY: Final = 8
+"""How many nodes are asked at once (a large fleet is not sent a burst of requests on every refresh)."""
 
 _RUNNING = (ModelState.STARTING, ModelState.READY)
 
@@ -73,11 +84,20 @@ async def missing_model_files(
         if view.status.state not in _RUNNING:
             node_id = view.status.node_id or services.runtime.node_for(view.definition)
             by_node.setdefault(node_id, []).append(view.definition)
+    absent: dict[str, set[str]] = {}
+    limiter = anyio.CapacityLimiter(MODEL_FILES_CONCURRENCY)
+
+    async def ask(node_id: str, definitions: list[ModelDefinition]) -> None:
+        async with limiter:
+            absent[node_id] = await _absent_on(services, node_id, definitions, wait_s)
+
+    async with anyio.create_task_group() as tasks:
+        for node_id, definitions in by_node.items():
+            tasks.start_soon(ask, node_id, definitions)
     missing: dict[str, MissingFiles] = {}
     for node_id, definitions in by_node.items():
-        absent = await _absent_on(services, node_id, definitions, wait_s)
         for definition in definitions:
-            paths = [path for path in checked_paths(definition) if path in absent]
+            paths = [path for path in checked_paths(definition) if path in absent[node_id]]
             if paths:
                 missing[definition.id] = MissingFiles(node_id, paths)
     return missing

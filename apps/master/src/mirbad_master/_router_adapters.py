@@ -15,10 +15,19 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 
-from mirbad_orchestration import ApiKeyExpiredError, ApiKeyRevokedError, ApiKeyStore
+from mirbad_orchestration import ApiKeyExpiredError, ApiKeyRevokedError, ApiKeyStore, NodeNotReadyToStartError
 from mirbad_orchestration.fleet import AgentEndpoint, AgentEndpointResolver, StatusCache
 from mirbad_protocol import MirbadError
-from mirbad_router import KeyGrant, KeyStore, ModelResolver, Resolution, RoutedModel, RouterStats, Upstream
+from mirbad_router import (
+    KeyGrant,
+    KeyStore,
+    ModelResolver,
+    Resolution,
+    RoutedModel,
+    RouterStats,
+    StartDeferredError,
+    Upstream,
+)
 
 __all__ = ["ApiKeyGate", "FleetResolver", "MasterStats", "StartPausedError"]
 
@@ -70,8 +79,16 @@ class FleetResolver(ModelResolver):
         )
 
     async def start_on_request(self, model_id: str) -> None:
-        """Start the model; the router then polls :meth:`resolve` until it is Ready."""
-        await self._start(model_id)
+        """Start the model; the router then polls :meth:`resolve` until it is Ready.
+
+        Raises:
+            StartDeferredError: its node cannot start it yet (its llama-server is still being built).
+            MirbadError: the start was refused or failed.
+        """
+        try:
+            await self._start(model_id)
+        except NodeNotReadyToStartError as exc:
+            raise StartDeferredError(exc.message) from exc
 
     def _created(self, endpoint: AgentEndpoint) -> int:
         node = self._cache.node(endpoint.node_id)

@@ -297,13 +297,21 @@ def remove_node(node_id: str) -> AdminCall[None]:
 
 
 def enrollment_token(
-    node_name: str, ttl: timedelta | float, address: str | None
+    node_name: str,
+    ttl: timedelta | float,
+    address: str | None,
+    agent_url: str | None = None,
+    reenroll: bool = False,
 ) -> AdminCall[EnrollmentTokenIssued]:
     """``POST /api/nodes/enrollment-tokens``."""
     seconds = ttl.total_seconds() if isinstance(ttl, timedelta) else ttl
     body: dict[str, Any] = {"nodeName": node_name, "ttlSeconds": round(seconds)}
     if address is not None:
         body["address"] = address
+    if agent_url is not None:
+        body["agentUrl"] = agent_url
+    if reenroll:
+        body["reenroll"] = True
     return AdminCall("POST", f"{API}/nodes/enrollment-tokens", _one(EnrollmentTokenIssued), body=body)
 
 

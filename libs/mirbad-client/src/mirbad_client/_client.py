@@ -308,10 +308,32 @@ class MirbadClient:
         self._send(calls.remove_node(node_id))
 
     def enrollment_token(
-        self, node_name: str, ttl: timedelta | float = 3600.0, *, address: str | None = None
+        self,
+        node_name: str,
+        ttl: timedelta | float = 3600.0,
+        *,
+        address: str | None = None,
+        agent_url: str | None = None,
+        reenroll: bool = False,
     ) -> EnrollmentTokenIssued:
-        """A one-time token for a new node (``ttl`` in seconds or a timedelta), with its enroll command."""
-        return self._send(calls.enrollment_token(node_name, ttl, address))
+        """A one-time token for a new node (``ttl`` in seconds or a timedelta), with its enroll command.
+
+        Args:
+            node_name: the name the node's certificate will carry.
+            ttl: how long the token may be used (once): 60 s to the API's maximum.
+            address: the DNS name or IP address the master reaches the node's agent at: it goes into
+                the command (``--san``), and the node is registered at ``https://{address}:9443``
+                when it enrolls.
+            agent_url: where the node's agent answers when not ``https://{address}:9443``
+                (``https://host:port``); the node is registered there when it enrolls.
+            reenroll: the name is an existing node's: its new certificate replaces the old one.
+
+        Raises:
+            InvalidFieldError: a field is unusable (``nodeName``, ``ttlSeconds``, ``address``,
+                ``agentUrl``).
+            NodeExistsError: the name is an existing node's and ``reenroll`` was not given.
+        """
+        return self._send(calls.enrollment_token(node_name, ttl, address, agent_url, reenroll))
 
     # ------------------------------------------------------------ API keys
 

@@ -44,6 +44,7 @@ __all__ = [
     "NodeError",
     "NodeFeatureMissingError",
     "NodeIdentityError",
+    "NodeNotReadyToStartError",
     "NodeRegistryError",
     "NodeTimeoutError",
     "NodeUnreachableError",
@@ -338,6 +339,15 @@ class AgentRequestError(NodeError):
 
 class NodeConflictError(AgentRequestError):
     """The node refused a start for now (HTTP 409 at the admin API); the message says why."""
+
+
+class NodeNotReadyToStartError(NodeConflictError):
+    """The node cannot start the model yet, but will be able to later without anyone's doing.
+
+    Its executable is still being installed, say (``mirbad up``'s background llama-server build). The
+    health monitor tries the start again later instead of counting it as a crash of the model; the
+    router answers the ``/v1`` request as for a model still starting (503, ``Retry-After``).
+    """
 
 
 class AgentAdmissionRefusedError(NodeConflictError):

@@ -108,7 +108,9 @@ class ModelResolver(ABC):
         The router then polls :meth:`resolve` until the model is Ready or Failed, or its start-up timeout
         passes. Starting a model that is already starting must be harmless. A refusal (not enough memory,
         an unreachable node) raises a :class:`~mirbad_protocol.MirbadError` subclass, whose message the
-        router passes on in a 503.
+        router passes on in a 503 ``model_start_failed``; a start that only cannot happen *yet* raises
+        :class:`~mirbad_router.exceptions.StartDeferredError`, answered 503 ``model_not_ready`` (both
+        with ``Retry-After``).
         """
 
 

@@ -167,6 +167,17 @@ def start_timed_out(served_name: str, state: ModelState, waited_s: float) -> JSO
     )
 
 
+def start_deferred(served_name: str, reason: str) -> JSONResponse:
+    """503 ``model_not_ready``: the model cannot be started yet (the reason says until when)."""
+    return error_response(
+        503,
+        f"The model '{served_name}' cannot be started yet: {reason.rstrip('.')}; retry later.",
+        code="model_not_ready",
+        type="server_error",
+        retry_after=NOT_READY_RETRY_AFTER_S,
+    )
+
+
 def start_refused(served_name: str, reason: str) -> JSONResponse:
     """503 ``model_start_failed``: starting the model on request was refused or failed."""
     return error_response(

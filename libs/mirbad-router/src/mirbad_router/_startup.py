@@ -12,6 +12,7 @@ from . import _errors as errors
 from ._contracts import ModelResolver, Resolution
 from ._forward import CLIENT_CLOSED_REQUEST
 from ._relay import wait_for_disconnect
+from .exceptions import StartDeferredError
 
 __all__: list[str] = []
 
@@ -27,6 +28,8 @@ async def wait_until_ready(
     if model.state is not ModelState.STARTING:
         try:
             await resolver.start_on_request(model.model_id)
+        except StartDeferredError as error:
+            return errors.start_deferred(model.served_name, str(error))
         except MirbadError as error:
             return errors.start_refused(model.served_name, str(error))
     wait = _StartWait(resolver, model)

@@ -11,6 +11,7 @@ from mirbad_protocol import MirbadError
 __all__ = [
     "MirbadRouterError",
     "RequestTooLargeError",
+    "StartDeferredError",
     "UpstreamConnectError",
     "UpstreamError",
     "UpstreamResponseError",
@@ -36,6 +37,15 @@ class RequestTooLargeError(MirbadRouterError):
         super().__init__(f"the request body is larger than {limit} bytes{said}")
         self.limit = limit
         self.declared = declared
+
+
+class StartDeferredError(MirbadRouterError):
+    """A resolver's start on request cannot happen yet but will later: answer 503 with ``Retry-After``.
+
+    Raised by :meth:`~mirbad_router.ModelResolver.start_on_request` (the model's executable is still
+    being installed, say); the client is told to retry as for a model still starting, not that the
+    start failed. The message says why, for people.
+    """
 
 
 class UpstreamError(MirbadRouterError):

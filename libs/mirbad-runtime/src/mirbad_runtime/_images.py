@@ -121,6 +121,9 @@ class NodeImages:
         timeout_s: the bound of a listing and docker-py's HTTP timeout.
         pull_timeout_s: the bound of a whole pull.
         stall_timeout_s: a pull fails when Docker sends no progress for this long.
+        network: the agent's model network: only the model containers on it make an image *in use*, as
+            only they are this agent's (another fleet on the same dockerd has its own network);
+            ``None`` counts every model container.
     """
 
     def __init__(
@@ -130,8 +133,10 @@ class NodeImages:
         timeout_s: float = 30.0,
         pull_timeout_s: float = 1800.0,
         stall_timeout_s: float = 300.0,
+        network: str | None = None,
     ) -> None:
         self._gateway = DockerGateway(base_url, timeout_s)
+        self._network = network
         self._pull_timeout_s = pull_timeout_s
         self._stall_timeout_s = stall_timeout_s
         self._jobs: dict[str, _PullJob] = {}
@@ -139,7 +144,7 @@ class NodeImages:
 
     async def images(self) -> list[ImageInfo]:
         """The vLLM images (see :func:`is_vllm_image`) and any image a model container runs, newest first."""
-        return await self._gateway.call("list images", _list_images)
+        return await self._gateway.call("list images", lambda client: _list_images(client, self._network))
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Host the pulls until cancelled (a running pull is stopped with it)."""
@@ -241,8 +246,12 @@ def _not_running() -> MirbadRuntimeError:
     return RuntimeUnavailableError("the agent is not hosting image pulls (it is starting or stopping)")
 
 
-def _list_images(client: DockerClient) -> list[ImageInfo]:
-    used = {c.get("ImageID") for c in client.api.containers(all=True, filters={"label": MODEL_LABEL})}
+def _list_images(client: DockerClient, network: str | None) -> list[ImageInfo]:
+    # The same filter as the container driver's listing of its own models (model_containers).
+    filters: dict[str, str] = {"label": MODEL_LABEL}
+    if network is not None:
+        filters["network"] = network
+    used = {c.get("ImageID") for c in client.api.containers(all=True, filters=filters)}
     images = []
     for entry in client.api.images():
         tags = [tag for tag in entry.get("RepoTags") or [] if tag != "<none>:<none>"]

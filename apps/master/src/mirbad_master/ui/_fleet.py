@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Final
+from urllib.parse import quote
 
 import anyio
 
@@ -29,6 +30,7 @@ __all__ = [
     "fleet_snapshot",
     "parse_tags",
     "read_starting",
+    "tags_param",
 ]
 
 STARTING_POLL_S: Final = 0.5
@@ -180,6 +182,11 @@ def parse_tags(text: str | None) -> list[str]:
         if tag and tag not in seen:
             seen.append(tag)
     return seen
+
+
+def tags_param(tags: list[str]) -> str:
+    """``tags=a,b`` for a URL (the inverse of :func:`parse_tags`), or ``""`` without tags."""
+    return f"tags={quote(','.join(tags), safe=',')}" if tags else ""
 
 
 def _used(node: NodeSummary) -> float:

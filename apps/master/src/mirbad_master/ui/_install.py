@@ -111,11 +111,11 @@ def _pages(portal: Portal) -> None:
         return None
 
     @ui.page("/models/{model_id}/edit")
-    async def edit_model(request: Request, model_id: str) -> Response | None:
+    async def edit_model(request: Request, model_id: str, tags: str = "") -> Response | None:
         if (refused := await portal.guard(request)) is not None:
             return refused
         with frame(portal, request, "/models"):
-            await render_model_editor(portal, model_id)
+            await render_model_editor(portal, model_id, parse_tags(tags))
         return None
 
     @ui.page("/models/{model_id}/logs")

@@ -3,7 +3,9 @@
 A first ``mirbad up`` from ``dev.py up`` serves the portal while llama-server is still compiling (see
 :mod:`mirbad_master._llama_server_build`); this line says how far it is, so nobody wonders why the
 llama.cpp runtime catalogues nothing yet. The node cards are read again every few seconds, and the line
-with them.
+with them. A llama.cpp model's card on the Models page says the same where the build is what it waits
+for , and the "catalogues no llama-server" hint only where nothing
+builds one (``_llama_server_hint``).
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ from mirbad_master._llama_server_build import LlamaServerBuild
 
 from ._marks import code_block, testid
 
-__all__ = ["BUILD_LINE_ID", "render_llama_server_build"]
+__all__ = ["BUILD_COLOURS", "BUILD_LINE_ID", "render_llama_server_build"]
 
 BUILD_LINE_ID: Final = "llama-server-build"
 """The ``data-testid`` of the build's line."""
-_COLOURS: Final = {"building": "text-info", "ready": "text-positive", "failed": "text-negative"}
+BUILD_COLOURS: Final = {"building": "text-info", "ready": "text-positive", "failed": "text-negative"}
+"""The text colour of each build state."""
 _ICONS: Final = {"building": "construction", "ready": "check_circle", "failed": "error"}
 
 
@@ -30,8 +33,9 @@ def render_llama_server_build(build: LlamaServerBuild | None) -> None:
         return
     status = build.status()
     with ui.row().classes("items-center gap-2"):
-        ui.icon(_ICONS[status.state], size="xs").classes(_COLOURS[status.state])
-        testid(ui.label(status.describe()).classes(f"text-body2 {_COLOURS[status.state]}"), BUILD_LINE_ID)
+        ui.icon(_ICONS[status.state], size="xs").classes(BUILD_COLOURS[status.state])
+        line = ui.label(status.describe()).classes(f"text-body2 {BUILD_COLOURS[status.state]}")
+        testid(line, BUILD_LINE_ID)
     if status.state == "building":
         # An estimate, never full: a build slower than usual stays just short of the end.
         share = min(status.elapsed_s / status.expected_s, 0.95) if status.expected_s > 0 else 0.0

@@ -22,6 +22,7 @@ from mirbad_protocol import InvalidFieldError, MirbadError, ModelDefinition, Pro
 
 from . import _actions as actions
 from ._downloads import render_source_downloads
+from ._fleet import tags_param
 from ._marks import code_block, link_button, testid
 from ._model_form import FORM_FIELDS, FormCheck, check_form, form_from_definition
 from ._nodes import CATALOGUE_FIX
@@ -31,6 +32,7 @@ __all__ = [
     "ANY_NODE",
     "NEW_MODEL_DEFAULTS",
     "executables_of",
+    "models_url",
     "node_options",
     "render_model_editor",
     "saved_url",
@@ -94,9 +96,19 @@ def executables_of(services: MasterServices) -> list[str]:
     return sorted(found)
 
 
-def saved_url(model_id: str) -> str:
-    """Where the editor goes after a save: the Models page with the saved model in focus."""
-    return f"/models?focus={quote(model_id)}"
+def saved_url(model_id: str, tags: list[str] | None = None) -> str:
+    """Where the editor goes after a save: the Models page with the saved model in focus.
+
+    ``tags`` is the filter of the Models page the editor was opened from, kept in the URL.
+    """
+    filtered = tags_param(tags or [])
+    return f"/models?{filtered + '&' if filtered else ''}focus={quote(model_id)}"
+
+
+def models_url(tags: list[str] | None = None) -> str:
+    """The Models page with the filter ``tags`` (where Cancel goes back to)."""
+    filtered = tags_param(tags or [])
+    return f"/models?{filtered}" if filtered else "/models"
 
 
 def node_options(nodes: list[str], current: str, default_node: str) -> dict[str, str]:
@@ -121,8 +133,12 @@ def total_gib_for(services: MasterServices, definition: ModelDefinition | None, 
     return launch_total_gib(state.memory, gpus)
 
 
-async def render_model_editor(portal: Portal, model_id: str | None) -> None:
-    """Build the editor for a new model (``model_id`` None) or a saved one."""
+async def render_model_editor(portal: Portal, model_id: str | None, tags: list[str] | None = None) -> None:
+    """Build the editor for a new model (``model_id`` None) or a saved one.
+
+    ``tags`` is the filter of the Models page it was opened from (``?tags=``): Save and Cancel go back
+    to the page with that filter.
+    """
     services = portal.services
     base = await services.models.get(model_id) if model_id is not None else None
     executables = executables_of(services)
@@ -151,7 +167,7 @@ async def render_model_editor(portal: Portal, model_id: str | None) -> None:
     if base is not None:
         render_source_downloads(portal, base)
     saving = testid(ui.button("Save", icon="save"), "save-model")
-    link_button("Cancel", "/models").props("flat")
+    link_button("Cancel", models_url(tags)).props("flat")
 
     # A new form does not greet its visitor with messages: an input shows its message once it was
     # changed, and every input once Save was pressed.
@@ -192,7 +208,7 @@ async def render_model_editor(portal: Portal, model_id: str | None) -> None:
             return
         ui.notify(f"{stored.id} saved", type="positive")
         # Replace the editor's entry: Back then leaves the saved model rather than reopening its form.
-        ui.run_javascript(f"window.location.replace({json.dumps(saved_url(stored.id))})")
+        ui.run_javascript(f"window.location.replace({json.dumps(saved_url(stored.id, tags))})")
 
     def watch(name: str, element: ValueElement[Any]) -> None:
         async def changed() -> None:

@@ -15,17 +15,18 @@ from urllib.parse import quote
 
 from nicegui import ui
 
+from mirbad_master._llama_server_build import LlamaServerBuild
 from mirbad_orchestration import AgentAdmissionRefusedError
 from mirbad_protocol import AgentInfo, MirbadError, ModelState
 
 from . import _actions as actions
 from ._downloads import render_models_downloads
-from ._fleet import STARTING_POLL_S, FleetSnapshot, ModelRow, fleet_snapshot, read_starting
+from ._fleet import STARTING_POLL_S, FleetSnapshot, ModelRow, fleet_snapshot, read_starting, tags_param
 from ._format import DASH, gib, memory_in_use, pause_text, per_second, state_color
+from ._llama_server_hint import render_llama_server_hint
 from ._marks import link_button, testid
 from ._missing_files import MissingFilesNotes
 from ._model_dialogs import change_line, confirm_delete, confirm_force, confirm_restart
-from ._nodes import catalogue_hint, lacks_llama_server
 from ._portal import Portal
 
 __all__ = ["FOCUSED_CLASS", "REFRESH_S", "render_models", "tags_query"]
@@ -106,6 +107,7 @@ async def render_models(portal: Portal, selected: list[str], focus: str | None =
         stop=lambda row: run(lambda: actions.stop_model(services, row.id), f"{row.id} stopped"),
         restart=restart,
         delete=delete,
+        tags=selected,
     )
 
     shown: list[FleetSnapshot] = []
@@ -126,7 +128,7 @@ async def render_models(portal: Portal, selected: list[str], focus: str | None =
                 )
             for row in rows:
                 info = snapshot.node_info(row.view.status.node_id)
-                _model_card(row, handlers, info, row.id == focus, notes)
+                _model_card(row, handlers, info, row.id == focus, notes, services.llama_server_build)
 
     async def settle() -> None:
         if shown and await read_starting(services, shown[0]):
@@ -149,6 +151,7 @@ class _Handlers:
     stop: Callable[[ModelRow], Awaitable[None]]
     restart: Callable[[ModelRow], None]
     delete: Callable[[ModelRow], None]
+    tags: list[str]  # the page's filter: the editor comes back to it after a save
 
 
 def _tag_filter(snapshot: FleetSnapshot, selected: list[str]) -> None:
@@ -171,7 +174,12 @@ def _tag_filter(snapshot: FleetSnapshot, selected: list[str]) -> None:
 
 
 def _model_card(
-    row: ModelRow, handlers: _Handlers, node_info: AgentInfo | None, focused: bool, notes: MissingFilesNotes
+    row: ModelRow,
+    handlers: _Handlers,
+    node_info: AgentInfo | None,
+    focused: bool,
+    notes: MissingFilesNotes,
+    build: LlamaServerBuild | None,
 ) -> None:
     definition, status = row.view.definition, row.view.status
     card = ui.card().classes("w-full").props("flat bordered")
@@ -201,9 +209,8 @@ def _model_card(
                 ModelState.STARTING,
             ):
                 ui.label(status.error.strip().splitlines()[-1]).classes("text-caption text-negative")
-            if definition.runtime == "llamacpp" and not row.running and lacks_llama_server(node_info):
-                hint = ui.label(catalogue_hint(status.node_id or "?")).classes("text-caption text-warning")
-                testid(hint, f"catalogue-hint-{row.id}")
+            if not row.running:
+                render_llama_server_hint(definition, status.node_id, node_info, build)
             notes.note(definition)
             if definition.tags:
                 with ui.row().classes("gap-1"):
@@ -256,7 +263,8 @@ def _buttons(row: ModelRow, handlers: _Handlers) -> None:
             ("Tuning", "tune", "tuning"),
         )
         for label, icon, page in pages:
-            link = link_button(label, f"/models/{quote(row.id)}/{page}", icon=icon)
+            query = f"?{tags_param(handlers.tags)}" if page == "edit" and handlers.tags else ""
+            link = link_button(label, f"/models/{quote(row.id)}/{page}{query}", icon=icon)
             testid(link.props("flat dense no-caps color=primary"), f"{page}-{row.id}")
         _button("Delete", "delete", f"delete-{row.id}", lambda: handlers.delete(row), color="grey-7")
 

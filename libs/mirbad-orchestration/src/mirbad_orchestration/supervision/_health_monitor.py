@@ -10,7 +10,9 @@ Stopped has crashed: it is restarted through the lane after a growing backoff, a
 ``crash_restart_limit`` times in a row its restarts are paused (persisted, shown by the UI) until a
 start by hand or a long enough Ready spell. Models something else owns right now (a maintenance
 window, a tuning run, a job) are left alone. Optionally, a Ready model without requests for its idle
-time is stopped, explicitly, so it is not mistaken for a crash.
+time is stopped, explicitly, so it is not mistaken for a crash. A launch the node refuses for now
+(:class:`~mirbad_orchestration.exceptions.NodeNotReadyToStartError`: its llama-server is still being
+built, say) is no crash either: it is tried again a poll later.
 
 Starts and stops by hand go through :attr:`HealthMonitor.control` (a :class:`ModelControl`, in
 ``_lifecycle``), the same path as the monitor's own idle unloads, so that the recovery state, the pauses
@@ -269,6 +271,12 @@ class HealthMonitor:
         # Runs once the key is no longer busy, so a restart it schedules is not forgotten.
         if outcome.failure is not None:
             await self._count_crash(key, outcome.failure, node_down=outcome.node_down)
+        elif outcome.deferred is not None:
+            # Not the model's failure (its node cannot start it yet): tried again a poll later,
+            # with no crash counted, so it neither backs off nor ends paused.
+            _logger.debug("model %s on %s: not started yet (%s)", key[1], key[0], outcome.deferred)
+            self._busy.add(key)
+            self._spawn(partial(self._restart_after, key, self._settings.poll_interval))
 
     # ------------------------------------------------------------------ crashes
 

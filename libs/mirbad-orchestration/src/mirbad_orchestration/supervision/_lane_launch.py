@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
 
-from mirbad_orchestration.exceptions import NodeTimeoutError, NodeUnreachableError
+from mirbad_orchestration.exceptions import NodeNotReadyToStartError, NodeTimeoutError, NodeUnreachableError
 from mirbad_orchestration.fleet import ModelRuntime
 from mirbad_orchestration.stores import AuditLog, AuditOutcome
 from mirbad_protocol import MirbadError, ModelState, ModelStatus
@@ -36,11 +36,13 @@ class LaunchOutcome:
         status: the last status read; ``None`` when nothing was launched (no longer wanted).
         failure: why the model did not come up, when it did not (one more crash in a row).
         node_down: the failure was the node not answering, which says nothing about the model.
+        deferred: why the node cannot start the model yet (no crash: the launch is tried again later).
     """
 
     status: ModelStatus | None = None
     failure: str | None = None
     node_down: bool = False
+    deferred: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,6 +67,8 @@ class LaneLauncher:
                 return await self._launch_in_lane(node_id, model_id)
         except (NodeUnreachableError, NodeTimeoutError) as exc:
             return LaunchOutcome(failure=str(exc), node_down=True)
+        except NodeNotReadyToStartError as exc:
+            return LaunchOutcome(deferred=str(exc))
         except MirbadError as exc:
             return LaunchOutcome(failure=str(exc) or type(exc).__name__)
 
@@ -79,6 +83,8 @@ class LaneLauncher:
         await self.recovery.add(node_id, model_id)
         try:
             status = await self.runtime.start(definition)
+        except NodeNotReadyToStartError:
+            raise  # nothing was started and nothing failed: no audit line for each try
         except MirbadError as exc:
             await self._audit_start(node_id, model_id, "failed", str(exc))
             raise
