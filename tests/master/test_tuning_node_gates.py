@@ -94,7 +94,7 @@ async def test_a_folder_with_mtp_layers_gets_the_mtp_depths(master: Master) -> N
     plain = QWEN | {"id": "plain", "servedName": "plain", "modelPath": "plain", "speculative": mtp}
     without = await tuned(master, plain, steps=["speculative"])
 
-    # The image's MTP architectures stay unknown: the saved MTP config is the proof it runs.
+    # The pinned vLLM registers Qwen3NextMTP: the MTP layers in config.json decide.
     assert {"mtp-2", "mtp-3", "mtp-5"} <= set(tried(with_layers, "speculative"))
     assert not [value for value in tried(without, "speculative") if str(value).startswith("mtp-")]
     assert any("no MTP layers" in note for note in without["notes"])
