@@ -122,6 +122,9 @@ class ModelFolders:
     async def model_config(self, path: str) -> ModelConfigInfo:
         """The ``config.json`` and weights' size of the model folder ``path`` (found as a launch finds it).
 
+        A Hugging Face cache repo folder (``models--org--name``, a root that is a hub cache) answers
+        for the snapshot its ``refs/main`` names.
+
         Raises:
             RequestRefusedError: the path is a file (``invalid_request``, field ``path``), or its
                 ``config.json`` is over :data:`~mirbad_protocol.MAX_MODEL_CONFIG_BYTES` or not a JSON
@@ -146,7 +149,7 @@ class ModelFolders:
                 raise RequestRefusedError(
                     AgentErrorCode.INVALID_REQUEST, f"{path!r} is a file, not a model folder", field="path"
                 )
-            return _read_model_config(real_root, target, path)
+            return _read_model_config(real_root, _hub_snapshot(real_root, target, path), path)
         raise PathNotFoundError(path)
 
     def _list(self, root: int, path: str) -> FolderListing:
@@ -203,6 +206,21 @@ class ModelFolders:
                 return False
             return bool(parts)
         return False
+
+
+def _hub_snapshot(real_root: Path, folder: Path, path: str) -> Path:
+    """A Hugging Face cache repo folder (``models--org--name``) read as the snapshot its ``refs/main`` names.
+
+    Any other folder is itself. The snapshot must stay inside the root like any other path.
+    """
+    ref = folder / "refs" / "main"
+    if (folder / "config.json").exists() or not ref.is_file():
+        return folder
+    revision = ref.read_text(encoding="ascii", errors="replace").strip()
+    if not revision or "/" in revision or "\\" in revision or revision in (".", ".."):
+        return folder
+    _, snapshot = _resolve(real_root, (*folder.relative_to(real_root).parts, "snapshots", revision), path)
+    return snapshot
 
 
 def _read_model_config(real_root: Path, folder: Path, path: str) -> ModelConfigInfo:

@@ -260,12 +260,15 @@ def mtp_gate(config: Mapping[str, Any], registered: Sequence[str], saved: ModelD
     return GateVerdict((), f"MTP not tried: {image} register {names}")
 
 
-def draft_depth_gate(saved: ModelDefinition, drafter_config: Mapping[str, Any] | None) -> GateVerdict:
+def draft_depth_gate(
+    saved: ModelDefinition, drafter_config: Mapping[str, Any] | None, *, unknown: str | None = None
+) -> GateVerdict:
     """The draft-model depths to try: ``{saved, 3, 7, 11}`` capped by the drafter's trained block size.
 
     Only with a configured draft model (a speculative config naming a ``model`` that is not MTP); the
     block size comes from the drafter's ``config.json`` (``block_size``, or its ``dflash_config``'s);
-    unknown, only the saved depth is tried.
+    unknown, only the saved depth is tried, and the note says why (``unknown``: why there is no
+    ``config.json``, e.g. the drafter is not on the node).
     """
     spec = saved.speculative
     if spec is None or spec.model is None or spec.method == "mtp":
@@ -274,8 +277,9 @@ def draft_depth_gate(saved: ModelDefinition, drafter_config: Mapping[str, Any] |
     saved_depths = () if depth is None else (depth,)
     block = drafter_block_size(drafter_config or {})
     if block is None:
+        why = f": {unknown}" if unknown else ""
         return GateVerdict(
-            saved_depths, "draft-model depths: the drafter's block size is unknown (saved only)"
+            saved_depths, f"draft-model depths: the drafter's block size is unknown (saved only){why}"
         )
     depths = sorted({*saved_depths, *DRAFT_DEPTHS})
     kept = tuple(value for value in depths if 0 < value <= block)

@@ -120,6 +120,7 @@ class GateInputs:
     Attributes:
         config: the model's ``config.json``.
         drafter_config: the draft model's ``config.json`` (None: unknown or none).
+        drafter_unknown: why the draft model's ``config.json`` is unknown (the plan's note says it).
         mtp_architectures: the MTP architectures the image registers (empty: unknown image).
         kv_auto_fits: the memory gate's verdict on KV ``auto`` (None: unknown).
         weights_bytes: the weights' size on disk.
@@ -130,6 +131,7 @@ class GateInputs:
 
     config: Mapping[str, Any] = field(default_factory=dict)
     drafter_config: Mapping[str, Any] | None = None
+    drafter_unknown: str | None = None
     mtp_architectures: tuple[str, ...] = ()
     kv_auto_fits: bool | None = None
     weights_bytes: int | None = None
@@ -208,7 +210,7 @@ def _speculative_values(saved: ModelDefinition, gates: GateInputs, notes: list[s
         and saved.speculative.model is not None
         and saved.speculative.method != "mtp"
     ):
-        draft = draft_depth_gate(saved, gates.drafter_config)
+        draft = draft_depth_gate(saved, gates.drafter_config, unknown=gates.drafter_unknown)
         if draft.note:
             notes.append(f"speculative: {draft.note}")
         values += [f"draft-{depth}" for depth in draft.values]
