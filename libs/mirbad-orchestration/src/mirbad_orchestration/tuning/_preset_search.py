@@ -391,7 +391,9 @@ def preset_plan(
         phase_a = [seqs, _batched_dimension(saved, notes)]
         return TuningPlan(tuple(d for d in phase_a if d.name in chosen), tuple(notes))
     graphs = "cudagraph_mode" in chosen
-    speculative = _speculative_values(saved, gates, notes)
+    # The speculative gates' notes belong to a plan that tries speculative depths, not to any plan.
+    tries_depths = bool({"speculative", "cudagraph_mode"} & chosen)
+    speculative = _speculative_values(saved, gates, notes if tries_depths else [])
     dimensions: list[Dimension] = []
     if "kv_prefix" in chosen:
         dimensions.append(_kv_prefix_dimension(gates, notes))
