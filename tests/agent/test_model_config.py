@@ -11,6 +11,8 @@ import httpx
 import pytest
 from tests.agent.test_routes import Node, error_of, make_node
 
+from mirbad_agent import ModelFolders
+from mirbad_agent.exceptions import PathNotFoundError
 from mirbad_protocol import (
     MAX_MODEL_CONFIG_BYTES,
     ROUTE_MODEL_CONFIG,
@@ -128,3 +130,21 @@ async def test_a_hugging_face_cache_repo_answers_for_its_main_snapshot(tmp_path:
         assert (info.config, info.weights_bytes, info.weights_files) == ({"block_size": 8}, 40, 1)
         gone = await get(built, "models--z-lab--gone")
         assert gone.status_code == 404, gone.text
+
+
+async def test_the_containers_hub_cache_is_looked_in_last(tmp_path: Path) -> None:
+    root, hub = tmp_path / "models", tmp_path / "cache" / "huggingface" / "hub"
+    (root / "models--z-lab--drafter").mkdir(parents=True)
+    (root / "models--z-lab--drafter" / "config.json").write_text('{"block_size": 4}')  # a root wins
+    snapshot = hub / "models--z-lab--other" / "snapshots" / "abc"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text('{"block_size": 16}')
+    (hub / "models--z-lab--other" / "refs").mkdir()
+    (hub / "models--z-lab--other" / "refs" / "main").write_text("abc")
+    folders = ModelFolders([root], hub_cache=hub)
+
+    assert (await folders.model_config("models--z-lab--drafter")).config == {"block_size": 4}
+    assert (await folders.model_config("models--z-lab--other")).config == {"block_size": 16}
+    assert not (await folders.present(["models--z-lab--other"]))[0].present  # a launch never looks there
+    with pytest.raises(PathNotFoundError):
+        await ModelFolders([root]).model_config("models--z-lab--other")
