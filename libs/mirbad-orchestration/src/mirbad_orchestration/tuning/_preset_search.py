@@ -121,7 +121,8 @@ class GateInputs:
         config: the model's ``config.json``.
         drafter_config: the draft model's ``config.json`` (None: unknown or none).
         drafter_unknown: why the draft model's ``config.json`` is unknown (the plan's note says it).
-        mtp_architectures: the MTP architectures the image registers (empty: unknown image).
+        mtp_architectures: the MTP architectures the image registers (empty: the pinned vLLM's list,
+            :data:`~mirbad_orchestration.tuning.VLLM_MTP_ARCHITECTURES`).
         kv_auto_fits: the memory gate's verdict on KV ``auto`` (None: unknown).
         weights_bytes: the weights' size on disk.
         weights_format: their format (``bf16``, ``fp8``, ``awq`` …; None: bf16).
