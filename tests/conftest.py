@@ -22,16 +22,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if missing is None:
                 continue
             if part in required:
-                item.add_marker(pytest.mark.usefixtures("_fail_required_part"))
                 item.user_properties.append(("missing_part", f"{part}: {missing}"))
             else:
                 item.add_marker(pytest.mark.skip(reason=f"{part}: {missing}"))
 
 
-@pytest.fixture
-def _fail_required_part(request: pytest.FixtureRequest) -> None:
-    reasons = [value for key, value in request.node.user_properties if key == "missing_part"]
-    pytest.fail(f"MIRBAD_REQUIRE names a missing component: {'; '.join(reasons)}", pytrace=False)
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Fail a test whose required part is missing before any of its fixtures starts anything.
+
+    A ``usefixtures`` mark added at collection came too late for the item's fixtures (their list is
+    fixed when the item is made), so such a test ran on as if the part were there.
+    """
+    _fail_if_missing(item)
+
+
+def _fail_if_missing(item: pytest.Item) -> None:
+    reasons = [str(value) for key, value in item.user_properties if key == "missing_part"]
+    if reasons:
+        pytest.fail(f"MIRBAD_REQUIRE names a missing component: {'; '.join(reasons)}", pytrace=False)
 
 
 @pytest.fixture

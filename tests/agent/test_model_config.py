@@ -11,6 +11,8 @@ import httpx
 import pytest
 from tests.agent.test_routes import Node, error_of, make_node
 
+from mirbad_agent import ModelFolders
+from mirbad_agent.exceptions import PathNotFoundError
 from mirbad_protocol import (
     MAX_MODEL_CONFIG_BYTES,
     ROUTE_MODEL_CONFIG,
@@ -100,3 +102,49 @@ def test_the_route_and_its_refusal_are_in_the_contract() -> None:
     # The wire keeps the config's own keys (snake_case), only the envelope's fields are camelCase.
     wire = ModelConfigInfo(path="m", config={"num_hidden_layers": 2}, weights_bytes=5).to_wire()
     assert wire == {"path": "m", "config": {"num_hidden_layers": 2}, "weightsBytes": 5}
+
+
+async def test_a_hugging_face_cache_repo_answers_for_its_main_snapshot(tmp_path: Path) -> None:
+    root = tmp_path / "hub"
+    repo = root / "models--z-lab--drafter"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("c0ffee\n")
+    (repo / "blobs").mkdir()
+    (repo / "blobs" / "cfg").write_text(json.dumps({"block_size": 8}))
+    (repo / "blobs" / "weights").write_bytes(b"x" * 40)
+    for revision in ("c0ffee", "0ld"):
+        snapshot = repo / "snapshots" / revision
+        snapshot.mkdir(parents=True)
+        (snapshot / "config.json").symlink_to(repo / "blobs" / "cfg")
+        (snapshot / "model.safetensors").symlink_to(repo / "blobs" / "weights")
+    (repo / "snapshots" / "0ld" / "extra.safetensors").write_bytes(b"x" * 5)
+    stale = root / "models--z-lab--gone"
+    (stale / "refs").mkdir(parents=True)
+    (stale / "refs" / "main").write_text("missing")
+    built = make_node(root)
+    async with built.client, built.services:
+        answer = await get(built, "models--z-lab--drafter")
+        assert answer.status_code == 200, answer.text
+        info = ModelConfigInfo.from_wire(answer.json())
+        # refs/main's snapshot, not the older one beside it; the blobs it links to count.
+        assert (info.config, info.weights_bytes, info.weights_files) == ({"block_size": 8}, 40, 1)
+        gone = await get(built, "models--z-lab--gone")
+        assert gone.status_code == 404, gone.text
+
+
+async def test_the_containers_hub_cache_is_looked_in_last(tmp_path: Path) -> None:
+    root, hub = tmp_path / "models", tmp_path / "cache" / "huggingface" / "hub"
+    (root / "models--z-lab--drafter").mkdir(parents=True)
+    (root / "models--z-lab--drafter" / "config.json").write_text('{"block_size": 4}')  # a root wins
+    snapshot = hub / "models--z-lab--other" / "snapshots" / "abc"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text('{"block_size": 16}')
+    (hub / "models--z-lab--other" / "refs").mkdir()
+    (hub / "models--z-lab--other" / "refs" / "main").write_text("abc")
+    folders = ModelFolders([root], hub_cache=hub)
+
+    assert (await folders.model_config("models--z-lab--drafter")).config == {"block_size": 4}
+    assert (await folders.model_config("models--z-lab--other")).config == {"block_size": 16}
+    assert not (await folders.present(["models--z-lab--other"]))[0].present  # a launch never looks there
+    with pytest.raises(PathNotFoundError):
+        await ModelFolders([root]).model_config("models--z-lab--other")

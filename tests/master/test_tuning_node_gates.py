@@ -1,7 +1,7 @@
 """The preset search's gates read a Hugging Face folder on its node (``GET /agent/v1/model-config``).
 
 A real master composition on the fake agent: the agent answers the folder's ``config.json`` and its
-weights' size, the master's gate reader (:class:`~mirbad_orchestration.tuning.FleetGateInputs`, wired
+weights' size, the master's gate reader (:class:`~mirbad_orchestration.tuning.FleetNodeFacts`, wired
 in the composition) fills the gates, and the candidates are the preset simulator's, which records
 every definition it was asked to measure.
 """
@@ -94,7 +94,7 @@ async def test_a_folder_with_mtp_layers_gets_the_mtp_depths(master: Master) -> N
     plain = QWEN | {"id": "plain", "servedName": "plain", "modelPath": "plain", "speculative": mtp}
     without = await tuned(master, plain, steps=["speculative"])
 
-    # The image's MTP architectures stay unknown: the saved MTP config is the proof it runs.
+    # The pinned vLLM registers Qwen3NextMTP: the MTP layers in config.json decide.
     assert {"mtp-2", "mtp-3", "mtp-5"} <= set(tried(with_layers, "speculative"))
     assert not [value for value in tried(without, "speculative") if str(value).startswith("mtp-")]
     assert any("no MTP layers" in note for note in without["notes"])
@@ -177,3 +177,37 @@ async def test_the_plan_preview_reads_the_node_as_the_run_does(master: Master) -
     assert previewed.dimensions[0].values[:2] == (1, 2)
     assert 1 not in tags_only.dimensions[0].values
     assert unknown.dimensions[0].values == tags_only.dimensions[0].values
+
+
+async def test_a_preset_run_reads_the_model_s_folder_once(master: Master) -> None:
+    folder(master, "qwen", SHAPE, weights_bytes=4 * GIB)
+    fits = QWEN | {"memoryBudgetGiB": 6}
+    await tuned(master, fits, steps=["kv_prefix"])
+
+    # One read feeds both the KV gate's shape and the preset gates' inputs.
+    reads = [seen for seen in master.local.requests if seen[1].startswith("/agent/v1/model-config")]
+    assert reads == [("GET", "/agent/v1/model-config?path=qwen")]
+
+
+async def test_a_drafter_given_as_a_hub_id_is_read_from_the_node_s_hugging_face_cache(master: Master) -> None:
+    folder(master, "qwen", SHAPE)
+    folder(master, "models--z-lab--drafter", {"architectures": ["DFlashDraftModel"], "block_size": 8})
+    drafted = QWEN | {"speculative": {"model": "z-lab/drafter", "num_speculative_tokens": 3}}
+    run = await tuned(master, drafted, steps=["speculative"])
+
+    depths = [value for value in tried(run, "speculative") if str(value).startswith("draft-")]
+    assert set(depths) == {"draft-3", "draft-7"}  # 11 is over the drafter's block size 8
+    assert ("GET", "/agent/v1/model-config?path=z-lab%2Fdrafter") in master.local.requests
+    assert ("GET", "/agent/v1/model-config?path=models--z-lab--drafter") in master.local.requests
+
+
+async def test_a_drafter_the_node_does_not_have_keeps_the_saved_depth_and_says_why(master: Master) -> None:
+    folder(master, "qwen", SHAPE)
+    drafted = QWEN | {"speculative": {"model": "z-lab/missing", "num_speculative_tokens": 5}}
+    run = await tuned(master, drafted, steps=["speculative"])
+
+    depths = [value for value in tried(run, "speculative") if str(value).startswith("draft-")]
+    assert depths == ["draft-5"]
+    [note] = [note for note in run["notes"] if "drafter" in note]
+    assert note.startswith("speculative: draft-model depths: the drafter's block size is unknown")
+    assert "'z-lab/missing' is not on the node under a model root or in its Hugging Face cache" in note

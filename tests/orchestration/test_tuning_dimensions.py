@@ -10,6 +10,7 @@ from mirbad_orchestration.exceptions import UnknownTuningStepError
 from mirbad_orchestration.tuning import (
     ModelShape,
     apply_best,
+    effective_config,
     fingerprint,
     kv_auto_fits,
     kv_cache_bytes_per_token,
@@ -166,3 +167,22 @@ def test_a_pooling_model_tunes_only_its_batching() -> None:
     with pytest.raises(UnknownTuningStepError) as refused:
         plan_for(VLLM, pooling=True, steps=["speculative", "max_num_seqs"])
     assert refused.value.unknown == ["speculative"]
+
+
+def test_the_effective_configuration_shows_the_preset_search_s_switches() -> None:
+    switched = VLLM.model_copy(
+        update={
+            "enable_prefix_caching": False,
+            "async_scheduling": True,
+            "cudagraph_mode": "PIECEWISE",
+            "mamba_cache_mode": "align",
+        }
+    )
+    line = effective_config(switched)
+    assert line.endswith(
+        "speculative=off prefix-caching=off async-scheduling=on cudagraph=PIECEWISE mamba-cache=align"
+    )
+    # Candidates that differ only in a switch read differently, as their fingerprints do.
+    other = switched.model_copy(update={"async_scheduling": False})
+    assert effective_config(other) != line
+    assert "async-scheduling" not in effective_config(VLLM)  # unset: vLLM's default, nothing to show

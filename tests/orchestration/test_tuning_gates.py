@@ -12,6 +12,7 @@ from mirbad_orchestration.tuning import (
     BATCHED_TOKENS,
     MAX_NUM_SEQS,
     MTP_DEPTHS,
+    VLLM_MTP_ARCHITECTURES,
     architecture_base,
     batched_tokens_gate,
     draft_depth_gate,
@@ -19,6 +20,7 @@ from mirbad_orchestration.tuning import (
     is_mamba_hybrid,
     kv_gate,
     max_num_seqs_gate,
+    mtp_architecture,
     mtp_gate,
     prefix_pairs,
     weights_format,
@@ -56,12 +58,79 @@ def test_mtp_needs_layers_and_an_architecture_the_image_registers() -> None:
     assert "no MTP layers" in no_layers.note
 
 
-def test_an_unknown_image_trusts_only_a_saved_mtp_config() -> None:
-    assert mtp_gate(QWEN_MTP, [], SAVED_MTP).values == MTP_DEPTHS
-    unknown = mtp_gate(QWEN_MTP, [], SAVED)
-    assert unknown.values == ()
-    assert unknown.note is not None
-    assert "unknown" in unknown.note
+def test_without_an_image_list_the_pinned_vllms_mtp_architectures_decide() -> None:
+    # No saved MTP config needed: vLLM 0.32.0 registers Qwen3_5MoeMTP.
+    assert mtp_gate(QWEN_MTP, [], SAVED).values == MTP_DEPTHS
+    deepseek = {
+        "model_type": "deepseek_v3",
+        "architectures": ["DeepseekV3ForCausalLM"],
+        "num_nextn_predict_layers": 1,
+    }
+    assert mtp_architecture(deepseek) == "DeepSeekMTPModel"
+    assert mtp_gate(deepseek, [], SAVED).values == MTP_DEPTHS
+    llama = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "mtp_num_hidden_layers": 1}
+    refused = mtp_gate(llama, [], SAVED)
+    assert (refused.values, refused.note) == ((), "MTP not tried: vLLM 0.32.0 does not register LlamaMTP")
+    # The node's image may be newer than the pinned list: a saved MTP config is proof it runs there.
+    assert mtp_gate(llama, [], SAVED_MTP).values == MTP_DEPTHS
+    # An image's own list is the last word.
+    assert mtp_gate(llama, ["LlamaMTP"], SAVED).values == MTP_DEPTHS
+    assert mtp_gate(llama, ["Qwen3NextMTP"], SAVED_MTP).values == ()
+
+
+@pytest.mark.parametrize(
+    ("config", "architecture"),
+    [
+        ({"model_type": "deepseek_v32"}, "DeepseekV32MTPModel"),
+        ({"model_type": "glm_moe_dsa"}, "DeepseekV32MTPModel"),
+        ({"model_type": "qwen3_next"}, "Qwen3NextMTP"),
+        ({"text_config": {"model_type": "qwen3_5_moe_text"}}, "Qwen3_5MoeMTP"),
+        ({"model_type": "nemotron_h"}, "NemotronHMTPModel"),
+        ({"architectures": ["Glm4MoeForCausalLM"], "model_type": "glm4_moe"}, "Glm4MoeMTPModel"),
+        ({"architectures": ["MiMoV2FlashForCausalLM"]}, "MiMoV2MTPModel"),
+        ({"model_type": "deepseek_v41"}, None),  # V4.1 ships no classic MTP draft
+        ({"model_type": "llama", "architectures": ["LlamaForCausalLM"]}, None),
+    ],
+)
+def test_the_mtp_architecture_is_vllms_rewrite_of_the_checkpoint(
+    config: dict[str, Any], architecture: str | None
+) -> None:
+    assert mtp_architecture(config) == architecture
+    assert architecture is None or architecture in VLLM_MTP_ARCHITECTURES
+
+
+_NAMES = st.from_regex(r"[A-Z][A-Za-z0-9_]{0,20}", fullmatch=True)
+_SUFFIXES = st.sampled_from(["ForCausalLM", "ForConditionalGeneration", "Model", ""])
+
+
+@given(_NAMES, _SUFFIXES, st.integers(min_value=-2, max_value=4), st.booleans())
+def test_mtp_is_tried_exactly_with_layers_and_a_registered_family(
+    base: str, suffix: str, layers: int, registered: bool
+) -> None:
+    config = {"architectures": [base + suffix], "num_nextn_predict_layers": layers}
+    family = architecture_base(base + suffix) + "MTP"
+    verdict = mtp_gate(config, [family] if registered else ["NoSuchMTP"], SAVED_MTP)
+    assert verdict.values == (MTP_DEPTHS if layers > 0 and registered else ())
+    assert (verdict.note is None) == bool(verdict.values)
+
+
+_KNOWN_TYPES = {
+    "qwen3_next": "Qwen3NextMTP",
+    "deepseek_v3": "DeepSeekMTPModel",
+    "step3p7": "Step3p5MTP",
+    "hy_v4": "HYV4MTPModel",
+}
+
+
+@given(st.sampled_from(sorted(_KNOWN_TYPES)), st.lists(st.booleans(), min_size=12, max_size=12), st.text())
+def test_a_model_type_is_matched_in_any_case_and_an_unknown_one_is_none(
+    model_type: str, upper: list[bool], other: str
+) -> None:
+    spelled = "".join(c.upper() if up else c for c, up in zip(model_type, upper, strict=False))
+    assert mtp_architecture({"model_type": spelled}) == _KNOWN_TYPES[model_type]
+    assert mtp_architecture({"text_config": {"model_type": spelled}}) == _KNOWN_TYPES[model_type]
+    found = mtp_architecture({"model_type": other})
+    assert found is None or found in VLLM_MTP_ARCHITECTURES
 
 
 def test_draft_depths_are_capped_by_the_drafters_block_size() -> None:

@@ -318,3 +318,12 @@ def test_the_registrys_tags_stand_in_for_a_config_json() -> None:
     assert preset_plan(SAVED, dense, steps=["max_num_seqs"]).dimensions[0].values[:2] == (1, 2)
     moe = GateInputs(weights_bytes=64 * 10**9, weights_format="bf16", tags=("moe",))
     assert preset_plan(SAVED, moe, steps=["max_num_seqs"]).dimensions[0].values[0] == 4
+
+
+def test_a_plan_without_speculative_depths_carries_no_speculative_note() -> None:
+    plain = GateInputs(config={"architectures": ["LlamaForCausalLM"]})  # no MTP layers: a note if asked
+
+    assert preset_plan(SAVED, plain, steps=["async_scheduling"]).notes == ()
+    assert any(
+        note.startswith("speculative:") for note in preset_plan(SAVED, plain, steps=["speculative"]).notes
+    )

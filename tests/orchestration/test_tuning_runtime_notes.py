@@ -157,3 +157,20 @@ def test_the_parser_reads_the_lines_the_fake_vllm_simulator_prints() -> None:
         False,
     )
     assert plain.notices == ()
+
+
+def test_vllm_0_32_s_warning_that_it_leaves_async_scheduling_off_is_read() -> None:
+    # vllm/config/vllm.py of vLLM 0.32.0, as its logger prints it.
+    line = (
+        "(APIServer pid=1) WARNING 12-01 20:50:01 [vllm.py:1606] Async scheduling not supported with "
+        "ngram-based speculative decoding and will be disabled."
+    )
+    notes = parse_runtime_log([line])
+    assert notes.async_scheduling is False
+    assert notes.notices == (
+        "Async scheduling not supported with ngram-based speculative decoding and will be disabled.",
+    )
+    assert (
+        parse_runtime_log(["Async scheduling is disabled because the V1 model runner …"]).async_scheduling
+        is False
+    )

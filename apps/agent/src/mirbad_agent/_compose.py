@@ -127,6 +127,8 @@ async def compose_services(
         gpu_present=partial(nvidia_gpu_present, settings.nvidia_smi) if settings.nvidia_smi else None,
         models_mount=settings.models_host_path if settings.docker.enabled else None,
         images=_node_images(settings, drivers),
+        # Mounted at /root/.cache in every model container: vLLM's default hub cache lies below it.
+        hub_cache=settings.cache_host_path / "huggingface" / "hub" if settings.docker.enabled else None,
     )
 
 

@@ -88,6 +88,8 @@ class AgentServices:
         models_mount: the folder the container driver mounts at ``/models``: looked in, besides the
             model roots, when the master asks whether a model's files are on the node.
         images: the node's Docker images and image pulls (run in the app's lifespan); None without Docker.
+        hub_cache: the Hugging Face hub cache of the model containers: a model folder's ``config.json``
+            is looked for there last (the tuning gates' drafter given as a hub id).
     """
 
     def __init__(
@@ -113,6 +115,7 @@ class AgentServices:
         gpu_present: Callable[[], bool] | None = None,
         models_mount: Path | None = None,
         images: NodeImages | None = None,
+        hub_cache: Path | None = None,
     ) -> None:
         self.runtimes = runtimes
         self.memory = memory
@@ -122,7 +125,7 @@ class AgentServices:
         self.version = version or agent_version()
         self.telemetry_interval_s = telemetry_interval_s
         self.proxy_idle_timeout_s = proxy_idle_timeout_s
-        self.folders = ModelFolders(model_roots, mount=models_mount)
+        self.folders = ModelFolders(model_roots, mount=models_mount, hub_cache=hub_cache)
         self.ring = TelemetryRing(telemetry_capacity)
         self.admission = AdmissionController(memory.snapshot, start_slot_timeout_s=start_slot_timeout_s)
         self.lifecycle = ModelLifecycle(runtimes, self.admission, self.ring)

@@ -65,6 +65,8 @@ class ModelFolders:
         listing_limit: the most entries one listing returns.
         mount: the folder the container driver mounts at ``/models`` when it is not one of the roots;
             :meth:`present` looks there too (a vLLM model's files are read from it), listings do not.
+        hub_cache: the Hugging Face hub cache the model containers fill (what vLLM downloads a hub
+            id into); :meth:`model_config` looks there last (a drafter given as a hub id).
     """
 
     def __init__(
@@ -73,10 +75,12 @@ class ModelFolders:
         *,
         listing_limit: int = DEFAULT_LISTING_LIMIT,
         mount: Path | None = None,
+        hub_cache: Path | None = None,
     ) -> None:
         self.roots = tuple(roots)
         self.listing_limit = listing_limit
         self._model_roots = self.roots + ((mount,) if mount is not None and mount not in self.roots else ())
+        self._config_roots = self._model_roots + ((hub_cache,) if hub_cache is not None else ())
 
     async def list_folder(self, root: int, path: str) -> FolderListing:
         """List the folder ``path`` under root number ``root``.
@@ -122,6 +126,9 @@ class ModelFolders:
     async def model_config(self, path: str) -> ModelConfigInfo:
         """The ``config.json`` and weights' size of the model folder ``path`` (found as a launch finds it).
 
+        A Hugging Face cache repo folder (``models--org--name``, under a root that is a hub cache or
+        in the containers' hub cache) answers for the snapshot its ``refs/main`` names.
+
         Raises:
             RequestRefusedError: the path is a file (``invalid_request``, field ``path``), or its
                 ``config.json`` is over :data:`~mirbad_protocol.MAX_MODEL_CONFIG_BYTES` or not a JSON
@@ -137,7 +144,7 @@ class ModelFolders:
             raise RequestRefusedError(
                 AgentErrorCode.INVALID_REQUEST, "a folder path is required", field="path"
             )
-        for root in self._model_roots:
+        for root in self._config_roots:
             try:
                 real_root, target = _resolve(root, parts, path)
             except PathNotFoundError:
@@ -146,7 +153,7 @@ class ModelFolders:
                 raise RequestRefusedError(
                     AgentErrorCode.INVALID_REQUEST, f"{path!r} is a file, not a model folder", field="path"
                 )
-            return _read_model_config(real_root, target, path)
+            return _read_model_config(real_root, _hub_snapshot(real_root, target, path), path)
         raise PathNotFoundError(path)
 
     def _list(self, root: int, path: str) -> FolderListing:
@@ -203,6 +210,21 @@ class ModelFolders:
                 return False
             return bool(parts)
         return False
+
+
+def _hub_snapshot(real_root: Path, folder: Path, path: str) -> Path:
+    """A Hugging Face cache repo folder (``models--org--name``) read as the snapshot its ``refs/main`` names.
+
+    Any other folder is itself. The snapshot must stay inside the root like any other path.
+    """
+    ref = folder / "refs" / "main"
+    if (folder / "config.json").exists() or not ref.is_file():
+        return folder
+    revision = ref.read_text(encoding="ascii", errors="replace").strip()
+    if not revision or "/" in revision or "\\" in revision or revision in (".", ".."):
+        return folder
+    _, snapshot = _resolve(real_root, (*folder.relative_to(real_root).parts, "snapshots", revision), path)
+    return snapshot
 
 
 def _read_model_config(real_root: Path, folder: Path, path: str) -> ModelConfigInfo:

@@ -37,8 +37,7 @@ from mirbad_orchestration.services import HostServiceManager, HostServicesStore
 from mirbad_orchestration.stores import AuditLog
 from mirbad_orchestration.supervision import HealthMonitor, RecoveryState, RestartPauses, StartLanes
 from mirbad_orchestration.tuning import (
-    FleetGateInputs,
-    FleetModelShapes,
+    FleetNodeFacts,
     FleetTuningRunners,
     RunnerFactory,
     TuningJobs,
@@ -209,8 +208,7 @@ class MasterServices:
             repetitions=tuning_repetitions[0],
             confirm_repetitions=tuning_repetitions[1],
             node_cores=self._node_cores,
-            shapes=FleetModelShapes(self.nodes, clients),
-            node_gates=FleetGateInputs(self.nodes, clients),
+            node_facts=FleetNodeFacts(self.nodes, clients),
         )
         self.stopped_on_exit: list[ModelStatus] = []
         self.left_on_exit: list[ModelStatus] = []

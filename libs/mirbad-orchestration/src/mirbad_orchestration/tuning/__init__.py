@@ -7,7 +7,7 @@ the confirmation stage decide whether the best beats the saved settings. :class:
 a deterministic performance model for tests.
 """
 
-from ._confirmation import Confirmation, Measured
+from ._confirmation import Confirmation
 from ._dimensions import (
     LLAMACPP_QUICK,
     POOLING_QUICK,
@@ -27,14 +27,16 @@ from ._dimensions import (
     set_extra_flag,
     vllm_dimensions,
 )
-from ._engine import EngineOutcome, TuningEngine, TuningProgress
+from ._engine import TuningEngine, TuningProgress
 from ._eta import DEFAULT_BENCHMARK_S, DEFAULT_START_S, RECENT_RUNS, EtaBasis, EtaProjection, eta_basis
-from ._fleet_runner import FleetGateInputs, FleetModelShapes, FleetTuningRunners
+from ._fleet_runner import FleetTuningRunners
 from ._gates import (
     BATCHED_TOKENS,
     DRAFT_DEPTHS,
     MAX_NUM_SEQS,
     MTP_DEPTHS,
+    VLLM_MTP_ARCHITECTURES,
+    VLLM_MTP_VERSION,
     GateVerdict,
     architecture_base,
     batched_tokens_gate,
@@ -46,6 +48,7 @@ from ._gates import (
     is_moe,
     kv_gate,
     max_num_seqs_gate,
+    mtp_architecture,
     mtp_gate,
     mtp_layers,
     prefix_pairs,
@@ -70,7 +73,9 @@ from ._instances import (
     TuningInstances,
     tuning_id,
 )
-from ._jobs import GateReader, RunnerFactory, ShapeReader, TuningJobs, planned_candidates, planned_seconds
+from ._jobs import RunnerFactory, TuningJobs, planned_candidates, planned_seconds
+from ._node_facts import FleetNodeFacts, NodeFacts, NodeFactsReader, hub_cache_folder
+from ._outcome import EngineOutcome, Measured
 from ._preset_search import POOLING_STEPS, PRESET_QUICK, PRESET_STEPS, GateInputs, preset_plan, step_sentences
 from ._preset_simulator import PresetSimulatedRunner, SimulatedLog
 from ._results import TUNING_FOLDER_NAME, TuningResults
@@ -98,6 +103,8 @@ __all__ = [
     "RECENT_RUNS",
     "RELATIVE_SLACK",
     "TUNING_FOLDER_NAME",
+    "VLLM_MTP_ARCHITECTURES",
+    "VLLM_MTP_VERSION",
     "VLLM_QUICK",
     "AgentTuningInstances",
     "CandidateRunner",
@@ -106,23 +113,22 @@ __all__ = [
     "EngineOutcome",
     "EtaBasis",
     "EtaProjection",
-    "FleetGateInputs",
-    "FleetModelShapes",
+    "FleetNodeFacts",
     "FleetTuningRunners",
     "GateInputs",
-    "GateReader",
     "GateVerdict",
     "GoalScorer",
     "InstanceCandidateRunner",
     "Measured",
     "Measurement",
     "ModelShape",
+    "NodeFacts",
+    "NodeFactsReader",
     "PerformanceModel",
     "PresetScorer",
     "PresetSimulatedRunner",
     "RunnerFactory",
     "RuntimeNotes",
-    "ShapeReader",
     "SimulatedLog",
     "SimulatedRunner",
     "TuningEngine",
@@ -146,6 +152,7 @@ __all__ = [
     "fingerprint",
     "goal_score",
     "guard_violations",
+    "hub_cache_folder",
     "is_mamba_hybrid",
     "is_moe",
     "kv_auto_fits",
@@ -155,6 +162,7 @@ __all__ = [
     "max_num_seqs_gate",
     "measurement_from_embeddings",
     "measurement_from_outcome",
+    "mtp_architecture",
     "mtp_gate",
     "mtp_layers",
     "parse_runtime_log",

@@ -11,30 +11,18 @@ the baseline's re-measurement wins and the saved settings are kept.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from pydantic import JsonValue
 
 from mirbad_protocol import ModelDefinition, TuningCandidate, TuningGoal
 
 from ._goals import Measurement
+from ._outcome import EngineOutcome, Measured
 
-if TYPE_CHECKING:
-    from ._engine import EngineOutcome
-
-__all__ = ["Confirmation", "Measured"]
+__all__ = ["Confirmation"]
 
 _CONFIRMATION = "confirmation"
-
-
-@dataclass
-class Measured:
-    """A candidate as measured: its definition, its row and its repetitions (None: it failed)."""
-
-    definition: ModelDefinition
-    candidate: TuningCandidate
-    measurements: list[Measurement] | None = None
 
 
 class _Measurer(Protocol):

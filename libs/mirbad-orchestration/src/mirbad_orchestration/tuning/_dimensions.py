@@ -206,7 +206,11 @@ def fingerprint(definition: ModelDefinition) -> str:
 
 
 def effective_config(definition: ModelDefinition) -> str:
-    """The normalized settings tuning may change, in one line."""
+    """The normalized settings tuning may change, in one line.
+
+    The preset search's switches (prefix caching, async scheduling, the CUDA graph mode, the mamba
+    cache mode) are shown once set: left unset, vLLM's default applies and there is nothing to show.
+    """
     model = normalize_definition(definition)
     parts = [f"max-num-seqs={model.max_num_seqs}", f"kv={model.kv_cache_dtype}"]
     if model.max_num_batched_tokens is not None:
@@ -216,7 +220,23 @@ def effective_config(definition: ModelDefinition) -> str:
         parts.append(
             f"speculative={spec.method}:{spec.num_speculative_tokens}" if spec else "speculative=off"
         )
+        parts += _vllm_switches(model)
     return " ".join([*parts, *model.extra_args])
+
+
+def _vllm_switches(model: ModelDefinition) -> list[str]:
+    parts = []
+    for name, value in (
+        ("prefix-caching", model.enable_prefix_caching),
+        ("async-scheduling", model.async_scheduling),
+    ):
+        if value is not None:
+            parts.append(f"{name}={'on' if value else 'off'}")
+    if model.cudagraph_mode is not None:
+        parts.append(f"cudagraph={model.cudagraph_mode}")
+    if model.mamba_cache_mode is not None:
+        parts.append(f"mamba-cache={model.mamba_cache_mode}")
+    return parts
 
 
 def _spelled(name: str) -> set[str]:

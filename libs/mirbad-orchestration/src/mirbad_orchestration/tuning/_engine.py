@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass, field
 from typing import Final, Protocol
 
 import anyio
@@ -25,14 +24,15 @@ from mirbad_orchestration.commandline import normalize_definition
 from mirbad_orchestration.exceptions import CandidateFailedError, TuningError, TuningInfrastructureError
 from mirbad_protocol import MirbadError, ModelDefinition, TuningCandidate, TuningGoal
 
-from ._confirmation import Confirmation, Measured
+from ._confirmation import Confirmation
 from ._dimensions import TuningPlan, effective_config, fingerprint
 from ._goals import Measurement
+from ._outcome import EngineOutcome, Measured
 from ._runner import CandidateRunner
 from ._runtime_notes import compare_with_request, parse_runtime_log
 from ._scoring import GoalScorer, TuningScorer
 
-__all__ = ["EngineOutcome", "TuningEngine", "TuningProgress"]
+__all__ = ["TuningEngine", "TuningProgress"]
 
 _REMOVE_BOUND_S: Final = 180.0  # the runner verifies within 120 s; this only bounds a shielded wait
 _LOG_BOUND_S: Final = 30.0  # reading a log tail is a quick call; a hung one must not hold the run
@@ -49,25 +49,6 @@ class TuningProgress(Protocol):
 
 async def _ignore(phase: str, description: str, done: int, *, goal: str = "", tradeoff: str = "") -> None:
     return None
-
-
-@dataclass
-class EngineOutcome:
-    """What a run found.
-
-    Attributes:
-        candidates: the search's candidates in the order tried (the baseline first).
-        confirmation: the confirmation stage's re-measurements, in the order they ran.
-        winner: the winning candidate (the baseline's re-measurement when nothing beat it).
-        winner_definition: the winner's normalized definition; None when the baseline won.
-        notes: guards made relative, dimensions skipped, the restore.
-    """
-
-    candidates: list[TuningCandidate] = field(default_factory=list)
-    confirmation: list[TuningCandidate] = field(default_factory=list)
-    winner: TuningCandidate | None = None
-    winner_definition: ModelDefinition | None = None
-    notes: list[str] = field(default_factory=list)
 
 
 class TuningEngine:

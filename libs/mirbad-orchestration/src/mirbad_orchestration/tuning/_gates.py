@@ -5,8 +5,11 @@ the drafter's, the image's registered MTP architectures, the saved definition, t
 and answers a :class:`GateVerdict`: the values to try and, when some were left out, why (the run's
 notes and the plan preview show it).
 
-- MTP depths only with MTP layers and an MTP architecture the image registers (``{family}MTP``
-  against the architecture's base name); an unknown image (no list) trusts only a saved MTP config.
+- MTP depths only with MTP layers and an MTP architecture the image registers: the draft
+  architecture vLLM resolves for the checkpoint (from its ``model_type``, else its architecture,
+  else ``{family}MTP`` against the architecture's base name), looked up in the image's list, else in
+  the pinned vLLM's (:data:`VLLM_MTP_ARCHITECTURES`, whose image may be older than the node's: a
+  saved MTP config is proof then too).
 - Draft-model depths ``{saved, 3, 7, 11}`` only with a configured draft model, capped by the
   drafter's trained block size (unknown: the saved depth only).
 - Mamba hybrids pair prefix caching on with ``--mamba-cache-mode align`` and off with ``none``.
@@ -31,6 +34,8 @@ __all__ = [
     "DRAFT_DEPTHS",
     "MAX_NUM_SEQS",
     "MTP_DEPTHS",
+    "VLLM_MTP_ARCHITECTURES",
+    "VLLM_MTP_VERSION",
     "GateVerdict",
     "architecture_base",
     "batched_tokens_gate",
@@ -42,6 +47,7 @@ __all__ = [
     "is_moe",
     "kv_gate",
     "max_num_seqs_gate",
+    "mtp_architecture",
     "mtp_gate",
     "mtp_layers",
     "prefix_pairs",
@@ -78,6 +84,89 @@ _MAMBA_KEYS: Final = ("hybrid_override_pattern", "layers_block_type")
 _MAMBA_FAMILIES: Final = ("mamba", "jamba", "zamba", "nemotronh", "falconh1", "granitemoehybrid", "plamo2")
 _DTYPE_FORMATS: Final = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32"}
 _MOE_KEYS: Final = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
+
+VLLM_MTP_VERSION: Final = "0.32.0"
+"""The vLLM release the MTP tables below were read from (the vLLM tier's pinned image)."""
+# vLLM 0.32.0, read offline from the tier's virtualenv: the MTP entries of its speculative-decoding
+# model registry (vllm/model_executor/models/registry.py), and the checkpoint model types and
+# architectures its speculative config (vllm/config/speculative.py, SpeculativeConfig's
+# hf_config_override) rewrites into each of them. Update all three with the pinned version.
+VLLM_MTP_ARCHITECTURES: Final = frozenset(
+    {
+        "BailingMoeV25MTPModel", "BailingMoeV3MTPModel", "DeepSeekMTPModel", "DeepSeekV4MTPModel",
+        "DeepseekV32MTPModel", "Dots3NoteMTPModel", "EagleDeepSeekMTPModel", "ErnieMTPModel",
+        "Exaone4_5_MTP", "ExaoneMoeMTP", "Gemma4MTPModel", "Glm4MoeLiteMTPModel", "Glm4MoeMTPModel",
+        "Glm5NextMTPModel", "GlmOcrMTPModel", "HYV3MTPModel", "HYV4MTPModel", "InklingMTPModel",
+        "InternS2MobiusMTP", "KimiK3MTPModel", "LongCatFlashMTPModel", "MiMoMTPModel",
+        "MiMoV2MTPModel", "MiMoV2OmniMTPModel", "MiniMaxM3MTP", "NemotronHMTPModel",
+        "OpenPanguMTPModel", "Qwen3NextMTP", "Qwen3_5MTP", "Qwen3_5MoeMTP", "Qwen4ExpMTP",
+        "Step3p5MTP",
+    }
+)  # fmt: skip
+"""The MTP draft architectures the pinned vLLM (:data:`VLLM_MTP_VERSION`) registers."""
+_MTP_BY_MODEL_TYPE: Final[Mapping[str, str]] = {
+    "bailing_hybrid": "BailingMoeV25MTPModel",
+    "bailing_hybrid_mtp": "BailingMoeV25MTPModel",
+    "bailing_hybrid_v3_mtp": "BailingMoeV3MTPModel",
+    "deepseek_mtp": "DeepSeekMTPModel",
+    "deepseek_v3": "DeepSeekMTPModel",
+    "deepseek_v32": "DeepseekV32MTPModel",
+    "deepseek_v4": "DeepSeekV4MTPModel",
+    "dots3_note": "Dots3NoteMTPModel",
+    "ernie4_5_moe": "ErnieMTPModel",
+    "ernie_mtp": "ErnieMTPModel",
+    "exaone4_5": "Exaone4_5_MTP",
+    "exaone4_5_mtp": "Exaone4_5_MTP",
+    "exaone_moe": "ExaoneMoeMTP",
+    "exaone_moe_mtp": "ExaoneMoeMTP",
+    "gemma4_assistant": "Gemma4MTPModel",
+    "gemma4_unified_assistant": "Gemma4MTPModel",
+    "glm5_next": "Glm5NextMTPModel",
+    "glm_moe_dsa": "DeepseekV32MTPModel",
+    "hy_v3": "HYV3MTPModel",
+    "hy_v4": "HYV4MTPModel",
+    "inkling_mm_model": "InklingMTPModel",
+    "inkling_model": "InklingMTPModel",
+    "interns2_mobius": "InternS2MobiusMTP",
+    "kimi_k3": "KimiK3MTPModel",
+    "longcat_flash": "LongCatFlashMTPModel",
+    "minimax_m3_mtp": "MiniMaxM3MTP",
+    "minimax_m3_vl": "MiniMaxM3MTP",
+    "nemotron_h": "NemotronHMTPModel",
+    "nemotron_h_mtp": "NemotronHMTPModel",
+    "nemotron_h_puzzle": "NemotronHMTPModel",
+    "pangu_ultra_moe": "OpenPanguMTPModel",
+    "pangu_ultra_moe_mtp": "OpenPanguMTPModel",
+    "qwen3_5": "Qwen3_5MTP",
+    "qwen3_5_moe": "Qwen3_5MoeMTP",
+    "qwen3_5_moe_text": "Qwen3_5MoeMTP",
+    "qwen3_5_text": "Qwen3_5MTP",
+    "qwen3_next": "Qwen3NextMTP",
+    "qwen3_next_mtp": "Qwen3NextMTP",
+    "qwen4_exp": "Qwen4ExpMTP",
+    "qwen4_exp_mtp": "Qwen4ExpMTP",
+    "qwen4_exp_text": "Qwen4ExpMTP",
+    "step3p5": "Step3p5MTP",
+    "step3p7": "Step3p5MTP",
+}
+# Checkpoints vLLM recognises by their first architecture rather than their model type.
+_MTP_BY_ARCHITECTURE: Final[Mapping[str, str]] = {
+    "BailingMoeV2_5ForCausalLM": "BailingMoeV25MTPModel",
+    "BailingMoeV3ForCausalLM": "BailingMoeV3MTPModel",
+    "BailingMoeV3VLForConditionalGeneration": "BailingMoeV3MTPModel",
+    "Glm4MoeForCausalLM": "Glm4MoeMTPModel",
+    "Glm4MoeLiteForCausalLM": "Glm4MoeLiteMTPModel",
+    "GlmOcrForConditionalGeneration": "GlmOcrMTPModel",
+    "MiMoForCausalLM": "MiMoMTPModel",
+    "MiMoV2FlashForCausalLM": "MiMoV2MTPModel",
+    "MiMoV2ForCausalLM": "MiMoV2MTPModel",
+    "MiMoV2OmniForCausalLM": "MiMoV2OmniMTPModel",
+    "MiniMaxM3SparseForConditionalGeneration": "MiniMaxM3MTP",
+    "NemotronH_Omni_Reasoning_V3": "NemotronHMTPModel",
+    "NemotronH_Super_Omni_Reasoning_V3": "NemotronHMTPModel",
+    "Step3p5ForCausalLM": "Step3p5MTP",
+    "Step3p7ForConditionalGeneration": "Step3p5MTP",
+}
 
 
 @dataclass(frozen=True)
@@ -128,36 +217,58 @@ def _architectures(config: Mapping[str, Any]) -> list[str]:
     return found
 
 
+def mtp_architecture(config: Mapping[str, Any]) -> str | None:
+    """The MTP draft architecture vLLM builds for a checkpoint (None: it has no rule for it).
+
+    Its ``model_type`` (or its text section's) first, then its first architecture, as
+    :data:`VLLM_MTP_VERSION`'s speculative config rewrites them; a checkpoint neither names gets None
+    (:func:`mtp_gate` then tries the spec's ``{family}MTP`` spelling).
+    """
+    for section in _sections(config):
+        model_type = section.get("model_type")
+        if isinstance(model_type, str) and model_type.lower() in _MTP_BY_MODEL_TYPE:
+            return _MTP_BY_MODEL_TYPE[model_type.lower()]
+    for name in _architectures(config)[:1]:
+        if name in _MTP_BY_ARCHITECTURE:
+            return _MTP_BY_ARCHITECTURE[name]
+    return None
+
+
 def mtp_gate(config: Mapping[str, Any], registered: Sequence[str], saved: ModelDefinition) -> GateVerdict:
     """The MTP depths to try (empty with the reason when MTP is not tried).
 
     Args:
         config: the model's ``config.json``.
-        registered: the MTP architectures the image registers (empty: the image is unknown).
-        saved: the saved definition (a saved MTP config is proof on an unknown image).
+        registered: the MTP architectures the image registers; empty: the pinned vLLM's
+            (:data:`VLLM_MTP_ARCHITECTURES`), where a saved MTP config is proof besides (the node's
+            image may be newer than the list).
+        saved: the saved definition.
     """
-    saved_mtp = saved.speculative is not None and saved.speculative.method == "mtp"
     if mtp_layers(config) <= 0:
         return GateVerdict((), "MTP not tried: the model has no MTP layers (mtp_num_hidden_layers)")
-    bases = [architecture_base(name) for name in _architectures(config)]
-    if not registered:
-        if saved_mtp:
-            return GateVerdict(MTP_DEPTHS)
-        return GateVerdict(
-            (), "MTP not tried: the image's MTP architectures are unknown and no MTP config is saved"
-        )
-    if any(f"{base}MTP" in registered for base in bases):
+    # vLLM's own rewrite first; the spec's {family}MTP spelling as well (an image list may use it).
+    resolved = mtp_architecture(config)
+    family = [f"{architecture_base(name)}MTP" for name in _architectures(config)]
+    wanted = list(dict.fromkeys([*([resolved] if resolved else []), *family]))
+    known = frozenset(registered) or VLLM_MTP_ARCHITECTURES
+    if any(name in known for name in wanted):
         return GateVerdict(MTP_DEPTHS)
-    names = ", ".join(f"{base}MTP" for base in bases) or "no architecture in config.json"
-    return GateVerdict((), f"MTP not tried: the image does not register {names}")
+    if not registered and saved.speculative is not None and saved.speculative.method == "mtp":
+        return GateVerdict(MTP_DEPTHS)
+    names = ", ".join(wanted) or "no architecture in config.json"
+    image = "the image does not" if registered else f"vLLM {VLLM_MTP_VERSION} does not"
+    return GateVerdict((), f"MTP not tried: {image} register {names}")
 
 
-def draft_depth_gate(saved: ModelDefinition, drafter_config: Mapping[str, Any] | None) -> GateVerdict:
+def draft_depth_gate(
+    saved: ModelDefinition, drafter_config: Mapping[str, Any] | None, *, unknown: str | None = None
+) -> GateVerdict:
     """The draft-model depths to try: ``{saved, 3, 7, 11}`` capped by the drafter's trained block size.
 
     Only with a configured draft model (a speculative config naming a ``model`` that is not MTP); the
     block size comes from the drafter's ``config.json`` (``block_size``, or its ``dflash_config``'s);
-    unknown, only the saved depth is tried.
+    unknown, only the saved depth is tried, and the note says why (``unknown``: why there is no
+    ``config.json``, e.g. the drafter is not on the node).
     """
     spec = saved.speculative
     if spec is None or spec.model is None or spec.method == "mtp":
@@ -166,8 +277,9 @@ def draft_depth_gate(saved: ModelDefinition, drafter_config: Mapping[str, Any] |
     saved_depths = () if depth is None else (depth,)
     block = drafter_block_size(drafter_config or {})
     if block is None:
+        why = f": {unknown}" if unknown else ""
         return GateVerdict(
-            saved_depths, "draft-model depths: the drafter's block size is unknown (saved only)"
+            saved_depths, f"draft-model depths: the drafter's block size is unknown (saved only){why}"
         )
     depths = sorted({*saved_depths, *DRAFT_DEPTHS})
     kept = tuple(value for value in depths if 0 < value <= block)

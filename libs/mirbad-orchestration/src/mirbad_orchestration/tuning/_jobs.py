@@ -50,18 +50,18 @@ from mirbad_protocol import (
 )
 
 from ._dimensions import ModelShape, TuningPlan, kv_auto_fits, plan_for
-from ._engine import EngineOutcome, TuningEngine
+from ._engine import TuningEngine
 from ._eta import EtaBasis, EtaProjection, eta_basis
 from ._instances import tuning_id
+from ._node_facts import NodeFacts, NodeFactsReader
+from ._outcome import EngineOutcome
 from ._preset_search import GateInputs, preset_plan
 from ._results import TuningResults
 from ._runner import CandidateRunner
 from ._scoring import PresetScorer
 
 __all__ = [
-    "GateReader",
     "RunnerFactory",
-    "ShapeReader",
     "TuningJobs",
     "planned_candidates",
     "planned_seconds",
@@ -69,14 +69,10 @@ __all__ = [
 
 RunnerFactory = Callable[[JobTarget, ModelDefinition], Awaitable[CandidateRunner]]
 """Builds the candidate runner of one run (the model's node, its saved definition)."""
-ShapeReader = Callable[[JobTarget, ModelDefinition], Awaitable[ModelShape | None]]
-"""Reads a model's checkpoint shape on its node (the KV and MTP gates), None when it cannot."""
-GateReader = Callable[[JobTarget, ModelDefinition], Awaitable[GateInputs | None]]
-"""Reads what the preset search's gates know of a model from its node (None: the node cannot say)."""
 
 
-async def _no_shape(target: JobTarget, definition: ModelDefinition) -> ModelShape | None:
-    return None
+async def _no_facts(target: JobTarget, saved: ModelDefinition, *, gates: bool) -> NodeFacts:
+    return NodeFacts()
 
 
 _logger = logging.getLogger(__name__)
@@ -126,18 +122,17 @@ class TuningJobs:
         confirm_repetitions: those of the confirmation stage.
         cpu_count: the CPU cores assumed for a node that does not report its own.
         node_cores: a node's reported CPU cores (llama-server's thread counts), None when unknown.
-        shapes: reads the model's checkpoint shape for the KV gate (none by default: the KV
-            dimension is then skipped with the reason).
+        node_facts: reads what the model's node says of its files, once per run (and per preview):
+            the checkpoint's shape for the KV gate and, for a preset run of a vLLM model, the preset
+            gates' inputs (its ``config.json``, the drafter's, the weights' size; see
+            :class:`~mirbad_orchestration.tuning.FleetNodeFacts`). Nothing by default: the KV
+            dimension is then skipped with the reason, and ``gates`` answers for the preset gates.
         clock: the wall clock (aware).
         gates: what the preset search's gates know of a model before the first start (its
             ``config.json``, the drafter's, the image's MTP architectures, the KV gate's verdict);
             by default only the registry's tags (``hybrid``, ``moe``) and a saved mamba cache mode
             are known, so the other gates keep to what is proven without them.
         benchmarks: the stored benchmarks (the ETA's fallback: the last benchmark with the preset).
-        node_gates: reads the gates' inputs from the model's node when a preset run starts (its
-            ``config.json``, the drafter's, the weights' size; see
-            :class:`~mirbad_orchestration.tuning.FleetGateInputs`); ``gates`` answers when it is
-            not given or the node cannot say.
     """
 
     def __init__(
@@ -153,14 +148,13 @@ class TuningJobs:
         confirm_repetitions: int = 5,
         cpu_count: int = 2,
         node_cores: Callable[[str], int | None] = lambda node_id: None,
-        shapes: ShapeReader = _no_shape,
+        node_facts: NodeFactsReader = _no_facts,
         clock: Callable[[], datetime] | None = None,
         gates: Callable[[ModelDefinition], GateInputs] = _gates_from_tags,
         benchmarks: BenchmarkResults | None = None,
-        node_gates: GateReader | None = None,
     ) -> None:
         self._gates = gates
-        self._node_gates = node_gates
+        self._read_facts = node_facts
         self._benchmarks = benchmarks
         self._host = host
         self._definition = definition
@@ -172,7 +166,6 @@ class TuningJobs:
         self._confirm_repetitions = confirm_repetitions
         self._cpu_count = cpu_count
         self._node_cores = node_cores
-        self._shapes = shapes
         self._clock = clock or (lambda: datetime.now(UTC))
         self._jobs: dict[str, _Job] = {}
         self._tasks = JobTasks("the tuning jobs are not running (TuningJobs.run)")
@@ -270,11 +263,9 @@ class TuningJobs:
     async def _node_facts(
         self, target: JobTarget, saved: ModelDefinition, request: TuningRequest
     ) -> tuple[ModelShape | None, GateInputs | None]:
-        shape = await self._shapes(target, saved)
-        gates = None
-        if request.preset is not None and saved.runtime == "vllm" and self._node_gates is not None:
-            gates = await self._node_gates(target, saved)
-        return shape, gates
+        wanted = request.preset is not None and saved.runtime == "vllm"
+        facts = await self._read_facts(target, saved, gates=wanted)
+        return facts.shape, facts.gates
 
     async def estimate(self, model_id: str, plan: TuningPlan, preset: str | None) -> EtaProjection:
         """The ETA of a run of ``plan`` on ``model_id`` from its recent runs (see :mod:`._eta`)."""

@@ -120,7 +120,9 @@ class GateInputs:
     Attributes:
         config: the model's ``config.json``.
         drafter_config: the draft model's ``config.json`` (None: unknown or none).
-        mtp_architectures: the MTP architectures the image registers (empty: unknown image).
+        drafter_unknown: why the draft model's ``config.json`` is unknown (the plan's note says it).
+        mtp_architectures: the MTP architectures the image registers (empty: the pinned vLLM's list,
+            :data:`~mirbad_orchestration.tuning.VLLM_MTP_ARCHITECTURES`).
         kv_auto_fits: the memory gate's verdict on KV ``auto`` (None: unknown).
         weights_bytes: the weights' size on disk.
         weights_format: their format (``bf16``, ``fp8``, ``awq`` …; None: bf16).
@@ -130,6 +132,7 @@ class GateInputs:
 
     config: Mapping[str, Any] = field(default_factory=dict)
     drafter_config: Mapping[str, Any] | None = None
+    drafter_unknown: str | None = None
     mtp_architectures: tuple[str, ...] = ()
     kv_auto_fits: bool | None = None
     weights_bytes: int | None = None
@@ -208,7 +211,7 @@ def _speculative_values(saved: ModelDefinition, gates: GateInputs, notes: list[s
         and saved.speculative.model is not None
         and saved.speculative.method != "mtp"
     ):
-        draft = draft_depth_gate(saved, gates.drafter_config)
+        draft = draft_depth_gate(saved, gates.drafter_config, unknown=gates.drafter_unknown)
         if draft.note:
             notes.append(f"speculative: {draft.note}")
         values += [f"draft-{depth}" for depth in draft.values]
@@ -389,7 +392,9 @@ def preset_plan(
         phase_a = [seqs, _batched_dimension(saved, notes)]
         return TuningPlan(tuple(d for d in phase_a if d.name in chosen), tuple(notes))
     graphs = "cudagraph_mode" in chosen
-    speculative = _speculative_values(saved, gates, notes)
+    # The speculative gates' notes belong to a plan that tries speculative depths, not to any plan.
+    tries_depths = bool({"speculative", "cudagraph_mode"} & chosen)
+    speculative = _speculative_values(saved, gates, notes if tries_depths else [])
     dimensions: list[Dimension] = []
     if "kv_prefix" in chosen:
         dimensions.append(_kv_prefix_dimension(gates, notes))

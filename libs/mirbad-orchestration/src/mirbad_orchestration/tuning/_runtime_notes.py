@@ -33,6 +33,9 @@ _SPEC: Final = re.compile(r"speculative_config=(SpeculativeConfig\((?:[^()]|\([^
 _SPEC_METHOD: Final = re.compile(r"method='([^']*)'")
 _SPEC_TOKENS: Final = re.compile(r"num_spec_tokens=(\d+)")
 _ASYNC: Final = re.compile(r"Asynchronous scheduling is (enabled|disabled)")
+# vLLM 0.32's warnings when it leaves async scheduling off on its own ("Async scheduling not supported
+# with ngram-based speculative decoding and will be disabled.", "… is disabled because …").
+_ASYNC_OFF: Final = re.compile(r"Async scheduling (?:.*\bwill be disabled|is disabled)\b")
 _SCHEDULED: Final = re.compile(r"max_num_scheduled_tokens is set to (-?\d+)")
 
 
@@ -86,6 +89,9 @@ def parse_runtime_log(lines: Iterable[str]) -> RuntimeNotes:
             notices.append(_message(line))
         elif (found := _ASYNC.search(line)) is not None:
             async_on = found.group(1) == "enabled"
+        elif _ASYNC_OFF.search(line) is not None:
+            async_on = False
+            notices.append(_message(line))
         elif (found := _SCHEDULED.search(line)) is not None:
             scheduled = int(found.group(1))
             notices.append(_message(line))
