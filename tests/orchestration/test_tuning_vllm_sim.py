@@ -57,6 +57,9 @@ from mirbad_protocol import (
     ProcessLaunch,
 )
 
+# Only the Docker-tier tests take minutes; the mark orders the file, it skips nothing.
+pytestmark = [pytest.mark.long(minutes=6)]
+
 WAIT_S = 30.0
 STEP_S = 0.05  # one simulated decode step: large against the proxy's per-chunk cost on a busy machine
 TOP = 8  # the suite's top level: the simulator's best max num seqs
