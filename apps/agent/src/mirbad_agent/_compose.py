@@ -76,7 +76,7 @@ async def compose_services(
     *,
     process_host: HostFactory = platform_process_host,
     key_protector: KeysFactory = _platform_keys,
-    llama_server: LlamaServerFinder = find_llama_server,
+    llama_server: LlamaServerFinder | None = None,
 ) -> AgentServices:
     """Build the agent's services from ``settings``: the drivers, the probes and everything above them.
 
@@ -84,9 +84,11 @@ async def compose_services(
         settings: the agent's settings.
         process_host: returns the platform's process host, or None where it has none.
         key_protector: returns the instance-key protector, or None where it has none.
-        llama_server: finds the llama-server to catalogue when the settings name none.
+        llama_server: finds the llama-server to catalogue when the settings name none
+            (:func:`find_llama_server` with the ``llama_server`` setting when None).
     """
-    settings = await with_found_llama_server(settings, llama_server)
+    finder = llama_server or partial(find_llama_server, configured=settings.llama_server)
+    settings = await with_found_llama_server(settings, finder)
     settings.state_dir.mkdir(mode=_STATE_DIR_MODE, parents=True, exist_ok=True)
     for root in settings.model_roots:
         if not root.is_dir():
