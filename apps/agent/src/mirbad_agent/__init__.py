@@ -8,6 +8,7 @@ over :class:`AgentServices`; :func:`compose_services` builds those from :class:`
 """
 
 from ._app import create_app
+from ._boot import boot_id, in_container
 from ._compose import compose_services, connect_docker, container_driver, process_driver
 from ._composition import AgentServices, GpuProbe, agent_version
 from ._config import (
@@ -128,6 +129,7 @@ __all__ = [
     "add_executables_arguments",
     "agent_error_response",
     "agent_version",
+    "boot_id",
     "bundled_llama_server",
     "checked_path",
     "compose_services",
@@ -143,6 +145,7 @@ __all__ = [
     "find_llama_server",
     "handle_exception",
     "host_service_routes",
+    "in_container",
     "load_credentials",
     "load_settings",
     "model_routes",
