@@ -12,7 +12,7 @@ from ._admission import (
     check_admission,
 )
 from ._container_driver import ContainerDriver
-from ._container_services import ContainerServices, is_host_service_container
+from ._container_services import STATS_CONCURRENCY, ContainerServices, is_host_service_container
 from ._container_spec import MODEL_LABEL, ContainerDriverConfig, container_name
 from ._driver import FAILURE_LOG_LINES, RuntimeDriver
 from ._executables import CatalogedExecutable, ExecutableCatalog, is_executable_name, sha256_of_file
@@ -63,6 +63,7 @@ __all__ = [
     "MODEL_LABEL",
     "NVIDIA_SMI_ARGS",
     "PROC_ROOT",
+    "STATS_CONCURRENCY",
     "AdmissionController",
     "AdmissionRequest",
     "CatalogedExecutable",
