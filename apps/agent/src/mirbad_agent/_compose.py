@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import socket
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -42,6 +41,7 @@ from mirbad_runtime import (
     ProcessHost,
     nvidia_gpu_present,
     platform_process_host,
+    probe_docker_socket,
 )
 from mirbad_runtime.downloads import DownloadManager
 
@@ -59,7 +59,6 @@ __all__ = ["compose_services", "connect_docker", "container_driver", "process_dr
 logger = logging.getLogger(__name__)
 
 _STATE_DIR_MODE = 0o700
-_DEFAULT_DOCKER_SOCKET = "unix:///var/run/docker.sock"
 
 # Stand-ins for the platform's process host and key protector (tests, and future Windows DPAPI).
 HostFactory = Callable[[], ProcessHost | None]
@@ -231,22 +230,13 @@ async def connect_docker(options: DockerSettings) -> DockerClient:
 
 
 def _connect(options: DockerSettings) -> DockerClient:
-    _check_unix_socket(options)
+    # docker-py leaks the socket of a unix connection that fails; try the socket with one we close.
+    probe_docker_socket(options.url, options.probe_timeout_s)
     # version="auto" asks the daemon for its API version, which is the answer the probe wants.
     client = _client(options)
     # Later calls get the ordinary bound (docker-py adds a stop's own grace period to it).
     client.api.timeout = math.ceil(options.timeout_s)
     return client
-
-
-def _check_unix_socket(options: DockerSettings) -> None:
-    # docker-py leaks the socket of a unix connection that fails; try the socket with one we close.
-    url = options.url or os.environ.get("DOCKER_HOST") or _DEFAULT_DOCKER_SOCKET
-    if not url.startswith("unix://") or not hasattr(socket, "AF_UNIX"):
-        return
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        probe.settimeout(options.probe_timeout_s)
-        probe.connect(url.removeprefix("unix://"))
 
 
 def _client(options: DockerSettings) -> DockerClient:
