@@ -12,6 +12,7 @@ import pytest
 from tests._support.agent_settings import agent_settings
 
 from mirbad_agent import AgentSettings, compose_services, find_llama_server
+from mirbad_agent.exceptions import AgentConfigError
 from mirbad_protocol import ExecutableRef, ProcessRuntimeInfo
 
 pytestmark = pytest.mark.anyio
@@ -39,6 +40,21 @@ def test_without_one_on_path_the_bundled_binary_is_used_with_its_build(tmp_path:
     bundled = stand_in(tmp_path / "pkg")
     assert find_llama_server(str(tmp_path / "empty"), bundled=lambda: (bundled, "6000")) == (bundled, "6000")
     assert find_llama_server(str(bundled.parent), bundled=lambda: (bundled, "6000")) == (bundled, "6000")
+
+
+def test_a_configured_one_wins_over_path_and_bundle_with_the_bundles_build_when_it_is_that_file(
+    tmp_path: Path,
+) -> None:
+    on_path = stand_in(tmp_path / "bin")
+    configured = stand_in(tmp_path / "opt")
+    bundled = stand_in(tmp_path / "pkg")
+
+    def package() -> tuple[Path, str]:
+        return bundled, "6000"
+
+    search = str(on_path.parent)
+    assert find_llama_server(search, configured=configured, bundled=package) == (configured, "local")
+    assert find_llama_server(search, configured=bundled, bundled=package) == (bundled, "6000")
 
 
 def test_none_anywhere_is_none(tmp_path: Path) -> None:
@@ -72,6 +88,24 @@ async def test_the_agent_catalogues_the_found_one_and_says_so(
     [line] = [record.getMessage() for record in caplog.records if "llama-server" in record.getMessage()]
     assert f"catalogues {found} as llama-server local" in line
     assert "mirbad-agent executables add" in line
+
+
+@pytest.mark.skipif(os.name != "posix", reason="the POSIX process host and key protector")
+async def test_the_llama_server_setting_is_catalogued_by_the_default_finder(tmp_path: Path) -> None:
+    # What `mirbad up --llama-server PATH` writes into its local agent's settings.
+    configured = stand_in(tmp_path / "opt")
+    async with await compose_services(settings(tmp_path, llama_server=str(configured))) as services:
+        assert services.catalog is not None
+        [entry] = services.catalog.entries
+    assert (entry.path, entry.version) == (configured, "local")
+    assert entry.sha256 == hashlib.sha256(configured.read_bytes()).hexdigest()
+
+
+@pytest.mark.skipif(os.name != "posix", reason="the POSIX process host and key protector")
+async def test_a_configured_llama_server_that_is_not_a_file_is_a_settings_error(tmp_path: Path) -> None:
+    chosen = settings(tmp_path, llama_server=str(tmp_path / "missing"))
+    with pytest.raises(AgentConfigError, match=r"llama_server: .*missing is not a file"):
+        await compose_services(chosen)
 
 
 @pytest.mark.skipif(os.name != "posix", reason="the POSIX process host and key protector")

@@ -14,6 +14,7 @@ import shlex
 import socket
 import sys
 import threading
+from logging.handlers import RotatingFileHandler
 from pathlib import Path
 
 import httpx
@@ -25,6 +26,9 @@ from tests._support.asgi_server import free_port
 from mirbad_agent import (
     SERVICE_EXIT_CONFIG,
     SERVICE_EXIT_FAILED,
+    SERVICE_LOG_BACKUPS,
+    SERVICE_LOG_MAX_BYTES,
+    SERVICE_LOG_NAME,
     START_WAIT_HINT_S,
     STOP_WAIT_MARGIN_S,
     AgentSettings,
@@ -32,6 +36,7 @@ from mirbad_agent import (
     ServiceState,
     ServiceStatus,
     run_service,
+    service_log_handler,
 )
 from mirbad_agent.cli import _parser, main
 
@@ -100,7 +105,10 @@ def _settings(tmp_path: Path, fleet: Fleet | None) -> AgentSettings:
     return settings
 
 
-def test_a_stop_control_takes_a_running_agent_through_stop_pending_to_stopped(tmp_path: Path) -> None:
+def test_a_stop_control_takes_a_running_agent_through_stop_pending_to_stopped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)  # `mirbad-agent service --log-level info`, the default
     fleet = create_fleet()
     settings = _settings(tmp_path, fleet)
     scm = FakeScm()
@@ -127,6 +135,11 @@ def test_a_stop_control_takes_a_running_agent_through_stop_pending_to_stopped(tm
     assert service.exit_code == 0
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", settings.port), timeout=WAIT_S).close()
+    # No console under the SCM: the INFO lines the Event Log does not take are in the state folder.
+    logged = (settings.state_dir / SERVICE_LOG_NAME).read_text(encoding="utf-8")
+    assert " INFO mirbad_agent" in logged
+    assert f"listening on https://127.0.0.1:{settings.port}/agent/v1" in logged
+    assert all(not isinstance(handler, RotatingFileHandler) for handler in logging.getLogger().handlers)
 
 
 def test_a_stop_before_the_agent_listens_is_never_followed_by_running(tmp_path: Path) -> None:
@@ -158,6 +171,7 @@ def test_an_agent_that_cannot_start_stops_the_service_with_its_exit_code_and_an_
     errors = [record for record in event_log.records if record.levelno >= logging.ERROR]
     assert len(errors) == 1
     assert "no agent certificate" in errors[0].getMessage()
+    assert "no agent certificate" in (settings.state_dir / SERVICE_LOG_NAME).read_text(encoding="utf-8")
     assert event_log.level == logging.WARNING
     assert event_log not in logging.getLogger().handlers
 
@@ -175,6 +189,43 @@ def test_an_unexpected_failure_is_exit_code_1_with_its_traceback_in_the_event_lo
     assert scm.statuses[-1] == ServiceStatus(ServiceState.STOPPED, exit_code=SERVICE_EXIT_FAILED)
     assert [record.exc_info is not None for record in event_log.records] == [True]
     assert "the disk went away" in str(event_log.records[0].exc_info)
+
+
+def test_the_service_log_takes_info_and_above_in_the_state_folder_and_rotates(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    handler = service_log_handler(state)
+    try:
+        assert (handler.level, handler.maxBytes, handler.backupCount) == (
+            logging.INFO,
+            SERVICE_LOG_MAX_BYTES,
+            SERVICE_LOG_BACKUPS,
+        )
+        log = logging.getLogger("mirbad_agent.test_service_log")
+        log.propagate = False
+        log.addHandler(handler)
+        log.setLevel(logging.DEBUG)
+        log.debug("not this")
+        log.info("the agent listens")
+        handler.doRollover()
+        log.warning("after the rotation")
+    finally:
+        log.removeHandler(handler)
+        handler.close()
+    current = (state / SERVICE_LOG_NAME).read_text(encoding="utf-8")
+    rotated = (state / f"{SERVICE_LOG_NAME}.1").read_text(encoding="utf-8")
+    assert "INFO mirbad_agent.test_service_log: the agent listens" in rotated
+    assert "not this" not in rotated
+    assert "WARNING mirbad_agent.test_service_log: after the rotation" in current
+
+
+def test_a_state_folder_the_service_cannot_write_is_a_configuration_error(tmp_path: Path) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    settings = agent_settings(tmp_path, state_dir=blocked / "state")
+    event_log = EventLogStandIn()
+
+    assert run_service(FakeScm(), lambda: settings, event_log) == SERVICE_EXIT_CONFIG
+    assert "cannot write the service log" in event_log.records[-1].getMessage()
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="on Windows the command hands itself to the SCM")

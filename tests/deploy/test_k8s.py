@@ -22,6 +22,7 @@ from mirbad_agent.cli import _parser as agent_parser
 from mirbad_master.cli import _parser as master_parser
 
 K8S = Path(__file__).parents[2] / "deploy" / "k8s"
+DOCKERFILE = Path(__file__).parents[2] / "deploy" / "docker" / "Dockerfile"
 NAMESPACE = "mirbad"
 API_VERSIONS = {
     "Namespace": "v1",
@@ -130,18 +131,18 @@ def test_the_service_reaches_the_masters_ports_under_the_name_in_its_certificate
 def test_the_containers_run_the_real_command_lines() -> None:
     master = one("Deployment", "mirbad-master")["spec"]["template"]["spec"]
     [init] = master["initContainers"]
-    assert init["command"][0] == "mirbad"
-    parsed = master_parser().parse_args(init["command"][1:])
+    assert init["args"][0] == "mirbad"
+    parsed = master_parser().parse_args(init["args"][1:])
     assert (parsed.command, parsed.action, str(parsed.data_dir)) == ("admin", "reset-password", "/data")
     mounts = {mount["name"]: mount["mountPath"] for mount in init["volumeMounts"]}
     secret = one("Secret", "mirbad-admin")
     assert parsed.password_file == Path(mounts["admin"]) / next(iter(secret["stringData"]))
-    parsed = master_parser().parse_args(master["containers"][0]["command"][1:])
+    parsed = master_parser().parse_args(master["containers"][0]["args"][1:])
     assert (parsed.command, parsed.host, str(parsed.data_dir)) == ("up", "0.0.0.0", "/data")
 
     agent = one("DaemonSet", "mirbad-agent")["spec"]["template"]["spec"]["containers"][0]
-    assert agent["command"][0] == "mirbad-agent"
-    argv = [arg.replace("$(NODE_NAME)", "gpu-1") for arg in agent["command"][1:]]
+    assert agent["args"][0] == "mirbad-agent"
+    argv = [arg.replace("$(NODE_NAME)", "gpu-1") for arg in agent["args"][1:]]
     parsed = agent_parser().parse_args(argv)
     assert (parsed.command, parsed.node_name, parsed.docker) == ("serve", "gpu-1", True)
     mounted = {mount["mountPath"] for mount in agent["volumeMounts"]}
@@ -149,10 +150,31 @@ def test_the_containers_run_the_real_command_lines() -> None:
     assert {str(parsed.state_dir), *map(str, parsed.model_root)} <= mounted
 
 
+@pytest.mark.parametrize("workload", list(workloads()), ids=lambda w: w["metadata"]["name"])
+def test_every_container_runs_under_the_images_tini(workload: dict[str, Any]) -> None:
+    # `command:` replaces the image's ENTRYPOINT (tini): PID 1 would then neither reap the agent's
+    # llama-server children nor forward SIGTERM. `args:` goes to the entrypoint, which runs a command
+    # given to it (docs/deploy.md, Container images).
+    for container in containers(workload):
+        assert "command" not in container, container["name"]
+        assert container["args"], container["name"]
+    entrypoints = [line for line in DOCKERFILE.read_text().splitlines() if line.startswith("ENTRYPOINT")]
+    assert entrypoints == [
+        'ENTRYPOINT ["tini", "--", "mirbad-master-entrypoint"]',
+        'ENTRYPOINT ["tini", "--", "mirbad-agent-entrypoint"]',
+    ]
+    for entrypoint in ("master-entrypoint.sh", "agent-entrypoint.sh"):
+        # Arguments that are not options are run as they are.
+        assert (
+            'if [ "$#" -gt 0 ] && [ "${1#-}" = "$1" ]; then\n    exec "$@"\nfi'
+            in (DOCKERFILE.parent / "files" / entrypoint).read_text()
+        )
+
+
 @pytest.mark.deploy
 def test_the_enroll_script_is_shellcheck_clean(tmp_path: Path) -> None:
     [enroll] = one("DaemonSet", "mirbad-agent")["spec"]["template"]["spec"]["initContainers"]
-    shell, flag, script = enroll["command"]
+    shell, flag, script = enroll["args"]
     assert (shell, flag) == ("/bin/sh", "-c")
     assert "mirbad-agent enroll --master" in script
     path = tmp_path / "enroll.sh"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import stat
@@ -12,16 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mirbad_agent import AgentSettings
 from mirbad_master._data_dir import INITIAL_PASSWORD_FILE, prepare_data_dir, write_initial_password
 from mirbad_master._fleet_of_one import DUPLICATE_SIGNAL_S, StopSignals, banner, goodbye
-from mirbad_master._local_agent import (
-    LLAMA_SERVER_NAME,
-    LLAMA_SERVER_VERSION,
-    LocalAgentError,
-    find_llama_server,
-    is_enrolled,
-    write_agent_settings,
-)
+from mirbad_master._local_agent import LocalAgentError, is_enrolled, write_agent_settings
 from mirbad_master._local_pki import (
     enroll_listener_names,
     load_or_create_authority,
@@ -143,19 +136,35 @@ def test_agent_settings_catalogue_llama_server_and_take_the_operators_file(tmp_p
     assert written["state_dir"] == str(tmp_path / "data" / "agent")
     assert written["model_roots"] == [str(tmp_path / "data" / "models")]
     assert (tmp_path / "data" / "models").is_dir()
-    assert written["executables"] == [
-        {
-            "name": LLAMA_SERVER_NAME,
-            "version": LLAMA_SERVER_VERSION,
-            "path": str(server),
-            "sha256": hashlib.sha256(b"#!/bin/sh\n").hexdigest(),
-        }
-    ]
+    # The agent catalogues it (mirbad_agent.find_llama_server, the one finder): the master only names it.
+    assert written["llama_server"] == str(server)
+    assert "executables" not in written
     assert written["memory_reserve_gib"] == 4.0
     assert written["docker"]["network"] == "lab"
     assert "gpus" in written["docker"]  # generated keys the operator did not set are kept
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert find_llama_server(server) == (server, LLAMA_SERVER_VERSION)
+
+
+def test_agent_settings_name_the_nvidia_smi_found_or_leave_the_agent_its_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # null would tell the agent the node has no GPU, though NVIDIA's kernel driver may list one.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", str(bin_dir))
+    settings = MasterSettings(data_dir=tmp_path / "data")
+
+    written = json.loads(write_agent_settings(settings, 9555).read_text())
+    assert "nvidia_smi" not in written
+    assert written["docker"]["gpus"] is False
+    assert AgentSettings.model_validate(written).nvidia_smi == "nvidia-smi"
+
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text("#!/bin/sh\n")
+    smi.chmod(0o755)
+    written = json.loads(write_agent_settings(settings, 9555).read_text())
+    assert written["nvidia_smi"] == str(smi)
+    assert written["docker"]["gpus"] is True
 
 
 def test_an_unreadable_operator_file_is_one_error(tmp_path: Path) -> None:

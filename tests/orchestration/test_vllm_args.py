@@ -222,6 +222,14 @@ def test_owned_flags_are_emitted_once() -> None:
     assert len(flags) == len(set(flags))
 
 
+@pytest.mark.parametrize("empty", [SpeculativeDecoding(), SpeculativeDecoding(method=None, model=None)])
+def test_an_empty_speculative_config_emits_no_flag(empty: SpeculativeDecoding) -> None:
+    # vLLM reads `--speculative-config {}` as a draft-model config without a model and fails.
+    args = build_vllm_args(definition(speculative=empty), total_gib=80.0)
+    assert "--speculative-config" not in args
+    assert args == build_vllm_args(definition(), total_gib=80.0)
+
+
 def test_verbatim_utilization_is_emitted_as_given() -> None:
     args = build_vllm_args(definition(), utilization="0.85")
     assert args[args.index("--gpu-memory-utilization") + 1] == "0.85"

@@ -8,6 +8,7 @@ over :class:`AgentServices`; :func:`compose_services` builds those from :class:`
 """
 
 from ._app import create_app
+from ._boot import boot_id, in_container
 from ._compose import compose_services, connect_docker, container_driver, process_driver
 from ._composition import AgentServices, GpuProbe, agent_version
 from ._config import (
@@ -52,6 +53,9 @@ from ._windows_service import (
     EVENT_LOG_SOURCE,
     SERVICE_EXIT_CONFIG,
     SERVICE_EXIT_FAILED,
+    SERVICE_LOG_BACKUPS,
+    SERVICE_LOG_MAX_BYTES,
+    SERVICE_LOG_NAME,
     SERVICE_NAME,
     START_WAIT_HINT_S,
     STOP_POLL_S,
@@ -61,6 +65,7 @@ from ._windows_service import (
     ServiceStatus,
     dispatch_to_scm,
     run_service,
+    service_log_handler,
 )
 from .exceptions import (
     AgentConfigError,
@@ -87,6 +92,9 @@ __all__ = [
     "RETRY_AFTER_S",
     "SERVICE_EXIT_CONFIG",
     "SERVICE_EXIT_FAILED",
+    "SERVICE_LOG_BACKUPS",
+    "SERVICE_LOG_MAX_BYTES",
+    "SERVICE_LOG_NAME",
     "SERVICE_NAME",
     "SETTINGS_FILE_NAME",
     "STARTED_POLL_S",
@@ -128,6 +136,7 @@ __all__ = [
     "add_executables_arguments",
     "agent_error_response",
     "agent_version",
+    "boot_id",
     "bundled_llama_server",
     "checked_path",
     "compose_services",
@@ -143,6 +152,7 @@ __all__ = [
     "find_llama_server",
     "handle_exception",
     "host_service_routes",
+    "in_container",
     "load_credentials",
     "load_settings",
     "model_routes",
@@ -160,6 +170,7 @@ __all__ = [
     "run_service",
     "serve",
     "server_config",
+    "service_log_handler",
     "toml_string",
     "validate_settings",
     "version_of",

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import socket
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -42,6 +41,7 @@ from mirbad_runtime import (
     ProcessHost,
     nvidia_gpu_present,
     platform_process_host,
+    probe_docker_socket,
 )
 from mirbad_runtime.downloads import DownloadManager
 
@@ -59,7 +59,6 @@ __all__ = ["compose_services", "connect_docker", "container_driver", "process_dr
 logger = logging.getLogger(__name__)
 
 _STATE_DIR_MODE = 0o700
-_DEFAULT_DOCKER_SOCKET = "unix:///var/run/docker.sock"
 
 # Stand-ins for the platform's process host and key protector (tests, and future Windows DPAPI).
 HostFactory = Callable[[], ProcessHost | None]
@@ -76,7 +75,7 @@ async def compose_services(
     *,
     process_host: HostFactory = platform_process_host,
     key_protector: KeysFactory = _platform_keys,
-    llama_server: LlamaServerFinder = find_llama_server,
+    llama_server: LlamaServerFinder | None = None,
 ) -> AgentServices:
     """Build the agent's services from ``settings``: the drivers, the probes and everything above them.
 
@@ -84,9 +83,11 @@ async def compose_services(
         settings: the agent's settings.
         process_host: returns the platform's process host, or None where it has none.
         key_protector: returns the instance-key protector, or None where it has none.
-        llama_server: finds the llama-server to catalogue when the settings name none.
+        llama_server: finds the llama-server to catalogue when the settings name none
+            (:func:`find_llama_server` with the ``llama_server`` setting when None).
     """
-    settings = await with_found_llama_server(settings, llama_server)
+    finder = llama_server or partial(find_llama_server, configured=settings.llama_server)
+    settings = await with_found_llama_server(settings, finder)
     settings.state_dir.mkdir(mode=_STATE_DIR_MODE, parents=True, exist_ok=True)
     for root in settings.model_roots:
         if not root.is_dir():
@@ -236,22 +237,13 @@ async def connect_docker(options: DockerSettings) -> DockerClient:
 
 
 def _connect(options: DockerSettings) -> DockerClient:
-    _check_unix_socket(options)
+    # docker-py leaks the socket of a unix connection that fails; try the socket with one we close.
+    probe_docker_socket(options.url, options.probe_timeout_s)
     # version="auto" asks the daemon for its API version, which is the answer the probe wants.
     client = _client(options)
     # Later calls get the ordinary bound (docker-py adds a stop's own grace period to it).
     client.api.timeout = math.ceil(options.timeout_s)
     return client
-
-
-def _check_unix_socket(options: DockerSettings) -> None:
-    # docker-py leaks the socket of a unix connection that fails; try the socket with one we close.
-    url = options.url or os.environ.get("DOCKER_HOST") or _DEFAULT_DOCKER_SOCKET
-    if not url.startswith("unix://") or not hasattr(socket, "AF_UNIX"):
-        return
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        probe.settimeout(options.probe_timeout_s)
-        probe.connect(url.removeprefix("unix://"))
 
 
 def _client(options: DockerSettings) -> DockerClient:

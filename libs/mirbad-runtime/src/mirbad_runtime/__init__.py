@@ -12,8 +12,9 @@ from ._admission import (
     check_admission,
 )
 from ._container_driver import ContainerDriver
-from ._container_services import ContainerServices, is_host_service_container
+from ._container_services import STATS_CONCURRENCY, ContainerServices, is_host_service_container
 from ._container_spec import MODEL_LABEL, ContainerDriverConfig, container_name
+from ._docker_gateway import DEFAULT_DOCKER_SOCKET, probe_docker_socket
 from ._driver import FAILURE_LOG_LINES, RuntimeDriver
 from ._executables import CatalogedExecutable, ExecutableCatalog, is_executable_name, sha256_of_file
 from ._gguf import aread_gguf_info, read_gguf_info
@@ -53,6 +54,7 @@ from .exceptions import (
 )
 
 __all__ = [
+    "DEFAULT_DOCKER_SOCKET",
     "DEFAULT_FAKE_TOTAL_GIB",
     "DEFAULT_HOSTD_SOCKET",
     "DEFAULT_RING_CAPACITY",
@@ -63,6 +65,7 @@ __all__ = [
     "MODEL_LABEL",
     "NVIDIA_SMI_ARGS",
     "PROC_ROOT",
+    "STATS_CONCURRENCY",
     "AdmissionController",
     "AdmissionRequest",
     "CatalogedExecutable",
@@ -119,6 +122,7 @@ __all__ = [
     "parse_metrics",
     "parse_vm_rss",
     "platform_process_host",
+    "probe_docker_socket",
     "process_rss_bytes",
     "read_gguf_info",
     "scrape",

@@ -26,6 +26,7 @@ from mirbad_protocol import (
     ContainerServiceList,
     RestartPolicy,
     RestartPolicyName,
+    single_errors,
 )
 
 from ._container_spec import MODEL_LABEL
@@ -34,7 +35,7 @@ from ._docker_gateway import DockerGateway
 from ._gpu_attribution import container_gpu_bytes
 from ._gpu_processes import GpuProcessProbe
 from ._memory_usage import container_memory_bytes
-from .exceptions import HostContainerNotFoundError, MirbadRuntimeError
+from .exceptions import HostContainerNotFoundError, MirbadRuntimeError, RuntimeUnavailableError
 
 if TYPE_CHECKING:
     import docker
@@ -42,12 +43,16 @@ if TYPE_CHECKING:
 else:
     from ._lazy_modules import docker  # imported at its first use: see the module
 
-__all__ = ["ContainerServices", "is_host_service_container"]
+__all__ = ["STATS_CONCURRENCY", "ContainerServices", "is_host_service_container"]
 
 logger = logging.getLogger(__name__)
 
 _POLICIES: Final[frozenset[str]] = frozenset({"no", "always", "unless-stopped", "on-failure"})
 _STOP_TIMEOUT_S: Final = 30  # Docker's own default is 10 s; a database deserves longer to flush
+
+STATS_CONCURRENCY: Final = 8
+"""How many one-shot stats a listing reads at once (each takes dockerd a cgroup read; dozens in a row
+made a listing of a busy node slower than its bound)."""
 
 
 def is_host_service_container(name: str, labels: Mapping[str, str] | None) -> bool:
@@ -61,11 +66,12 @@ class ContainerServices:
 
     Args:
         base_url: the Docker endpoint; None reads ``DOCKER_HOST`` (else the local socket).
-        timeout_s: the HTTP timeout of docker-py's client.
-        list_timeout_s: the bound of a listing (one inspect and one one-shot stats per container).
-        action_timeout_s: the bound of an action (a stop waits for the container to exit).
+        timeout_s: the agent's one Docker bound (``docker.timeout_s``): of a whole listing, of an
+            inspect, and docker-py's HTTP timeout; an action gets the container's stop grace on top.
         gpu: lists the GPU's compute processes (each container's GPU memory); None: GPU memory unknown.
         gpu_timeout_s: the bound of that read; past it GPU memory is unknown.
+        stats_concurrency: how many containers' one-shot stats a listing reads at once.
+        docker_client: an existing docker-py client instead of one made here (this object closes it).
     """
 
     def __init__(
@@ -73,18 +79,23 @@ class ContainerServices:
         base_url: str | None = None,
         *,
         timeout_s: float = 30.0,
-        # One inspect and one stats call per container: on a busy dockerd with dozens of containers
-        # (seen in CI) 15 s was not enough.
-        list_timeout_s: float = 60.0,
-        action_timeout_s: float = 60.0,
         gpu: GpuProcessProbe | None = None,
         gpu_timeout_s: float = 5.0,
+        stats_concurrency: int = STATS_CONCURRENCY,
+        docker_client: DockerClient | None = None,
     ) -> None:
-        self._gateway = DockerGateway(base_url, max(timeout_s, action_timeout_s))
+        self._gateway = DockerGateway(base_url, timeout_s, docker_client)
         self._gpu = gpu
         self._gpu_timeout_s = gpu_timeout_s
-        self._list_timeout_s = list_timeout_s
-        self._action_timeout_s = action_timeout_s
+        self._timeout_s = timeout_s
+        # Docker's stop waits for the container to exit, up to its grace period.
+        self._action_timeout_s = timeout_s + _STOP_TIMEOUT_S
+        self._stats_slots = anyio.CapacityLimiter(stats_concurrency)
+
+    @property
+    def timeout_s(self) -> float:
+        """The bound of a listing or an inspect (and, plus the stop grace, of an action)."""
+        return self._timeout_s
 
     async def aclose(self) -> None:
         """Close the gateway's client."""
@@ -97,9 +108,15 @@ class ContainerServices:
             RuntimeUnavailableError: Docker did not answer in time or could not be reached.
         """
         gpu = await self._gpu_bytes()
-        return await self._gateway.call(
-            "list containers", lambda client: _list(client, gpu), timeout_s=self._list_timeout_s
-        )
+        try:
+            with anyio.fail_after(self._timeout_s):
+                found = await self._gateway.call("list containers", _inspect_all)
+                memory = await self._memory_of([details["Id"] for details in found if _running(details)])
+        except TimeoutError:
+            bound = self._timeout_s
+            raise RuntimeUnavailableError(f"Docker did not list containers within {bound:g} s") from None
+        services = [_described(details, memory.get(details["Id"]), gpu) for details in found]
+        return ContainerServiceList(containers=sorted(services, key=lambda service: service.name))
 
     async def container(self, name: str) -> ContainerService:
         """One container by name.
@@ -109,9 +126,7 @@ class ContainerServices:
             RuntimeUnavailableError: Docker did not answer.
         """
         gpu = await self._gpu_bytes()
-        return await self._gateway.call(
-            "inspect a container", lambda client: _one(client, name, gpu), timeout_s=self._list_timeout_s
-        )
+        return await self._gateway.call("inspect a container", lambda client: _one(client, name, gpu))
 
     async def act(self, name: str, action: ContainerAction) -> ContainerActionResult:
         """Start, stop or restart the container (synchronous: Docker answers when it is done).
@@ -152,6 +167,23 @@ class ContainerServices:
         gpu = await self._gpu_bytes()
         return await self._gateway.call("update a container", work, timeout_s=self._action_timeout_s)
 
+    async def _memory_of(self, container_ids: list[str]) -> dict[str, int | None]:
+        # One-shot stats answer only after dockerd reads the container's cgroup: read them side by side.
+        memory: dict[str, int | None] = {}
+
+        async def read(container_id: str) -> None:
+            async with self._stats_slots:
+                stats = await self._gateway.call(
+                    "read a container's stats", lambda client: read_stats(client, container_id)
+                )
+            memory[container_id] = container_memory_bytes(stats)
+
+        with single_errors():
+            async with anyio.create_task_group() as group:
+                for container_id in container_ids:
+                    group.start_soon(read, container_id)
+        return memory
+
     async def _gpu_bytes(self) -> Mapping[str, int | None] | None:
         # None: GPU memory unknown (no probe, no GPU, or the read failed or was slow); else by container id.
         if self._gpu is None:
@@ -166,17 +198,17 @@ class ContainerServices:
         return None
 
 
-def _list(client: DockerClient, gpu: Mapping[str, int | None] | None) -> ContainerServiceList:
-    found: list[ContainerService] = []
+def _inspect_all(client: DockerClient) -> list[Mapping[str, Any]]:
+    found: list[Mapping[str, Any]] = []
     for summary in client.api.containers(all=True):
         name = _name(summary.get("Names"))
         if name is None or not is_host_service_container(name, summary.get("Labels")):
             continue
         try:
-            found.append(_described(client, client.api.inspect_container(summary["Id"]), gpu))
+            found.append(client.api.inspect_container(summary["Id"]))
         except docker.errors.NotFound:
             continue  # removed between the listing and the inspect
-    return ContainerServiceList(containers=sorted(found, key=lambda service: service.name))
+    return found
 
 
 def _one(client: DockerClient, name: str, gpu: Mapping[str, int | None] | None = None) -> ContainerService:
@@ -190,15 +222,19 @@ def _one(client: DockerClient, name: str, gpu: Mapping[str, int | None] | None =
     labels = (details.get("Config") or {}).get("Labels")
     if not is_host_service_container(name, labels):
         raise HostContainerNotFoundError(name)
-    return _described(client, details, gpu)
+    memory = container_memory_bytes(read_stats(client, details["Id"])) if _running(details) else None
+    return _described(details, memory, gpu)
+
+
+def _running(details: Mapping[str, Any]) -> bool:
+    return bool((details.get("State") or {}).get("Running"))
 
 
 def _described(
-    client: DockerClient, details: Mapping[str, Any], gpu: Mapping[str, int | None] | None
+    details: Mapping[str, Any], memory: int | None, gpu: Mapping[str, int | None] | None
 ) -> ContainerService:
     state = details.get("State") or {}
-    running = bool(state.get("Running"))
-    memory = container_memory_bytes(read_stats(client, details["Id"])) if running else None
+    running = _running(details)
     # A running container with no compute process holds no GPU memory: 0, not unknown.
     gpu_memory = gpu.get(details["Id"], 0) if running and gpu is not None else None
     return ContainerService(
@@ -208,7 +244,7 @@ def _described(
         state=str(state.get("Status", "unknown")),
         status=_status_text(state),
         restart_policy=_policy((details.get("HostConfig") or {}).get("RestartPolicy")),
-        memory_bytes=memory,
+        memory_bytes=memory if running else None,
         gpu_memory_bytes=gpu_memory,
     )
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -17,8 +19,36 @@ if TYPE_CHECKING:
 else:
     from ._lazy_modules import docker  # imported at its first use: see the module
 
-# Internal to the container driver.
-__all__: list[str] = []
+# The gateway is internal to the container driver; the probe is the agent's too (its start-up check).
+__all__ = ["DEFAULT_DOCKER_SOCKET", "probe_docker_socket"]
+
+DEFAULT_DOCKER_SOCKET = "unix:///var/run/docker.sock"
+"""The endpoint docker-py (and the CLI) use when neither a URL nor ``DOCKER_HOST`` names one."""
+
+
+def probe_docker_socket(base_url: str | None, timeout_s: float) -> None:
+    """Connect to the Docker endpoint's unix socket and close the connection again (blocking).
+
+    docker-py's unix connection leaves its socket unclosed when the connect fails (no dockerd, a
+    socket file left behind): every such call would leak one until the garbage collector found it
+    (a ``ResourceWarning``). Trying the socket first with one closed here turns that failure into a
+    plain :class:`OSError` before docker-py opens anything. Other endpoints (``tcp://``, ``ssh://``)
+    are left to docker-py.
+
+    Args:
+        base_url: the Docker endpoint; None reads ``DOCKER_HOST``, else :data:`DEFAULT_DOCKER_SOCKET`.
+        timeout_s: the bound of the connect.
+
+    Raises:
+        OSError: the socket is missing, refuses or does not accept in time.
+    """
+    url = base_url or os.environ.get("DOCKER_HOST") or DEFAULT_DOCKER_SOCKET
+    if not url.startswith("unix://") or not hasattr(socket, "AF_UNIX"):
+        return
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(timeout_s)
+        probe.connect(url.removeprefix("unix://"))
+
 
 T = TypeVar("T")
 
@@ -42,6 +72,8 @@ class DockerGateway:
         self._timeout_s = timeout_s
         self._client = client
         self._client_lock = threading.Lock()
+        # docker-py's own clients connect through its unix connection; a test's hand-written one does not.
+        self._probes = client is None or type(client).__module__.split(".")[0] == "docker"
 
     async def call(
         self, what: str, work: Callable[[DockerClient], T], *, timeout_s: float | None = None
@@ -74,6 +106,9 @@ class DockerGateway:
                 await anyio.to_thread.run_sync(client.close, abandon_on_cancel=True)
 
     def _run(self, work: Callable[[DockerClient], T]) -> T:
+        if self._probes:
+            # A socket connect and close per call: what keeps docker-py from leaking one when it fails.
+            probe_docker_socket(self._base_url, self._timeout_s)
         return work(self._connected())
 
     def _connected(self) -> Any:

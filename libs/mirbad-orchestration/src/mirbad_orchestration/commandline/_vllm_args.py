@@ -108,7 +108,8 @@ def _tail(model: ModelDefinition) -> list[str]:
     if model.reasoning_parser:
         args += ["--reasoning-parser", model.reasoning_parser]
     args += _switch("enable-prefix-caching", model.enable_prefix_caching)
-    if model.speculative is not None:
+    # An empty config means "no speculation" here, while vLLM reads `{}` as a draft model without one.
+    if model.speculative is not None and not model.speculative.is_empty():
         args += ["--speculative-config", compact_json(model.speculative.as_vllm_object())]
     if model.cudagraph_mode is not None or model.compilation_config:
         args += ["--compilation-config", _compilation_json(model)]
