@@ -115,10 +115,18 @@ c=64 on the master + agent path for 8 s. The machine was shared with five other 
   the stack getting 17-22 % of the cores) could not show a change of that size: master 3,645 → 4,171
   µs per request at c=1 and 5,287 → 6,354 at c=64, with `direct` itself slower in the same run.
   Kept on the isolated measurement.
-- **Not tried yet**: one task group per request (the client-disconnect watch around the upstream
-  send, and again around the relay; reading a small, complete non-streamed body inside the first one
-  would let the relay skip the second); an aiohttp-based transport (aiohttp 3.14 is
-  in the lock, through NiceGUI and python-socketio, but no member declares it, and the lock could not
-  change in this work).
+- **One task group per request** (`mirbad_router.UpstreamRelay`, master and agent): the send and
+  the relay each started a task group (a task, a cancel scope, a `receive` call) to watch for the
+  client leaving. Now `forward` only reads the body and returns the relay, which sends the request
+  and relays the answer under one watch; an upstream failure before the headers is answered by the
+  caller's `on_failure` response. Measured on one hop alone (`forward` in a bare Starlette app under
+  uvicorn in front of the bench upstream, wrk, proxy CPU from /proc, old and new interleaved, four
+  rounds at load average 3.4-5): proxy µs per request at c=1 2,146 / 2,282 / 2,424 / 2,093 → 1,669 /
+  2,268 / 1,986 / 2,171 (median -6 %), at c=64 2,822 / 2,958 / 3,391 / 3,310 → 2,131 / 3,111 / 2,428 /
+  3,060 (median -12 %); µs per streamed event 72-79 → 67-84 (unchanged: the watch is per request).
+  The full bench, two A/B pairs at load average 0.5-7.6, moved by less than its noise (master c=1
+  3,183 / 3,350 → 2,645 / 3,952 µs). Kept: no slower anywhere, and one watch is less code.
+- **Not tried yet**: an aiohttp-based transport (aiohttp 3.14 is in the lock, through NiceGUI and
+  python-socketio, but no member declares it, and the lock could not change in this work).
 """
 """Markdown: one bullet per attempt."""
