@@ -100,8 +100,26 @@ c=64 on the master + agent path for 8 s. The machine was shared with five other 
   imported there: idle master 118 → 116 MB. What the agent keeps and needs: cryptography (16 MB: it
   checks its certificate and key at start-up), httpcore with `ssl` (9 MB), pydantic with the wire
   models of mirbad_protocol (15 MB), starlette and uvicorn (5 MB), and click and rich (5 MB), which
-  httpx imports for its command line whenever they are installed. 60 MB would need the agent's
-  start-up checks without cryptography and an httpx without its CLI imports; not done.
+  httpx imports for its command line whenever they are installed.
+- **Idle memory, second pass** (the bench's stack idle, VmRSS of the agent from /proc, two runs each,
+  the same to 0.1 MB; and each import's memory in a fresh interpreter). httpx 0.28's `__init__`
+  imports `httpx._main` (rich, pygments, click) with no lazy path, and falls back to a stub `main`
+  when that import fails; the agent package now puts the import system's `None` sentinel at
+  `sys.modules["httpx._main"]` before httpx is imported (`mirbad_agent/_no_httpx_cli.py`), so rich
+  and pygments (69 modules) stay out: idle agent 77.6 → 74.3 MB (51.8 → 48.5 MB anonymous), 1.2 MB
+  at import alone. click stays: uvicorn imports it for its own command line. What is left was
+  weighed and kept: cryptography is 9 MB at import (its one Rust extension is 6.3 MB of it, so
+  importing fewer of its submodules saves nothing) and the agent's whole PKI (`TlsCredentials`:
+  the key-matches-certificate check, the fleet CA's certificates, the enrolment pin) is built on its
+  objects; the stdlib `ssl` module can load and match a certificate and key but not read one's
+  fields or key, so dropping it would mean a second PKI code path in mirbad_protocol. pydantic's
+  model building is not where the memory is: every mirbad_protocol module but `_pki` (3.7 MB, the
+  cryptography it imports) and `_wire`/`_definition` (4.6 MB, pydantic's first schemas) adds under
+  0.5 MB, the master's admin views 0.1 MB, so lazy models would save under 1 MB. prometheus_client
+  (0.6 MB) reads a Ready model's metrics. The rest is the interpreter, asyncio with ssl (8 MB),
+  pydantic-core, anyio, starlette, uvicorn and httpcore, and three worker threads the agent uses.
+  60 MB is out of reach without replacing cryptography in the agent's start-up; the master (115 MB)
+  meets its 120 MB target and was left alone.
 - **Several router worker processes** (SO_REUSEPORT): designed in docs/architecture.md ("Scaling the
   router out"), not built. On these 2 cores the full path is CPU-bound with every process on the
   same cores (90 % busy at c=64), so a second worker would take cycles from the agent and the upstream
