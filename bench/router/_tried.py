@@ -144,6 +144,25 @@ c=64 on the master + agent path for 8 s. The machine was shared with five other 
   3,060 (median -12 %); µs per streamed event 72-79 → 67-84 (unchanged: the watch is per request).
   The full bench, two A/B pairs at load average 0.5-7.6, moved by less than its noise (master c=1
   3,183 / 3,350 → 2,645 / 3,952 µs). Kept: no slower anywhere, and one watch is less code.
+- **A leaner upstream client than httpx** (measured, the cheap part built). A prototype hop that
+  hands an `httpcore.Request` straight to the same lean pool and relays `response.stream` under one
+  task group, without httpx's Request and Response objects, against the hop as it is (both in a bare
+  Starlette app under uvicorn in front of the bench upstream, wrk, proxy CPU from /proc, interleaved,
+  three rounds at load average 6-8): µs per request at c=1 2,021 / 2,264 / 2,738 → 2,026 / 1,787 /
+  1,828 (median -19 %), at c=64 2,447 / 2,853 / 3,007 → 2,353 / 2,199 / 2,030 (median -23 %), µs
+  per streamed event 68-88 → 62-70 (about -10 %). Alone (`timeit`), building an `httpx.Request`
+  took 137-183 µs against 37 µs for an `httpcore.Request`, and half of httpx's cost is parsing the
+  URL string in Python. Built: the proxy keeps its parsed upstream URLs (`httpx.URL`, immutable; the
+  512 most recent), which took the Request from 137 to 63 µs alone; a hop A/B (three rounds, load
+  average ~8) could not show a change that small (c=1 2,057 → 1,942 µs median, c=64 2,594 → 2,655).
+  Not built in this work: the rest of the prototype's gain. Doing it properly means the forwarding
+  core holding an httpcore pool rather than an `httpx.AsyncClient` (the type of
+  `create_upstream_client`, on which the master's agent clients in mirbad_orchestration and the
+  tests build), its own mapping of httpcore's exceptions to the upstream errors (connect, timeout,
+  the stale keep-alive retry, a cut mid-body), and every router, agent and master test passing
+  through it; it did not fit the time left. It is the largest measured gain left on the hop, and
+  needs no new dependency: httpcore comes with httpx. h11 over anyio streams without httpcore was not
+  measured apart: httpcore's HTTP/1.1 connection is itself h11 over anyio streams, under its pool.
 - **Not tried yet**: an aiohttp-based transport (aiohttp 3.14 is in the lock, through NiceGUI and
   python-socketio, but no member declares it, and the lock could not change in this work).
 """
