@@ -100,8 +100,26 @@ c=64 on the master + agent path for 8 s. The machine was shared with five other 
   imported there: idle master 118 → 116 MB. What the agent keeps and needs: cryptography (16 MB: it
   checks its certificate and key at start-up), httpcore with `ssl` (9 MB), pydantic with the wire
   models of mirbad_protocol (15 MB), starlette and uvicorn (5 MB), and click and rich (5 MB), which
-  httpx imports for its command line whenever they are installed. 60 MB would need the agent's
-  start-up checks without cryptography and an httpx without its CLI imports; not done.
+  httpx imports for its command line whenever they are installed.
+- **Idle memory, second pass** (the bench's stack idle, VmRSS of the agent from /proc, two runs each,
+  the same to 0.1 MB; and each import's memory in a fresh interpreter). httpx 0.28's `__init__`
+  imports `httpx._main` (rich, pygments, click) with no lazy path, and falls back to a stub `main`
+  when that import fails; the agent package now puts the import system's `None` sentinel at
+  `sys.modules["httpx._main"]` before httpx is imported (`mirbad_agent/_no_httpx_cli.py`), so rich
+  and pygments (69 modules) stay out: idle agent 77.6 → 74.3 MB (51.8 → 48.5 MB anonymous), 1.2 MB
+  at import alone. click stays: uvicorn imports it for its own command line. What is left was
+  weighed and kept: cryptography is 9 MB at import (its one Rust extension is 6.3 MB of it, so
+  importing fewer of its submodules saves nothing) and the agent's whole PKI (`TlsCredentials`:
+  the key-matches-certificate check, the fleet CA's certificates, the enrolment pin) is built on its
+  objects; the stdlib `ssl` module can load and match a certificate and key but not read one's
+  fields or key, so dropping it would mean a second PKI code path in mirbad_protocol. pydantic's
+  model building is not where the memory is: every mirbad_protocol module but `_pki` (3.7 MB, the
+  cryptography it imports) and `_wire`/`_definition` (4.6 MB, pydantic's first schemas) adds under
+  0.5 MB, the master's admin views 0.1 MB, so lazy models would save under 1 MB. prometheus_client
+  (0.6 MB) reads a Ready model's metrics. The rest is the interpreter, asyncio with ssl (8 MB),
+  pydantic-core, anyio, starlette, uvicorn and httpcore, and three worker threads the agent uses.
+  60 MB is out of reach without replacing cryptography in the agent's start-up; the master (115 MB)
+  meets its 120 MB target and was left alone.
 - **Several router worker processes** (SO_REUSEPORT): designed in docs/architecture.md ("Scaling the
   router out"), not built. On these 2 cores the full path is CPU-bound with every process on the
   same cores (90 % busy at c=64), so a second worker would take cycles from the agent and the upstream
@@ -115,10 +133,37 @@ c=64 on the master + agent path for 8 s. The machine was shared with five other 
   the stack getting 17-22 % of the cores) could not show a change of that size: master 3,645 → 4,171
   µs per request at c=1 and 5,287 → 6,354 at c=64, with `direct` itself slower in the same run.
   Kept on the isolated measurement.
-- **Not tried yet**: one task group per request (the client-disconnect watch around the upstream
-  send, and again around the relay; reading a small, complete non-streamed body inside the first one
-  would let the relay skip the second); an aiohttp-based transport (aiohttp 3.14 is
-  in the lock, through NiceGUI and python-socketio, but no member declares it, and the lock could not
-  change in this work).
+- **One task group per request** (`mirbad_router.UpstreamRelay`, master and agent): the send and
+  the relay each started a task group (a task, a cancel scope, a `receive` call) to watch for the
+  client leaving. Now `forward` only reads the body and returns the relay, which sends the request
+  and relays the answer under one watch; an upstream failure before the headers is answered by the
+  caller's `on_failure` response. Measured on one hop alone (`forward` in a bare Starlette app under
+  uvicorn in front of the bench upstream, wrk, proxy CPU from /proc, old and new interleaved, four
+  rounds at load average 3.4-5): proxy µs per request at c=1 2,146 / 2,282 / 2,424 / 2,093 → 1,669 /
+  2,268 / 1,986 / 2,171 (median -6 %), at c=64 2,822 / 2,958 / 3,391 / 3,310 → 2,131 / 3,111 / 2,428 /
+  3,060 (median -12 %); µs per streamed event 72-79 → 67-84 (unchanged: the watch is per request).
+  The full bench, two A/B pairs at load average 0.5-7.6, moved by less than its noise (master c=1
+  3,183 / 3,350 → 2,645 / 3,952 µs). Kept: no slower anywhere, and one watch is less code.
+- **A leaner upstream client than httpx** (measured, the cheap part built). A prototype hop that
+  hands an `httpcore.Request` straight to the same lean pool and relays `response.stream` under one
+  task group, without httpx's Request and Response objects, against the hop as it is (both in a bare
+  Starlette app under uvicorn in front of the bench upstream, wrk, proxy CPU from /proc, interleaved,
+  three rounds at load average 6-8): µs per request at c=1 2,021 / 2,264 / 2,738 → 2,026 / 1,787 /
+  1,828 (median -19 %), at c=64 2,447 / 2,853 / 3,007 → 2,353 / 2,199 / 2,030 (median -23 %), µs
+  per streamed event 68-88 → 62-70 (about -10 %). Alone (`timeit`), building an `httpx.Request`
+  took 137-183 µs against 37 µs for an `httpcore.Request`, and half of httpx's cost is parsing the
+  URL string in Python. Built: the proxy keeps its parsed upstream URLs (`httpx.URL`, immutable; the
+  512 most recent), which took the Request from 137 to 63 µs alone; a hop A/B (three rounds, load
+  average ~8) could not show a change that small (c=1 2,057 → 1,942 µs median, c=64 2,594 → 2,655).
+  Not built in this work: the rest of the prototype's gain. Doing it properly means the forwarding
+  core holding an httpcore pool rather than an `httpx.AsyncClient` (the type of
+  `create_upstream_client`, on which the master's agent clients in mirbad_orchestration and the
+  tests build), its own mapping of httpcore's exceptions to the upstream errors (connect, timeout,
+  the stale keep-alive retry, a cut mid-body), and every router, agent and master test passing
+  through it; it did not fit the time left. It is the largest measured gain left on the hop, and
+  needs no new dependency: httpcore comes with httpx. h11 over anyio streams without httpcore was not
+  measured apart: httpcore's HTTP/1.1 connection is itself h11 over anyio streams, under its pool.
+- **Not tried yet**: an aiohttp-based transport (aiohttp 3.14 is in the lock, through NiceGUI and
+  python-socketio, but no member declares it, and the lock could not change in this work).
 """
 """Markdown: one bullet per attempt."""

@@ -56,6 +56,11 @@ class ProxyOptions:
 def proxy_app(upstream_base: str, client: httpx.AsyncClient, options: ProxyOptions) -> Starlette:
     """A minimal embedding app: forward everything, map the core's errors to plain JSON errors."""
 
+    async def failed(exc: UpstreamError) -> Response:
+        if isinstance(exc, UpstreamTimeoutError):
+            return JSONResponse({"code": "upstream_timeout", "message": str(exc)}, status_code=504)
+        return JSONResponse({"code": type(exc).__name__, "message": str(exc)}, status_code=502)
+
     async def endpoint(request: Request) -> Response:
         url = join_upstream_url(upstream_base, request.path_params["path"], request.url.query)
         try:
@@ -64,6 +69,7 @@ def proxy_app(upstream_base: str, client: httpx.AsyncClient, options: ProxyOptio
                 request,
                 url,
                 client,
+                on_failure=failed,
                 headers=options.extra,
                 body=body,
                 idle_timeout_s=options.idle_timeout_s,
@@ -71,10 +77,6 @@ def proxy_app(upstream_base: str, client: httpx.AsyncClient, options: ProxyOptio
             )
         except RequestTooLargeError as exc:
             return JSONResponse({"code": "request_too_large", "message": str(exc)}, status_code=413)
-        except UpstreamTimeoutError as exc:
-            return JSONResponse({"code": "upstream_timeout", "message": str(exc)}, status_code=504)
-        except UpstreamError as exc:
-            return JSONResponse({"code": type(exc).__name__, "message": str(exc)}, status_code=502)
 
     return Starlette(routes=[Route("/{path:path}", endpoint, methods=METHODS)])
 

@@ -7,6 +7,8 @@ GGUF headers and proxies requests to the models. :func:`create_app` builds the S
 over :class:`AgentServices`; :func:`compose_services` builds those from :class:`AgentSettings`.
 """
 
+# First: it keeps httpx from importing its command line (see the module).
+from . import _no_httpx_cli  # noqa: F401
 from ._app import create_app
 from ._boot import boot_id, in_container
 from ._compose import compose_services, connect_docker, container_driver, process_driver

@@ -117,36 +117,30 @@ def proxy_route(
         if upstream is None:
             return _not_running(model_id)
         url = join_upstream_url(upstream.base_url, path, request.url.query)
-        try:
-            return await _forward(request, url, client, upstream, idle_timeout_s)
-        except UpstreamError as exc:
+
+        async def failed(exc: UpstreamError) -> Response:
+            _log.warning("proxy: %s", exc)
+            if isinstance(exc, UpstreamTimeoutError):
+                return agent_error_response(AgentErrorCode.UPSTREAM_TIMEOUT, str(exc))
             # Not a timeout: the server refused or broke the connection before any answer.
             if running is not None and not await running(model_id):
                 return _not_running(model_id)
-            _log.warning("proxy: %s", exc)
             return agent_error_response(AgentErrorCode.UPSTREAM_UNREACHABLE, str(exc))
 
+        try:
+            return await forward(
+                request,
+                url,
+                client,
+                on_failure=failed,
+                headers=upstream.headers,
+                idle_timeout_s=idle_timeout_s,
+                limit=MAX_PROXY_BODY_BYTES,
+            )
+        except RequestTooLargeError as exc:
+            return agent_error_response(AgentErrorCode.REQUEST_TOO_LARGE, str(exc))
+
     return Route(ROUTE_PROXY, endpoint, methods=list(PROXY_METHODS), name="proxy")
-
-
-async def _forward(
-    request: Request, url: str, client: httpx.AsyncClient, upstream: ModelServer, idle_timeout_s: float | None
-) -> Response:
-    # Any UpstreamError but a timeout goes to the endpoint, which asks whether the model still runs.
-    try:
-        return await forward(
-            request,
-            url,
-            client,
-            headers=upstream.headers,
-            idle_timeout_s=idle_timeout_s,
-            limit=MAX_PROXY_BODY_BYTES,
-        )
-    except RequestTooLargeError as exc:
-        return agent_error_response(AgentErrorCode.REQUEST_TOO_LARGE, str(exc))
-    except UpstreamTimeoutError as exc:
-        _log.warning("proxy: %s", exc)
-        return agent_error_response(AgentErrorCode.UPSTREAM_TIMEOUT, str(exc))
 
 
 def _not_running(model_id: str) -> Response:

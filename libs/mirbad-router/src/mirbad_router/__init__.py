@@ -35,7 +35,6 @@ from ._contracts import (
 from ._errors import NOT_READY_RETRY_AFTER_S
 from ._event_loop import fast_backend_options, run_event_loop
 from ._forward import (
-    CLIENT_CLOSED_REQUEST,
     CONNECT_TIMEOUT_S,
     MAX_BODY_BYTES,
     UPSTREAM_KEEPALIVE_S,
@@ -48,7 +47,7 @@ from ._headers import HOP_BY_HOP_HEADERS, request_headers, response_headers
 from ._limits import LimitExceeded, RateLimiter, TokenReservation
 from ._paths import check_proxy_path, checked_path_param
 from ._pool import SWEEP_INTERVAL_S, LeanConnectionPool, lean_transport
-from ._relay import UpstreamRelay, wait_for_disconnect
+from ._relay import CLIENT_CLOSED_REQUEST, UpstreamRelay, wait_for_disconnect
 from ._stats import RouterStats
 from ._usage import JsonUsageTap, SseUsageTap, Usage, request_stream_usage, usage_from_object
 from .exceptions import (

@@ -29,9 +29,10 @@ from ._body import RequestBody, parse_request_body
 from ._bounds import request_token_bound
 from ._contracts import KeyGrant, KeyStore, MaintenanceGate, ModelResolver, Resolution, StatsSink
 from ._exchange import ExchangeOutcome, ObservedResponse
-from ._forward import CLIENT_CLOSED_REQUEST, MAX_BODY_BYTES, forward, join_upstream_url, read_body
+from ._forward import MAX_BODY_BYTES, forward, join_upstream_url, read_body
 from ._limits import LimitExceeded, RateLimiter, TokenReservation
 from ._paths import checked_path_param
+from ._relay import CLIENT_CLOSED_REQUEST
 from ._startup import wait_until_ready
 from ._usage import request_stream_usage
 from .exceptions import InvalidRequestBodyError, RequestTooLargeError, UnsafeProxyPathError, UpstreamError
@@ -256,16 +257,24 @@ class _Router:
         url = join_upstream_url(model.upstream.base_url, f"v1/{path}", request.url.query)
         # Identity encoding keeps the body readable for usage; the hop is a LAN or loopback.
         headers = {"accept-encoding": "identity"} | {k.lower(): v for k, v in model.upstream.headers.items()}
+        served_name = model.served_name
+
+        async def failed(error: UpstreamError) -> Response:
+            # The client's message leaves the address out; the operator's log keeps it. The stats and
+            # the reservation are settled by the report, as for any exchange that did not complete.
+            _log.warning("forwarding a request for %s failed: %s", served_name, error)
+            return errors.upstream_failed(served_name, error)
+
         self.stats.begin(model.served_name)
         try:
             relay = await forward(
-                _without_credentials(request), url, model.upstream.client, headers=headers, body=content
+                _without_credentials(request),
+                url,
+                model.upstream.client,
+                on_failure=failed,
+                headers=headers,
+                body=content,
             )
-        except UpstreamError as error:
-            self._failed_before_answer(model.served_name, reservation)
-            # The client's message leaves the address out; the operator's log keeps it.
-            _log.warning("forwarding a request for %s failed: %s", model.served_name, error)
-            return errors.upstream_failed(model.served_name, error)
         except BaseException:
             self._failed_before_answer(model.served_name, reservation)
             raise

@@ -15,26 +15,23 @@ Nothing here sleeps or polls; every test of this module runs against real loopba
 
 from __future__ import annotations
 
+import functools
 import http.cookiejar
 import logging
 import ssl
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import quote
 
-import anyio
 import httpx
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
-from starlette.types import Receive
-
-from mirbad_protocol import single_errors
 
 from ._headers import request_headers
 from ._paths import check_proxy_path
 from ._pool import lean_transport
-from ._relay import UpstreamRelay, wait_for_disconnect
+from ._relay import CLIENT_CLOSED_REQUEST, UpstreamRelay
 from .exceptions import (
     RequestTooLargeError,
     UpstreamConnectError,
@@ -44,7 +41,6 @@ from .exceptions import (
 )
 
 __all__ = [
-    "CLIENT_CLOSED_REQUEST",
     "CONNECT_TIMEOUT_S",
     "MAX_BODY_BYTES",
     "UPSTREAM_KEEPALIVE_S",
@@ -67,11 +63,11 @@ response". Well inside 5 s, a pooled connection is never the one being closed.
 """
 CONNECT_TIMEOUT_S: Final = 10.0
 """How long to wait for a connection to the upstream (and for a free pooled connection)."""
-CLIENT_CLOSED_REQUEST: Final = 499
-"""The status recorded when the client left before the upstream answered (nginx's convention)."""
 
 # httpcore's message for a connection closed before the first byte of a response.
 _NO_RESPONSE: Final = "Server disconnected without sending a response"
+# How many upstream URLs stay parsed (the least recently used go first; a query string makes its own).
+_PARSED_URLS: Final = 512
 # Characters left as they are when a decoded path is put back into a URL (RFC 3986 pchar and "/").
 _PATH_SAFE: Final = "/:@!$&'()*+,;=-._~"
 
@@ -149,22 +145,30 @@ async def forward(
     url: str,
     client: httpx.AsyncClient,
     *,
+    on_failure: Callable[[UpstreamError], Awaitable[Response]],
     headers: Mapping[str, str] | None = None,
     body: bytes | None = None,
     idle_timeout_s: float | None = None,
     limit: int = MAX_BODY_BYTES,
 ) -> Response:
-    """Send ``request`` to ``url`` and return a response that streams the upstream's answer back.
+    """Read ``request``'s body and return the response that sends it to ``url`` and streams the answer.
 
-    The returned response must be returned from the endpoint (it holds the open upstream response and
-    closes it once the body has been relayed, the client has left, or the upstream failed). If the
-    upstream fails after its headers were relayed, the client connection is closed without completing
-    the body, so the client sees a truncated response rather than a silently shortened one.
+    The returned response must be returned from the endpoint: the request goes upstream when the ASGI
+    server calls it, and one watch for the client leaving covers both the send and the relay (see
+    :class:`UpstreamRelay`). When the upstream cannot be reached, times out or breaks HTTP before its
+    headers, ``on_failure`` is called with the error and its response goes to the client instead. If
+    the upstream fails after its headers were relayed, the client connection is closed without
+    completing the body, so the client sees a truncated response rather than a silently shortened one.
 
     Args:
         request: the incoming request; its method, headers (minus hop-by-hop ones) and body are sent.
         url: the full upstream URL, query included (see :func:`join_upstream_url`).
         client: the shared upstream client (see :func:`create_upstream_client`).
+        on_failure: the response for an :class:`~mirbad_router.exceptions.UpstreamError` before any
+            answer: :class:`~mirbad_router.exceptions.UpstreamConnectError` (no connection),
+            :class:`~mirbad_router.exceptions.UpstreamTimeoutError` (no response headers within
+            ``idle_timeout_s``) or :class:`~mirbad_router.exceptions.UpstreamResponseError` (the
+            upstream closed the connection or broke HTTP). Not called when the client left first.
         headers: headers to add upstream, each replacing the client's header of the same name.
         body: the body, when the caller has already read it with :func:`read_body` (the router reads
             the JSON to find the model); ``None`` reads it here.
@@ -173,9 +177,6 @@ async def forward(
 
     Raises:
         RequestTooLargeError: the body is over ``limit``; the upstream was not contacted.
-        UpstreamConnectError: no connection to the upstream.
-        UpstreamTimeoutError: the upstream sent no response headers within ``idle_timeout_s``.
-        UpstreamResponseError: the upstream closed the connection or broke HTTP before its headers.
     """
     try:
         content = await read_body(request, limit=limit) if body is None else body
@@ -188,36 +189,16 @@ async def forward(
         content,
         _timeout(idle_timeout_s).as_dict(),
     )
-    upstream = await _send_unless_client_leaves(client, outgoing, request.receive)
-    if upstream is None:
-        # Nobody will read this response; returning one keeps the server from logging an error.
-        return Response(status_code=CLIENT_CLOSED_REQUEST)
-    return UpstreamRelay(upstream, url)
 
+    async def open_upstream() -> httpx.Response:
+        # A non-streaming generation sends no headers until it is done; the relay's watch cancels
+        # this send when the client leaves meanwhile, which closes the connection and aborts it.
+        try:
+            return await _send_again_if_stale(client, outgoing)
+        except httpx.TransportError as exc:
+            raise _upstream_error(url, exc) from exc
 
-async def _send_unless_client_leaves(
-    client: httpx.AsyncClient, outgoing: _Outgoing, receive: Receive
-) -> httpx.Response | None:
-    # A non-streaming generation sends no headers until it is done, so the client may leave while
-    # we wait; cancelling the send closes the upstream connection, which aborts the generation.
-    answer: list[httpx.Response] = []
-    failure: list[httpx.TransportError] = []
-    with single_errors():
-        async with anyio.create_task_group() as group:
-
-            async def send() -> None:
-                try:
-                    answer.append(await _send_again_if_stale(client, outgoing))
-                except httpx.TransportError as exc:
-                    failure.append(exc)
-                group.cancel_scope.cancel()
-
-            group.start_soon(send)
-            await wait_for_disconnect(receive)
-            group.cancel_scope.cancel()
-    if failure:
-        raise _upstream_error(outgoing.url, failure[0])
-    return answer[0] if answer else None
+    return UpstreamRelay(open_upstream, url, on_failure)
 
 
 @dataclass(frozen=True)
@@ -233,8 +214,19 @@ class _Outgoing:
     def build(self, attempt: _Attempt) -> httpx.Request:
         extensions = {"timeout": self.timeout, "trace": attempt.trace}
         return httpx.Request(
-            self.method, self.url, headers=self.headers, content=self.content, extensions=extensions
+            self.method,
+            _parsed_url(self.url),
+            headers=self.headers,
+            content=self.content,
+            extensions=extensions,
         )
+
+
+@functools.lru_cache(maxsize=_PARSED_URLS)
+def _parsed_url(url: str) -> httpx.URL:
+    # httpx parses a URL string in Python, about half the cost of building its Request; a proxy sends
+    # the same few URLs (a model's base and path) again and again, and an httpx.URL never changes.
+    return httpx.URL(url)
 
 
 class _Attempt:

@@ -1,9 +1,10 @@
-"""Relaying an open upstream response to an ASGI client, chunk by chunk, until one side goes away."""
+"""Sending a request upstream and relaying the answer to an ASGI client until one side goes away."""
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from typing import Final
 
@@ -15,10 +16,14 @@ from starlette.types import Receive, Scope, Send
 from mirbad_protocol import openai_error, single_errors
 
 from ._headers import response_headers
+from .exceptions import UpstreamError
 
 __all__ = ["UpstreamRelay", "wait_for_disconnect"]
 
 _log = logging.getLogger(__name__)
+
+CLIENT_CLOSED_REQUEST: Final = 499
+"""The status recorded when the client left before the upstream answered (nginx's convention)."""
 
 # Closing a response only closes a socket; the bound keeps a wedged peer from holding the task.
 _CLOSE_TIMEOUT_S: Final = 5.0
@@ -39,62 +44,80 @@ async def wait_for_disconnect(receive: Receive) -> None:
 
 
 class UpstreamRelay(Response):
-    """A response that streams an open httpx response to the client as the upstream sends it.
+    """A response that sends a request upstream and streams the answer back, watching for the client.
 
-    Status and headers (minus hop-by-hop ones) are copied; each upstream chunk becomes one ASGI body
-    message, so nothing is buffered. The relay watches for the client leaving and then closes the
-    upstream response, which closes its connection and tells the upstream to stop. The upstream
-    response is always closed when the relay ends.
+    One watch for the client leaving covers the whole exchange, from sending the request to the last
+    chunk of the answer (one task group per request): a client that goes away while the upstream is
+    still working on the answer (a non-streamed generation sends no headers until it is done) or while
+    it streams cancels the exchange, which closes the upstream connection and tells the upstream to
+    stop. Status and headers (minus hop-by-hop ones) are copied; each upstream chunk becomes one ASGI
+    body message, so nothing is buffered. The upstream response is always closed when the relay ends.
 
     Args:
-        upstream: a response from ``client.send(request, stream=True)`` whose body is not read yet.
+        open_upstream: sends the request and returns the upstream's response with its body unread;
+            raises :class:`~mirbad_router.exceptions.UpstreamError` when no answer came.
         url: the upstream URL, for the log line written when the upstream fails mid-response.
+        on_failure: the response to send instead when ``open_upstream`` raised; sent once the watch is
+            over, so it may be any response.
 
     Attributes:
         failure: why the upstream broke off mid-body, once it has; None while it has not.
     """
 
-    def __init__(self, upstream: httpx.Response, url: str | None = None) -> None:
+    def __init__(
+        self,
+        open_upstream: Callable[[], Awaitable[httpx.Response]],
+        url: str,
+        on_failure: Callable[[UpstreamError], Awaitable[Response]],
+    ) -> None:
         # Response.__init__ would render a body; a relay has none of its own, so it sets the fields.
-        self.status_code = upstream.status_code
-        self.raw_headers = response_headers(upstream.headers.raw)
+        # Until the upstream answers there is no status: a client that leaves before then left a 499.
+        self.status_code = CLIENT_CLOSED_REQUEST
+        self.raw_headers = []
         self.background = None
-        self._upstream = upstream
-        self._url = url or str(upstream.request.url)
-        self._event_stream = upstream.headers.get("content-type", "").startswith(_EVENT_STREAM)
+        self._open_upstream = open_upstream
+        self._on_failure = on_failure
+        self._url = url
+        self._instead: Response | None = None
+        self._event_stream = False
         self._tail = b""
         self.failure: str | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            failure = await self._relay_until_client_leaves(receive, send)
-        finally:
-            with anyio.move_on_after(_CLOSE_TIMEOUT_S, shield=True):
-                await self._upstream.aclose()
-        if failure is not None:
-            self.failure = failure
-            _log.warning("upstream %s failed mid-response (%s)", self._url, failure)
-
-    async def _relay_until_client_leaves(self, receive: Receive, send: Send) -> str | None:
-        failures: list[str] = []
         with single_errors():
             async with anyio.create_task_group() as group:
 
-                async def relay() -> None:
-                    failure = await self._relay(send)
-                    if failure is not None:
-                        failures.append(failure)
+                async def exchange() -> None:
+                    await self._exchange(send)
                     group.cancel_scope.cancel()
 
-                group.start_soon(relay)
+                group.start_soon(exchange)
                 await wait_for_disconnect(receive)
                 group.cancel_scope.cancel()
-        return failures[0] if failures else None
+        if self._instead is not None:
+            await self._instead(scope, receive, send)
+        if self.failure is not None:
+            _log.warning("upstream %s failed mid-response (%s)", self._url, self.failure)
 
-    async def _relay(self, send: Send) -> str | None:
+    async def _exchange(self, send: Send) -> None:
+        try:
+            upstream = await self._open_upstream()
+        except UpstreamError as error:
+            self._instead = await self._on_failure(error)
+            return
+        try:
+            self.failure = await self._relay(upstream, send)
+        finally:
+            with anyio.move_on_after(_CLOSE_TIMEOUT_S, shield=True):
+                await upstream.aclose()
+
+    async def _relay(self, upstream: httpx.Response, send: Send) -> str | None:
+        self.status_code = upstream.status_code
+        self.raw_headers = response_headers(upstream.headers.raw)
+        self._event_stream = upstream.headers.get("content-type", "").startswith(_EVENT_STREAM)
         await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
         try:
-            async for chunk in self._upstream.aiter_raw():
+            async for chunk in upstream.aiter_raw():
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 self._tail = (self._tail + chunk)[-4:]
         except httpx.ReadTimeout:

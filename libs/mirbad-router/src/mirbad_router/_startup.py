@@ -10,8 +10,7 @@ from mirbad_protocol import MirbadError, ModelState, single_errors
 
 from . import _errors as errors
 from ._contracts import ModelResolver, Resolution
-from ._forward import CLIENT_CLOSED_REQUEST
-from ._relay import wait_for_disconnect
+from ._relay import CLIENT_CLOSED_REQUEST, wait_for_disconnect
 from .exceptions import StartDeferredError
 
 __all__: list[str] = []
