@@ -3,7 +3,7 @@
 xdist's ``loadfile`` hands out whole files, by default the files with the most tests first. The files
 that take minutes (a real vLLM started again and again, the deploy images) hold few tests, so they came
 last and the run waited on them after the other worker ran dry. Here a file marked ``long`` goes first,
-the longest first, and the rest follow as xdist would order them. The two files that start the real
+the longest first, and the rest follow as xdist would order them. The files that start the real
 vLLM engine share one worker, one after the other: on two cores, two engines starting at once each took
 more than twice as long.
 """
@@ -20,6 +20,7 @@ import pytest
 SHARED_WORKER: dict[str, str] = {
     "tests/vllm/test_vllm_real.py": "the real vLLM engine",
     "tests/vllm/test_vllm_tuning.py": "the real vLLM engine",
+    "tests/vllm/test_vllm_download.py": "the real vLLM engine",
 }
 
 

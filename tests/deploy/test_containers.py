@@ -27,7 +27,7 @@ from tests._support.polling import until
 from tests._support.tiny_definition import tiny_llama_definition
 from tests._support.tiny_gguf import TINY_MODEL_PATH, write_tiny_gguf
 
-pytestmark = [pytest.mark.long(minutes=6), pytest.mark.deploy, pytest.mark.docker, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.long(minutes=3), pytest.mark.deploy, pytest.mark.docker, pytest.mark.timeout(900)]
 
 COMPOSE_FILE = ROOT / "deploy" / "compose.multinode.yaml"
 IMAGE_UID = 10001

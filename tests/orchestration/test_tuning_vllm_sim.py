@@ -58,7 +58,7 @@ from mirbad_protocol import (
 )
 
 # Only the Docker-tier tests take minutes; the mark orders the file, it skips nothing.
-pytestmark = [pytest.mark.long(minutes=6)]
+pytestmark = [pytest.mark.long(minutes=3)]
 
 WAIT_S = 30.0
 STEP_S = 0.05  # one simulated decode step: large against the proxy's per-chunk cost on a busy machine

@@ -25,6 +25,7 @@ from tests._support.vllm_image import ensure_model
 from tests._support.vllm_up import vllm_up
 
 pytestmark = [
+    pytest.mark.long(minutes=1),
     pytest.mark.vllm,
     pytest.mark.docker,
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="runs mirbad up's process tree"),

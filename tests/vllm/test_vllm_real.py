@@ -37,7 +37,7 @@ from mirbad_protocol import BenchmarkSizes, PresetSizes
 from mirbad_runtime import MODEL_LABEL
 
 pytestmark = [
-    pytest.mark.long(minutes=8),
+    pytest.mark.long(minutes=4),
     pytest.mark.vllm,
     pytest.mark.docker,
     pytest.mark.browser,

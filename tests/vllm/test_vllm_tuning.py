@@ -38,7 +38,7 @@ from mirbad_protocol import PresetSizes
 from mirbad_runtime import MODEL_LABEL
 
 pytestmark = [
-    pytest.mark.long(minutes=7),
+    pytest.mark.long(minutes=4),
     pytest.mark.vllm,
     pytest.mark.docker,
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="vLLM's CPU image runs on Linux"),
