@@ -11,11 +11,28 @@ from typing import Any
 
 import docker
 
+from mirbad_protocol import PresetSizes
 from mirbad_runtime import MODEL_LABEL
 
 from .asgi_server import free_port
 from .mirbad_up import Up
 from .vllm_image import ensure_vllm_image
+
+TINY_PRESET = PresetSizes(
+    levels=[1, 2],
+    max_seqs_cap=2,
+    repetitions=1,
+    short_output_tokens=[4],
+    cold_prompt_tokens=[1_000_000],  # never fits the tiny model's 256 tokens: the cold prompts are skipped
+    shared_prefix_tokens=48,
+    shared_prefix_questions=2,
+    question_tokens=4,
+    tool_call_tokens=8,
+    embedding_levels=[1, 2],
+    # The default inputs run to 256 words: past the tiny model's 256-token context.
+    embedding_input_words=[2, 4, 8, 16],
+)
+"""The preset suite's sizes for the tier's tiny model (the product runs the spec's)."""
 
 
 @contextlib.contextmanager

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import select
 import subprocess
 import tempfile
@@ -99,3 +100,9 @@ def vllm_parser() -> Iterator[VllmParser]:
         pytest.fail(str(exc), pytrace=False)
     yield parser
     parser.close()
+
+
+@pytest.fixture
+def run_id() -> str:
+    """This test's id: the suffix of its model ids and of its Docker network's name."""
+    return os.urandom(3).hex()

@@ -9,7 +9,6 @@ the test itself stays synchronous like the rest of the tier.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,11 +45,6 @@ def hub_url() -> Iterator[str]:
     hub.add_repo(REPO, {path.name: path.read_bytes() for path in sorted(model.iterdir()) if path.is_file()})
     with start_blocking_portal() as portal, portal.wrap_async_context_manager(serve_asgi(hub.app())) as url:
         yield url
-
-
-@pytest.fixture
-def run_id() -> str:
-    return os.urandom(3).hex()
 
 
 @pytest.fixture

@@ -30,10 +30,10 @@ from tests._support.mirbad_up import Admin, Up
 from tests._support.polling import until
 from tests._support.real_parts import CHROMIUM, CHROMIUM_ARGS
 from tests._support.vllm_image import MODEL_NAME, ensure_model
-from tests._support.vllm_up import vllm_up
+from tests._support.vllm_up import TINY_PRESET, vllm_up
 
 from mirbad_orchestration.benchmarks import ChatEndpoint, measure_run
-from mirbad_protocol import BenchmarkSizes, PresetSizes
+from mirbad_protocol import BenchmarkSizes
 from mirbad_runtime import MODEL_LABEL
 
 pytestmark = [
@@ -52,26 +52,6 @@ DOCS_SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 HIDDEN_SIZE = 128
 """The tiny model's width (tests/_support/vllm_tiny_model.py): the length of its embeddings."""
 TINY_CLASSIC = BenchmarkSizes(levels=[1, 2], runs=1, max_tokens=4, prefill_tokens=64, question_tokens=4)
-TINY_PRESET = PresetSizes(
-    levels=[1, 2],
-    max_seqs_cap=2,
-    repetitions=1,
-    short_output_tokens=[4],
-    cold_prompt_tokens=[1_000_000],
-    shared_prefix_tokens=48,
-    shared_prefix_questions=2,
-    question_tokens=4,
-    tool_call_tokens=8,
-    embedding_levels=[1, 2],
-    # The default inputs run to 256 words: past the tiny model's 256-token context.
-    embedding_input_words=[2, 4, 8, 16],
-)
-"""The benchmark sizes of this tier (named here; the product runs the spec's)."""
-
-
-@pytest.fixture
-def run_id() -> str:
-    return os.urandom(3).hex()
 
 
 @pytest.fixture

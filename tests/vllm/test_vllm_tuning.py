@@ -30,11 +30,10 @@ import pytest
 from tests._support.mirbad_up import Admin, Up
 from tests._support.polling import until
 from tests._support.vllm_image import MODEL_NAME, ensure_model
-from tests._support.vllm_up import vllm_up
+from tests._support.vllm_up import TINY_PRESET, vllm_up
 
 from mirbad_orchestration.commandline import TUNING_LABEL
 from mirbad_orchestration.tuning import tuning_id
-from mirbad_protocol import PresetSizes
 from mirbad_runtime import MODEL_LABEL
 
 pytestmark = [
@@ -49,26 +48,9 @@ START_S = 600.0
 """vLLM's start on two shared cores: ~35 s alone, several minutes while other tests load the CPUs."""
 RUN_S = 1200.0
 """The whole run: four to six starts (baseline, candidate, the confirmation's two, the restore)."""
-TINY_PRESET = PresetSizes(
-    levels=[1, 2],
-    max_seqs_cap=2,
-    repetitions=1,
-    short_output_tokens=[4],
-    cold_prompt_tokens=[1_000_000],  # never fits the tiny model's 256 tokens: the cold prompts are skipped
-    shared_prefix_tokens=48,
-    shared_prefix_questions=2,
-    question_tokens=4,
-    tool_call_tokens=8,
-)
-"""The preset suite's sizes for the tiny model (the product runs the spec's)."""
 REQUESTED_GRAPHS = "FULL_AND_PIECEWISE"
 NO_GRAPHS_NOTE = f"cudagraph_mode NONE (requested {REQUESTED_GRAPHS})"
 """vLLM's CPU platform has no static graphs: its engine's config line reads NONE whatever was asked."""
-
-
-@pytest.fixture
-def run_id() -> str:
-    return os.urandom(3).hex()
 
 
 @pytest.fixture
@@ -138,6 +120,22 @@ def _tiny_model(up: Up, model_id: str) -> dict[str, Any]:
     }
 
 
+def _started(admin: Admin, up: Up, model_id: str) -> tuple[dict[str, Any], bytes]:
+    """The tiny model defined, started and Ready: its status then, and the registry's bytes."""
+    admin.ok("POST", "/api/models", json=_tiny_model(up, model_id))
+    admin.ok("POST", f"/api/models/{model_id}/start")
+    ready = _wait_state(admin, up, model_id, "Ready")
+    return ready, (up.data_dir / "models.json").read_bytes()
+
+
+def _check_nothing_left(admin: Admin, up: Up, model_id: str, ready: dict[str, Any], before: bytes) -> None:
+    """The saved model is back with its saved settings; the registry and Docker show no trace."""
+    back = _wait_state(admin, up, model_id, "Ready")
+    assert back["configHash"] == ready["configHash"]
+    assert (up.data_dir / "models.json").read_bytes() == before
+    assert _tuning_containers(model_id) == []
+
+
 def _check_measured(row: dict[str, Any], repetitions: int) -> None:
     """A measured row: started (timed) and benchmarked, or failed with vLLM's cause."""
     assert row["outcome"] in ("accepted", "rejected", "failed"), row
@@ -156,11 +154,7 @@ def test_a_tuning_run_on_the_real_vllm_measures_its_candidates_and_decides(up: U
     admin = Admin(up.base_url, password)
     try:
         model_id = f"tiny-{run_id}"
-        admin.ok("POST", "/api/models", json=_tiny_model(up, model_id))
-        admin.ok("POST", f"/api/models/{model_id}/start")
-        ready = _wait_state(admin, up, model_id, "Ready")
-        registry = up.data_dir / "models.json"
-        before = registry.read_bytes()
+        ready, before = _started(admin, up, model_id)
 
         body = {"preset": "throughput", "steps": ["async_scheduling"]}
         job = admin.ok("POST", f"/api/models/{model_id}/tune", json=body)
@@ -198,11 +192,7 @@ def test_a_tuning_run_on_the_real_vllm_measures_its_candidates_and_decides(up: U
             assert run["bestDefinition"]["asyncScheduling"] is True
         assert not any("did not come back" in note for note in run["notes"]), run["notes"]
 
-        # The saved model is back with its saved settings; the registry and Docker show no trace.
-        back = _wait_state(admin, up, model_id, "Ready")
-        assert back["configHash"] == ready["configHash"]
-        assert registry.read_bytes() == before
-        assert _tuning_containers(model_id) == []
+        _check_nothing_left(admin, up, model_id, ready, before)
     finally:
         admin.close()
 
@@ -218,11 +208,7 @@ def test_the_quick_plan_on_the_real_vllm_runs_to_a_decision(up: Up, run_id: str)
     admin = Admin(up.base_url, password)
     try:
         model_id = f"tiny-{run_id}"
-        admin.ok("POST", "/api/models", json=_tiny_model(up, model_id))
-        admin.ok("POST", f"/api/models/{model_id}/start")
-        ready = _wait_state(admin, up, model_id, "Ready")
-        registry = up.data_dir / "models.json"
-        before = registry.read_bytes()
+        ready, before = _started(admin, up, model_id)
 
         job = admin.ok("POST", f"/api/models/{model_id}/tune", json={"preset": "throughput"})
         ended = _run_to_its_end(admin, up, job["id"], timeout_s=3600.0)
@@ -245,9 +231,6 @@ def test_the_quick_plan_on_the_real_vllm_runs_to_a_decision(up: Up, run_id: str)
             print(row["step"], row["changes"], row["outcome"], row.get("scores"), row.get("startSeconds"))
         print("winner", run["winner"]["changes"], "baseline kept" if run["winnerIsBaseline"] else "")
 
-        back = _wait_state(admin, up, model_id, "Ready")
-        assert back["configHash"] == ready["configHash"]
-        assert registry.read_bytes() == before
-        assert _tuning_containers(model_id) == []
+        _check_nothing_left(admin, up, model_id, ready, before)
     finally:
         admin.close()
