@@ -27,7 +27,13 @@ from tests.master.test_api_services import _RealAgent
 from tests.master.test_ui_pages import portal_user
 
 from mirbad_agent import AgentServices, HostServicesGateway, NodeRuntimes, create_app
-from mirbad_master.ui._services import SYSTEM_LABEL, discovered_order, refusal_text, service_nodes
+from mirbad_master.ui._services import (
+    SERVICES_REFRESH_S,
+    SYSTEM_LABEL,
+    discovered_order,
+    refusal_text,
+    service_nodes,
+)
 from mirbad_orchestration import AgentRequestError
 from mirbad_orchestration.fleet import AgentTimeouts
 from mirbad_protocol import DiscoveredService
@@ -213,6 +219,28 @@ async def test_an_action_whose_row_was_redrawn_meanwhile_still_reports_and_redra
         await eventually(lambda: _ran(layout, "stop", "smartd.service"), timeout_s=10)
         await eventually(lambda: _notified(user, "smartd: stop queued"), timeout_s=10)
         await eventually(lambda: _text(user, "unit-state-smartd") == "inactive (dead)", timeout_s=10)
+
+
+async def test_a_refresh_that_finds_nothing_changed_keeps_the_rows(
+    master: Master, layout: HostdLayout
+) -> None:
+    async with portal_user(master) as user:
+        await user.open("/services")
+        await user.should_see(marker="unit-smartd")
+        timers = [t for t in user.find(kind=ui.timer).elements if isinstance(t, ui.timer)]
+        for timer in timers:
+            timer.deactivate()
+        [services_timer] = [t for t in timers if t.interval == SERVICES_REFRESH_S]
+        before = {e.id for e in user.find(marker="unit-stop-smartd").elements}
+
+        # The page's own refresh, run to its end: a row rebuilt for nothing loses a click landing on it.
+        with user:
+            await services_timer.callback()  # type: ignore[misc]
+
+        assert {e.id for e in user.find(marker="unit-stop-smartd").elements} == before
+        user.find(marker="unit-stop-nginx").click()
+        await eventually(lambda: _text(user, "unit-state-nginx") == "inactive (dead)", timeout_s=10)
+        assert {e.id for e in user.find(marker="unit-stop-smartd").elements} != before  # a change redraws
 
 
 async def test_the_discovered_tab_shows_denied_units_read_only(master: Master, layout: HostdLayout) -> None:

@@ -156,6 +156,8 @@ async def _node_card(services: MasterServices, node: str, *, units: bool, contai
             if tabs.value in (discovered_tab, "Discovered"):
                 await load_discovered()
 
+    drawn: list[object] = [None]  # what the rows show now
+
     async def refresh() -> None:
         unit_rows: list[HostServiceStatus] | str = []
         container_rows: list[tuple[WhitelistedContainer, ContainerService | None]] | str = []
@@ -171,6 +173,11 @@ async def _node_card(services: MasterServices, node: str, *, units: bool, contai
                 container_rows = [(entry, by_name.get(entry.name)) for entry in entries]
             except MirbadError as exc:
                 container_rows = str(exc)
+        if (unit_rows, container_rows) == drawn[0]:
+            # Nothing changed: rebuilding the rows anyway would only lose a click that lands on one
+            # while it is being replaced (the timer's refresh runs every few seconds).
+            return
+        drawn[0] = (unit_rows, container_rows)
         managed.clear()
         with managed:
             for rows in (unit_rows, container_rows):
