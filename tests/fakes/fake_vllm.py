@@ -690,9 +690,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     defaults = vars(build_parser().parse_args([]))
     given = {key: value for key, value in vars(args).items() if key in defaults and value != defaults[key]}
+    failure = os.environ.get("FAKE_VLLM_FAIL")
+    if failure:
+        # A start that dies writes one stream only: Docker merges two in arrival order, which put a line
+        # written before the error after it.
+        sys.stdout = sys.stderr
     log(f"non-default args: {given}")
     log_engine_notices(args)
-    failure = os.environ.get("FAKE_VLLM_FAIL")
     if failure:
         return _fail(failure)
     sim = SimSettings.from_env(args)
