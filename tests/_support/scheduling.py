@@ -5,7 +5,10 @@ that take minutes (a real vLLM started again and again, the deploy images) hold 
 last and the run waited on them after the other worker ran dry. Here a file marked ``long`` goes first,
 the longest first, and the rest follow as xdist would order them. The files that start the real
 vLLM engine share one worker, one after the other: on two cores, two engines starting at once each took
-more than twice as long. The simulator's tuning tests join them: they score wall-clock time.
+more than twice as long.
+The simulator's tuning tests score wall-clock time, so they start at once on the other worker: behind
+the engine's files they ran as that worker's load fell away, a drift the confirmation stage read as a
+real difference.
 """
 
 from __future__ import annotations
@@ -21,9 +24,6 @@ SHARED_WORKER: dict[str, str] = {
     "tests/vllm/test_vllm_real.py": "the real vLLM engine",
     "tests/vllm/test_vllm_tuning.py": "the real vLLM engine",
     "tests/vllm/test_vllm_download.py": "the real vLLM engine",
-    # Its scores are wall-clock times of the simulator: next to a vLLM start, which takes both cores,
-    # the noise outgrew the simulated differences.
-    "tests/orchestration/test_tuning_vllm_sim.py": "the real vLLM engine",
 }
 
 
