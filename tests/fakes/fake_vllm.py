@@ -327,6 +327,13 @@ def log_engine_notices(args: argparse.Namespace) -> None:
         )
 
 
+def _sleep_until(deadline: float) -> None:
+    """Sleep until ``deadline`` on the monotonic clock (not at all when it has passed)."""
+    left = deadline - time.monotonic()
+    if left > 0:
+        time.sleep(left)
+
+
 class Engine:
     """The fake engine's counters, shared by the request threads."""
 
@@ -588,15 +595,24 @@ class Handler(BaseHTTPRequestHandler):
             {"delta": {}, "finish_reason": finish} if chat else {"text": "", "finish_reason": finish}
         )
         pace = self.engine.pace()
+        # The simulator paces to deadlines from the stream's start: a sleep that overshoots on a busy
+        # machine, or a slow write, delays that one token, not every token after it. Sleeping each
+        # pause in turn summed every overshoot into the stream's time, a drift of the machine's load
+        # that the tuning tests read as the settings' effect.
+        due = time.monotonic()
         for index, piece in enumerate(pieces):
             if self.engine.sim is not None and index == int(chat):
                 # The first token waits for the prefill (less the cached words) and its first step.
-                time.sleep(self.engine.token_pause(pace, prefill_words=prefill))
+                due += self.engine.token_pause(pace, prefill_words=prefill)
+                _sleep_until(due)
             choice = {"index": 0, "logprobs": None, "finish_reason": None, **piece}
             self._event({**envelope, "choices": [choice]})
             pause = self.engine.token_pause(pace)
-            if pause and (self.engine.sim is None or int(chat) <= index < len(pieces) - 2):
+            if pause and self.engine.sim is None:
                 time.sleep(pause)
+            elif pause and int(chat) <= index < len(pieces) - 2:
+                due += pause
+                _sleep_until(due)
         if usage is not None:
             self._event({**envelope, "choices": [], "usage": usage})
         self._chunk(b"data: [DONE]\n\n")
