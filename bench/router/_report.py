@@ -269,7 +269,7 @@ def _limits(results: BenchResults) -> str:
     if scaling:
         paragraphs.append(scaling)
     paragraphs.append(_CONTEXT)
-    paragraphs.append(_OUT_OF_REACH)
+    paragraphs.append(_out_of_reach(results))
     return "\n\n".join(paragraphs)
 
 
@@ -373,28 +373,42 @@ def _latency_paragraph(direct: PointResult, agent: PointResult, full: PointResul
 
 _CONTEXT: Final = (
     "Each hop is one Python process on one event loop: it parses the request, finds the model, sends the "
-    "request on with httpx and relays the answer chunk by chunk, watching for the client to leave. "
+    "request on through httpcore's connection pool (h11 on asyncio's streams) and relays the answer "
+    "chunk by chunk, watching for the client to leave. "
     "The benchmark upstream answers in tens of microseconds, so those hops cost several times the "
     "upstream itself; the fast upstream is the worst case for every ratio above. A real model spends "
     "milliseconds to seconds per request, next to which the hops are small, and on a real node the load "
-    "generator does not share the servers' cores. Master and agent speak HTTP/1.1 to each other (httpx "
-    "without h2, on kept-alive connections), so every concurrent request holds a connection of its own."
+    "generator does not share the servers' cores. Master and agent speak HTTP/1.1 to each other (no h2, "
+    "on kept-alive connections), so every concurrent request holds a connection of its own."
 )
 
 
-_OUT_OF_REACH: Final = (
-    "**Why the per-hop targets are not met here.** The issue's targets (≤ 200 µs of CPU per hop per "
-    "request, ≤ 10 µs per streamed event) are 10-30 times below what each Python hop costs on this "
-    "machine in this run, and the bare upstream itself, a few lines of ASGI under uvicorn, costs about "
-    "half a hop's budget. The profiles say where a hop's time goes: httpx/httpcore and anyio's stream "
-    "layers (TLS reads and writes, task groups, cancel scopes) far more than Mirbad's own code, so the "
-    "remaining gains are in the transport rather than in the router's logic: the largest measured one "
-    "left is sending through httpcore without httpx's Request and Response objects (a prototype hop "
-    "cost 19-23 % less per request), and even that leaves each hop several times over its budget; "
-    "HTTP/2 to the agent was measured and costs more than HTTP/1.1 in Python. See what was tried below. "
-    "The shared machine inflates every figure 2-4x against the issue's quiet-machine numbers, so the "
-    "ratios, not the absolute numbers, are the result of this run."
-)
+def _out_of_reach(results: BenchResults) -> str:
+    """Why the per-hop targets are out of reach, with this run's own floor: the bare upstream's cost."""
+    floor = ""
+    lows = [point for c in (1, max(results.options.concurrencies)) if (point := results.point("direct", c))]
+    costs = [(point.concurrency, point.cpu_us_per_request().get("upstream")) for point in lows]
+    measured = [f"{us:.0f} µs at c={c}" for c, us in costs if us]
+    if measured:
+        floor = (
+            f" The bare upstream alone, a few lines of ASGI under uvicorn with httptools and uvloop, cost "
+            f"{' and '.join(measured)} per request in this run (the `direct` rows). A hop does all of that "
+            "server's work (it accepts, parses and answers the same request under the same server) and a "
+            "client's besides, so no Python hop built on an ASGI server can cost less than that floor here."
+        )
+    return (
+        "**Why the per-hop targets are not met here.** The issue's targets (≤ 200 µs of CPU per hop per "
+        "request, ≤ 10 µs per streamed event) are 10-30 times below what each Python hop costs on this "
+        f"machine in this run.{floor} The profiles say where a hop's time goes: httpcore (h11's HTTP "
+        "parsing in Python), the ASGI server and framework and the socket writes far more than Mirbad's "
+        "own code, so the gains are in the transport rather than in the router's logic. Moving httpcore "
+        "onto asyncio's own streams (TLS in the event loop, one write per request) took about a quarter "
+        "off the master's cost per request and a third off its cost per streamed event, and sending "
+        "through httpcore without httpx's Request and Response about a tenth more; each hop is still "
+        "several times over its budget. HTTP/2 to the agent was measured and costs more than HTTP/1.1 in "
+        "Python. See what was tried below. The shared machine inflates every figure against a quiet "
+        "machine of the same kind, so the ratios, not the absolute numbers, are the result of this run."
+    )
 
 
 def _percent(value: float) -> str:

@@ -155,15 +155,37 @@ c=64 on the master + agent path for 8 s. The machine was shared with five other 
   URL string in Python. Built: the proxy keeps its parsed upstream URLs (`httpx.URL`, immutable; the
   512 most recent), which took the Request from 137 to 63 µs alone; a hop A/B (three rounds, load
   average ~8) could not show a change that small (c=1 2,057 → 1,942 µs median, c=64 2,594 → 2,655).
-  Not built in this work: the rest of the prototype's gain. Doing it properly means the forwarding
-  core holding an httpcore pool rather than an `httpx.AsyncClient` (the type of
-  `create_upstream_client`, on which the master's agent clients in mirbad_orchestration and the
-  tests build), its own mapping of httpcore's exceptions to the upstream errors (connect, timeout,
-  the stale keep-alive retry, a cut mid-body), and every router, agent and master test passing
-  through it; it did not fit the time left. It is the largest measured gain left on the hop, and
-  needs no new dependency: httpcore comes with httpx. h11 over anyio streams without httpcore was not
-  measured apart: httpcore's HTTP/1.1 connection is itself h11 over anyio streams, under its pool.
+  The rest of the prototype's gain was built next (below).
+- **httpcore on asyncio's own streams** (`mirbad_router.AsyncioNetworkBackend`, httpcore's
+  documented `network_backend`, under the lean pool: master to agents and agent to models). A profile
+  of the agent at c=64 showed httpcore's default backend (anyio streams) yielding to the loop before
+  every read and write, entering a cancel scope for a timeout that is mostly unset, and, on the
+  master's mutual TLS to the agent, running the TLS record layer in Python (anyio's `TLSStream` over
+  `ssl.MemoryBIO`). The new backend reads from an asyncio `StreamReader` (no loop pass when data is
+  already there), leaves TLS to the event loop (uvloop's, in C), sets a timeout only where one is
+  asked for, and sends a request's head and body in one write (httpcore writes them apart; they are
+  held until the answer is awaited, up to 64 KiB, so the upstream wakes once per request). Full bench,
+  `--no-litellm`, old and new interleaved, three old and four new runs at load average 0.8-1.7:
+  master + agent requests/s at c=64 318 / 289 / 257 → 371 / 359 / 391 / 380 (about +30 %), at c=1
+  237 / 178 / 151 → 218 / 256 / 210 / 277; master µs per request at c=64 3,058 / 3,310 / 3,641 →
+  2,578 / 2,606 / 2,411 / 2,509 (about -25 %); streamed events/s through master + agent 6,134 /
+  7,086 / 7,983 → 10,403 / 10,104 / 10,101 / 9,664 (about +40 %), master µs per streamed event 146 /
+  131 / 116 → 78 / 78 / 79 / 87 (about -35 %), agent 78 / 74 / 61 → 66 / 70 / 68 / 73 (its client
+  to the model was already plain TCP). Built: the largest single gain on the hop so far, no new
+  dependency (httpcore's extension point, asyncio's streams).
+- **Sending through httpcore without httpx's Request and Response** (built after the network layer
+  above): on the proxy's own transport (`mirbad_router.LeanTransport`, whose pool is public) the
+  forwarding core hands its request to the pool as an `httpcore.Request` (with the Host and
+  Content-Length httpx would write, from a cached parse of the URL) and relays httpcore's response
+  stream, classifying httpcore's errors next to httpx's (connect, timeout, the stale keep-alive retry,
+  a cut mid-body); any other transport still gets httpx's Request, and the forwarding tests run on
+  both. The master's own calls to its agents (telemetry, start, stop) keep httpx. Full bench,
+  three runs against the four of the network layer alone just before (load average 0.6-1.6): master
+  µs per request at c=64 2,578 / 2,606 / 2,411 / 2,509 → 2,310 / 2,145 / 2,423, agent 1,998 / 2,171 /
+  2,008 / 2,016 → 1,911 / 1,677 / 1,786 (about -8 to -10 %), master + agent requests/s at c=64 371 /
+  359 / 391 / 380 → 410 / 439 / 393; c=1 and the streamed rows moved less than their noise.
 - **Not tried yet**: an aiohttp-based transport (aiohttp 3.14 is in the lock, through NiceGUI and
-  python-socketio, but no member declares it, and the lock could not change in this work).
+  python-socketio, but no member declares it); with the network layer above already on the event
+  loop's C paths, what it would add is its C HTTP parser in place of h11's Python one.
 """
 """Markdown: one bullet per attempt."""

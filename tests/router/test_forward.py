@@ -44,6 +44,29 @@ pytestmark = pytest.mark.anyio
 
 METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
 
+# Every test runs twice: on the proxy's own client, whose requests go to its pool as httpcore's
+# (``create_upstream_client``), and on a client with httpx's stock transport, which ``forward`` sends
+# httpx's Request to (as it does for any transport but the proxy's own).
+_client_kind = "proxy"
+
+
+@pytest.fixture(autouse=True, params=["proxy", "httpx"])
+def _upstream_client_kind(request: pytest.FixtureRequest) -> str:
+    global _client_kind
+    kind: str = request.param
+    _client_kind = kind
+    return kind
+
+
+def upstream_client() -> httpx.AsyncClient:
+    if _client_kind == "proxy":
+        return create_upstream_client()
+    limits = httpx.Limits(max_keepalive_connections=64, keepalive_expiry=UPSTREAM_KEEPALIVE_S)
+    timeout = httpx.Timeout(None, connect=10.0, pool=10.0)
+    return httpx.AsyncClient(
+        transport=httpx.AsyncHTTPTransport(limits=limits), trust_env=False, timeout=timeout
+    )
+
 
 @dataclass
 class ProxyOptions:
@@ -89,7 +112,7 @@ async def proxied(
     http: Literal["auto", "h11", "httptools"] = "auto",
 ) -> AsyncIterator[tuple[str, FakeUpstream]]:
     upstream = FakeUpstream()
-    async with create_upstream_client() as client, serve_asgi(upstream) as real_base:
+    async with upstream_client() as client, serve_asgi(upstream) as real_base:
         upstream.port = int(real_base.rsplit(":", 1)[1])
         app = proxy_app(upstream_base or real_base, client, options or ProxyOptions())
         async with serve_asgi(app, http=http) as proxy:
@@ -337,7 +360,7 @@ async def _never_answers(connection: Connection) -> None:
 @asynccontextmanager
 async def proxied_raw(script: Script) -> AsyncIterator[tuple[str, RawUpstream]]:
     async with (
-        create_upstream_client() as client,
+        upstream_client() as client,
         raw_upstream(script) as upstream,
         serve_asgi(proxy_app(upstream.base_url, client, ProxyOptions())) as proxy,
     ):

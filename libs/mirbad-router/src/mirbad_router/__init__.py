@@ -45,9 +45,10 @@ from ._forward import (
 )
 from ._headers import HOP_BY_HOP_HEADERS, request_headers, response_headers
 from ._limits import LimitExceeded, RateLimiter, TokenReservation
+from ._network import AsyncioNetworkBackend
 from ._paths import check_proxy_path, checked_path_param
-from ._pool import SWEEP_INTERVAL_S, LeanConnectionPool, lean_transport
-from ._relay import CLIENT_CLOSED_REQUEST, UpstreamRelay, wait_for_disconnect
+from ._pool import SWEEP_INTERVAL_S, LeanConnectionPool, LeanTransport, lean_transport
+from ._relay import CLIENT_CLOSED_REQUEST, UpstreamAnswer, UpstreamRelay, wait_for_disconnect
 from ._stats import RouterStats
 from ._usage import JsonUsageTap, SseUsageTap, Usage, request_stream_usage, usage_from_object
 from .exceptions import (
@@ -73,6 +74,7 @@ __all__ = [
     "SWEEP_INTERVAL_S",
     "UPSTREAM_KEEPALIVE_S",
     "AcceptErrorLog",
+    "AsyncioNetworkBackend",
     "ConnectionLimits",
     "GuardedConfig",
     "GuardedHttpProtocol",
@@ -82,6 +84,7 @@ __all__ = [
     "KeyGrant",
     "KeyStore",
     "LeanConnectionPool",
+    "LeanTransport",
     "LimitExceeded",
     "MaintenanceGate",
     "MaintenanceNotice",
@@ -99,6 +102,7 @@ __all__ = [
     "TokenReservation",
     "UnsafeProxyPathError",
     "Upstream",
+    "UpstreamAnswer",
     "UpstreamConnectError",
     "UpstreamError",
     "UpstreamRelay",

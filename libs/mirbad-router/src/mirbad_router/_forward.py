@@ -24,14 +24,15 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import quote
 
+import httpcore
 import httpx
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from ._headers import request_headers
 from ._paths import check_proxy_path
-from ._pool import lean_transport
-from ._relay import CLIENT_CLOSED_REQUEST, UpstreamRelay
+from ._pool import LeanTransport, lean_transport
+from ._relay import CLIENT_CLOSED_REQUEST, UpstreamAnswer, UpstreamRelay
 from .exceptions import (
     RequestTooLargeError,
     UpstreamConnectError,
@@ -70,6 +71,37 @@ _NO_RESPONSE: Final = "Server disconnected without sending a response"
 _PARSED_URLS: Final = 512
 # Characters left as they are when a decoded path is put back into a URL (RFC 3986 pchar and "/").
 _PATH_SAFE: Final = "/:@!$&'()*+,;=-._~"
+# The failures of a send, from httpx (a client's own transport) or httpcore (the proxy's pool, sent to
+# without httpx's Request and Response): no connection; no answer in time; a pooled connection the
+# upstream may have closed under the request (sent again if it was reused).
+_CONNECT_FAILURES: Final = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.PoolTimeout,
+    httpx.UnsupportedProtocol,
+    httpcore.ConnectError,
+    httpcore.ConnectTimeout,
+    httpcore.PoolTimeout,
+    httpcore.UnsupportedProtocol,
+)
+_TIMEOUTS: Final = (httpx.ReadTimeout, httpx.WriteTimeout, httpcore.ReadTimeout, httpcore.WriteTimeout)
+_MAYBE_STALE: Final = (
+    httpx.RemoteProtocolError,
+    httpx.ReadError,
+    httpx.WriteError,
+    httpcore.RemoteProtocolError,
+    httpcore.ReadError,
+    httpcore.WriteError,
+)
+_SEND_FAILURES: Final = (
+    httpx.TransportError,
+    httpcore.NetworkError,
+    httpcore.ProtocolError,
+    httpcore.TimeoutException,
+    httpcore.UnsupportedProtocol,
+)
+# The methods httpx gives "Content-Length: 0" when they carry no body (kept alike on the direct path).
+_BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH"})
 
 
 def create_upstream_client(*, ssl_context: ssl.SSLContext | None = None) -> httpx.AsyncClient:
@@ -190,12 +222,12 @@ async def forward(
         _timeout(idle_timeout_s).as_dict(),
     )
 
-    async def open_upstream() -> httpx.Response:
+    async def open_upstream() -> UpstreamAnswer:
         # A non-streaming generation sends no headers until it is done; the relay's watch cancels
         # this send when the client leaves meanwhile, which closes the connection and aborts it.
         try:
             return await _send_again_if_stale(client, outgoing)
-        except httpx.TransportError as exc:
+        except _SEND_FAILURES as exc:
             raise _upstream_error(url, exc) from exc
 
     return UpstreamRelay(open_upstream, url, on_failure)
@@ -203,7 +235,7 @@ async def forward(
 
 @dataclass(frozen=True)
 class _Outgoing:
-    """An upstream request that can be built twice: its body is in memory."""
+    """An upstream request that can be sent twice: its body is in memory."""
 
     method: str
     url: str
@@ -212,6 +244,7 @@ class _Outgoing:
     timeout: dict[str, float | None]
 
     def build(self, attempt: _Attempt) -> httpx.Request:
+        """The request as httpx's Request, for a client's own transport."""
         extensions = {"timeout": self.timeout, "trace": attempt.trace}
         return httpx.Request(
             self.method,
@@ -221,12 +254,43 @@ class _Outgoing:
             extensions=extensions,
         )
 
+    def build_core(self, attempt: _Attempt) -> httpcore.Request:
+        """The same request as httpcore's, with the Host and Content-Length httpx would give it."""
+        target = _core_target(self.url)
+        if self.content:
+            headers = [target.host, *self.headers, (b"Content-Length", str(len(self.content)).encode())]
+        elif self.method in _BODY_METHODS:
+            headers = [target.host, (b"Content-Length", b"0"), *self.headers]
+        else:
+            headers = [target.host, *self.headers]
+        extensions = {"timeout": self.timeout, "trace": attempt.trace}
+        return httpcore.Request(
+            self.method, target.url, headers=headers, content=self.content, extensions=extensions
+        )
+
 
 @functools.lru_cache(maxsize=_PARSED_URLS)
 def _parsed_url(url: str) -> httpx.URL:
     # httpx parses a URL string in Python, about half the cost of building its Request; a proxy sends
     # the same few URLs (a model's base and path) again and again, and an httpx.URL never changes.
     return httpx.URL(url)
+
+
+@dataclass(frozen=True)
+class _CoreTarget:
+    url: httpcore.URL
+    host: tuple[bytes, bytes]
+
+
+@functools.lru_cache(maxsize=_PARSED_URLS)
+def _core_target(url: str) -> _CoreTarget:
+    # httpx's parse (IDNA, percent-encoding), handed to httpcore as httpx's transport hands it; the
+    # Host header as httpx writes it (the port only when it is not the scheme's default: the netloc).
+    parsed = _parsed_url(url)
+    core = httpcore.URL(
+        scheme=parsed.raw_scheme, host=parsed.raw_host, port=parsed.port, target=parsed.raw_path
+    )
+    return _CoreTarget(core, (b"Host", parsed.netloc))
 
 
 class _Attempt:
@@ -240,56 +304,65 @@ class _Attempt:
             self.connected = True
 
 
-async def _send_again_if_stale(client: httpx.AsyncClient, outgoing: _Outgoing) -> httpx.Response:
+async def _send_again_if_stale(client: httpx.AsyncClient, outgoing: _Outgoing) -> UpstreamAnswer:
     # An upstream may close an idle keep-alive connection just as the pool hands it out; the request
     # then fails before any answer although the upstream never handled it. On a connection this request
     # opened itself, the same failure means the upstream is broken, so only a reused one is retried.
     attempt = _Attempt()
     try:
-        return await _send(client, outgoing.build(attempt))
-    except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+        return await _send(client, outgoing, attempt)
+    except _MAYBE_STALE as exc:
         if attempt.connected or not _before_any_answer(exc):
             raise
         _log.info("%s closed a pooled connection before answering (%s); sending again", outgoing.url, exc)
-    return await _send(client, outgoing.build(_Attempt()))
+    return await _send(client, outgoing, _Attempt())
 
 
-async def _send(client: httpx.AsyncClient, request: httpx.Request) -> httpx.Response:
-    """``client.send(request, stream=True)`` without the steps a proxy has no use for.
+async def _send(client: httpx.AsyncClient, outgoing: _Outgoing, attempt: _Attempt) -> UpstreamAnswer:
+    """Send ``outgoing`` on ``client``'s transport, without the steps a proxy has no use for.
 
     Around its transport, httpx's ``send`` runs the auth flow, the redirect loop, the cookie jar (which
     refuses every cookie here) and a log call, all per request: about 150-300 µs of the client's CPU
     per request on the bench machine, 12-22 % of its cost. The proxy's clients have no auth and follow
-    no redirects, so the transport's answer is the one ``send`` would return; errors carry the request
-    as they do from ``send``, and reading the body later attaches it too (``Response.aiter_raw``).
+    no redirects, so the transport's answer is the one ``send`` would return.
+
+    On the proxy's own transport (:class:`LeanTransport`) the request goes to its httpcore pool as
+    httpcore's Request, and the answer is read from httpcore's Response: httpx's Request and Response
+    objects around them (headers, URL and stream wrappers, its exception mapping) cost about a fifth
+    of a hop's CPU per request, for nothing the proxy reads. Errors are then httpcore's, which the
+    callers classify alongside httpx's. Any other transport (a test's, a custom mount) gets httpx's
+    Request as ``send`` would build it.
     """
     if client.is_closed:
         raise RuntimeError("Cannot send a request, as the client has been closed.")
-    transport = client._transport_for_url(request.url)  # the client's mounts, as send chooses
+    transport = client._transport_for_url(_parsed_url(outgoing.url))  # the client's mounts, as send chooses
+    if isinstance(transport, LeanTransport):
+        response = await transport.pool.handle_async_request(outgoing.build_core(attempt))
+        body: Any = response.stream  # httpcore's pool stream: an async iterable of bytes
+        return UpstreamAnswer(response.status, response.headers, body, response.aclose)
+    request = outgoing.build(attempt)
     try:
-        response = await transport.handle_async_request(request)
+        answer = await transport.handle_async_request(request)
     except httpx.RequestError as exc:
         exc.request = request
         raise
-    response.request = request
-    return response
+    answer.request = request
+    return UpstreamAnswer.of_httpx(answer)
 
 
-def _before_any_answer(exc: httpx.TransportError) -> bool:
+def _before_any_answer(exc: Exception) -> bool:
     # h11 reports a connection closed before the first response byte in exactly these words; other
     # protocol errors mean the upstream did answer, badly. A reset or a failed write leaves no answer.
-    if isinstance(exc, httpx.RemoteProtocolError):
+    if isinstance(exc, httpx.RemoteProtocolError | httpcore.RemoteProtocolError):
         return str(exc).startswith(_NO_RESPONSE)
     return True
 
 
-def _upstream_error(url: str, exc: httpx.TransportError) -> UpstreamError:
+def _upstream_error(url: str, exc: Exception) -> UpstreamError:
     reason = str(exc) or type(exc).__name__
-    if isinstance(
-        exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout | httpx.UnsupportedProtocol
-    ):
+    if isinstance(exc, _CONNECT_FAILURES):
         return UpstreamConnectError(url, reason)
-    if isinstance(exc, httpx.ReadTimeout | httpx.WriteTimeout):
+    if isinstance(exc, _TIMEOUTS):
         return UpstreamTimeoutError(url, "no response within the idle timeout")
     return UpstreamResponseError(url, reason)
 

@@ -32,7 +32,9 @@ import httpx
 from httpcore import AsyncConnectionInterface
 from httpcore._async.connection_pool import AsyncPoolRequest
 
-__all__ = ["SWEEP_INTERVAL_S", "LeanConnectionPool", "lean_transport"]
+from ._network import AsyncioNetworkBackend
+
+__all__ = ["SWEEP_INTERVAL_S", "LeanConnectionPool", "LeanTransport", "lean_transport"]
 
 SWEEP_INTERVAL_S: Final = 1.0
 """How often at most every pooled connection is checked for expiry (the one handed out: always)."""
@@ -115,20 +117,37 @@ class LeanConnectionPool(httpcore.AsyncConnectionPool):
         pool_request.assign_to_connection(connection)
 
 
-def lean_transport(
-    ssl_context: ssl.SSLContext, limits: httpx.Limits, *, sweep_interval_s: float = SWEEP_INTERVAL_S
-) -> httpx.AsyncHTTPTransport:
-    """The httpx transport with :class:`LeanConnectionPool` in place of httpcore's pool.
+class LeanTransport(httpx.AsyncHTTPTransport):
+    """httpx's transport on :class:`LeanConnectionPool`, whose pool the proxy also sends to directly.
 
     httpx offers no hook for the pool class, so the transport is built as usual and its pool (created
-    from exactly these arguments) is replaced by the lean one before any request.
+    from exactly the same arguments) is replaced by the lean one before any request. The forwarding
+    core hands its requests to :attr:`pool` as httpcore's, without httpx's Request and Response; every
+    other caller (the master's calls to its agents) goes through the transport as with any other.
     """
-    transport = httpx.AsyncHTTPTransport(verify=ssl_context, trust_env=False, limits=limits)
-    transport._pool = LeanConnectionPool(  # no public way to choose the pool class
-        ssl_context=ssl_context,
-        max_connections=limits.max_connections,
-        max_keepalive_connections=limits.max_keepalive_connections,
-        keepalive_expiry=limits.keepalive_expiry,
-        sweep_interval_s=sweep_interval_s,
-    )
-    return transport
+
+    def __init__(
+        self, ssl_context: ssl.SSLContext, limits: httpx.Limits, *, sweep_interval_s: float = SWEEP_INTERVAL_S
+    ) -> None:
+        super().__init__(verify=ssl_context, trust_env=False, limits=limits)
+        self._lean = LeanConnectionPool(
+            ssl_context=ssl_context,
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry,
+            sweep_interval_s=sweep_interval_s,
+            network_backend=AsyncioNetworkBackend(),
+        )
+        self._pool = self._lean  # no public way to choose the pool class
+
+    @property
+    def pool(self) -> LeanConnectionPool:
+        """The connection pool, shared by the transport and the forwarding core."""
+        return self._lean
+
+
+def lean_transport(
+    ssl_context: ssl.SSLContext, limits: httpx.Limits, *, sweep_interval_s: float = SWEEP_INTERVAL_S
+) -> LeanTransport:
+    """The httpx transport with :class:`LeanConnectionPool` in place of httpcore's pool."""
+    return LeanTransport(ssl_context, limits, sweep_interval_s=sweep_interval_s)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterable, Awaitable, Callable
 from contextlib import suppress
+from dataclasses import dataclass
 from typing import Final
 
 import anyio
+import httpcore
 import httpx
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -18,7 +20,7 @@ from mirbad_protocol import openai_error, single_errors
 from ._headers import response_headers
 from .exceptions import UpstreamError
 
-__all__ = ["UpstreamRelay", "wait_for_disconnect"]
+__all__ = ["UpstreamAnswer", "UpstreamRelay", "wait_for_disconnect"]
 
 _log = logging.getLogger(__name__)
 
@@ -27,11 +29,44 @@ CLIENT_CLOSED_REQUEST: Final = 499
 
 # Closing a response only closes a socket; the bound keeps a wedged peer from holding the task.
 _CLOSE_TIMEOUT_S: Final = 5.0
-_EVENT_STREAM: Final = "text/event-stream"
+_EVENT_STREAM_BYTES: Final = b"text/event-stream"
 # What a client is told when the model's server dies mid-stream; the upstream's address stays out of it.
 _STREAM_CUT_MESSAGE: Final = (
     "The model's server stopped in the middle of the response; the answer is incomplete."
 )
+
+
+# What an upstream's body may raise once its headers came: httpx's errors (a client's own transport)
+# and httpcore's (the proxy's pool, read without httpx's Response).
+_SILENT: Final = (httpx.ReadTimeout, httpcore.ReadTimeout)
+_BROKEN: Final = (
+    httpx.TransportError,
+    httpcore.NetworkError,
+    httpcore.ProtocolError,
+    httpcore.TimeoutException,
+)
+
+
+@dataclass(frozen=True)
+class UpstreamAnswer:
+    """An upstream's answer, its body not read yet: what the relay needs of it.
+
+    Attributes:
+        status: the upstream's status code.
+        headers: its raw response headers.
+        body: the body as it arrives, chunk by chunk (httpx's or httpcore's errors when it breaks).
+        close: closes the response (and its connection unless it can be reused).
+    """
+
+    status: int
+    headers: list[tuple[bytes, bytes]]
+    body: AsyncIterable[bytes]
+    close: Callable[[], Awaitable[None]]
+
+    @classmethod
+    def of_httpx(cls, response: httpx.Response) -> UpstreamAnswer:
+        """The answer of an httpx response opened with ``stream=True``."""
+        return cls(response.status_code, response.headers.raw, response.aiter_raw(), response.aclose)
 
 
 async def wait_for_disconnect(receive: Receive) -> None:
@@ -54,7 +89,7 @@ class UpstreamRelay(Response):
     body message, so nothing is buffered. The upstream response is always closed when the relay ends.
 
     Args:
-        open_upstream: sends the request and returns the upstream's response with its body unread;
+        open_upstream: sends the request and returns the upstream's answer with its body unread;
             raises :class:`~mirbad_router.exceptions.UpstreamError` when no answer came.
         url: the upstream URL, for the log line written when the upstream fails mid-response.
         on_failure: the response to send instead when ``open_upstream`` raised; sent once the watch is
@@ -66,7 +101,7 @@ class UpstreamRelay(Response):
 
     def __init__(
         self,
-        open_upstream: Callable[[], Awaitable[httpx.Response]],
+        open_upstream: Callable[[], Awaitable[UpstreamAnswer]],
         url: str,
         on_failure: Callable[[UpstreamError], Awaitable[Response]],
     ) -> None:
@@ -109,20 +144,23 @@ class UpstreamRelay(Response):
             self.failure = await self._relay(upstream, send)
         finally:
             with anyio.move_on_after(_CLOSE_TIMEOUT_S, shield=True):
-                await upstream.aclose()
+                await upstream.close()
 
-    async def _relay(self, upstream: httpx.Response, send: Send) -> str | None:
-        self.status_code = upstream.status_code
-        self.raw_headers = response_headers(upstream.headers.raw)
-        self._event_stream = upstream.headers.get("content-type", "").startswith(_EVENT_STREAM)
+    async def _relay(self, upstream: UpstreamAnswer, send: Send) -> str | None:
+        self.status_code = upstream.status
+        self.raw_headers = response_headers(upstream.headers)
+        self._event_stream = any(
+            name == b"content-type" and value.startswith(_EVENT_STREAM_BYTES)
+            for name, value in self.raw_headers
+        )
         await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
         try:
-            async for chunk in upstream.aiter_raw():
+            async for chunk in upstream.body:
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 self._tail = (self._tail + chunk)[-4:]
-        except httpx.ReadTimeout:
+        except _SILENT:
             return await self._broken_off("silent for longer than the idle timeout", send)
-        except httpx.TransportError as exc:
+        except _BROKEN as exc:
             return await self._broken_off(str(exc) or type(exc).__name__, send)
         except OSError:
             return None  # an ASGI 2.4 server reports a client that left by failing the send
