@@ -373,8 +373,8 @@ def _latency_paragraph(direct: PointResult, agent: PointResult, full: PointResul
 
 _CONTEXT: Final = (
     "Each hop is one Python process on one event loop: it parses the request, finds the model, sends the "
-    "request on through httpcore's connection pool (h11 on asyncio's streams) and relays the answer "
-    "chunk by chunk, watching for the client to leave. "
+    "request on (the master with aiohttp, the agent through httpcore's pool on asyncio's streams) and "
+    "relays the answer chunk by chunk, watching for the client to leave. "
     "The benchmark upstream answers in tens of microseconds, so those hops cost several times the "
     "upstream itself; the fast upstream is the worst case for every ratio above. A real model spends "
     "milliseconds to seconds per request, next to which the hops are small, and on a real node the load "
@@ -399,14 +399,15 @@ def _out_of_reach(results: BenchResults) -> str:
     return (
         "**Why the per-hop targets are not met here.** The issue's targets (≤ 200 µs of CPU per hop per "
         "request, ≤ 10 µs per streamed event) are 10-30 times below what each Python hop costs on this "
-        f"machine in this run.{floor} The profiles say where a hop's time goes: httpcore (h11's HTTP "
-        "parsing in Python), the ASGI server and framework and the socket writes far more than Mirbad's "
-        "own code, so the gains are in the transport rather than in the router's logic. Moving httpcore "
-        "onto asyncio's own streams (TLS in the event loop, one write per request) took about a quarter "
-        "off the master's cost per request and a third off its cost per streamed event, and sending "
-        "through httpcore without httpx's Request and Response about a tenth more; each hop is still "
-        "several times over its budget. HTTP/2 to the agent was measured and costs more than HTTP/1.1 in "
-        "Python. See what was tried below. The shared machine inflates every figure against a quiet "
+        f"machine in this run.{floor} The profiles say where a hop's time goes: the HTTP client (h11's "
+        "parsing in Python on the agent), the ASGI server and framework and the socket writes far more "
+        "than Mirbad's own code, so the gains were in the transport rather than in the router's logic. "
+        "Moving httpcore onto asyncio's own streams (TLS in the event loop, one write per request) took "
+        "about a quarter off the master's cost per request and a third off its cost per streamed event, "
+        "sending through httpcore without httpx's Request and Response about a tenth more, and aiohttp on "
+        "the master's hop halves that hop's client side again; each hop is still several times over its "
+        "budget. HTTP/2 to the agent was measured and costs more than HTTP/1.1 in Python. See what was "
+        "tried below. The shared machine inflates every figure against a quiet "
         "machine of the same kind, so the ratios, not the absolute numbers, are the result of this run."
     )
 

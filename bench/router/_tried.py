@@ -184,8 +184,20 @@ c=64 on the master + agent path for 8 s. The machine was shared with five other 
   µs per request at c=64 2,578 / 2,606 / 2,411 / 2,509 → 2,310 / 2,145 / 2,423, agent 1,998 / 2,171 /
   2,008 / 2,016 → 1,911 / 1,677 / 1,786 (about -8 to -10 %), master + agent requests/s at c=64 371 /
   359 / 391 / 380 → 410 / 439 / 393; c=1 and the streamed rows moved less than their noise.
-- **Not tried yet**: an aiohttp-based transport (aiohttp 3.14 is in the lock, through NiceGUI and
-  python-socketio, but no member declares it); with the network layer above already on the event
-  loop's C paths, what it would add is its C HTTP parser in place of h11's Python one.
+- **aiohttp for the master's hop to its agents** (`forward_with="aiohttp"` on the master's node
+  transports; `mirbad_router._aiohttp_sender`). With the network layer on the event loop's C paths,
+  what was left on the client side was h11 writing and parsing every message in Python. Measured
+  alone, a client sending the bench's completion to the same mutual-TLS upstream, client CPU per
+  request from `time.process_time`, interleaved, two rounds: the forwarding core on httpcore (both
+  changes above) 832 / 729 µs, aiohttp 359 / 375 µs; per streamed event 33.7 / 31.5 against 20.9 /
+  20.0 µs. Over plain HTTP 718 / 1,106 against 403 / 331 µs. aiohttp costs 7.3 MB at import (in a
+  fresh interpreter that has httpx, anyio and uvloop already), which the master already pays (NiceGUI
+  runs on aiohttp) and an agent would not: so the master's `/v1` hop sends with aiohttp and the agent
+  keeps httpcore, whose idle memory is a target of its own (an agent also carries only its node's
+  traffic, the master the whole fleet's). aiohttp's errors are raised as httpcore's, so the
+  forwarding core's classification and its stale keep-alive retry are one; the forwarding tests run
+  on all three clients, and the node-identity check (on the TLS context) is tested on this path
+  too. The master's other calls to its agents keep httpx on the same transport. Full-bench figures:
+  the tables above (this report's run).
 """
 """Markdown: one bullet per attempt."""

@@ -2,8 +2,9 @@
 
 docker-py (with requests) and huggingface_hub (with yaml, tqdm and filelock) were ~23 MB of the agent's
 ~98 MB at rest; they are imported when a container driver connects or a download is planned. httpx's
-command line (rich, pygments) is not imported at all. Checked in a fresh interpreter, since this test
-process has imported everything already.
+command line (rich, pygments) is not imported at all, nor aiohttp, which only the master's hop to its
+agents sends with (7 MB): the agent's proxy client forwards with httpcore. Checked in a fresh
+interpreter, since this test process has imported everything already.
 """
 
 from __future__ import annotations
@@ -12,13 +13,15 @@ import json
 import subprocess
 import sys
 
-LAZY = ["docker", "requests", "huggingface_hub", "yaml", "tqdm", "rich", "pygments"]
+LAZY = ["docker", "requests", "huggingface_hub", "yaml", "tqdm", "rich", "pygments", "aiohttp"]
 
 
 def test_the_agents_entry_point_loads_neither_docker_nor_the_hub_client() -> None:
     probe = (
         "import json, sys\n"
         "import mirbad_agent.cli, mirbad_agent._app, mirbad_agent._serve\n"
+        "from mirbad_router import create_upstream_client\n"
+        "create_upstream_client()  # the agent's proxy client, as its composition makes it\n"
         f"print(json.dumps([name for name in {LAZY!r} if name in sys.modules]))\n"
     )
     result = subprocess.run(

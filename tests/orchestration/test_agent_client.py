@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing, asynccontextmanager
 from datetime import UTC, datetime, timedelta
@@ -9,6 +10,10 @@ from datetime import UTC, datetime, timedelta
 import anyio
 import httpx
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
 from syrupy.assertion import SnapshotAssertion
 from tests._support.asgi_server import free_port, serve_asgi
 from tests.orchestration._fake_agent import FakeAgent, Refusal
@@ -30,7 +35,13 @@ from mirbad_orchestration.exceptions import (
     NodeUnreachableError,
     UnknownModelError,
 )
-from mirbad_orchestration.fleet import AgentClient, AgentClients, AgentTimeouts, NodeRecord
+from mirbad_orchestration.fleet import (
+    AgentClient,
+    AgentClients,
+    AgentTimeouts,
+    NodeRecord,
+    PooledTransportBuilder,
+)
 from mirbad_protocol import (
     AgentErrorCode,
     ContainerLaunch,
@@ -42,8 +53,22 @@ from mirbad_protocol import (
     TlsCredentials,
     spki_pin,
 )
+from mirbad_router import UpstreamError, forward, lean_transport
 
 pytestmark = pytest.mark.anyio
+
+# Every round trip runs on httpx's own transport and on the master's (mirbad_router's lean transport:
+# its pool on asyncio's streams, where the event loop does the TLS and the node-identity check).
+_build: PooledTransportBuilder | None = None
+
+
+@pytest.fixture(autouse=True, params=["httpx", "lean"])
+def _transport_kind(request: pytest.FixtureRequest) -> str:
+    global _build
+    kind: str = request.param
+    _build = lean_transport if kind == "lean" else None
+    return kind
+
 
 WAIT_S = 20
 DEFINITION = ModelDefinition(
@@ -86,7 +111,7 @@ async def agent(
     with anyio.fail_after(WAIT_S):
         async with serve_asgi(fake.app, ssl_context=server.server_context()) as url:
             record = NodeRecord(id="node-1", name=name, agent_url=url, pin_sha256=pin)
-            clients = AgentClients.mutual_tls(master, timeouts=timeouts)
+            clients = AgentClients.mutual_tls(master, timeouts=timeouts, build=_build)
             try:
                 yield clients.client_for(record)
             finally:
@@ -305,6 +330,45 @@ async def test_an_agent_with_another_nodes_certificate_gets_no_request(
 
     assert fake.requests == []
     assert fake.driver.starts == []
+
+
+async def test_the_routers_hop_through_aiohttp_checks_the_node_as_every_call_does(
+    agent_tls: TlsCredentials, master_tls: TlsCredentials
+) -> None:
+    # The master's /v1 hop sends with aiohttp on the node's transport: the node-identity check rides on
+    # the TLS context, so it holds there too (the agent's certificate names node-1).
+    build = functools.partial(lean_transport, forward_with="aiohttp")
+
+    def front(client: AgentClient) -> Starlette:
+        async def failed(exc: UpstreamError) -> Response:
+            return PlainTextResponse(str(exc), status_code=502)
+
+        async def hop(request: Request) -> Response:
+            return await forward(
+                request, f"{client.agent_url}/agent/v1/runtimes", client.http, on_failure=failed
+            )
+
+        return Starlette(routes=[Route("/", hop)])
+
+    answers: dict[str, httpx.Response] = {}
+    with anyio.fail_after(WAIT_S):
+        async with serve_asgi(FakeAgent().app, ssl_context=agent_tls.server_context()) as url:
+            for name in ("node-1", "node-2"):
+                clients = AgentClients.mutual_tls(master_tls, build=build)
+                record = NodeRecord(id="node-1", name=name, agent_url=url)
+                try:
+                    async with (
+                        serve_asgi(front(clients.client_for(record))) as base,
+                        httpx.AsyncClient() as http,
+                    ):
+                        answers[name] = await http.get(f"{base}/")
+                finally:
+                    await clients.aclose()
+
+    assert answers["node-1"].status_code == 200
+    assert "runtimes" in answers["node-1"].json()
+    assert answers["node-2"].status_code == 502
+    assert "presented the certificate of 'node-1', not of 'node-2'" in answers["node-2"].text
 
 
 async def test_a_pinned_key_is_checked(

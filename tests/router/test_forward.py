@@ -44,13 +44,14 @@ pytestmark = pytest.mark.anyio
 
 METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
 
-# Every test runs twice: on the proxy's own client, whose requests go to its pool as httpcore's
-# (``create_upstream_client``), and on a client with httpx's stock transport, which ``forward`` sends
-# httpx's Request to (as it does for any transport but the proxy's own).
+# Every test runs three times: on the proxy's own client, whose requests go to its pool as httpcore's
+# (``create_upstream_client``), on the same client sending with aiohttp (the master's hop to its
+# agents), and on a client with httpx's stock transport, which ``forward`` sends httpx's Request to
+# (as it does for any transport but the proxy's own).
 _client_kind = "proxy"
 
 
-@pytest.fixture(autouse=True, params=["proxy", "httpx"])
+@pytest.fixture(autouse=True, params=["proxy", "aiohttp", "httpx"])
 def _upstream_client_kind(request: pytest.FixtureRequest) -> str:
     global _client_kind
     kind: str = request.param
@@ -61,6 +62,8 @@ def _upstream_client_kind(request: pytest.FixtureRequest) -> str:
 def upstream_client() -> httpx.AsyncClient:
     if _client_kind == "proxy":
         return create_upstream_client()
+    if _client_kind == "aiohttp":
+        return create_upstream_client(forward_with="aiohttp")
     limits = httpx.Limits(max_keepalive_connections=64, keepalive_expiry=UPSTREAM_KEEPALIVE_S)
     timeout = httpx.Timeout(None, connect=10.0, pool=10.0)
     return httpx.AsyncClient(

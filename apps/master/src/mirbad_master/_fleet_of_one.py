@@ -22,6 +22,7 @@ running, with their pids. Rerunning keeps every file of the data directory: CA, 
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import importlib.util
 import logging
@@ -286,7 +287,10 @@ class FleetOfOne:
             )
             self._services = services = MasterServices(
                 settings,
-                clients=AgentClients.mutual_tls(identity, build=lean_transport),
+                # The hop to the agents forwards with aiohttp (already loaded here: NiceGUI runs on it).
+                clients=AgentClients.mutual_tls(
+                    identity, build=functools.partial(lean_transport, forward_with="aiohttp")
+                ),
                 authority=authority,
                 local_boot_id=secrets.token_hex(8),
                 stop_models_on_exit=LOCAL_NODE_ID,

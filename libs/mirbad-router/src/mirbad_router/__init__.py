@@ -47,7 +47,7 @@ from ._headers import HOP_BY_HOP_HEADERS, request_headers, response_headers
 from ._limits import LimitExceeded, RateLimiter, TokenReservation
 from ._network import AsyncioNetworkBackend
 from ._paths import check_proxy_path, checked_path_param
-from ._pool import SWEEP_INTERVAL_S, LeanConnectionPool, LeanTransport, lean_transport
+from ._pool import SWEEP_INTERVAL_S, ForwardingClient, LeanConnectionPool, LeanTransport, lean_transport
 from ._relay import CLIENT_CLOSED_REQUEST, UpstreamAnswer, UpstreamRelay, wait_for_disconnect
 from ._stats import RouterStats
 from ._usage import JsonUsageTap, SseUsageTap, Usage, request_stream_usage, usage_from_object
@@ -76,6 +76,7 @@ __all__ = [
     "AcceptErrorLog",
     "AsyncioNetworkBackend",
     "ConnectionLimits",
+    "ForwardingClient",
     "GuardedConfig",
     "GuardedHttpProtocol",
     "GuardedServer",

@@ -31,7 +31,7 @@ from starlette.responses import Response
 
 from ._headers import request_headers
 from ._paths import check_proxy_path
-from ._pool import LeanTransport, lean_transport
+from ._pool import ForwardingClient, LeanTransport, lean_transport
 from ._relay import CLIENT_CLOSED_REQUEST, UpstreamAnswer, UpstreamRelay
 from .exceptions import (
     RequestTooLargeError,
@@ -104,7 +104,9 @@ _SEND_FAILURES: Final = (
 _BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH"})
 
 
-def create_upstream_client(*, ssl_context: ssl.SSLContext | None = None) -> httpx.AsyncClient:
+def create_upstream_client(
+    *, ssl_context: ssl.SSLContext | None = None, forward_with: ForwardingClient = "httpcore"
+) -> httpx.AsyncClient:
     """Create the shared client the proxy sends upstream requests with.
 
     It ignores proxy and certificate settings from the environment (a ``HTTP_PROXY`` must not reroute
@@ -114,6 +116,8 @@ def create_upstream_client(*, ssl_context: ssl.SSLContext | None = None) -> http
     Args:
         ssl_context: the TLS context for ``https`` upstreams, such as the master's mutual-TLS client
             context for its agents; without one, ``https`` upstreams are verified with the default store.
+        forward_with: what :func:`forward` sends with on this client (see :class:`LeanTransport`):
+            its httpcore pool, or an aiohttp session (cheaper per request; it imports aiohttp).
     """
     limits = httpx.Limits(
         max_connections=None, max_keepalive_connections=64, keepalive_expiry=UPSTREAM_KEEPALIVE_S
@@ -121,7 +125,7 @@ def create_upstream_client(*, ssl_context: ssl.SSLContext | None = None) -> http
     context = ssl_context if ssl_context is not None else httpx.create_ssl_context(trust_env=False)
     return httpx.AsyncClient(
         # httpcore's own pool does work per request that grows with its connections (see _pool).
-        transport=lean_transport(context, limits),
+        transport=lean_transport(context, limits, forward_with=forward_with),
         trust_env=False,
         timeout=_timeout(None),
         cookies=http.cookiejar.CookieJar(policy=http.cookiejar.DefaultCookiePolicy(allowed_domains=[])),
@@ -326,7 +330,8 @@ async def _send(client: httpx.AsyncClient, outgoing: _Outgoing, attempt: _Attemp
     per request on the bench machine, 12-22 % of its cost. The proxy's clients have no auth and follow
     no redirects, so the transport's answer is the one ``send`` would return.
 
-    On the proxy's own transport (:class:`LeanTransport`) the request goes to its httpcore pool as
+    On the proxy's own transport (:class:`LeanTransport`) the request goes to its aiohttp sender when
+    it has one (the master's hop to its agents), else to its httpcore pool as
     httpcore's Request, and the answer is read from httpcore's Response: httpx's Request and Response
     objects around them (headers, URL and stream wrappers, its exception mapping) cost about a fifth
     of a hop's CPU per request, for nothing the proxy reads. Errors are then httpcore's, which the
@@ -336,6 +341,11 @@ async def _send(client: httpx.AsyncClient, outgoing: _Outgoing, attempt: _Attemp
     if client.is_closed:
         raise RuntimeError("Cannot send a request, as the client has been closed.")
     transport = client._transport_for_url(_parsed_url(outgoing.url))  # the client's mounts, as send chooses
+    if isinstance(transport, LeanTransport) and transport.sender is not None:
+        sender = transport.sender
+        return await sender.send(
+            outgoing.method, outgoing.url, outgoing.headers, outgoing.content, outgoing.timeout, attempt
+        )
     if isinstance(transport, LeanTransport):
         response = await transport.pool.handle_async_request(outgoing.build_core(attempt))
         body: Any = response.stream  # httpcore's pool stream: an async iterable of bytes

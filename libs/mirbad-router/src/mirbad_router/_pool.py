@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import ssl
 import time
-from typing import Any, Final
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 # httpcore comes with httpx (which pins it to 1.*); the pool subclasses its connection pool.
 import httpcore
@@ -34,7 +35,13 @@ from httpcore._async.connection_pool import AsyncPoolRequest
 
 from ._network import AsyncioNetworkBackend
 
-__all__ = ["SWEEP_INTERVAL_S", "LeanConnectionPool", "LeanTransport", "lean_transport"]
+if TYPE_CHECKING:
+    from ._aiohttp_sender import AiohttpSender
+
+__all__ = ["SWEEP_INTERVAL_S", "ForwardingClient", "LeanConnectionPool", "LeanTransport", "lean_transport"]
+
+ForwardingClient = Literal["httpcore", "aiohttp"]
+"""What the forwarding core sends with on a :class:`LeanTransport`: its httpcore pool or aiohttp."""
 
 SWEEP_INTERVAL_S: Final = 1.0
 """How often at most every pooled connection is checked for expiry (the one handed out: always)."""
@@ -122,12 +129,19 @@ class LeanTransport(httpx.AsyncHTTPTransport):
 
     httpx offers no hook for the pool class, so the transport is built as usual and its pool (created
     from exactly the same arguments) is replaced by the lean one before any request. The forwarding
-    core hands its requests to :attr:`pool` as httpcore's, without httpx's Request and Response; every
-    other caller (the master's calls to its agents) goes through the transport as with any other.
+    core hands its requests to :attr:`pool` as httpcore's, without httpx's Request and Response, or,
+    with ``forward_with="aiohttp"``, to an aiohttp session of its own (:attr:`sender`; see
+    ``_aiohttp_sender``: the master's hop to its agents). Every other caller (the master's calls to its
+    agents) goes through the transport as with any other.
     """
 
     def __init__(
-        self, ssl_context: ssl.SSLContext, limits: httpx.Limits, *, sweep_interval_s: float = SWEEP_INTERVAL_S
+        self,
+        ssl_context: ssl.SSLContext,
+        limits: httpx.Limits,
+        *,
+        sweep_interval_s: float = SWEEP_INTERVAL_S,
+        forward_with: ForwardingClient = "httpcore",
     ) -> None:
         super().__init__(verify=ssl_context, trust_env=False, limits=limits)
         self._lean = LeanConnectionPool(
@@ -139,15 +153,46 @@ class LeanTransport(httpx.AsyncHTTPTransport):
             network_backend=AsyncioNetworkBackend(),
         )
         self._pool = self._lean  # no public way to choose the pool class
+        self._sender: AiohttpSender | None = None
+        if forward_with == "aiohttp":
+            # Imported here: an agent, which forwards with httpcore, never loads aiohttp (7 MB).
+            from ._aiohttp_sender import AiohttpSender
+
+            self._sender = AiohttpSender(ssl_context, limits)
 
     @property
     def pool(self) -> LeanConnectionPool:
         """The connection pool, shared by the transport and the forwarding core."""
         return self._lean
 
+    @property
+    def sender(self) -> AiohttpSender | None:
+        """The aiohttp session the forwarding core sends with, when chosen; None: :attr:`pool`."""
+        return self._sender
+
+    async def aclose(self) -> None:
+        if self._sender is not None:
+            await self._sender.aclose()
+        await super().aclose()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc_value: BaseException | None = None,
+        traceback: TracebackType | None = None,
+    ) -> None:
+        # httpx's client leaves its transport through __aexit__, not aclose.
+        if self._sender is not None:
+            await self._sender.aclose()
+        await super().__aexit__(exc_type, exc_value, traceback)
+
 
 def lean_transport(
-    ssl_context: ssl.SSLContext, limits: httpx.Limits, *, sweep_interval_s: float = SWEEP_INTERVAL_S
+    ssl_context: ssl.SSLContext,
+    limits: httpx.Limits,
+    *,
+    sweep_interval_s: float = SWEEP_INTERVAL_S,
+    forward_with: ForwardingClient = "httpcore",
 ) -> LeanTransport:
     """The httpx transport with :class:`LeanConnectionPool` in place of httpcore's pool."""
-    return LeanTransport(ssl_context, limits, sweep_interval_s=sweep_interval_s)
+    return LeanTransport(ssl_context, limits, sweep_interval_s=sweep_interval_s, forward_with=forward_with)
