@@ -24,7 +24,7 @@ import anyio
 
 from ._litellm import LiteLlm, running_litellm
 from ._load import CHAT_BODY, PointResult, SseResult, Target, measure_point, measure_sse, stream_body
-from ._procfs import available_cores, machine_description, rss_bytes
+from ._procfs import available_cores, machine_description, rss_bytes, time_wait_sockets
 from ._stack import Stack, running_stack
 from ._terminator_process import running_terminator
 from ._wrk import WrkRun, response_bytes, run_wrk, wrk_missing_reason
@@ -36,6 +36,9 @@ LITELLM: Final = "litellm"
 TERMINATOR: Final = "TLS terminator"
 """The name of the process that lets wrk reach the agent's mutual TLS."""
 
+# How long the window waits at most for the warm-up's closes, and how often it looks (see _settle).
+_SETTLE_S: Final = 3.0
+_SETTLE_POLL_S: Final = 0.25
 DEFAULT_REPORT: Final = Path(__file__).resolve().parents[2] / "docs" / "performance.md"
 """Where the report goes unless told otherwise."""
 
@@ -227,6 +230,10 @@ class _Runner:
             )
         if options.warmup_s:
             self._wrk_run(target, concurrency, body, options.warmup_s)
+            # wrk drops its connections at the end of the warm-up; the proxies then cancel the requests in
+            # flight and close their connections upstream (as they must), which would count as churn in
+            # the window. The window starts once those closes have landed.
+            _settle(self._agent_port)
         # A stream's bytes, taken before the window: a proxy too slow to finish one of 64 long streams in
         # the window (LiteLLM) still relays events, and only the bytes read say how many.
         whole = response_bytes(target.url, body, target.headers) if by_bytes else 0
@@ -257,6 +264,19 @@ class _Runner:
             self._pids,
             self._agent_port,
         )
+
+
+def _settle(port: int) -> None:
+    """Wait (at most ``_SETTLE_S``) until the TIME-WAIT count of ``port``'s connections stops changing."""
+    deadline = time.monotonic() + _SETTLE_S
+    time.sleep(_SETTLE_POLL_S)  # measured: the closes land 60-120 ms after wrk's last connection goes
+    seen = time_wait_sockets(port)
+    while time.monotonic() < deadline:
+        time.sleep(_SETTLE_POLL_S)
+        now = time_wait_sockets(port)
+        if now == seen:
+            return
+        seen = now
 
 
 async def _measure_sse(stack: Stack, options: BenchOptions) -> list[SseResult]:

@@ -11,7 +11,7 @@ from typing import Final
 from ._harness import LITELLM, TERMINATOR, BenchResults
 from ._load import PointResult, percentile
 from ._targets import FULL as _FULL
-from ._targets import per_event_us, verdicts
+from ._targets import MIN_OVER_LITELLM, per_event_us, verdicts
 from ._tried import TRIED
 
 __all__ = ["PATHS", "render_markdown", "render_summary"]
@@ -80,7 +80,9 @@ def render_markdown(results: BenchResults, command: str) -> str:
         "throughput: cores / (CPU per request). *Cores busy* is the share of the machine's cores the four "
         "processes used, and the share busy with anything (other work on a shared machine included). "
         "*Agent connections closed* counts connections to or from the agent's port that entered "
-        "TIME-WAIT during the window: TLS connections opened and thrown away. Where few requests "
+        "TIME-WAIT during the window: TLS connections opened and thrown away (the window starts once the "
+        "warm-up's own closes have landed: wrk drops its connections, and the proxies close the "
+        "requests it left in flight upstream, as they must). Where few requests "
         "complete (a slow path at c=1) the figures also carry background work (health polls, metrics "
         "scrapes) and the 10 ms resolution of the kernel's CPU accounting.",
         _cpu_table(results),
@@ -264,7 +266,7 @@ def _limits(results: BenchResults) -> str:
         paragraphs.append(f"**Load generator.** Python, not wrk: {results.generator_note}.")
     quiet = results.point("direct", 1), results.point("agent", 1), results.point(_FULL, 1)
     if quiet[0] is not None and quiet[1] is not None and quiet[2] is not None:
-        paragraphs.append(_latency_paragraph(quiet[0], quiet[1], quiet[2]))
+        paragraphs.append(_latency_paragraph(quiet[0], quiet[1], quiet[2], results.point("litellm", 1)))
     scaling = _scaling_paragraph(results, top)
     if scaling:
         paragraphs.append(scaling)
@@ -351,7 +353,9 @@ def _verdict(full: PointResult, busy: float) -> str:
     return ": it was CPU-bound, so the cost per request above is the limit."
 
 
-def _latency_paragraph(direct: PointResult, agent: PointResult, full: PointResult) -> str:
+def _latency_paragraph(
+    direct: PointResult, agent: PointResult, full: PointResult, litellm: PointResult | None
+) -> str:
     agent_adds, master_adds = agent.p50_ms - direct.p50_ms, full.p50_ms - agent.p50_ms
     text = (
         f"**Latency at c=1.** The agent adds {agent_adds:.2f} ms to p50 (TLS from the client, its routing "
@@ -359,6 +363,16 @@ def _latency_paragraph(direct: PointResult, agent: PointResult, full: PointResul
         f"{master_adds:.2f} ms more (routing, model resolution, the key check, counters and usage, then "
         f"the same relay over mutual TLS to the agent)."
     )
+    if litellm is not None and litellm.rps and full.rps:
+        # One request at a time: the rate is one over the round trip, so the ratio is one of latencies.
+        needed = litellm.p50_ms / MIN_OVER_LITELLM
+        text += (
+            f" With one request at a time the rate is one over the round trip, so {MIN_OVER_LITELLM:g}x "
+            f"LiteLLM's rate at c=1 would need the full path's p50 under {needed:.2f} ms (LiteLLM's "
+            f"{litellm.p50_ms:.2f} ms over {MIN_OVER_LITELLM:g}), with the upstream alone taking "
+            f"{direct.p50_ms:.2f} ms of it: both hops together within {needed - direct.p50_ms:.2f} ms, "
+            f"against {full.p50_ms - direct.p50_ms:.2f} ms measured."
+        )
     if max(agent_adds, master_adds) >= _DELAYED_ACK_MS:
         text += (
             f" A hop that adds {_DELAYED_ACK_MS:g} ms or more to an idle request is not computing: that is "

@@ -197,7 +197,14 @@ c=64 on the master + agent path for 8 s. The machine was shared with five other 
   traffic, the master the whole fleet's). aiohttp's errors are raised as httpcore's, so the
   forwarding core's classification and its stale keep-alive retry are one; the forwarding tests run
   on all three clients, and the node-identity check (on the TLS context) is tested on this path
-  too. The master's other calls to its agents keep httpx on the same transport. Full-bench figures:
-  the tables above (this report's run).
+  too. The master's other calls to its agents keep httpx on the same transport. Full bench,
+  `--no-litellm`, three runs against the three just before it (load average 0.6-2.6): master µs per
+  request at c=64 2,310 / 2,145 / 2,423 → 1,646 / 1,470 / 1,733 (about -28 %), master + agent
+  requests/s at c=64 410 / 439 / 393 → 509 / 543 / 476 (about +22 %), master µs per streamed event
+  81 / 61 / 79 → 49 / 57 / 52 (about -30 %); at c=1 the master's cost moved less than its noise
+  (1,979 / 2,228 / 3,073 → 1,917 / 2,679 / 1,886). Against the start of this work (the first three
+  runs of the network-layer A/B), master µs per request at c=64 went from 3,058-3,641 to
+  1,470-1,733, master + agent requests/s at c=64 from 257-318 to 476-543 and streamed events/s from
+  6,134-7,983 to 11,135-12,688.
 """
 """Markdown: one bullet per attempt."""
