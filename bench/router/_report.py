@@ -410,6 +410,26 @@ def _out_of_reach(results: BenchResults) -> str:
             "server's work (it accepts, parses and answers the same request under the same server) and a "
             "client's besides, so no Python hop built on an ASGI server can cost less than that floor here."
         )
+    direct_stream = next((p for p in results.streamed if p.path == "direct"), None)
+    if direct_stream is not None:
+        writes = per_event_us(direct_stream, "upstream", results.options.stream_events)
+        if not math.isnan(writes):
+            floor += (
+                f" Streaming, the upstream spent {writes:.1f} µs of CPU per event it wrote (the `direct` "
+                "streamed row); a hop reads each event and writes it again."
+            )
+    quiet, alone = results.point(_FULL, 1), results.point("direct", 1)
+    if quiet is not None and alone is not None:
+        hops = quiet.cpu_us_per_request()
+        master, agent = hops.get("master"), hops.get("agent")
+        if master and agent:
+            floor += (
+                f" At c=1 most of a hop's CPU per request lies on that request's path (the rest is "
+                f"background work spread over few requests, and what follows the response): master "
+                f"{master:.0f} µs and agent {agent:.0f} µs per request, against the "
+                f"{quiet.p50_ms - alone.p50_ms:.2f} ms the two hops added to p50, where the latency target "
+                "allows both 0.5 ms."
+            )
     return (
         "**Why the per-hop targets are not met here.** The issue's targets (≤ 200 µs of CPU per hop per "
         "request, ≤ 10 µs per streamed event) are 10-30 times below what each Python hop costs on this "

@@ -7,10 +7,12 @@ nothing buffers without measuring any time.
 
 from __future__ import annotations
 
+import random
 import socket
 import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Final, Literal
 
 import anyio
@@ -27,6 +29,40 @@ def free_port() -> int:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
         return port
+
+
+def free_port_block(size: int) -> int:
+    """The first of ``size`` consecutive loopback ports nothing listens on, below the ephemeral range.
+
+    A port from :func:`free_port` is one the kernel hands out to outgoing connections too, so a test
+    that needs a given port to stay free (the lowest free port of a range) could lose it to any
+    connection on the machine; below the ephemeral range only a listener takes one.
+    """
+    low = _ephemeral_low()
+    for _ in range(200):
+        start = random.randrange(_BLOCKS_FROM, low - size)
+        if all(_bindable(port) for port in range(start, start + size)):
+            return start
+    raise RuntimeError(f"no {size} free consecutive ports below {low}")
+
+
+_BLOCKS_FROM: Final = 20000
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 class _Server(uvicorn.Server):

@@ -62,6 +62,12 @@ def members() -> dict[str, Member]:
         project = tomllib.loads(pyproject.read_text())["project"]
         name = canonicalize_name(project["name"])
         requires = tuple(Requirement(text) for text in project.get("dependencies", []))
+        # An extra's requirements travel in the wheel with the extra as their marker.
+        requires += tuple(
+            Requirement(f'{text}; extra == "{extra}"')
+            for extra, texts in project.get("optional-dependencies", {}).items()
+            for text in texts
+        )
         found[name] = Member(name, Version(project["version"]), requires, pyproject.parent)
     return found
 

@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from tests._support.asgi_server import free_port
+from tests._support.asgi_server import free_port_block
 from tests._support.polling import wait_for_state
 from tests._support.processes import kill_recorded_processes
 from tests.fakes import fake_model_server
@@ -65,7 +65,7 @@ def workspace(tmp_path: Path) -> Iterator[Path]:
 
 
 def _config(workspace: Path, **changes: Any) -> ProcessDriverConfig:
-    start = free_port()
+    start = free_port_block(21)  # outside the ephemeral range: no outgoing connection takes one of them
     fields: dict[str, Any] = {
         "state_dir": workspace / "state",
         "model_roots": (workspace / "models",),

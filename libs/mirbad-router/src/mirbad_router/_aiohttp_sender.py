@@ -29,7 +29,9 @@ import yarl
 
 from ._relay import UpstreamAnswer
 
-__all__ = ["AiohttpSender"]
+# Not re-exported by the package: importing this module imports aiohttp, which an agent never loads.
+# LeanTransport(forward_with="aiohttp") imports it when asked; its sender is LeanTransport.sender.
+__all__: list[str] = []
 
 # httpcore's words for a connection closed before the first byte of a response (the stale retry's cue).
 _NO_RESPONSE: Final = "Server disconnected without sending a response"
