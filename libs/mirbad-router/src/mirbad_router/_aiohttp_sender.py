@@ -19,30 +19,26 @@ from __future__ import annotations
 
 import functools
 import ssl
-from collections.abc import AsyncIterator, Mapping
-from typing import Any, Final, Protocol
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, Final
 
 import aiohttp
 import httpcore
 import httpx
 import yarl
 
+# Imported when a transport asks for this sender, by which time the forwarding core is loaded: its
+# words for a connection closed before any answer (the stale retry's cue), its URL cache's size and
+# its record of whether an attempt opened a connection.
+from ._forward import _NO_RESPONSE, _PARSED_URLS, _Attempt
 from ._relay import UpstreamAnswer
 
 # Not re-exported by the package: importing this module imports aiohttp, which an agent never loads.
 # LeanTransport(forward_with="aiohttp") imports it when asked; its sender is LeanTransport.sender.
 __all__: list[str] = []
 
-# httpcore's words for a connection closed before the first byte of a response (the stale retry's cue).
-_NO_RESPONSE: Final = "Server disconnected without sending a response"
-# How many upstream URLs stay parsed, as the forwarding core keeps its own.
-_PARSED_URLS: Final = 512
 # aiohttp adds these when a request lacks them; a proxy sends only what its client sent.
 _NOT_ADDED: Final = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
-
-
-class _Attempt(Protocol):
-    connected: bool
 
 
 class AiohttpSender:
@@ -137,7 +133,7 @@ async def _body(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
         raise httpcore.ReadError(str(exc) or type(exc).__name__) from exc
 
 
-def _closer(response: aiohttp.ClientResponse) -> Any:
+def _closer(response: aiohttp.ClientResponse) -> Callable[[], Awaitable[None]]:
     async def close() -> None:
         # A body read to its end leaves the connection to the pool; one cut short (the client left,
         # the relay was cancelled) closes it, so the upstream sees the request go and stops.

@@ -32,7 +32,7 @@ from starlette.responses import Response
 from ._headers import request_headers
 from ._paths import check_proxy_path
 from ._pool import ForwardingClient, LeanTransport, lean_transport
-from ._relay import CLIENT_CLOSED_REQUEST, UpstreamAnswer, UpstreamRelay
+from ._relay import CLIENT_CLOSED_REQUEST, TRANSPORT_FAILURES, UpstreamAnswer, UpstreamRelay
 from .exceptions import (
     RequestTooLargeError,
     UpstreamConnectError,
@@ -71,9 +71,10 @@ _NO_RESPONSE: Final = "Server disconnected without sending a response"
 _PARSED_URLS: Final = 512
 # Characters left as they are when a decoded path is put back into a URL (RFC 3986 pchar and "/").
 _PATH_SAFE: Final = "/:@!$&'()*+,;=-._~"
-# The failures of a send, from httpx (a client's own transport) or httpcore (the proxy's pool, sent to
+# How a send failed, from httpx (a client's own transport) or httpcore (the proxy's pool, sent to
 # without httpx's Request and Response): no connection; no answer in time; a pooled connection the
-# upstream may have closed under the request (sent again if it was reused).
+# upstream may have closed under the request (sent again if it was reused). Any other of
+# TRANSPORT_FAILURES: the upstream broke HTTP.
 _CONNECT_FAILURES: Final = (
     httpx.ConnectError,
     httpx.ConnectTimeout,
@@ -92,13 +93,6 @@ _MAYBE_STALE: Final = (
     httpcore.RemoteProtocolError,
     httpcore.ReadError,
     httpcore.WriteError,
-)
-_SEND_FAILURES: Final = (
-    httpx.TransportError,
-    httpcore.NetworkError,
-    httpcore.ProtocolError,
-    httpcore.TimeoutException,
-    httpcore.UnsupportedProtocol,
 )
 # The methods httpx gives "Content-Length: 0" when they carry no body (kept alike on the direct path).
 _BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH"})
@@ -231,7 +225,7 @@ async def forward(
         # this send when the client leaves meanwhile, which closes the connection and aborts it.
         try:
             return await _send_again_if_stale(client, outgoing)
-        except _SEND_FAILURES as exc:
+        except TRANSPORT_FAILURES as exc:
             raise _upstream_error(url, exc) from exc
 
     return UpstreamRelay(open_upstream, url, on_failure)

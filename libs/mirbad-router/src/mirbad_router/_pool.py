@@ -181,10 +181,9 @@ class LeanTransport(httpx.AsyncHTTPTransport):
         exc_value: BaseException | None = None,
         traceback: TracebackType | None = None,
     ) -> None:
-        # httpx's client leaves its transport through __aexit__, not aclose.
-        if self._sender is not None:
-            await self._sender.aclose()
-        await super().__aexit__(exc_type, exc_value, traceback)
+        # httpx's client leaves its transport through __aexit__, not aclose; httpx's own __aexit__
+        # only closes the pool, as aclose does.
+        await self.aclose()
 
 
 def lean_transport(

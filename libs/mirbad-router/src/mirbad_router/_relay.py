@@ -36,15 +36,16 @@ _STREAM_CUT_MESSAGE: Final = (
 )
 
 
-# What an upstream's body may raise once its headers came: httpx's errors (a client's own transport)
-# and httpcore's (the proxy's pool, read without httpx's Response).
-_SILENT: Final = (httpx.ReadTimeout, httpcore.ReadTimeout)
-_BROKEN: Final = (
+# What an upstream may raise, sending or once its headers came: httpx's errors (a client's own
+# transport) and httpcore's (the proxy's pool, used without httpx's Request and Response).
+TRANSPORT_FAILURES: Final = (
     httpx.TransportError,
     httpcore.NetworkError,
     httpcore.ProtocolError,
     httpcore.TimeoutException,
+    httpcore.UnsupportedProtocol,
 )
+_SILENT: Final = (httpx.ReadTimeout, httpcore.ReadTimeout)
 
 
 @dataclass(frozen=True)
@@ -160,7 +161,7 @@ class UpstreamRelay(Response):
                 self._tail = (self._tail + chunk)[-4:]
         except _SILENT:
             return await self._broken_off("silent for longer than the idle timeout", send)
-        except _BROKEN as exc:
+        except TRANSPORT_FAILURES as exc:
             return await self._broken_off(str(exc) or type(exc).__name__, send)
         except OSError:
             return None  # an ASGI 2.4 server reports a client that left by failing the send
