@@ -7,26 +7,54 @@ cut a chunked stream in the middle, or close a keep-alive connection when its ne
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import anyio
-from anyio.abc import SocketAttribute, SocketStream
+from anyio.abc import ByteReceiveStream, ByteStream, SocketAttribute
 from anyio.streams.buffered import BufferedByteReceiveStream
+from anyio.streams.tls import TLSAttribute, TLSListener
 
 WAIT_S = 20
 _MAX_HEAD_BYTES = 65536
 
 
+class _Recorded(ByteReceiveStream):
+    """A receive stream that keeps every chunk as the socket delivered it (what went out in one send)."""
+
+    def __init__(self, inner: ByteStream, chunks: list[bytes]) -> None:
+        self._inner = inner
+        self._chunks = chunks
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        data = await self._inner.receive(max_bytes)
+        self._chunks.append(data)
+        return data
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
 @dataclass
 class Connection:
-    """One accepted connection: read requests with :meth:`read_request`, write with :meth:`send`."""
+    """One accepted connection: read requests with :meth:`read_request`, write with :meth:`send`.
+
+    Attributes:
+        received: every chunk read off the connection, as the socket delivered it.
+    """
 
     index: int
-    stream: SocketStream
+    stream: ByteStream
     buffered: BufferedByteReceiveStream
+    received: list[bytes]
     requests: int = 0
+
+    @property
+    def peer_certificate(self) -> object:
+        """The client's certificate on a TLS upstream (None without one, or without TLS)."""
+        return self.stream.extra(TLSAttribute.peer_certificate, None)
 
     async def read_request(self) -> bytes | None:
         """The next request's head and body, or None when the client closed the connection first."""
@@ -59,25 +87,32 @@ class RawUpstream:
     """What the server saw: every connection, in the order they were accepted."""
 
     base_url: str
+    port: int
     connections: list[Connection] = field(default_factory=list)
 
 
 @asynccontextmanager
-async def raw_upstream(script: Script) -> AsyncIterator[RawUpstream]:
-    """Serve ``script`` on a free loopback port; each connection is closed once its script returns."""
+async def raw_upstream(script: Script, *, tls: ssl.SSLContext | None = None) -> AsyncIterator[RawUpstream]:
+    """Serve ``script`` on a free loopback port; each connection is closed once its script returns.
+
+    With ``tls`` the upstream speaks TLS with that server context (``https``).
+    """
     listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
     port = listener.extra(SocketAttribute.local_port)
-    upstream = RawUpstream(f"http://127.0.0.1:{port}")
+    upstream = RawUpstream(f"{'http' if tls is None else 'https'}://127.0.0.1:{port}", port)
 
-    async def handle(stream: SocketStream) -> None:
-        connection = Connection(len(upstream.connections), stream, BufferedByteReceiveStream(stream))
+    async def handle(stream: ByteStream) -> None:
+        received: list[bytes] = []
+        buffered = BufferedByteReceiveStream(_Recorded(stream, received))
+        connection = Connection(len(upstream.connections), stream, buffered, received)
         upstream.connections.append(connection)
         async with stream:
             with anyio.move_on_after(WAIT_S):
                 await script(connection)
 
-    async with listener, anyio.create_task_group() as group:
-        group.start_soon(listener.serve, handle)
+    serving = listener if tls is None else TLSListener(listener, tls, standard_compatible=False)
+    async with serving, anyio.create_task_group() as group:
+        group.start_soon(serving.serve, handle)
         try:
             yield upstream
         finally:

@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import socket
 import ssl
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 
 import anyio
 import httpcore
 import httpx
 import pytest
-from anyio.abc import ByteStream, SocketAttribute
-from anyio.streams.tls import TLSAttribute, TLSListener
 from tests._support.agent_fleet import create_fleet
+from tests.router._raw_upstream import Connection, raw_upstream
 
 from mirbad_router import AsyncioNetworkBackend, create_upstream_client
 
@@ -24,64 +20,20 @@ WAIT_S = 10.0
 _ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\nok"
 
 
-@dataclass
-class _Server:
-    """Answers every request with ``ok`` on a kept-alive connection; records what it received."""
-
-    port: int = 0
-    first_receives: list[bytes] = field(default_factory=list)
-    peer_certificates: list[object] = field(default_factory=list)
-    bodies: list[int] = field(default_factory=list)
-    silent: bool = False
-
-    async def handle(self, stream: ByteStream) -> None:
-        self.peer_certificates.append(stream.extra(TLSAttribute.peer_certificate, None))
-        async with stream:
-            pending = b""
-            while True:
-                try:
-                    chunk = await stream.receive()
-                except (anyio.EndOfStream, anyio.BrokenResourceError, ssl.SSLError):
-                    return
-                if not pending:
-                    self.first_receives.append(chunk)
-                pending += chunk
-                if b"\r\n\r\n" not in pending:
-                    continue
-                head, rest = pending.split(b"\r\n\r\n", 1)
-                length = _content_length(head)
-                while len(rest) < length:
-                    try:
-                        rest += await stream.receive()
-                    except (anyio.EndOfStream, anyio.BrokenResourceError):
-                        return
-                self.bodies.append(length)
-                pending = rest[length:]
-                if self.silent:
-                    await anyio.sleep_forever()
-                await stream.send(_ANSWER)
+async def _answer_each(connection: Connection) -> None:
+    # Every request gets ``ok`` on the kept-alive connection.
+    while await connection.read_request() is not None:
+        await connection.send(_ANSWER)
 
 
-def _content_length(head: bytes) -> int:
-    for line in head.split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            return int(value)
-    return 0
+async def _silent(connection: Connection) -> None:
+    await connection.read_request()
+    await anyio.sleep_forever()
 
 
-@asynccontextmanager
-async def _serving(tls: ssl.SSLContext | None = None, *, silent: bool = False) -> AsyncIterator[_Server]:
-    server = _Server(silent=silent)
-    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
-    server.port = listener.extra(SocketAttribute.local_port)
-    serving = listener if tls is None else TLSListener(listener, tls, standard_compatible=False)
-    async with serving, anyio.create_task_group() as group:
-        group.start_soon(serving.serve, server.handle)
-        try:
-            yield server
-        finally:
-            group.cancel_scope.cancel()
+def _bodies(connection: Connection) -> list[bytes]:
+    """The body of each request on ``connection``, as each arrived in one piece."""
+    return [chunk.partition(b"\r\n\r\n")[2] for chunk in connection.received]
 
 
 def _stream_of(response: httpx.Response) -> httpcore.AsyncNetworkStream:
@@ -94,66 +46,69 @@ async def test_a_request_goes_out_head_and_body_in_one_send() -> None:
     # httpcore writes the head and the body apart; held until the answer is awaited, they reach the
     # server as one send: one wake-up of the upstream per request instead of two.
     head, body = b"POST /v1/chat HTTP/1.1\r\nHost: x\r\nContent-Length: 300\r\n\r\n", b"x" * 300
-    async with _serving() as server:
-        stream = await AsyncioNetworkBackend().connect_tcp("127.0.0.1", server.port, timeout=WAIT_S)
+    async with raw_upstream(_answer_each) as upstream:
+        stream = await AsyncioNetworkBackend().connect_tcp("127.0.0.1", upstream.port, timeout=WAIT_S)
         await stream.write(head)
         await stream.write(body)
         await anyio.wait_all_tasks_blocked()  # the server has run: nothing has reached it yet
-        held = list(server.first_receives)
+        [connection] = upstream.connections
+        held = list(connection.received)
         with anyio.fail_after(WAIT_S):
             answer = await stream.read(65536)
         await stream.aclose()
 
     assert held == []
     assert answer == _ANSWER
-    assert server.first_receives == [head + body]
-    assert server.bodies == [300]
+    assert connection.received == [head + body]
+    assert connection.requests == 1
 
 
 async def test_the_proxy_client_sends_its_requests_whole() -> None:
-    async with _serving() as server, create_upstream_client() as client:
+    async with raw_upstream(_answer_each) as upstream, create_upstream_client() as client:
         answers = [
-            await client.post(f"http://127.0.0.1:{server.port}/v1/chat", content=fill * 300)
-            for fill in (b"x", b"y")
+            await client.post(f"{upstream.base_url}/v1/chat", content=fill * 300) for fill in (b"x", b"y")
         ]
 
     assert [answer.text for answer in answers] == ["ok", "ok"]
-    assert [first.rpartition(b"\r\n\r\n")[2] for first in server.first_receives] == [b"x" * 300, b"y" * 300]
+    [connection] = upstream.connections
+    assert _bodies(connection) == [b"x" * 300, b"y" * 300]
 
 
 async def test_a_body_larger_than_the_coalescing_bound_arrives_whole() -> None:
     body = bytes(range(256)) * 8192  # 2 MiB: written at once, under asyncio's flow control
-    async with _serving() as server, create_upstream_client() as client:
-        answer = await client.post(f"http://127.0.0.1:{server.port}/upload", content=body)
+    async with raw_upstream(_answer_each) as upstream, create_upstream_client() as client:
+        answer = await client.post(f"{upstream.base_url}/upload", content=body)
 
     assert answer.text == "ok"
-    assert server.bodies == [len(body)]
+    [connection] = upstream.connections
+    assert b"".join(connection.received).partition(b"\r\n\r\n")[2] == body
+    assert connection.requests == 1
 
 
 async def test_mutual_tls_runs_on_the_event_loop_and_presents_the_client_certificate() -> None:
     fleet = create_fleet()
     async with (
-        _serving(fleet.agent.server_context()) as server,
+        raw_upstream(_answer_each, tls=fleet.agent.server_context()) as upstream,
         create_upstream_client(ssl_context=fleet.master.client_context()) as client,
     ):
-        answers = [await client.get(f"https://127.0.0.1:{server.port}/agent/v1/runtimes") for _ in range(3)]
+        answers = [await client.get(f"{upstream.base_url}/agent/v1/runtimes") for _ in range(3)]
         tls = _stream_of(answers[0]).get_extra_info("ssl_object")
 
     assert [answer.text for answer in answers] == ["ok"] * 3
     assert isinstance(tls, ssl.SSLObject)  # the loop's TLS, not a Python record layer
     assert tls.version() in ("TLSv1.2", "TLSv1.3")
-    assert len(server.peer_certificates) == 1  # one kept-alive connection
-    assert server.peer_certificates[0] is not None
+    [connection] = upstream.connections  # one kept-alive connection
+    assert connection.peer_certificate is not None
 
 
 async def test_a_server_certificate_the_client_does_not_trust_is_a_connect_error() -> None:
     fleet, stranger = create_fleet(), create_fleet()
     async with (
-        _serving(fleet.agent.server_context()) as server,
+        raw_upstream(_answer_each, tls=fleet.agent.server_context()) as upstream,
         create_upstream_client(ssl_context=stranger.master.client_context()) as client,
     ):
         with pytest.raises(httpx.ConnectError, match="certificate verify failed"):
-            await client.get(f"https://127.0.0.1:{server.port}/agent/v1/runtimes")
+            await client.get(f"{upstream.base_url}/agent/v1/runtimes")
 
 
 async def test_a_refused_connection_is_a_connect_error() -> None:
@@ -166,20 +121,20 @@ async def test_a_refused_connection_is_a_connect_error() -> None:
 
 
 async def test_a_silent_server_is_a_read_timeout_where_one_is_asked_for() -> None:
-    async with _serving(silent=True) as server, create_upstream_client() as client:
+    async with raw_upstream(_silent) as upstream, create_upstream_client() as client:
         with anyio.fail_after(WAIT_S), pytest.raises(httpx.ReadTimeout):
-            await client.get(f"http://127.0.0.1:{server.port}/slow", timeout=httpx.Timeout(5, read=0.2))
+            await client.get(f"{upstream.base_url}/slow", timeout=httpx.Timeout(5, read=0.2))
 
 
 async def test_the_stream_reports_its_addresses_and_socket() -> None:
-    async with _serving() as server, create_upstream_client() as client:
-        answer = await client.get(f"http://127.0.0.1:{server.port}/fast")
+    async with raw_upstream(_answer_each) as upstream, create_upstream_client() as client:
+        answer = await client.get(f"{upstream.base_url}/fast")
         stream = _stream_of(answer)
         client_addr, server_addr = stream.get_extra_info("client_addr"), stream.get_extra_info("server_addr")
         raw = stream.get_extra_info("socket")
         readable = stream.get_extra_info("is_readable")
 
-    assert server_addr == ("127.0.0.1", server.port)
+    assert server_addr == ("127.0.0.1", upstream.port)
     assert client_addr[0] == "127.0.0.1"
     assert raw is not None
     assert readable is False  # an idle kept-alive connection the server has not closed
