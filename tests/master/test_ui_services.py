@@ -146,6 +146,16 @@ def _text(user: User, marker: str) -> str:
     return " ".join(e.text for e in user.find(marker=marker).elements if isinstance(e, ui.label))
 
 
+def _stop_timers(user: User) -> list[ui.timer]:
+    """Stop the page's timers (its periodic refresh); return them."""
+    timers: list[ui.timer] = []
+    for timer in user.find(kind=ui.timer).elements:
+        assert isinstance(timer, ui.timer)
+        timer.deactivate()
+        timers.append(timer)
+    return timers
+
+
 def _notified(user: User, text: str) -> bool:
     return any(text in str(message) for message in user.notify.messages)
 
@@ -204,9 +214,7 @@ async def test_an_action_whose_row_was_redrawn_meanwhile_still_reports_and_redra
         await user.open("/services")
         await user.should_see(marker="unit-smartd")
         # Only the actions redraw in this test: the page's own refresh would hide a missed redraw.
-        for timer in user.find(kind=ui.timer).elements:
-            assert isinstance(timer, ui.timer)
-            timer.deactivate()
+        _stop_timers(user)
         user.find(marker="unit-stop-smartd").click()
         await user.should_see(marker="confirm-dialog")
         # While the name is being typed another action redraws every row, the one that opened the dialog too.
@@ -227,10 +235,7 @@ async def test_a_refresh_that_finds_nothing_changed_keeps_the_rows(
     async with portal_user(master) as user:
         await user.open("/services")
         await user.should_see(marker="unit-smartd")
-        timers = [t for t in user.find(kind=ui.timer).elements if isinstance(t, ui.timer)]
-        for timer in timers:
-            timer.deactivate()
-        [services_timer] = [t for t in timers if t.interval == SERVICES_REFRESH_S]
+        [services_timer] = [t for t in _stop_timers(user) if t.interval == SERVICES_REFRESH_S]
         before = {e.id for e in user.find(marker="unit-stop-smartd").elements}
 
         # The page's own refresh, run to its end: a row rebuilt for nothing loses a click landing on it.
