@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from mirbad_agent import AgentSettings
 from mirbad_master._data_dir import INITIAL_PASSWORD_FILE, prepare_data_dir, write_initial_password
 from mirbad_master._fleet_of_one import DUPLICATE_SIGNAL_S, StopSignals, banner, goodbye
-from mirbad_master._local_agent import LocalAgentError, is_enrolled, write_agent_settings
+from mirbad_master._llama_server_build import LLAMA_SERVER_BUILD_ENV
+from mirbad_master._local_agent import LocalAgentError, agent_environment, is_enrolled, write_agent_settings
 from mirbad_master._local_pki import (
     enroll_listener_names,
     load_or_create_authority,
@@ -226,3 +227,13 @@ def test_the_doubled_sigint_of_a_group_ctrl_c_under_uv_run_is_one_stop() -> None
     arrivals = StopSignals()
 
     assert [arrivals.classify(t) for t in (50.0, 50.15)] == ["stop", "duplicate"]
+
+
+def test_the_build_command_stays_with_the_master_and_never_reaches_the_agent_or_its_models() -> None:
+    # The agent hands its environment on to every llama-server it starts.
+    master = {"PATH": "/usr/bin", LLAMA_SERVER_BUILD_ENV: '["uv", "sync"]', "MIRBAD_OTHER": "1"}
+
+    env = agent_environment(master)
+
+    assert LLAMA_SERVER_BUILD_ENV not in env
+    assert env == {"PATH": "/usr/bin", "MIRBAD_OTHER": "1", "PYTHONUNBUFFERED": "1"}

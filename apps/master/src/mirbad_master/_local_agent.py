@@ -30,6 +30,7 @@ from anyio.abc import Process
 from mirbad_orchestration.fleet import LOCAL_NODE_ID
 from mirbad_protocol import MirbadError, certificates_from_pem, spki_pin, write_json_atomic
 
+from ._llama_server_build import LLAMA_SERVER_BUILD_ENV
 from ._settings import MasterSettings
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "LocalAgent",
     "LocalAgentError",
     "agent_command",
+    "agent_environment",
     "agent_log_level",
     "is_enrolled",
     "write_agent_settings",
@@ -82,6 +84,16 @@ def agent_command() -> list[str]:
     beside = shutil.which("mirbad-agent", path=str(Path(sys.executable).parent))
     found = beside or shutil.which("mirbad-agent")
     return [found] if found else [sys.executable, "-m", "mirbad_agent"]
+
+
+_MASTER_ONLY: Final = (LLAMA_SERVER_BUILD_ENV,)
+"""Variables for the master alone: the agent hands its environment on to every model process it starts."""
+
+
+def agent_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The local agent's environment: the master's, without what only the master reads."""
+    kept = {key: value for key, value in environ.items() if key not in _MASTER_ONLY}
+    return kept | {"PYTHONUNBUFFERED": "1"}
 
 
 def is_enrolled(state_dir: Path, ca_pin: str) -> bool:
@@ -205,7 +217,7 @@ class LocalAgent:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                env=agent_environment(os.environ),
             )
         (self._state_dir / "agent.pid").write_text(f"{self._process.pid}\n")
 
