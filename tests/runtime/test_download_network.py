@@ -1,0 +1,135 @@
+"""Downloads against sources that misbehave: every failure a clear refusal, no answer read without end.
+
+Issue 31 items 7 and 8: a hub that refuses, cannot be resolved, fails TLS, never answers or answers 5xx
+gives the same ``SourceUnavailableError`` (the agent's 502 ``upstream_unreachable`` with the reason),
+never an unexpected exception; repository info and manifests are read up to a cap; a drip-fed file
+ends as a stalled, failed job and frees its slot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import pytest
+from tests._support.model_hub import (
+    REPO,
+    Lies,
+    Sources,
+    loopback_sources,
+    refused_endpoint,
+    silent_endpoint,
+)
+from tests._support.polling import eventually
+from tests._support.tiny_gguf import write_tiny_gguf
+
+from mirbad_protocol import DownloadJob, HuggingFaceDownload, OllamaDownload
+from mirbad_runtime.downloads import DownloadManager, NetworkLimits
+from mirbad_runtime.exceptions import DownloadError, SourceUnavailableError
+
+pytestmark = pytest.mark.anyio
+
+WAIT_S = 30.0
+# Short bounds, so a silent or dripping source is given up on within a test's patience.
+QUICK = NetworkLimits(
+    connect_timeout_s=2.0,
+    read_timeout_s=1.0,
+    plan_timeout_s=3.0,
+    max_info_bytes=256 * 1024,
+    min_bytes_per_second=4096,
+    rate_window_s=0.5,
+)
+
+
+@pytest.fixture(scope="module")
+def gguf_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    return write_tiny_gguf(tmp_path_factory.mktemp("gguf") / "tiny.gguf").read_bytes()
+
+
+@pytest.fixture
+async def servers(gguf_bytes: bytes) -> AsyncIterator[Sources]:
+    async with loopback_sources(gguf_bytes) as sources:
+        yield sources
+
+
+async def _start(
+    tmp_path: Path, hub: str, registry: str, request: HuggingFaceDownload | OllamaDownload
+) -> DownloadJob:
+    (tmp_path / "models").mkdir(exist_ok=True)
+    manager = DownloadManager(
+        [tmp_path / "models"], tmp_path / "state", hf_endpoint=hub, ollama_registry=registry, limits=QUICK
+    )
+    outcome: DownloadJob | DownloadError | None = None
+    async with anyio.create_task_group() as group:
+        await group.start(manager.run)
+        try:
+            outcome = await manager.start(request)
+        except DownloadError as exc:
+            outcome = exc  # raised below, outside the task group (which would wrap it in a group)
+        group.cancel_scope.cancel()
+    if isinstance(outcome, DownloadError):
+        raise outcome
+    assert outcome is not None
+    return outcome
+
+
+def _request(kind: str, folder: str = "tiny") -> HuggingFaceDownload | OllamaDownload:
+    if kind == "huggingface":
+        return HuggingFaceDownload.model_validate({"repo_id": REPO, "folder": folder})
+    return OllamaDownload.model_validate({"model": "tiny", "folder": folder})
+
+
+def _tls_to_plain(url: str) -> str:
+    # An https URL at a plain-HTTP server: the TLS handshake fails.
+    return url.replace("http://", "https://")
+
+
+@pytest.mark.parametrize("kind", ["huggingface", "ollama"])
+@pytest.mark.parametrize("failure", ["refused", "dns", "tls", "silent", "5xx", "endless"])
+async def test_every_way_a_source_fails_is_a_clear_refusal(
+    tmp_path: Path, servers: Sources, kind: str, failure: str
+) -> None:
+    async with silent_endpoint() as silent:
+        endpoint = {
+            "refused": refused_endpoint(),
+            "dns": "http://mirbad-no-such-host.invalid",
+            "tls": _tls_to_plain(servers.hub_url if kind == "huggingface" else servers.registry_url),
+            "silent": silent.url,
+        }.get(failure, servers.hub_url if kind == "huggingface" else servers.registry_url)
+        served = servers.hub if kind == "huggingface" else servers.registry
+        served.lies = Lies(status=503) if failure == "5xx" else Lies(endless=failure == "endless")
+        with pytest.raises(SourceUnavailableError) as raised:
+            await _start(tmp_path, endpoint, endpoint, _request(kind))
+    message = str(raised.value)
+    assert message.strip()
+    expected = {"5xx": "503", "endless": "larger than", "silent": "Timeout"}.get(
+        failure, "cannot reach"
+    )
+    assert expected in message
+
+
+async def test_a_drip_fed_file_stalls_the_job_which_fails_and_frees_its_slot(
+    tmp_path: Path, servers: Sources
+) -> None:
+    (tmp_path / "models").mkdir()
+    manager = DownloadManager(
+        [tmp_path / "models"],
+        tmp_path / "state",
+        hf_endpoint=servers.hub_url,
+        ollama_registry=servers.registry_url,
+        max_concurrent=1,
+        limits=QUICK,
+    )
+    async with anyio.create_task_group() as group:
+        await group.start(manager.run)
+        servers.registry.lies = Lies(drip_interval_s=0.05)  # 20 bytes/s, far below the floor
+        dripping = await manager.start(_request("ollama"))
+        # The hub is honest: its job waits for the one slot, which the stalled job must give back.
+        honest = await manager.start(_request("huggingface", "honest"))
+        await eventually(lambda: manager.get(honest.id).state in ("completed", "failed"), timeout_s=WAIT_S)
+        group.cancel_scope.cancel()
+    stalled = manager.get(dripping.id)
+    assert stalled.state == "failed"
+    assert "stalled" in (stalled.error or "")
+    assert manager.get(honest.id).state == "completed"
