@@ -103,9 +103,7 @@ async def test_every_way_a_source_fails_is_a_clear_refusal(
             await _start(tmp_path, endpoint, endpoint, _request(kind))
     message = str(raised.value)
     assert message.strip()
-    expected = {"5xx": "503", "endless": "larger than", "silent": "Timeout"}.get(
-        failure, "cannot reach"
-    )
+    expected = {"5xx": "503", "endless": "larger than", "silent": "Timeout"}.get(failure, "cannot reach")
     assert expected in message
 
 
