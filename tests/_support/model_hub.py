@@ -73,11 +73,14 @@ class Lies:
         status: every request answered with this status (an outage: 500, 502, 503 ...).
         endless: repository info, manifests and files never end (a file goes on past its size).
         drip_interval_s: a file's bytes are sent one at a time, this far apart.
+        drip_metadata: repository info and manifests are drip-fed too, without end (each byte comes
+            within any read timeout, so only a total deadline ends the wait).
     """
 
     status: int | None = None
     endless: bool = False
     drip_interval_s: float | None = None
+    drip_metadata: bool = False
 
 
 _ENDLESS_CHUNK: Final = b" " * (64 * 1024)
@@ -104,6 +107,9 @@ class _Served:
             return JSONResponse({"error": "outage"}, status_code=self.lies.status)
         if self.lies.endless:
             return StreamingResponse(_endless(metadata_prefix), media_type="application/json")
+        if self.lies.drip_metadata and self.lies.drip_interval_s is not None:
+            endless = metadata_prefix + _ENDLESS_CHUNK * 1024
+            return StreamingResponse(self._drip(endless, self.lies.drip_interval_s))
         return None
 
     def body(self, request: Request, key: str, data: bytes, headers: dict[str, str]) -> Response:

@@ -54,11 +54,15 @@ async def servers(gguf_bytes: bytes) -> AsyncIterator[Sources]:
 
 
 async def _start(
-    tmp_path: Path, hub: str, registry: str, request: HuggingFaceDownload | OllamaDownload
+    tmp_path: Path,
+    hub: str,
+    registry: str,
+    request: HuggingFaceDownload | OllamaDownload,
+    limits: NetworkLimits = QUICK,
 ) -> DownloadJob:
     (tmp_path / "models").mkdir(exist_ok=True)
     manager = DownloadManager(
-        [tmp_path / "models"], tmp_path / "state", hf_endpoint=hub, ollama_registry=registry, limits=QUICK
+        [tmp_path / "models"], tmp_path / "state", hf_endpoint=hub, ollama_registry=registry, limits=limits
     )
     outcome: DownloadJob | DownloadError | None = None
     async with anyio.create_task_group() as group:
@@ -105,6 +109,18 @@ async def test_every_way_a_source_fails_is_a_clear_refusal(
     assert message.strip()
     expected = {"5xx": "503", "endless": "larger than", "silent": "Timeout"}.get(failure, "cannot reach")
     assert expected in message
+
+
+@pytest.mark.parametrize("kind", ["huggingface", "ollama"])
+async def test_a_drip_fed_answer_ends_at_the_planning_deadline(
+    tmp_path: Path, servers: Sources, kind: str
+) -> None:
+    served = servers.hub if kind == "huggingface" else servers.registry
+    # A byte every 0.1 s never trips the read timeout; only the 2 s total deadline can end it.
+    served.lies = Lies(drip_interval_s=0.1, drip_metadata=True)
+    limits = NetworkLimits(read_timeout_s=60.0, plan_timeout_s=2.0)
+    with pytest.raises(SourceUnavailableError, match=r"did not answer .* within 2 s"):
+        await _start(tmp_path, servers.hub_url, servers.registry_url, _request(kind), limits)
 
 
 async def test_a_drip_fed_file_stalls_the_job_which_fails_and_frees_its_slot(

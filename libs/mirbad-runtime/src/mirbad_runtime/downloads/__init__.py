@@ -13,7 +13,7 @@ from ._manager import (
     FreeSpaceProbe,
     disk_free_bytes,
 )
-from ._network import MAX_INFO_BYTES, NetworkLimits
+from ._network import MAX_INFO_BYTES, NetworkLimits, RateFloor, read_capped
 from ._records import JobRecord, JobRecords
 from ._sources import (
     OLLAMA_LAYER_FILES,
@@ -41,10 +41,12 @@ __all__ = [
     "JobRecords",
     "NetworkLimits",
     "PlannedFile",
+    "RateFloor",
     "check_file_path",
     "disk_free_bytes",
     "fetch_file",
     "on_disk_bytes",
     "plan_huggingface",
     "plan_ollama",
+    "read_capped",
 ]
