@@ -147,3 +147,25 @@ async def test_a_drip_fed_file_stalls_the_job_which_fails_and_frees_its_slot(
     assert stalled.state == "failed"
     assert "stalled" in (stalled.error or "")
     assert manager.get(honest.id).state == "completed"
+
+
+async def test_a_start_still_resolving_its_source_ends_with_the_manager(tmp_path: Path) -> None:
+    (tmp_path / "models").mkdir()
+    refusals: list[DownloadError] = []
+    async with silent_endpoint() as silent:
+        manager = DownloadManager([tmp_path / "models"], tmp_path / "state", hf_endpoint=silent.url)
+
+        async def start() -> None:
+            try:
+                await manager.start(_request("huggingface"))
+            except DownloadError as exc:
+                refusals.append(exc)
+
+        async with anyio.create_task_group() as requests, anyio.create_task_group() as group:
+            await group.start(manager.run)
+            requests.start_soon(start)
+            await eventually(lambda: silent.connections >= 1, timeout_s=WAIT_S)
+            group.cancel_scope.cancel()  # the agent shuts down; the default 60 s deadline is far off
+    assert [str(refusal) for refusal in refusals] == [
+        "the download manager stopped while resolving the source"
+    ]
