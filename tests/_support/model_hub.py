@@ -75,12 +75,14 @@ class Lies:
         drip_interval_s: a file's bytes are sent one at a time, this far apart.
         drip_metadata: repository info and manifests are drip-fed too, without end (each byte comes
             within any read timeout, so only a total deadline ends the wait).
+        ignore_range: a Range header is ignored: every file is sent whole with 200.
     """
 
     status: int | None = None
     endless: bool = False
     drip_interval_s: float | None = None
     drip_metadata: bool = False
+    ignore_range: bool = False
 
 
 _ENDLESS_CHUNK: Final = b" " * (64 * 1024)
@@ -125,7 +127,7 @@ class _Served:
         if key in self.corrupt:
             data = bytes([data[0] ^ 0xFF]) + data[1:]
         start, status = 0, 200
-        match = _RANGE.match(requested or "")
+        match = None if self.lies.ignore_range else _RANGE.match(requested or "")
         if match is not None:
             start, status = int(match.group(1)), 206
             if start >= len(data):

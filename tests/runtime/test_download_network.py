@@ -15,6 +15,7 @@ import anyio
 import pytest
 from tests._support.model_hub import (
     REPO,
+    Hold,
     Lies,
     Sources,
     loopback_sources,
@@ -25,7 +26,7 @@ from tests._support.polling import eventually
 from tests._support.tiny_gguf import write_tiny_gguf
 
 from mirbad_protocol import DownloadJob, HuggingFaceDownload, OllamaDownload
-from mirbad_runtime.downloads import DownloadManager, NetworkLimits
+from mirbad_runtime.downloads import PARTIAL_SUFFIX, TEMP_PREFIX, DownloadManager, NetworkLimits
 from mirbad_runtime.exceptions import DownloadError, SourceUnavailableError
 
 pytestmark = pytest.mark.anyio
@@ -169,3 +170,39 @@ async def test_a_start_still_resolving_its_source_ends_with_the_manager(tmp_path
     assert [str(refusal) for refusal in refusals] == [
         "the download manager stopped while resolving the source"
     ]
+
+
+async def test_a_source_that_ignores_the_range_restarts_the_file_and_it_verifies(
+    tmp_path: Path, servers: Sources
+) -> None:
+    # The hash of the prefix on disk once outlived the restart, so the whole file failed its sha256.
+    (tmp_path / "models").mkdir()
+    servers.registry.hold = hold = Hold(_gguf_blob(servers), after_bytes=128 * 1024)
+
+    def manager() -> DownloadManager:
+        return DownloadManager(
+            [tmp_path / "models"], tmp_path / "state", ollama_registry=servers.registry_url, limits=QUICK
+        )
+
+    async with anyio.create_task_group() as group:
+        first = manager()
+        await group.start(first.run)
+        job = await first.start(_request("ollama"))
+        with anyio.fail_after(WAIT_S):
+            await hold.reached.wait()
+        partial = tmp_path / "models" / f"{TEMP_PREFIX}{job.id}" / f"model.gguf{PARTIAL_SUFFIX}"
+        await eventually(lambda: partial.is_file() and partial.stat().st_size > 0, timeout_s=WAIT_S)
+        group.cancel_scope.cancel()  # the agent stops mid-file
+    hold.release()
+    servers.registry.lies = Lies(ignore_range=True)
+    async with anyio.create_task_group() as group:
+        second = manager()
+        await group.start(second.run)
+        await eventually(lambda: second.get(job.id).state in ("completed", "failed"), timeout_s=WAIT_S)
+        group.cancel_scope.cancel()
+    assert second.get(job.id).state == "completed", second.get(job.id).error
+    assert (tmp_path / "models" / "tiny" / "model.gguf").read_bytes() == servers.gguf
+
+
+def _gguf_blob(servers: Sources) -> str:
+    return next(key for key, data in servers.registry.blobs.items() if data == servers.gguf)

@@ -15,7 +15,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Final
+from typing import BinaryIO, Final
 
 import anyio
 import anyio.to_thread
@@ -85,8 +85,8 @@ async def fetch_file(
     if offset < planned.size:
         floor = RateFloor(limits.min_bytes_per_second, limits.rate_window_s)
         with floor.scope:
-            await _stream(
-                http, planned, partial, offset, digest, dict(headers or {}), progress, limits, floor
+            digest = await _stream(
+                http, planned, partial, offset, digest, dict(headers or {}), progress, limits, floor, threads
             )
         if floor.stalled:
             raise SourceUnavailableError(f"{planned.path}: {floor.reason()}")
@@ -121,7 +121,8 @@ async def _stream(
     progress: Progress | None,
     limits: NetworkLimits,
     floor: RateFloor,
-) -> None:
+    threads: anyio.CapacityLimiter | None,
+) -> hashlib._Hash:
     if offset:
         headers["Range"] = f"bytes={offset}-"
     try:
@@ -130,19 +131,19 @@ async def _stream(
         ) as response:
             _check_status(response, planned)
             if offset and response.status_code == 200:
-                # The server ignored the range: start over rather than append a second copy.
+                # The server ignored the range: start over rather than append a second copy (with a
+                # fresh digest, which the caller verifies against: hence the return).
                 offset, digest = 0, hashlib.sha256()
             elif offset and not _starts_at(response, offset):
                 raise SourceUnavailableError(f"{planned.path}: the server resumed at the wrong offset")
-            async with await anyio.open_file(partial, "r+b" if offset else "wb") as handle:
-                await handle.seek(offset)
-                await handle.truncate()
+            # The file work runs on the download threads: a slow disk holds no thread the agent needs.
+            handle = await anyio.to_thread.run_sync(_open_at, partial, offset, limiter=threads)
+            try:
                 written = offset
                 # As the bytes arrive (no re-chunking), each flushed: what a killed agent leaves on disk
                 # is everything it received, so a resume asks only for the rest.
                 async for chunk in response.aiter_bytes():
-                    await handle.write(chunk)
-                    await handle.flush()
+                    await anyio.to_thread.run_sync(_append, handle, chunk, limiter=threads)
                     digest.update(chunk)
                     written += len(chunk)
                     floor.arrived(len(chunk))
@@ -150,9 +151,25 @@ async def _stream(
                         break
                     if progress is not None:
                         progress(written)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(handle.close, limiter=threads)
     except httpx.HTTPError as exc:
         reason = str(exc) or type(exc).__name__  # a read timeout carries no message
         raise SourceUnavailableError(f"{planned.path}: the transfer broke off: {reason}") from None
+    return digest
+
+
+def _open_at(partial: Path, offset: int) -> BinaryIO:
+    handle = partial.open("r+b" if offset else "wb")
+    handle.seek(offset)
+    handle.truncate()
+    return handle
+
+
+def _append(handle: BinaryIO, chunk: bytes) -> None:
+    handle.write(chunk)
+    handle.flush()
 
 
 def _check_status(response: httpx.Response, planned: PlannedFile) -> None:
