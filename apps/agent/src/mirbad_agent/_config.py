@@ -134,7 +134,8 @@ class DownloadSettings(_Settings):
         max_concurrent: how many jobs transfer at once; the others wait queued.
         connect_timeout_s: the bound of opening a connection to a hub or registry.
         read_timeout_s: the longest silence of a hub or registry within an answer.
-        plan_timeout_s: the total bound of resolving a start (repository info or manifest).
+        plan_timeout_s: the total bound of resolving a start (repository info or manifest), at most
+            110 s (the master waits 120 s for a start's answer).
         max_info_bytes: the largest repository-info or manifest answer read.
         min_bytes_per_second: the average rate a transfer keeps up over ``rate_window_s``, or it stalls.
         rate_window_s: the window the transfer rate is measured over.
@@ -147,7 +148,9 @@ class DownloadSettings(_Settings):
     max_concurrent: Annotated[int, Field(ge=1, le=16)] = 2
     connect_timeout_s: Annotated[float, Field(gt=0, le=300)] = 10.0
     read_timeout_s: Annotated[float, Field(gt=0, le=600)] = 30.0
-    plan_timeout_s: Annotated[float, Field(gt=0, le=900)] = 60.0
+    # Below the 120 s the master waits for a download start, so a slow hub is the agent's clear refusal,
+    # not the master's node_timeout.
+    plan_timeout_s: Annotated[float, Field(gt=0, le=110)] = 60.0
     max_info_bytes: Annotated[int, Field(ge=4096, le=64 * 1024 * 1024)] = 1024 * 1024
     min_bytes_per_second: Annotated[int, Field(ge=1)] = 10 * 1024
     rate_window_s: Annotated[float, Field(ge=1, le=3600)] = 60.0
