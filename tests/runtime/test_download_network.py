@@ -13,6 +13,8 @@ from pathlib import Path
 
 import anyio
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from tests._support.model_hub import (
     REPO,
     Hold,
@@ -26,7 +28,13 @@ from tests._support.polling import eventually
 from tests._support.tiny_gguf import write_tiny_gguf
 
 from mirbad_protocol import DownloadJob, HuggingFaceDownload, OllamaDownload
-from mirbad_runtime.downloads import PARTIAL_SUFFIX, TEMP_PREFIX, DownloadManager, NetworkLimits
+from mirbad_runtime.downloads import (
+    PARTIAL_SUFFIX,
+    TEMP_PREFIX,
+    DownloadManager,
+    NetworkLimits,
+    read_capped,
+)
 from mirbad_runtime.exceptions import DownloadError, SourceUnavailableError
 
 pytestmark = pytest.mark.anyio
@@ -206,3 +214,22 @@ async def test_a_source_that_ignores_the_range_restarts_the_file_and_it_verifies
 
 def _gguf_blob(servers: Sources) -> str:
     return next(key for key, data in servers.registry.blobs.items() if data == servers.gguf)
+
+
+@given(chunks=st.lists(st.binary(max_size=64), max_size=20), cap=st.integers(min_value=0, max_value=512))
+def test_an_answer_is_read_whole_within_its_cap_and_refused_past_it(chunks: list[bytes], cap: int) -> None:
+    async def source() -> AsyncIterator[bytes]:
+        for chunk in chunks:
+            yield chunk
+
+    async def read() -> bytes | str:
+        try:
+            return await read_capped(source(), cap, "the answer")
+        except SourceUnavailableError as exc:
+            return str(exc)
+
+    whole = b"".join(chunks)
+    expected = (
+        whole if len(whole) <= cap else f"the answer is larger than {cap} bytes; the source is not trusted"
+    )
+    assert anyio.run(read) == expected
