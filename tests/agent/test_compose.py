@@ -120,6 +120,20 @@ async def test_a_linux_pc_composes_containers_and_processes(tmp_path: Path) -> N
     assert (tmp_path / "state" / "cache").is_dir()
 
 
+async def test_the_download_bounds_reach_the_download_manager(tmp_path: Path) -> None:
+    downloads = {
+        "read_timeout_s": 5,
+        "plan_timeout_s": 20,
+        "max_info_bytes": 65536,
+        "min_bytes_per_second": 1,
+    }
+    async with await compose_services(settings(tmp_path, downloads=downloads)) as services:
+        assert services.downloads is not None
+        limits = services.downloads.limits
+    assert (limits.read_timeout_s, limits.plan_timeout_s, limits.max_info_bytes) == (5, 20, 65536)
+    assert (limits.min_bytes_per_second, limits.connect_timeout_s, limits.max_planning) == (1, 10, 4)
+
+
 def _process_start() -> dict[str, Any]:
     spec = ProcessLaunch(
         model_id="tiny",

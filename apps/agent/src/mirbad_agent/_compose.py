@@ -43,7 +43,7 @@ from mirbad_runtime import (
     platform_process_host,
     probe_docker_socket,
 )
-from mirbad_runtime.downloads import DownloadManager
+from mirbad_runtime.downloads import DownloadManager, NetworkLimits
 
 from ._composition import AgentServices
 from ._config import AgentSettings, DockerSettings
@@ -175,6 +175,15 @@ def _download_manager(settings: AgentSettings) -> DownloadManager | None:
         hf_endpoint=options.hf_endpoint,
         ollama_registry=options.ollama_registry,
         max_concurrent=options.max_concurrent,
+        limits=NetworkLimits(
+            connect_timeout_s=options.connect_timeout_s,
+            read_timeout_s=options.read_timeout_s,
+            plan_timeout_s=options.plan_timeout_s,
+            max_info_bytes=options.max_info_bytes,
+            min_bytes_per_second=options.min_bytes_per_second,
+            rate_window_s=options.rate_window_s,
+            max_planning=options.max_planning,
+        ),
     )
 
 

@@ -132,12 +132,29 @@ class DownloadSettings(_Settings):
         hf_endpoint: the Hugging Face hub, or a mirror of it.
         ollama_registry: the Ollama registry.
         max_concurrent: how many jobs transfer at once; the others wait queued.
+        connect_timeout_s: the bound of opening a connection to a hub or registry.
+        read_timeout_s: the longest silence of a hub or registry within an answer.
+        plan_timeout_s: the total bound of resolving a start (repository info or manifest), at most
+            110 s (the master waits 120 s for a start's answer).
+        max_info_bytes: the largest repository-info or manifest answer read.
+        min_bytes_per_second: the average rate a transfer keeps up over ``rate_window_s``, or it stalls.
+        rate_window_s: the window the transfer rate is measured over.
+        max_planning: how many starts resolve their source at once.
     """
 
     enabled: bool = True
     hf_endpoint: Annotated[str, Field(pattern=r"^https?://")] = "https://huggingface.co"
     ollama_registry: Annotated[str, Field(pattern=r"^https?://")] = "https://registry.ollama.ai"
     max_concurrent: Annotated[int, Field(ge=1, le=16)] = 2
+    connect_timeout_s: Annotated[float, Field(gt=0, le=300)] = 10.0
+    read_timeout_s: Annotated[float, Field(gt=0, le=600)] = 30.0
+    # Below the 120 s the master waits for a download start, so a slow hub is the agent's clear refusal,
+    # not the master's node_timeout.
+    plan_timeout_s: Annotated[float, Field(gt=0, le=110)] = 60.0
+    max_info_bytes: Annotated[int, Field(ge=4096, le=64 * 1024 * 1024)] = 1024 * 1024
+    min_bytes_per_second: Annotated[int, Field(ge=1)] = 10 * 1024
+    rate_window_s: Annotated[float, Field(ge=1, le=3600)] = 60.0
+    max_planning: Annotated[int, Field(ge=1, le=64)] = 4
 
 
 class AgentSettings(_Settings):

@@ -1,7 +1,8 @@
 """Model downloads on a node: Hugging Face repositories and Ollama models into the model roots.
 
 :class:`DownloadManager` runs the jobs; :func:`plan_huggingface` and :func:`plan_ollama` resolve what
-a request fetches; :func:`fetch_file` moves and verifies one file.
+a request fetches; :func:`fetch_file` moves and verifies one file; :class:`NetworkLimits` bounds every
+call to a source.
 """
 
 from ._manager import (
@@ -12,6 +13,7 @@ from ._manager import (
     FreeSpaceProbe,
     disk_free_bytes,
 )
+from ._network import MAX_INFO_BYTES, NetworkLimits, RateFloor, read_capped
 from ._records import JobRecord, JobRecords
 from ._sources import (
     OLLAMA_LAYER_FILES,
@@ -27,6 +29,7 @@ from ._transfer import PARTIAL_SUFFIX, fetch_file, on_disk_bytes
 __all__ = [
     "DEFAULT_HF_ENDPOINT",
     "DEFAULT_OLLAMA_REGISTRY",
+    "MAX_INFO_BYTES",
     "OLLAMA_LAYER_FILES",
     "OLLAMA_MANIFEST_MEDIA_TYPE",
     "PARTIAL_SUFFIX",
@@ -36,11 +39,14 @@ __all__ = [
     "FreeSpaceProbe",
     "JobRecord",
     "JobRecords",
+    "NetworkLimits",
     "PlannedFile",
+    "RateFloor",
     "check_file_path",
     "disk_free_bytes",
     "fetch_file",
     "on_disk_bytes",
     "plan_huggingface",
     "plan_ollama",
+    "read_capped",
 ]

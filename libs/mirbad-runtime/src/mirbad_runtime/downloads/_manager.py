@@ -42,6 +42,7 @@ from mirbad_runtime.exceptions import (
     SourceUnavailableError,
 )
 
+from ._network import NetworkLimits
 from ._records import JobRecord, JobRecords
 from ._sources import DownloadPlan, PlannedFile, plan_huggingface, plan_ollama
 from ._transfer import fetch_file, on_disk_bytes
@@ -66,6 +67,9 @@ TEMP_PREFIX: Final = ".mirbad-download-"
 _ACTIVE: Final = frozenset({"queued", "running", "verifying"})
 _ATTEMPTS: Final = 4
 _RETRY_PAUSE_S: Final = 0.5
+# Blocking file work (records, free space, hashing a partial) runs on the manager's own threads, so no
+# number of downloads can take the worker threads the rest of the agent needs.
+_THREADS: Final = 4
 
 FreeSpaceProbe = Callable[[Path], int]
 """The free bytes of the file system holding a folder (blocking; a seam for tests)."""
@@ -99,6 +103,7 @@ class DownloadManager:
         max_concurrent: how many jobs transfer at once; the rest wait queued.
         free_space: the free-space probe (:func:`disk_free_bytes` unless a test gives its own).
         http: the client for file transfers and manifests (created and closed by :meth:`run` when None).
+        limits: the network bounds of planning and transfers (timeouts, caps, the rate floor).
     """
 
     def __init__(
@@ -111,6 +116,7 @@ class DownloadManager:
         max_concurrent: int = 2,
         free_space: FreeSpaceProbe = disk_free_bytes,
         http: httpx.AsyncClient | None = None,
+        limits: NetworkLimits | None = None,
     ) -> None:
         self.roots = tuple(roots)
         self.state_dir = state_dir
@@ -118,6 +124,10 @@ class DownloadManager:
         self.hf_endpoint = hf_endpoint.rstrip("/")
         self.ollama_registry = ollama_registry.rstrip("/")
         self._limiter = anyio.CapacityLimiter(max_concurrent)
+        self.limits = limits or NetworkLimits()
+        self._threads = anyio.CapacityLimiter(_THREADS)
+        self._planning = anyio.CapacityLimiter(self.limits.max_planning)
+        self._plans: set[anyio.CancelScope] = set()
         self._free_space = free_space
         self._http = http
         self._jobs: dict[str, _Job] = {}
@@ -132,9 +142,11 @@ class DownloadManager:
         async with contextlib.AsyncExitStack() as stack:
             if self._http is None:
                 self._http = await stack.enter_async_context(
-                    httpx.AsyncClient(timeout=httpx.Timeout(30.0, connect=10.0), trust_env=False)
+                    httpx.AsyncClient(timeout=self.limits.timeout(), trust_env=False)
                 )
-            for record in await anyio.to_thread.run_sync(self._records.load, len(self.roots)):
+            for record in await anyio.to_thread.run_sync(
+                self._records.load, len(self.roots), limiter=self._threads
+            ):
                 self._jobs[record.view.id] = _Job(view=record.view, request=record.request, plan=record.plan)
             async with anyio.create_task_group() as group:
                 self._group = group
@@ -146,6 +158,8 @@ class DownloadManager:
                     await anyio.sleep_forever()
                 finally:
                     self._group = None
+                    for scope in tuple(self._plans):
+                        scope.cancel()  # a start still resolving its source ends with the manager
 
     async def start(self, request: HuggingFaceDownload | OllamaDownload) -> DownloadJob:
         """Check ``request``, resolve its files, check free space, and queue the job.
@@ -163,14 +177,16 @@ class DownloadManager:
         token = _token_of(request)
         plan = await self._plan(request, token)
         needed = sum(item.size for item in plan.files)
-        free = await anyio.to_thread.run_sync(self._free_space, root)
+        free = await anyio.to_thread.run_sync(self._free_space, root, limiter=self._threads)
         if needed > free:
             raise InsufficientSpaceError(root, needed, free)
         async with self._lock:
             self._check_target(root, request.folder)
             job = self._new_job(request, plan)
             if token is not None:
-                await anyio.to_thread.run_sync(self._records.save_token, job.view.id, token)
+                await anyio.to_thread.run_sync(
+                    self._records.save_token, job.view.id, token, limiter=self._threads
+                )
             await self._persist(job)
             self._jobs[job.view.id] = job
         self._group.start_soon(self._run_job, job)
@@ -230,7 +246,7 @@ class DownloadManager:
             raise DownloadConflictError(f"download {download_id} is {job.view.state}: cancel it first")
         async with self._lock:
             self._jobs.pop(download_id, None)
-            await anyio.to_thread.run_sync(self._delete_files, job)
+            await anyio.to_thread.run_sync(self._delete_files, job, limiter=self._threads)
 
     # ------------------------------------------------------------ the job itself
 
@@ -248,16 +264,20 @@ class DownloadManager:
 
     async def _transfer(self, job: _Job) -> None:
         temp = self._temp(job)
-        await anyio.to_thread.run_sync(lambda: temp.mkdir(parents=True, exist_ok=True))
+        await anyio.to_thread.run_sync(lambda: temp.mkdir(parents=True, exist_ok=True), limiter=self._threads)
         for item in job.plan.files:
-            job.done[item.path] = await anyio.to_thread.run_sync(on_disk_bytes, temp / item.path)
+            job.done[item.path] = await anyio.to_thread.run_sync(
+                on_disk_bytes, temp / item.path, limiter=self._threads
+            )
         job.started_at, job.started_bytes = time.monotonic(), sum(job.done.values())
         await self._set_state(job, "running")
-        headers = await anyio.to_thread.run_sync(self._records.auth_headers, job.view.id)
+        headers = await anyio.to_thread.run_sync(
+            self._records.auth_headers, job.view.id, limiter=self._threads
+        )
         for item in job.plan.files:
             await self._fetch_with_retries(job, item, temp / item.path, headers)
         await self._set_state(job, "verifying")
-        await anyio.to_thread.run_sync(self._place, job)
+        await anyio.to_thread.run_sync(self._place, job, limiter=self._threads)
         await self._set_state(job, "completed")
 
     async def _fetch_with_retries(
@@ -266,7 +286,13 @@ class DownloadManager:
         for attempt in range(1, _ATTEMPTS + 1):
             try:
                 await fetch_file(
-                    self._http_client, item, target, headers=headers, progress=self._progress(job, item)
+                    self._http_client,
+                    item,
+                    target,
+                    headers=headers,
+                    progress=self._progress(job, item),
+                    limits=self.limits,
+                    threads=self._threads,
                 )
                 return
             except SourceUnavailableError as exc:
@@ -317,9 +343,30 @@ class DownloadManager:
         return self.roots[job.view.root] / f"{TEMP_PREFIX}{job.view.id}"
 
     async def _plan(self, request: HuggingFaceDownload | OllamaDownload, token: str | None) -> DownloadPlan:
+        # On the event loop, a bounded number at a time, within one deadline (the wait for a slot
+        # included), and cancelled with the manager: a hub that never answers holds nothing for long.
+        source = "hub" if isinstance(request, HuggingFaceDownload) else "registry"
+        deadline = self.limits.plan_timeout_s
+        with anyio.CancelScope() as scope:
+            self._plans.add(scope)
+            try:
+                with anyio.fail_after(deadline):
+                    async with self._planning:
+                        return await self._resolve(request, token)
+            except TimeoutError:
+                raise SourceUnavailableError(
+                    f"the {source} did not answer {request.source} within {deadline:g} s"
+                ) from None
+            finally:
+                self._plans.discard(scope)
+        raise DownloadConflictError("the download manager stopped while resolving the source")
+
+    async def _resolve(
+        self, request: HuggingFaceDownload | OllamaDownload, token: str | None
+    ) -> DownloadPlan:
         if isinstance(request, HuggingFaceDownload):
-            return await plan_huggingface(request, self.hf_endpoint, token)
-        return await plan_ollama(request, self.ollama_registry, self._http_client)
+            return await plan_huggingface(request, self.hf_endpoint, token, self.limits)
+        return await plan_ollama(request, self.ollama_registry, self._http_client, self.limits)
 
     @property
     def _http_client(self) -> httpx.AsyncClient:
@@ -358,7 +405,7 @@ class DownloadManager:
 
     async def _persist(self, job: _Job, view: DownloadJob | None = None) -> None:
         record = JobRecord(view or job.view, job.request, job.plan)
-        await anyio.to_thread.run_sync(self._records.write, record)
+        await anyio.to_thread.run_sync(self._records.write, record, limiter=self._threads)
 
     def _delete_files(self, job: _Job) -> None:
         shutil.rmtree(self._temp(job), ignore_errors=True)
