@@ -33,7 +33,8 @@ def install_command() -> str:
     text = DOC.read_text(encoding="utf-8")
     start = text.index(_SECTION)
     end = text.find("\n## ", start + len(_SECTION))
-    [block] = _SH.findall(text[start:end])
+    blocks: list[str] = _SH.findall(text[start:end])
+    [block] = blocks
     return block.strip()
 
 
