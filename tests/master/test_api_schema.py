@@ -23,6 +23,7 @@ ENVELOPE = "#/components/schemas/AdminErrorBody"
 CONFLICTS = {
     ("POST", "/api/models"),
     ("PUT", "/api/models/{model_id}"),
+    ("DELETE", "/api/models/{model_id}"),
     ("POST", "/api/models/{model_id}/start"),
     ("POST", "/api/models/{model_id}/restart"),
     ("POST", "/api/nodes"),

@@ -172,7 +172,7 @@ _STATUS_DESCRIPTIONS: Final = {
     "`source_not_found` (`field` names it) (or `route_not_found`)",
     409: "a conflict: `model_exists`, `served_name_taken`, `admission_refused` (retry with force=true), "
     "`start_conflict`, `start_lane_busy`, `node_exists`, `node_conflict`, `local_node`, "
-    "`job_conflict` (a job runs on the node: `jobId`), `model_not_ready` (the message says its state), "
+    "`job_conflict` (a job runs on the node, or holds the model: `jobId`), `model_not_ready` (its state), "
     "`feature_missing` (the node lacks the download feature: `nodeId`, `field`), `download_conflict`, "
     "`insufficient_space`, `model_files_missing` (the model's files are not on its node)",
     422: "`spec_rejected`: the node cannot run this launch at all; `unknown_preset`: the message lists "

@@ -85,7 +85,12 @@ def models_router(services: MasterServices) -> APIRouter:
         stored = await changes.update_model(services, definition, actor_of(request))
         return JSONResponse(dump(await model_view(services, stored)))
 
-    @router.delete("/{model_id}", status_code=204, summary="Stop a model and remove it", responses=_ON_A_NODE)
+    @router.delete(
+        "/{model_id}",
+        status_code=204,
+        summary="Stop a model and remove it",
+        responses=refusals(409, 502, 503, 504),  # 409: a tuning run holds it
+    )
     async def delete_model(model_id: str, request: Request) -> Response:
         await changes.delete_model(services, model_id, actor_of(request))
         return Response(status_code=204)
