@@ -153,6 +153,7 @@ _AGENT_CODES: Final = {
         _C.INVALID_IMAGE_REFERENCE,
         _C.PULL_NOT_FOUND,
         _C.PULL_CONFLICT,
+        _C.INSUFFICIENT_STORAGE,  # the node's disk is full (its own state file); a stop is done all the same
     )
 }
 # How the agent refuses a launch whose model path leads to nothing (mirbad_runtime's
@@ -181,6 +182,8 @@ _STATUS_DESCRIPTIONS: Final = {
     502: "`node_refused`, `bad_gateway`, `log_stream_failed`: the node answered oddly",
     503: "`node_unreachable`: the model's node does not answer",
     504: "`node_timeout`: the model's node did not answer in time",
+    507: "`insufficient_storage`: a file of the master, or a node's own state file, cannot be written: "
+    "its disk is full (the message names the file; a stop is done all the same)",
 }
 
 

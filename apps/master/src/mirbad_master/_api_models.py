@@ -56,7 +56,11 @@ def models_router(services: MasterServices) -> APIRouter:
         return JSONResponse([dump(await model_view(services, d)) for d in definitions])
 
     @router.post(
-        "", status_code=201, response_model=ModelView, summary="Register a model", responses=refusals(409)
+        "",
+        status_code=201,
+        response_model=ModelView,
+        summary="Register a model",
+        responses=refusals(409, 507),
     )
     async def create_model(definition: _Definition, request: Request) -> Response:
         stored = await changes.create_model(services, definition, actor_of(request))
@@ -72,7 +76,7 @@ def models_router(services: MasterServices) -> APIRouter:
         "/{model_id}",
         response_model=ModelView,
         summary="Replace a model's definition",
-        responses=refusals(409),
+        responses=refusals(409, 507),
     )
     async def update_model(model_id: str, definition: _Definition, request: Request) -> Response:
         if definition.id != model_id:
@@ -89,7 +93,7 @@ def models_router(services: MasterServices) -> APIRouter:
         "/{model_id}",
         status_code=204,
         summary="Stop a model and remove it",
-        responses=refusals(409, 502, 503, 504),  # 409: a tuning run holds it
+        responses=refusals(409, 502, 503, 504, 507),  # 409: a tuning run holds it
     )
     async def delete_model(model_id: str, request: Request) -> Response:
         await changes.delete_model(services, model_id, actor_of(request))
@@ -105,7 +109,12 @@ def models_router(services: MasterServices) -> APIRouter:
         await changes.start_model(services, model_id, actor_of(request), force=force)
         return await view_of(model_id)
 
-    @router.post("/{model_id}/stop", response_model=ModelView, summary="Stop a model", responses=_ON_A_NODE)
+    @router.post(
+        "/{model_id}/stop",
+        response_model=ModelView,
+        summary="Stop a model",
+        responses=refusals(502, 503, 504, 507),
+    )
     async def stop_model(model_id: str, request: Request) -> Response:
         await changes.stop_model(services, model_id, actor_of(request))
         return await view_of(model_id)
