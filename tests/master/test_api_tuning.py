@@ -458,3 +458,19 @@ async def test_a_model_held_by_a_run_can_be_neither_edited_nor_deleted(
     assert still["definition"]["maxNumSeqs"] != 48
     assert job["state"] == "succeeded", job
     assert after.status_code == 204
+
+
+async def test_an_empty_list_of_steps_is_422_naming_steps(master: Master) -> None:
+    # Issue 31 item 18: {"steps": []} started a run that tried nothing.
+    await ready(master, QWEN)
+
+    classic = await master.admin.post("/api/models/qwen/tune", json={"steps": []})
+    preset = await master.admin.post("/api/models/qwen/tune", json={"preset": "interactive", "steps": []})
+    jobs = (await master.admin.get("/api/tuning")).json()["jobs"]
+
+    for refused in (classic, preset):
+        assert refused.status_code == 422, refused.text
+        error = refused.json()["error"]
+        assert (error["code"], error["field"]) == ("unknown_tuning_step", "steps")
+        assert "at least one step" in error["message"]
+    assert jobs == []

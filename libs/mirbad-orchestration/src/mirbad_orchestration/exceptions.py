@@ -574,6 +574,19 @@ class UnknownTuningStepError(InvalidFieldError, TuningError):
         self.known = known
 
 
+class NoTuningStepsError(UnknownTuningStepError):
+    """A tuning request gives ``steps`` as an empty list: a run with nothing to try (HTTP 422, ``steps``).
+
+    Leaving ``steps`` out tunes the search's dimensions; an empty list is a mistake, not "none".
+    """
+
+    def __init__(self, known: list[str]) -> None:
+        reason = f"name at least one step, or leave steps out; this model's steps are: {', '.join(known)}"
+        InvalidFieldError.__init__(self, "steps", reason)
+        self.unknown = []
+        self.known = known
+
+
 class CandidateFailedError(TuningError):
     """One candidate could not be measured (launch refused, never Ready, benchmark failed).
 
