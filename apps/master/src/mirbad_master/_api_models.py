@@ -35,8 +35,22 @@ MAX_LOG_TAIL: Final = 10_000
 # read reaches the node too.
 _ON_A_NODE: Final = refusals(502, 503, 504)
 _STARTING: Final = refusals(409, 422, 502, 503, 504)
+# Before OpenAPI 3.2 the schema of an event stream describes each event (what a client such as
+# schemathesis checks every event against), not the stream as one string.
+_LOG_EVENT: Final[dict[str, Any]] = {
+    "type": "object",
+    "description": "one server-sent event: a log line as `data`; `event: end` closes the stream, "
+    "`event: error` carries the refusal's JSON",
+    "properties": {
+        "event": {"type": "string"},
+        "data": {"type": "string"},
+        "id": {"type": "string"},
+        "retry": {"type": "integer"},
+    },
+    "required": ["data"],
+}
 _LOG_STREAM: Final[dict[int | str, dict[str, Any]]] = {
-    200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}}
+    200: {"content": {"text/event-stream": {"schema": _LOG_EVENT}}}
 }
 _Definition = Annotated[ModelDefinition, user_input(ModelDefinition)]
 _Force = Annotated[bool, Query(description="skip the node's memory admission")]
