@@ -8,9 +8,15 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
 from tests.master._stack import Master, running_master
 from tests.orchestration._fake_agent import Refusal
 
+from mirbad_master._app import create_master_app
 from mirbad_orchestration.supervision import RestartPause
 from mirbad_protocol import AgentErrorCode, ModelState
 
@@ -464,3 +470,38 @@ async def test_v1_is_mounted_with_keys_and_maintenance(tmp_path: Path) -> None:
 
 def _today() -> date:
     return datetime.now(UTC).date()
+
+
+def _catch_all_portal(app: FastAPI, services: object, auth: object) -> None:
+    """The portal's shape that matters here: a catch-all mount at ``/`` answering HTML 404s."""
+
+    async def not_found(request: Request) -> Response:
+        return HTMLResponse("<!doctype html><p>not found</p>", status_code=404)
+
+    app.mount("/", Starlette(routes=[Route("/{path:path}", not_found, methods=["GET"])]))
+
+
+async def test_a_method_no_api_route_takes_is_405_in_the_envelope_not_the_portals_page(
+    tmp_path: Path,
+) -> None:
+    # Issue 31 item 18: TRACE only half matches /api/models, so routing went on to the portal's
+    # catch-all and the answer was its HTML 404.
+    async with running_master(tmp_path) as master:
+        app = create_master_app(master.services, master.auth, ui=_catch_all_portal)
+        transport = httpx.ASGITransport(app=app)
+        headers = {"Authorization": f"Bearer {master.password}"}
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://master", headers=headers
+        ) as client:
+            trace = await client.request("TRACE", "/api/models")
+            options = await client.request("OPTIONS", "/api/models/qwen")
+            unknown = await client.get("/api/nothing-here")
+            page = await client.get("/models")
+
+    for refused, allowed in ((trace, "GET, POST"), (options, "DELETE, GET, PUT")):
+        error_of(refused, 405, "method_not_allowed")
+        assert refused.headers["content-type"] == "application/json"
+        assert refused.headers["allow"] == allowed
+    error_of(unknown, 404, "route_not_found")
+    assert page.status_code == 404
+    assert page.headers["content-type"].startswith("text/html")  # the portal keeps its own paths

@@ -343,3 +343,36 @@ def test_ctrl_c_to_the_group_stops_the_models_even_when_the_agent_died(
     assert not _alive(pid)
     assert json.loads((up.data_dir / "agent" / "processes.json").read_text())["processes"] == []
     assert "SIGINT again" not in up.log()
+
+
+def test_a_pinned_agent_port_is_taken_back_from_the_agent_a_killed_master_left(tmp_path: Path) -> None:
+    # Issue 31 item 17: after kill -9 the agent (its own session) kept --agent-port, and the next
+    # `mirbad up --agent-port A` refused the port instead of stopping the agent its pid file names.
+    server = llama_server_path()
+    assert server is not None
+    agent_port = port_block()
+    pinned = ["--agent-port", str(agent_port)]
+    with mirbad_up(tmp_path, {"graceful_shutdown_s": 2}, llama_server=server) as up:
+        password = up.first_run_password(up.start(args=pinned))
+        pid_file = up.data_dir / "agent" / "agent.pid"
+        orphan = int(pid_file.read_text())
+        up.kill()  # SIGKILL to mirbad up's group: no goodbye, the agent lives on
+        orphaned = _alive(orphan)
+
+        up.start(args=pinned)
+        successor = int(pid_file.read_text())
+        admin = Admin(up.base_url, password)
+        try:
+            _until(lambda: admin.ok("GET", "/api/nodes")[0]["reachable"], lambda: "the agent never answered")
+            trace = admin.http.request("TRACE", "/api/models")
+        finally:
+            admin.close()
+        status = up.interrupt()
+
+    assert orphaned
+    assert not _alive(orphan)
+    assert successor != orphan
+    assert status == 0
+    # The real portal's catch-all is behind /api: an unsupported method is the API's 405 (issue 31 item 18).
+    assert trace.status_code == 405
+    assert trace.json()["error"]["code"] == "method_not_allowed"

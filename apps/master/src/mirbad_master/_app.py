@@ -24,7 +24,7 @@ from mirbad_protocol import AdminErrorBody
 from mirbad_router import create_router_app
 
 from ._admin_auth import AdminAuth
-from ._api import api_router
+from ._api import api_fallback, api_router
 from ._api_errors import install_error_handlers, refusals
 from ._composition import MasterServices
 from ._metrics import METRICS_MEDIA_TYPE, collect_metrics, render_metrics
@@ -68,6 +68,7 @@ def create_master_app(services: MasterServices, auth: AdminAuth, *, ui: UiInstal
     app.add_middleware(OriginGuard)
     _document_refusals(app)
     app.include_router(api_router(services, auth), prefix="/api")
+    app.router.routes.append(api_fallback(app))
 
     @app.get("/healthz", tags=["operations"], summary="Liveness (no sign-in)")
     async def healthz() -> Response:

@@ -181,12 +181,14 @@ async def update_model(services: MasterServices, definition: ModelDefinition, ac
 
     Raises:
         UnknownModelError: no model has the definition's id (an edit never creates one).
+        ModelHeldByJobError: a tuning run holds the model (its restart would undo the edit).
         InvalidFieldError: a field breaks a registry rule.
         RegistryError: the registry cannot be written.
     """
     check_lifted_flags(definition)
     async with services.registry_lock:  # a delete in between must not be undone by this write
         await services.models.get(definition.id)
+        services.tuning.check_not_held(definition.id)
         stored = await services.models.upsert(definition)
     await services.sync_models()
     await services.audit.record(actor, "model.update", stored.id)
@@ -198,9 +200,11 @@ async def delete_model(services: MasterServices, model_id: str, actor: str) -> N
 
     Raises:
         UnknownModelError: no such model.
+        ModelHeldByJobError: a tuning run holds the model (its restart would bring it back unlisted).
         NodeError: its node could not stop it (it then stays registered).
     """
     await services.models.get(model_id)
+    services.tuning.check_not_held(model_id)
     # Stopped first: a model removed from the registry while running could never be stopped here.
     await services.control.stop(model_id, actor=actor)
     await services.models.delete(model_id)

@@ -201,7 +201,12 @@ class MasterServices:
             self.maintenance.state,
             tuning_runners
             or FleetTuningRunners(
-                self.nodes, clients, self.runtime, sizes=benchmark_sizes, preset_sizes=preset_sizes
+                self.nodes,
+                clients,
+                self.runtime,
+                sizes=benchmark_sizes,
+                preset_sizes=preset_sizes,
+                definition=self.models.get,
             ),
             busy=self._benchmark_on,
             benchmarks=self.benchmarks,

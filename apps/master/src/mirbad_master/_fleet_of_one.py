@@ -56,6 +56,7 @@ from ._local_agent import (
     LocalAgent,
     LocalAgentError,
     is_enrolled,
+    stop_left_behind_agent,
     write_agent_settings,
 )
 from ._local_pki import (
@@ -247,6 +248,9 @@ class FleetOfOne:
                 async with anyio.create_task_group() as tasks:
                     tasks.start_soon(self._watch, signals)
                     try:
+                        # A master killed with -9 left its agent on the pinned --agent-port: the probe
+                        # below would refuse the port that agent holds. The data dir is ours now.
+                        await stop_left_behind_agent(self.settings.data_dir / AGENT_FOLDER)
                         self._probe_ports()
                         self._build_command = build_command_from_env()
                         await self._run(tasks)

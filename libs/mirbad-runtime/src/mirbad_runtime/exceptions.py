@@ -27,11 +27,28 @@ __all__ = [
     "SourceNeedsTokenError",
     "SourceNotFoundError",
     "SourceUnavailableError",
+    "StateWriteError",
 ]
 
 
 class MirbadRuntimeError(MirbadError):
     """Root of the exceptions of :mod:`mirbad_runtime`."""
+
+
+class StateWriteError(MirbadRuntimeError):
+    """A state file of the node (the process records) could not be written; the change itself was made.
+
+    The file keeps its previous content and the change is written with the next write that succeeds.
+
+    Attributes:
+        path: the file.
+        disk_full: whether the disk (or the quota) is full.
+    """
+
+    def __init__(self, path: Path, message: str, *, disk_full: bool) -> None:
+        super().__init__(message)
+        self.path = path
+        self.disk_full = disk_full
 
 
 class GgufFormatError(MirbadRuntimeError, ValueError):
