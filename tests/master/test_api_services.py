@@ -126,6 +126,14 @@ async def test_root_level_units_are_denied_through_the_master(master: Master, la
         started = await master.admin.post(f"{UNITS}/{name}/start")
         assert _error(added)[:2] == (403, "denied"), (name, added.text)
         assert _error(started)[:2] == (403, "denied"), (name, started.text)
+    # An instance of a template the operator has not whitelisted (its argument is the caller's choice).
+    layout.units["system"].append(unit("worker@1.service"))
+    layout.write_fixtures()
+    instance = await master.admin.post(
+        "/api/nodes/local/host/whitelist", json={"unit": "worker@1", "confirm": "worker@1"}
+    )
+    assert _error(instance)[:2] == (403, "denied")
+    assert instance.json()["error"]["pattern"] == "*@*"
     assert layout.actions_run() == []
 
 
