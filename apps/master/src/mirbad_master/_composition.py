@@ -55,6 +55,7 @@ from mirbad_protocol import (
 
 from ._job_host import MasterJobHost
 from ._llama_server_build import LlamaServerBuild, refuse_llamacpp_start
+from ._local_pki import master_names_refused
 from ._maintenance import MaintenanceMode
 from ._master_runtime import MasterRuntime
 from ._router_adapters import ApiKeyGate, FleetResolver, MasterStats, StartPausedError
@@ -128,7 +129,12 @@ class MasterServices:
         self.recovery = RecoveryState(data_dir)
         self.pauses = RestartPauses(data_dir)
         # With the registry: a name is enrolled once, and an enrolled node is registered and pinned.
-        self.enrollment = EnrollmentTokens(data_dir / ENROLLMENT_TOKENS_FILE, authority, nodes=self.nodes)
+        self.enrollment = EnrollmentTokens(
+            data_dir / ENROLLMENT_TOKENS_FILE,
+            authority,
+            nodes=self.nodes,
+            san_policy=master_names_refused(settings.host),
+        )
         self.maintenance = MaintenanceMode(data_dir)
         self.lanes = StartLanes()
         self.cache = StatusCache()

@@ -525,8 +525,11 @@ class ContainerNotWhitelistedError(HostServiceError):
         name: the container.
     """
 
-    def __init__(self, node_id: str, name: str) -> None:
-        super().__init__(f"container {name!r} on node {node_id!r} is not on the whitelist")
+    def __init__(self, node_id: str, name: str, *, replaced: bool = False) -> None:
+        message = f"container {name!r} on node {node_id!r} is not on the whitelist"
+        if replaced:
+            message += " (the container whitelisted under that name was replaced; whitelist it again)"
+        super().__init__(message)
         self.node_id = node_id
         self.name = name
 
