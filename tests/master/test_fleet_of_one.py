@@ -193,6 +193,24 @@ def test_the_last_line_names_the_models_stopped_and_left_with_their_pids() -> No
     assert "could not be listed" in goodbye([], [], "the agent did not answer")
 
 
+def _on(model_id: str, node_id: str) -> ModelStatus:
+    return ModelStatus(id=model_id, served_name=model_id, state=ModelState.READY, node_id=node_id, pid=9)
+
+
+def test_the_last_line_names_what_keeps_running_on_other_nodes_and_where() -> None:
+    elsewhere = [(_on("big", "gpu-2"), True), (_on("emb", "gpu-3"), False)]
+
+    assert goodbye([_running("tiny", 4242)], [], None, elsewhere) == (
+        "Mirbad stopped (1 model(s) stopped: tiny (pid 4242); none left running here; still running on "
+        "other nodes, which mirbad up does not stop: big on gpu-2, "
+        "emb on gpu-3 (as last seen: the node does not answer))."
+    )
+    assert goodbye([], [_running("stuck", 77)], None, elsewhere[:1]) == (
+        "Mirbad stopped (0 model(s) stopped: none; left running here: stuck (pid 77); still running on "
+        "other nodes, which mirbad up does not stop: big on gpu-2)."
+    )
+
+
 def test_the_banner_says_how_other_machines_join_or_why_they_cannot(tmp_path: Path) -> None:
     loopback = banner(MasterSettings(data_dir=tmp_path, enroll_port=8444), None)
     everywhere = banner(MasterSettings(data_dir=tmp_path, host="0.0.0.0", enroll_port=8444), None)

@@ -288,6 +288,16 @@ class DuplicateExecutableError(MirbadRuntimeError, ValueError):
         self.version = version
 
 
+__all__ += ["DpapiError"]
+
+
+class DpapiError(MirbadRuntimeError):
+    """Windows' DPAPI refused to seal or open a blob.
+
+    The blob is another account's, was changed or damaged, or was sealed with other entropy.
+    """
+
+
 class InstanceKeyError(MirbadRuntimeError):
     """A model instance's API key that cannot be stored, read back or trusted.
 
