@@ -367,6 +367,12 @@ async def test_nodes_tokens_and_removal(tmp_path: Path) -> None:
         bad_ttl = await master.admin.post(
             "/api/nodes/enrollment-tokens", json={"nodeName": "gpu-2", "ttlSeconds": 1}
         )
+        with_port = await master.admin.post(
+            "/api/nodes/enrollment-tokens", json={"nodeName": "gpu-2", "address": "127.0.0.1:18445"}
+        )
+        v6 = await master.admin.post(
+            "/api/nodes/enrollment-tokens", json={"nodeName": "gpu-3", "address": "fd00::7"}
+        )
         local = await master.admin.delete("/api/nodes/local")
         removed = await master.admin.delete("/api/nodes/gpu-1")
         unknown = await master.admin.delete("/api/nodes/gpu-1")
@@ -393,6 +399,9 @@ async def test_nodes_tokens_and_removal(tmp_path: Path) -> None:
     )
     assert error_of(bad_name, 400, "invalid_request")["field"] == "nodeName"
     assert error_of(bad_ttl, 400, "invalid_request")["field"] == "ttlSeconds"
+    assert error_of(with_port, 400, "invalid_request")["field"] == "address"
+    assert v6.status_code == 201
+    assert v6.json()["installCommand"].endswith("--san fd00::7")
     error_of(local, 409, "local_node")
     assert removed.status_code == 204
     error_of(unknown, 404, "node_not_found")

@@ -11,11 +11,12 @@ libraries' exceptions and the ones below; ``_api_errors`` maps each to a status.
 
 from __future__ import annotations
 
+import ipaddress
 import shlex
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Final
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from mirbad_orchestration import UnknownModelError, normalize_definition
 from mirbad_orchestration.fleet import NODE_ID_PATTERN, NodeRecord, NodeState, agent_url_for
@@ -122,6 +123,20 @@ class EnrollmentTokenRequest(WireModel):
     address: Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9.:-]+$")] | None = None
     agent_url: str | None = None
     reenroll: bool = False
+
+    @field_validator("address")
+    @classmethod
+    def _no_port_in_the_address(cls, value: str | None) -> str | None:
+        # A colon belongs to an IPv6 address only: "10.0.0.7:18445" became https://[10.0.0.7:18445]:9443.
+        if value is not None and ":" in value:
+            try:
+                ipaddress.IPv6Address(value)
+            except ValueError:
+                raise ValueError(
+                    "a host name or an IP address, without a port: give another port in agentUrl "
+                    "(https://host:port)"
+                ) from None
+        return value
 
 
 class NodeCreate(WireModel):
