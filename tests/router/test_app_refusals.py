@@ -346,3 +346,20 @@ async def test_other_methods_are_405_in_the_openai_shape(stack: Stack, method: s
     assert method in error["message"]
     assert "GET" in response.headers["allow"]
     assert stack.upstream.seen == []
+
+
+async def test_a_lone_surrogate_in_the_model_is_400_in_the_openai_shape(stack: Stack) -> None:
+    # "\ud800" is valid JSON but no text: the answer naming such a model once failed to encode (500).
+    headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
+    async with httpx.AsyncClient(base_url=stack.base_url, headers=headers) as http:
+        bad_model = await http.post("/v1/chat/completions", content=b'{"model": "\\ud800", "messages": []}')
+        bad_message = await http.post(
+            "/v1/chat/completions",
+            content=b'{"model": "tiny", "messages": [{"role": "user", "content": "\\udfff"}]}',
+        )
+    for answer, param in ((bad_model, "model"), (bad_message, "messages[0].content")):
+        assert answer.status_code == 400
+        assert answer.headers["content-type"] == "application/json"
+        assert answer.json()["error"]["code"] == "invalid_request_body"
+        assert answer.json()["error"]["param"] == param
+    assert stack.upstream.seen == []

@@ -221,7 +221,9 @@ class _Router:
         except RequestTooLargeError as error:
             raise _Refused(errors.too_large(f"The request body is too large: {error}.")) from None
         except InvalidRequestBodyError as error:
-            raise _Refused(errors.invalid_body(f"The request body cannot be read: {error}.")) from None
+            raise _Refused(
+                errors.invalid_body(f"The request body cannot be read: {error}.", error.param)
+            ) from None
 
     async def _ready_model(self, request: Request, name: str, grant: KeyGrant | None) -> Resolution:
         model = await self.resolver.resolve(name)

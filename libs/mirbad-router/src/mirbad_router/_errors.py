@@ -91,9 +91,9 @@ def unauthorized(message: str) -> JSONResponse:
     return error_response(401, message, code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
 
 
-def invalid_body(message: str) -> JSONResponse:
-    """400: a body that is neither JSON nor multipart/form-data."""
-    return error_response(400, message, code="invalid_request_body")
+def invalid_body(message: str, param: str | None = None) -> JSONResponse:
+    """400: a body that is neither JSON nor multipart/form-data, or holds unencodable text (``param``)."""
+    return error_response(400, message, code="invalid_request_body", param=param)
 
 
 def unsafe_path(error: UnsafeProxyPathError) -> JSONResponse:
