@@ -121,11 +121,12 @@ async def test_requests_per_minute_limit_is_429_with_retry_after(stack: Stack) -
 
 
 async def test_tokens_per_minute_limit_counts_streamed_usage(stack: Stack) -> None:
-    stack.keys.add_key("sk-few-tokens", tokens_per_minute=9)
+    # Each request needs its prompt's estimate (a quarter of its ~80-byte body) plus one token free.
+    stack.keys.add_key("sk-few-tokens", tokens_per_minute=30)
     async with stack.client("sk-few-tokens") as client:
-        _ = [chunk async for chunk in await chat(client, stream=True)]
+        _ = [chunk async for chunk in await chat(client, stream=True)]  # 9 tokens used, 21 left
         with pytest.raises(openai.RateLimitError) as raised:
-            await chat(client)
+            await chat(client, stream=True)
     assert raised.value.type == "tokens"
     assert raised.value.response.headers["retry-after"] == "60"
 

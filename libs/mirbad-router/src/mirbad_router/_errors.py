@@ -190,7 +190,20 @@ def start_refused(served_name: str, reason: str) -> JSONResponse:
 
 
 def rate_limited(key_name: str, refusal: LimitExceeded) -> JSONResponse:
-    """429 ``rate_limit_exceeded``, ``type`` ``requests`` or ``tokens`` as OpenAI sends it."""
+    """429 ``rate_limit_exceeded``, ``type`` ``requests`` or ``tokens`` as OpenAI sends it.
+
+    A request that needs more tokens than the key's whole limit is told so, without a ``Retry-After``:
+    waiting never admits it.
+    """
+    if refusal.needed is not None:
+        return error_response(
+            429,
+            f"Request too large for API key '{key_name}': it needs about {refusal.needed} tokens "
+            f"(its prompt and at least one output token), over the key's limit of {refusal.limit} "
+            "tokens per minute. Shorten the prompt.",
+            code="rate_limit_exceeded",
+            type=refusal.kind,
+        )
     return error_response(
         429,
         f"Rate limit reached for API key '{key_name}': {refusal.limit} {refusal.kind} per minute. "
