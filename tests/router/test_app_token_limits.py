@@ -40,6 +40,7 @@ class ObedientUpstream:
     """Generates exactly as many tokens as its length fields allow, and counts what it spends."""
 
     def __init__(self) -> None:
+        self.reports_usage = True
         self.spent = 0
         self.seen: list[dict[str, Any]] = []
         self.app = Starlette(routes=[Route("/v1/chat/completions", self._chat, methods=["POST"])])
@@ -61,7 +62,7 @@ class ObedientUpstream:
         for _ in range(length):
             self.spent += 1
             yield _event({"choices": [{"index": 0, "delta": {"content": "x"}}]})
-        if include_usage:
+        if include_usage and self.reports_usage:
             # The client that leaves early leaves here: the usage chunk waits (the router cancels it).
             await anyio.sleep_forever()
         yield b"data: [DONE]\n\n"
@@ -152,3 +153,19 @@ async def test_a_prompt_larger_than_the_whole_limit_is_refused_without_retry_aft
     assert (error["code"], error["type"]) == ("rate_limit_exceeded", "tokens")
     assert "Request too large" in error["message"]
     assert upstream.seen == []
+
+
+async def test_a_whole_stream_without_usage_keeps_its_reservation(
+    router: LimitedRouter, upstream: ObedientUpstream
+) -> None:
+    upstream.reports_usage = False  # a model server that ignores stream_options
+    admitted = 0
+    async with router.http() as http:
+        for _ in range(10):
+            answer = await http.post("/v1/chat/completions", json={**CHAT, "max_tokens": 10, "stream": True})
+            if answer.status_code == 200:
+                assert answer.text.endswith("data: [DONE]\n\n")
+                admitted += 1
+                await router.exchange_ended()
+    assert admitted >= 1
+    assert upstream.spent <= LIMIT, f"{admitted} whole streams spent {upstream.spent} tokens"

@@ -27,7 +27,7 @@ from starlette.routing import Route
 
 from . import _errors as errors
 from ._body import RequestBody, parse_request_body
-from ._bounds import fit_output_to, request_token_bound, request_token_floor
+from ._bounds import fit_output_to, generates_output, request_token_bound, request_token_floor
 from ._contracts import KeyGrant, KeyStore, MaintenanceGate, ModelResolver, Resolution, StatsSink
 from ._exchange import ExchangeOutcome, ObservedResponse
 from ._forward import MAX_BODY_BYTES, forward, join_upstream_url, read_body
@@ -293,7 +293,9 @@ class _Router:
         except BaseException:
             self._failed_before_answer(model.served_name, reservation)
             raise
-        report = partial(self._report, model.served_name, len(body.content), grant, reservation)
+        report = partial(
+            self._report, model.served_name, len(body.content), generates_output(path), grant, reservation
+        )
         return ObservedResponse(relay, report, read_usage=grant is not None, drop_usage_only=injected)
 
     def _failed_before_answer(self, served_name: str, reservation: TokenReservation | None) -> None:
@@ -305,13 +307,14 @@ class _Router:
         self,
         served_name: str,
         body_bytes: int,
+        generates: bool,
         grant: KeyGrant | None,
         reservation: TokenReservation | None,
         outcome: ExchangeOutcome,
     ) -> None:
         self.stats.end(served_name, failed=outcome.failed)
         if reservation is not None:
-            reservation.settle(_tokens_to_charge(outcome, reservation))
+            reservation.settle(_tokens_to_charge(outcome, reservation, generates=generates))
         if grant is None or outcome.usage is None:
             return
         self.prompt_scale.learn(served_name, body_bytes, outcome.usage.prompt_tokens)
@@ -324,14 +327,17 @@ class _Router:
             _log.exception("could not record the usage of API key %s on %s", grant.key_id, served_name)
 
 
-def _tokens_to_charge(outcome: ExchangeOutcome, reservation: TokenReservation) -> int:
+def _tokens_to_charge(outcome: ExchangeOutcome, reservation: TokenReservation, *, generates: bool) -> int:
     # What the response reported stays in the window. Without a report, an exchange that ended whole
-    # (a refusal, an upstream that never answered) generated nothing. One cut short (the client left,
-    # or the upstream broke off) may have generated its whole bound, and the usage chunk that would say
-    # how much never came: the reservation stays charged, so leaving early never spends past the limit.
+    # with an error (a refusal, an upstream that never answered) generated nothing. One cut short (the
+    # client left, or the upstream broke off) may have generated its whole bound, and the usage chunk
+    # that would say how much never came; so may a generation answered in full without the usage every
+    # runtime we drive reports: the reservation stays charged, so no way of ending passes the limit.
     if outcome.usage is not None:
         return outcome.usage.total_tokens
-    return 0 if outcome.completed else reservation.tokens
+    if not outcome.completed or (generates and not outcome.failed):
+        return reservation.tokens
+    return 0
 
 
 async def _answer(handling: Awaitable[Response]) -> Response:

@@ -125,6 +125,11 @@ def fit_output_to(
     return None if fitted == body.json else fitted
 
 
+def generates_output(path: str) -> bool:
+    """Whether ``path`` is an endpoint whose length the router fits (an answer from it reports usage)."""
+    return path.strip("/") in _OUTPUT_LIMITS
+
+
 def _prompt_estimate(body: RequestBody, tokens_per_byte: float) -> int:
     return math.ceil(len(body.content) * tokens_per_byte)
 
