@@ -207,3 +207,12 @@ def test_a_request_needs_its_least_free_and_one_needing_more_than_the_limit_is_n
     rest.settle(0)
     refusal = limiter.reserve(grant, None, least=51)
     assert refusal == LimitExceeded("tokens", 50, 60.0, needed=51)
+
+
+def test_a_bound_under_the_requests_floor_holds_the_floor() -> None:
+    limiter = RateLimiter(clock=FakeMonotonic(1000.0))
+    grant = _grant(tpm=50)
+    reservation = limiter.reserve(grant, 10, least=30)  # a context smaller than the prompt's estimate
+    assert isinstance(reservation, TokenReservation)
+    assert reservation.tokens == 30
+    assert isinstance(limiter.reserve(grant, 21), LimitExceeded)

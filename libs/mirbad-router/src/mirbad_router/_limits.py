@@ -148,6 +148,8 @@ class RateLimiter:
             self._sweep(now)
             window = self._window(grant.key_id, now)
             held = self._tokens_to_hold(grant, window, tokens)
+            if held:
+                held = max(held, least)  # a bound under the request's own floor holds the floor
             over_tokens = self._over_tokens(grant, window, now, max(held, least, 1))
             refusal = _worst(self._over_requests(grant, window, now), over_tokens)
             if refusal is not None:
