@@ -43,10 +43,12 @@ class ObedientUpstream:
         self.reports_usage = True
         self.spent = 0
         self.seen: list[dict[str, Any]] = []
+        self.bodies: list[bytes] = []
         self.app = Starlette(routes=[Route("/v1/chat/completions", self._chat, methods=["POST"])])
 
     async def _chat(self, request: Request) -> Response:
-        payload = json.loads(await request.body())
+        self.bodies.append(await request.body())
+        payload = json.loads(self.bodies[-1])
         self.seen.append(payload)
         self.spent += PROMPT_TOKENS
         length = _length(payload)
@@ -169,3 +171,16 @@ async def test_a_whole_stream_without_usage_keeps_its_reservation(
                 await router.exchange_ended()
     assert admitted >= 1
     assert upstream.spent <= LIMIT, f"{admitted} whole streams spent {upstream.spent} tokens"
+
+
+async def test_a_fitted_body_stays_utf_8_and_no_larger_than_it_must(
+    router: LimitedRouter, upstream: ObedientUpstream
+) -> None:
+    text = "\N{CJK UNIFIED IDEOGRAPH-4E2D}" * 30  # 90 bytes of UTF-8; 180 as \\u escapes
+    body = {**CHAT, "messages": [{"role": "user", "content": text}]}
+    async with router.http() as http:
+        answer = await http.post("/v1/chat/completions", json=body)
+    assert answer.status_code == 200
+    sent = upstream.bodies[-1]
+    assert text.encode() in sent
+    assert len(sent) < len(json.dumps(body, ensure_ascii=False).encode()) + len(', "max_tokens": 99')

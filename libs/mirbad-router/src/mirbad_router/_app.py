@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -267,7 +268,9 @@ class _Router:
             with_usage = request_stream_usage(path, outgoing)
             if with_usage is not None:
                 outgoing, injected, changed = with_usage, True, True
-        content = json.dumps(outgoing).encode() if changed else body.content
+        # As UTF-8 and compact: \u-escaped text could double a body past the next hop's size limit (the
+        # body holds no lone surrogate, so every string encodes).
+        content = _encoded(outgoing) if changed and outgoing is not None else body.content
         # Only ever below the upstream's v1/: the path was checked, and the join checks it again.
         url = join_upstream_url(model.upstream.base_url, f"v1/{path}", request.url.query)
         # Identity encoding keeps the body readable for usage; the hop is a LAN or loopback.
@@ -325,6 +328,10 @@ class _Router:
         except Exception:
             # The answer has been delivered; losing one usage record must not turn it into an error.
             _log.exception("could not record the usage of API key %s on %s", grant.key_id, served_name)
+
+
+def _encoded(payload: dict[str, Any]) -> bytes:
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 def _tokens_to_charge(outcome: ExchangeOutcome, reservation: TokenReservation, *, generates: bool) -> int:
