@@ -6,6 +6,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from fastapi import FastAPI
@@ -75,6 +76,19 @@ async def test_the_sixth_wrong_password_in_a_minute_is_refused(tmp_path: Path) -
     assert 1 <= int(sixth.headers["retry-after"]) <= 60
     error_of(even_right, 429, "too_many_attempts")
     error_of(login, 429, "too_many_attempts")
+
+
+async def test_concurrent_calls_with_the_right_password_all_pass(tmp_path: Path) -> None:
+    # Issue 31 item 5: every Bearer call counted as a strike until checked, so 20 at once got 15 x 429.
+    async with running_master(tmp_path) as master, anyio.create_task_group() as group:
+        statuses: list[int] = []
+
+        async def call() -> None:
+            statuses.append((await master.admin.get("/api/status")).status_code)
+
+        for _ in range(20):
+            group.start_soon(call)
+    assert statuses == [200] * 20
 
 
 async def test_a_live_session_is_not_locked_out_by_guesses_from_its_address(tmp_path: Path) -> None:
