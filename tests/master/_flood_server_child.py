@@ -4,7 +4,9 @@
 to ``NOFILE``, serves ``/healthz``, ``POST /api/session`` and ``POST /v1/chat/completions`` (both read
 their body) on a free loopback port, with mutual TLS when ``CREDENTIALS`` is a folder holding the
 ``agent`` credentials (``-`` for plain HTTP) and the :class:`~mirbad_router.ConnectionLimits` fields
-given as JSON in ``LIMITS``. Prints ``PORT`` once it listens and stops when stdin closes. ``LOOP`` is
+given as JSON in ``LIMITS``; beside it, like the enroll listener, a second listener with at most
+:data:`SIDE_CONNECTIONS` connections (TLS too when the first has it). Prints ``PORT SIDE_PORT`` once
+both listen and stops when stdin closes. ``LOOP`` is
 ``asyncio`` or ``fast`` (the command line's loop: uvloop when installed).
 """
 
@@ -14,6 +16,7 @@ import json
 import logging
 import resource
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -47,15 +50,23 @@ APP = Starlette(
 )
 
 
+SIDE_CONNECTIONS = 64  # the enroll listener's limit
+
+
 async def main(credentials: str, limits: ConnectionLimits) -> None:
-    listener = bind("127.0.0.1", 0, "the test")
+    listener, side = bind("127.0.0.1", 0, "the test"), bind("127.0.0.1", 0, "the test's side")
     tls = None if credentials == "-" else TlsCredentials.load(Path(credentials), "agent").server_context()
-    server = Server.create(APP, listener, ssl_context=tls, limits=limits)
+    servers = [
+        Server.create(APP, listener, ssl_context=tls, limits=limits),
+        Server.create(APP, side, ssl_context=tls, limits=replace(limits, max_connections=SIDE_CONNECTIONS)),
+    ]
     async with anyio.create_task_group() as tasks:
-        await server.start(tasks)
-        print(listener.getsockname()[1], flush=True)
+        for server in servers:
+            await server.start(tasks)
+        print(listener.getsockname()[1], side.getsockname()[1], flush=True)
         await anyio.to_thread.run_sync(sys.stdin.read)  # until the test closes stdin
-        await server.stop()
+        for server in servers:
+            await server.stop()
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ Half-open TLS handshakes and bodies trickled a byte at a time, in waves larger t
 limit, must leave ``/healthz`` and ``/v1`` answering every probe, and the server's memory must come back
 near its baseline once a wave is gone. The child runs the master's own serving code (mutual TLS, as the
 agent and the enroll listener serve it) with a lowered ``RLIMIT_NOFILE``, so a wave of a few hundred
-sockets stands for the 20,000 of a real attack; its RSS is read from ``/proc``. Counts are parameters,
+sockets stands for the 20,000 of a real attack; its RSS is read from ``/proc``. A flood of its side
+listener (the enroll listener's stand-in, with that one's limit) must not reach the main port either. Counts are parameters,
 every wait has a bound, and nothing asserts a speed.
 """
 
@@ -47,8 +48,8 @@ pytestmark = pytest.mark.skipif(
 @contextmanager
 def child_server(
     credentials: Path | None, loop: str, log: Path
-) -> Iterator[tuple[int, subprocess.Popen[str]]]:
-    """The child server; its log goes to ``log`` (a pipe nobody reads would stall it once full)."""
+) -> Iterator[tuple[tuple[int, int], subprocess.Popen[str]]]:
+    """The child's main and side ports; its log goes to ``log`` (a full pipe nobody reads stalls it)."""
     command = [
         sys.executable,
         "-m",
@@ -64,7 +65,8 @@ def child_server(
         )
     try:
         assert child.stdout is not None
-        yield int(child.stdout.readline()), child
+        main, side = child.stdout.readline().split()
+        yield (int(main), int(side)), child
     finally:
         if child.poll() is None:
             child.kill()
@@ -141,20 +143,20 @@ def credentials(tmp_path: Path) -> tuple[Path, TlsCredentials]:
     return tmp_path, pki.master()
 
 
-@pytest.mark.parametrize("loop", ["asyncio", "fast"])
+@pytest.mark.parametrize(("loop", "flooded"), [("asyncio", "main"), ("fast", "main"), ("fast", "side")])
 def test_waves_of_half_open_handshakes_leave_healthz_and_v1_answering_and_memory_at_baseline(
-    credentials: tuple[Path, TlsCredentials], loop: str
+    credentials: tuple[Path, TlsCredentials], loop: str, flooded: str
 ) -> None:
     # Before, asyncio did each handshake outside the guard and held it 60 s: a wave larger than the
     # descriptor limit took every descriptor (no probe answered) and the TLS buffers stayed.
     folder, master = credentials
     context = master.client_context()
-    with child_server(folder, loop, folder / "child.log") as (port, child):
+    with child_server(folder, loop, folder / "child.log") as ((port, side), child):
         assert probes(port, context) == [b"HTTP/1.1 200 OK"] * (2 * PROBES)
         baseline = rss_kib(child.pid)
         answered = []
         for _ in range(WAVES):
-            wave = open_wave(port, client_hello())
+            wave = open_wave(port if flooded == "main" else side, client_hello())
             try:
                 answered += probes(port, context)
             finally:
@@ -175,7 +177,7 @@ def test_waves_of_trickled_bodies_leave_healthz_and_v1_answering(tmp_path: Path)
         b"POST /api/session HTTP/1.1\r\nHost: x\r\n"
         b"Content-Type: application/json\r\nContent-Length: 4096\r\n\r\n{"
     )
-    with child_server(None, "fast", tmp_path / "child.log") as (port, child):
+    with child_server(None, "fast", tmp_path / "child.log") as ((port, _side), child):
         answered = []
         for _ in range(WAVES):
             wave = open_wave(port, header)
