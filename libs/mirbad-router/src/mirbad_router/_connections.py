@@ -297,10 +297,10 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         for data in early:
             self.data_received(data)
 
-    def _leave(self, transport: asyncio.BaseTransport) -> None:
+    def _leave(self, transport: asyncio.Transport) -> None:
         self._forget()
         self.connections.discard(self)
-        transport.close()
+        transport.abort()
 
     def _admit(self) -> bool:
         mine = self._guard.by_address.get(self._address, {})
@@ -532,7 +532,9 @@ def _feed(protocol: asyncio.BaseProtocol, data: bytes) -> None:
 
 def _evict(protocol: GuardedHttpProtocol) -> None:
     protocol._forget()
-    protocol.transport.close()
+    # abort, not close: a TLS close waits (30 s) for the client's close_notify, and a plain one for
+    # the client to read what is still unsent, each holding a descriptor the guard no longer counts.
+    protocol.transport.abort()
 
 
 def _peer_host(transport: asyncio.BaseTransport) -> str:
