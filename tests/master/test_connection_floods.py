@@ -5,8 +5,8 @@ limit, must leave ``/healthz`` and ``/v1`` answering every probe, and the server
 near its baseline once a wave is gone. The child runs the master's own serving code (mutual TLS, as the
 agent and the enroll listener serve it) with a lowered ``RLIMIT_NOFILE``, so a wave of a few hundred
 sockets stands for the 20,000 of a real attack; its RSS is read from ``/proc``. A flood of its side
-listener (the enroll listener's stand-in, with that one's limit) must not reach the main port either. Counts are parameters,
-every wait has a bound, and nothing asserts a speed.
+listener (the enroll listener's stand-in, with that one's limit) must not reach the main port either.
+Counts are parameters, every wait has a bound, and nothing asserts a speed.
 """
 
 from __future__ import annotations
@@ -34,7 +34,13 @@ NOFILE: Final = 512  # the child's descriptor limit: its default connection limi
 WAVE: Final = 600  # sockets per wave: more than the child has descriptors
 WAVES: Final = 3
 PROBES: Final = 10  # /healthz and /v1 requests during each wave
-RSS_MARGIN_KIB: Final = 24 * 1024  # what "back near the baseline" allows (allocator slack)
+RSS_MARGIN_KIB: Final = {
+    # uvloop, the loop the master and the agent run on: back near the baseline (allocator slack).
+    "fast": 24 * 1024,
+    # asyncio's fallback gives every TLS connection a 256 KiB buffer that glibc keeps once freed: the
+    # memory is bounded by the connection limit (a few MiB per wave here), not given back.
+    "asyncio": 96 * 1024,
+}
 WAIT_S: Final = 20.0
 # Short deadlines, so that a wave is over within seconds (the defaults are documented in docs/api.md).
 LIMITS: Final = {"handshake_timeout_s": 1.0, "header_timeout_s": 2.0, "body_grace_s": 1.0}
@@ -164,7 +170,7 @@ def test_waves_of_half_open_handshakes_leave_healthz_and_v1_answering_and_memory
 
         assert answered == [b"HTTP/1.1 200 OK"] * (2 * PROBES * WAVES)
         until(
-            lambda: rss_kib(child.pid) <= baseline + RSS_MARGIN_KIB,
+            lambda: rss_kib(child.pid) <= baseline + RSS_MARGIN_KIB[loop],
             lambda: f"RSS {rss_kib(child.pid)} KiB, baseline {baseline} KiB",
             timeout_s=WAIT_S,
         )
