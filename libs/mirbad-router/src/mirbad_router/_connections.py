@@ -45,6 +45,8 @@ import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 from uvicorn.server import ServerState
 
+from ._early_tls import hand_early_bytes_to_tls
+
 __all__ = [
     "ACCEPT_BURST",
     "LISTEN_QUEUE",
@@ -288,7 +290,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             if self._raw_early:
                 # uvloop starts reading after connection_made (the pause there is lost), so the
                 # ClientHello may have come here: it goes to TLS ahead of anything read after it.
-                self.loop.call_soon(_Held.take_over, transport, self._raw_early)
+                self.loop.call_soon(hand_early_bytes_to_tls, transport, self._raw_early)
             self._tls_started = True
             secured = await self.loop.start_tls(
                 transport, self, tls, server_side=True, ssl_handshake_timeout=self._limits.handshake_timeout_s
@@ -486,63 +488,6 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._answering()
         self._guard.handshakes.pop(self, None)
         self._guard.sweeper.forget(self)
-
-
-class _Held(asyncio.Protocol):
-    """Holds what arrives while the bytes read before ``start_tls`` are handed to its TLS protocol.
-
-    ``start_tls`` schedules its protocol's ``connection_made`` and the resumed reading in one turn of
-    the loop; :meth:`take_over` runs just before them and the hand-over one turn later, so the TLS
-    protocol sees the early bytes first, then whatever was read meanwhile, in order.
-    """
-
-    def __init__(self, transport: asyncio.Transport, tls: asyncio.BaseProtocol, early: list[bytes]) -> None:
-        self._transport = transport
-        self._tls = tls
-        self._pending = list(early)
-        self._lost: tuple[Exception | None] | None = None
-
-    @classmethod
-    def take_over(cls, transport: asyncio.Transport, early: list[bytes]) -> None:
-        if transport.is_closing():
-            return
-        held = cls(transport, transport.get_protocol(), early)
-        transport.set_protocol(held)
-        asyncio.get_running_loop().call_soon(held.hand_over)
-
-    def data_received(self, data: bytes) -> None:
-        self._pending.append(data)
-
-    def eof_received(self) -> bool | None:
-        self._pending.append(b"")
-        return True
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._lost = (exc,)
-
-    def hand_over(self) -> None:
-        if self._lost is None:
-            self._transport.set_protocol(self._tls)
-        for data in self._pending:
-            if data:
-                _feed(self._tls, data)
-            else:
-                self._tls.eof_received()  # type: ignore[attr-defined]
-        if self._lost is not None:
-            self._tls.connection_lost(self._lost[0])
-
-
-def _feed(protocol: asyncio.BaseProtocol, data: bytes) -> None:
-    if isinstance(protocol, asyncio.Protocol):
-        protocol.data_received(data)
-        return
-    view = memoryview(data)
-    while view:
-        buffer = protocol.get_buffer(len(view))  # type: ignore[attr-defined]
-        size = min(len(buffer), len(view))
-        buffer[:size] = view[:size]
-        protocol.buffer_updated(size)  # type: ignore[attr-defined]
-        view = view[size:]
 
 
 def _evict(protocol: GuardedHttpProtocol) -> None:
