@@ -1,7 +1,10 @@
 """The master's socket guards, against a real uvicorn server on a free loopback port.
 
 Stalled headers and bodies are closed, a flood of idle sockets cannot keep ``/healthz`` out, HTTP/1.0
-gets no chunked encoding, and failed accepts are reported at most once per interval. Each wait has a
+gets no chunked encoding, and failed accepts are reported at most once per interval. Since issue 31:
+oversized headers get 431, a body trickled below the minimum rate is cut and the slowest body makes
+room at the limit, an address past its share makes room itself, and TLS handshakes count against the
+limit, time out and are capped (the floods themselves are in ``test_connection_floods.py``). Each wait has a
 bound; no test asserts how long anything took.
 """
 
