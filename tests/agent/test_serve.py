@@ -61,7 +61,9 @@ class _Agent:
 async def agent(tmp_path: Path) -> AsyncIterator[_Agent]:
     pki = FleetPki.create()
     app = Starlette(routes=[Route("/agent/v1/info", _ok)])
-    limits = ConnectionLimits(header_timeout_s=0.5, body_timeout_s=0.5, max_connections=64)
+    limits = ConnectionLimits(
+        header_timeout_s=0.5, body_timeout_s=0.5, max_connections=64, handshake_timeout_s=0.5
+    )
     config = server_config(app, agent_settings(tmp_path), pki.agent("node-1"), limits=limits)
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
@@ -109,3 +111,29 @@ async def test_a_complete_request_is_still_answered(agent: _Agent) -> None:
     answer = await anyio.to_thread.run_sync(ask)
     assert answer.startswith(b"HTTP/1.1 200")
     assert answer.endswith(b"ok")
+
+
+async def test_a_client_that_stalls_in_its_tls_handshake_is_let_go(agent: _Agent) -> None:
+    # Before, asyncio held the half-open handshake 60 s outside the guard (issue 31, item 1): 20k of
+    # them grew the agent to 1 GB.
+    def stall() -> bool:
+        with socket.create_connection(("127.0.0.1", agent.port), timeout=WAIT_S) as raw:
+            try:
+                return raw.recv(1024) == b""
+            except ConnectionResetError:
+                return True
+            except TimeoutError:
+                return False
+
+    assert await anyio.to_thread.run_sync(stall)
+
+
+async def test_a_header_past_the_bound_is_answered_431(agent: _Agent) -> None:
+    def ask() -> bytes:
+        with agent.connect() as client:
+            client.sendall(
+                b"GET /agent/v1/info HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n"
+            )
+            return client.recv(64)
+
+    assert (await anyio.to_thread.run_sync(ask)).startswith(b"HTTP/1.1 431 ")

@@ -1,7 +1,10 @@
 """The master's socket guards, against a real uvicorn server on a free loopback port.
 
 Stalled headers and bodies are closed, a flood of idle sockets cannot keep ``/healthz`` out, HTTP/1.0
-gets no chunked encoding, and failed accepts are reported at most once per interval. Each wait has a
+gets no chunked encoding, and failed accepts are reported at most once per interval. Since issue 31:
+oversized headers get 431, a body trickled below the minimum rate is cut and the slowest body makes
+room at the limit, an address past its share makes room itself, and TLS handshakes count against the
+limit, time out and are capped (the floods themselves are in ``test_connection_floods.py``). Each wait has a
 bound; no test asserts how long anything took.
 """
 
@@ -11,6 +14,7 @@ import contextlib
 import logging
 import resource
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -30,6 +34,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 from starlette.routing import Route
 from tests._support.master_server import serve_master_server
 from tests._support.monotonic import FakeMonotonic
+from tests.orchestration._fleet_pki import FleetPki
 
 from mirbad_router import AcceptErrorLog, ConnectionLimits
 
@@ -387,3 +392,199 @@ async def test_a_stream_whose_client_left_is_not_written_again(caplog: pytest.Lo
     assert b"first" in first
     floods = [record for record in caplog.records if "socket.send() raised exception" in record.getMessage()]
     assert floods == []
+
+
+# ---------------------------------------------------------------- header size (issue 31, item 3)
+
+
+@pytest.mark.parametrize("pieces", [1, 40])
+async def test_a_header_past_the_bound_is_answered_431(pieces: int) -> None:
+    # Before, any header size was read whole and answered 200 (a 64 MB one included).
+    field = b"X-Big: " + b"a" * 4096 + b"\r\n"
+    request = b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + field * 20 + b"\r\n"
+    async with (
+        serving(ConnectionLimits(max_header_bytes=64 * 1024)) as (host, port),
+        await anyio.connect_tcp(host, port) as client,
+    ):
+        size = -(-len(request) // pieces)
+        with contextlib.suppress(anyio.BrokenResourceError):
+            for start in range(0, len(request), size):
+                await client.send(request[start : start + size])
+        answer = await read_all(client)
+
+    assert answer.startswith(b"HTTP/1.1 431 ")
+
+
+async def test_a_header_that_never_ends_is_answered_431_before_the_header_deadline() -> None:
+    async with (
+        serving(ConnectionLimits(header_timeout_s=WAIT_S * 3, max_header_bytes=16 * 1024)) as (host, port),
+        await anyio.connect_tcp(host, port) as client,
+    ):
+        await client.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Endless: ")
+        with contextlib.suppress(anyio.BrokenResourceError):
+            for _ in range(64):
+                await client.send(b"a" * 1024)
+        answer = await read_all(client)
+
+    assert answer.startswith(b"HTTP/1.1 431 ")
+
+
+async def test_a_header_within_the_bound_is_answered() -> None:
+    request = (
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Big: " + b"a" * 60_000 + b"\r\n\r\n"
+    )
+    async with serving(ConnectionLimits()) as (host, port), await anyio.connect_tcp(host, port) as client:
+        await client.send(request)
+        assert (await read_all(client)).startswith(b"HTTP/1.1 200 ")
+
+
+# ---------------------------------------------------------------- slow bodies (issue 31, item 2)
+
+
+async def test_a_body_trickled_below_the_minimum_rate_is_cut_though_it_never_pauses_long() -> None:
+    # Before, only a pause bounded a body: a byte every 50 ms kept it open for as long as it liked.
+    limits = ConnectionLimits(body_timeout_s=WAIT_S, body_grace_s=0.3, body_min_rate=1000)
+    async with serving(limits) as (host, port), await anyio.connect_tcp(host, port) as client:
+        await client.send(b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 10000\r\n\r\n")
+        with anyio.move_on_after(WAIT_S), contextlib.suppress(anyio.BrokenResourceError):
+            while True:
+                await client.send(b"x")
+                await anyio.sleep(0.05)
+        assert await closed_by_server(client)
+
+
+async def test_at_the_limit_the_slowest_body_makes_room() -> None:
+    # Before, a connection receiving its body was never evicted: bodies held the limit.
+    limits = ConnectionLimits(max_connections=8, body_grace_s=WAIT_S * 3, address_share=1.0)
+    async with serving(limits) as (host, port):
+        bodies = [await anyio.connect_tcp(host, port) for _ in range(8)]
+        try:
+            for body in bodies:
+                await body.send(b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nx")
+            async with httpx.AsyncClient(base_url=f"http://{host}:{port}", timeout=WAIT_S) as client:
+                answers = [await client.get("/healthz") for _ in range(3)]
+            evicted = [await closed_by_server(body) for body in bodies[:1]]
+        finally:
+            for body in bodies:
+                await body.aclose()
+
+    assert [answer.status_code for answer in answers] == [200, 200, 200]
+    assert evicted == [True]
+
+
+async def test_at_the_limit_an_address_past_its_share_makes_room_itself() -> None:
+    # Before, the longest-idle connection went, whoever held it: one address flooding made the others'
+    # connections go. (Linux answers on all of 127.0.0.0/8: two addresses on one machine.)
+    limits = ConnectionLimits(header_timeout_s=WAIT_S * 3, max_connections=20, address_share=0.25)
+    async with serving(limits) as (host, port):
+        other = [await anyio.connect_tcp(host, port, local_host="127.0.0.2") for _ in range(5)]
+        flood = [await anyio.connect_tcp(host, port, local_host=host) for _ in range(15)]
+        try:
+            await anyio.sleep(0.2)  # all twenty admitted: the limit is reached
+            async with httpx.AsyncClient(base_url=f"http://{host}:{port}", timeout=WAIT_S) as client:
+                assert (await client.get("/healthz")).status_code == 200
+            flood_oldest_closed = await closed_by_server(flood[0])
+            other_oldest_open = not await _closed_now(other[0])
+        finally:
+            for each in other + flood:
+                await each.aclose()
+
+    assert flood_oldest_closed
+    assert other_oldest_open
+
+
+async def _closed_now(stream: SocketStream) -> bool:
+    with anyio.move_on_after(0.1):
+        try:
+            await stream.receive()
+        except (anyio.EndOfStream, anyio.BrokenResourceError):
+            return True
+    return False
+
+
+# ---------------------------------------------------------------- TLS handshakes (issue 31, item 1)
+
+
+@pytest.fixture
+def tls() -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """The agent's server context (mutual TLS) and the master's client context of one fleet."""
+    pki = FleetPki.create()
+    return pki.agent("node-1").server_context(), pki.master().client_context()
+
+
+async def test_a_connection_silent_in_its_tls_handshake_is_closed_after_the_handshake_timeout(
+    tls: tuple[ssl.SSLContext, ssl.SSLContext],
+) -> None:
+    # Before, asyncio held a handshake 60 s, outside every deadline of the guard.
+    server_context, _client = tls
+    limits = ConnectionLimits(handshake_timeout_s=0.2, header_timeout_s=WAIT_S * 3)
+    async with (
+        serve_master_server(APP, limits=limits, ssl_context=server_context) as (host, port),
+        await anyio.connect_tcp(host, port) as silent,
+    ):
+        assert await closed_by_server(silent)
+
+
+async def test_half_open_handshakes_count_against_the_limit_and_make_room_for_healthz(
+    tls: tuple[ssl.SSLContext, ssl.SSLContext],
+) -> None:
+    server_context, client_context = tls
+    limits = ConnectionLimits(
+        handshake_timeout_s=WAIT_S * 3, max_connections=8, max_handshakes=64, address_share=1.0
+    )
+    async with serve_master_server(APP, limits=limits, ssl_context=server_context) as (host, port):
+        half_open = [await anyio.connect_tcp(host, port) for _ in range(40)]
+        try:
+            async with httpx.AsyncClient(
+                base_url=f"https://{host}:{port}", verify=client_context, timeout=WAIT_S
+            ) as client:
+                answers = [await client.get("/healthz") for _ in range(3)]
+            oldest_closed = await closed_by_server(half_open[0])
+        finally:
+            for each in half_open:
+                await each.aclose()
+
+    assert [answer.status_code for answer in answers] == [200, 200, 200]
+    assert oldest_closed
+
+
+async def test_handshakes_beyond_the_cap_replace_the_oldest(
+    tls: tuple[ssl.SSLContext, ssl.SSLContext],
+) -> None:
+    server_context, _client = tls
+    limits = ConnectionLimits(
+        handshake_timeout_s=WAIT_S * 3, max_connections=100, max_handshakes=4, address_share=1.0
+    )
+    async with serve_master_server(APP, limits=limits, ssl_context=server_context) as (host, port):
+        half_open = [await anyio.connect_tcp(host, port) for _ in range(4)]
+        await anyio.sleep(1.2)  # longer than an honest handshake takes: these may be replaced
+        half_open += [await anyio.connect_tcp(host, port) for _ in range(4)]
+        try:
+            closed = [await closed_by_server(each) for each in half_open[:4]]
+        finally:
+            for each in half_open:
+                await each.aclose()
+
+    assert closed == [True] * 4
+
+
+async def test_a_burst_of_honest_handshakes_past_the_cap_all_succeed(
+    tls: tuple[ssl.SSLContext, ssl.SSLContext],
+) -> None:
+    # The master's hop opens its pool to an agent in a burst: the cap must not cut those handshakes.
+    server_context, client_context = tls
+    limits = ConnectionLimits(max_connections=100, max_handshakes=2, address_share=1.0)
+    statuses: list[int] = []
+
+    async def ask(base_url: str) -> None:
+        async with httpx.AsyncClient(base_url=base_url, verify=client_context, timeout=WAIT_S) as client:
+            statuses.append((await client.get("/healthz")).status_code)
+
+    async with (
+        serve_master_server(APP, limits=limits, ssl_context=server_context) as (host, port),
+        anyio.create_task_group() as burst,
+    ):
+        for _ in range(16):
+            burst.start_soon(ask, f"https://{host}:{port}")
+
+    assert statuses == [200] * 16

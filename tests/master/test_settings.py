@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from mirbad_master._fleet_of_one import _limits
 from mirbad_master._settings import DEFAULT_PORT, MasterSettings, default_data_dir, load_master_settings
 from mirbad_orchestration.supervision import HealthSettings
 from mirbad_protocol import InvalidFieldError
@@ -72,3 +73,19 @@ def test_trusted_proxies_are_addresses_or_networks() -> None:
 def test_the_health_defaults_are_the_health_monitors_own(tmp_path: Path) -> None:
     # One place for each number: a default changed in HealthSettings is the master's default too.
     assert MasterSettings(data_dir=tmp_path).health_settings({}) == HealthSettings()
+
+
+def test_the_connection_guard_settings_reach_every_listener() -> None:
+    settings = load_master_settings(
+        {"MIRBAD_MAX_HEADER_BYTES": "16384", "MIRBAD_HANDSHAKE_TIMEOUT_S": "2"}, {"body_min_rate": 4096.0}
+    )
+    main, enroll = _limits(settings), _limits(settings, 64)
+
+    for limits in (main, enroll):
+        assert (limits.max_header_bytes, limits.handshake_timeout_s, limits.body_min_rate) == (16384, 2, 4096)
+    assert enroll.max_connections == 64
+    defaults = load_master_settings({})
+    assert (defaults.max_header_bytes, defaults.handshake_timeout_s) == (64 * 1024, 5.0)
+    with pytest.raises(InvalidFieldError) as tiny:
+        load_master_settings({"MIRBAD_MAX_HEADER_BYTES": "10"})
+    assert tiny.value.field == "MIRBAD_MAX_HEADER_BYTES"

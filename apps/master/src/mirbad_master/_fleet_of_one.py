@@ -503,11 +503,14 @@ class StopSignals:
 
 
 def _limits(settings: MasterSettings, max_connections: int | None = None) -> ConnectionLimits:
-    """The header and body timeouts of ``settings`` with a connection limit (default: the main port's)."""
+    """The guard's settings with a connection limit (default: the main port's)."""
     return ConnectionLimits(
         header_timeout_s=settings.header_timeout_s,
         body_timeout_s=settings.body_timeout_s,
         max_connections=max_connections or settings.max_connections or default_max_connections(),
+        handshake_timeout_s=settings.handshake_timeout_s,
+        body_min_rate=settings.body_min_rate,
+        max_header_bytes=settings.max_header_bytes,
     )
 
 

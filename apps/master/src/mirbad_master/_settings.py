@@ -58,6 +58,9 @@ ENVIRONMENT: Final[Mapping[str, str]] = {
     "header_timeout_s": "MIRBAD_HEADER_TIMEOUT_S",
     "body_timeout_s": "MIRBAD_BODY_TIMEOUT_S",
     "max_connections": "MIRBAD_MAX_CONNECTIONS",
+    "handshake_timeout_s": "MIRBAD_HANDSHAKE_TIMEOUT_S",
+    "body_min_rate": "MIRBAD_BODY_MIN_RATE",
+    "max_header_bytes": "MIRBAD_MAX_HEADER_BYTES",
     "trusted_proxies": "MIRBAD_TRUSTED_PROXIES",
     "default_node": "MIRBAD_DEFAULT_NODE",
 }
@@ -103,6 +106,11 @@ class MasterSettings(BaseModel):
         max_connections: open connections on the main port at most (a new one replaces the
             longest-idle one); ``None``: the descriptor limit less room for accept bursts and the rest
             (640 for the usual 1024).
+        handshake_timeout_s: a TLS handshake (enroll listener, a TLS main port) must be done this
+            long after the connection was accepted.
+        body_min_rate: bytes per second a request body must average once its first 5 s are over (a
+            small body ends within those seconds; a large one gets time in proportion to its size).
+        max_header_bytes: a request line and header longer than this are answered 431.
         trusted_proxies: addresses or networks of reverse proxies whose ``X-Forwarded-For`` and
             ``X-Forwarded-Proto`` are believed; none by default (a client's own headers are ignored,
             since the sign-in throttle counts by address).
@@ -133,6 +141,9 @@ class MasterSettings(BaseModel):
     header_timeout_s: _Seconds = 10.0
     body_timeout_s: _Seconds = 60.0
     max_connections: Annotated[int, Field(ge=16)] | None = None
+    handshake_timeout_s: _Seconds = 5.0
+    body_min_rate: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1024.0
+    max_header_bytes: Annotated[int, Field(ge=1024)] = 64 * 1024
     trusted_proxies: tuple[str, ...] = ()
     default_node: Annotated[str, Field(pattern=NODE_ID_PATTERN)] = LOCAL_NODE_ID
 

@@ -109,6 +109,15 @@ def _add_up(commands: Any) -> None:
         type=int,
         help="open connections at most (default: the descriptor limit less room for the rest)",
     )
+    up.add_argument("--handshake-timeout-s", type=float, help="seconds a TLS handshake may take (default 5)")
+    up.add_argument(
+        "--body-min-rate",
+        type=float,
+        help="bytes per second a request body must average after its first 5 s (default 1024)",
+    )
+    up.add_argument(
+        "--max-header-bytes", type=int, help="longest request header; longer ones get 431 (default 65536)"
+    )
     up.add_argument(
         "--trusted-proxy",
         action="append",
@@ -148,6 +157,9 @@ def _run_up(ns: argparse.Namespace) -> int:
         "header_timeout_s": ns.header_timeout_s,
         "body_timeout_s": ns.body_timeout_s,
         "max_connections": ns.max_connections,
+        "handshake_timeout_s": ns.handshake_timeout_s,
+        "body_min_rate": ns.body_min_rate,
+        "max_header_bytes": ns.max_header_bytes,
         "trusted_proxies": ns.trusted_proxy,
     }
     settings = load_master_settings(os.environ, flags)
