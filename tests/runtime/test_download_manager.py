@@ -57,6 +57,7 @@ def _manager(tmp_path: Path, servers: Sources, *, free: int = 1 << 40) -> Downlo
         hf_endpoint=servers.hub_url,
         ollama_registry=servers.registry_url,
         free_space=lambda _root: free,
+        space_margin_bytes=0,
     )
 
 

@@ -4,13 +4,13 @@
 a request fetches; :func:`fetch_file` moves and verifies one file.
 """
 
+from ._digests import FileDigest
 from ._manager import (
     DEFAULT_HF_ENDPOINT,
     DEFAULT_OLLAMA_REGISTRY,
+    DEFAULT_RETRY_WINDOW_S,
     TEMP_PREFIX,
     DownloadManager,
-    FreeSpaceProbe,
-    disk_free_bytes,
 )
 from ._records import JobRecord, JobRecords
 from ._sources import (
@@ -22,21 +22,26 @@ from ._sources import (
     plan_huggingface,
     plan_ollama,
 )
+from ._space import DEFAULT_SPACE_MARGIN_BYTES, FreeSpaceProbe, SpaceGuard, disk_free_bytes
 from ._transfer import PARTIAL_SUFFIX, fetch_file, on_disk_bytes
 
 __all__ = [
     "DEFAULT_HF_ENDPOINT",
     "DEFAULT_OLLAMA_REGISTRY",
+    "DEFAULT_RETRY_WINDOW_S",
+    "DEFAULT_SPACE_MARGIN_BYTES",
     "OLLAMA_LAYER_FILES",
     "OLLAMA_MANIFEST_MEDIA_TYPE",
     "PARTIAL_SUFFIX",
     "TEMP_PREFIX",
     "DownloadManager",
     "DownloadPlan",
+    "FileDigest",
     "FreeSpaceProbe",
     "JobRecord",
     "JobRecords",
     "PlannedFile",
+    "SpaceGuard",
     "check_file_path",
     "disk_free_bytes",
     "fetch_file",

@@ -1,14 +1,13 @@
 """One file's transfer: resumed with HTTP Range from what is on disk, hashed as it streams, verified.
 
-The bytes go to ``<file>.partial``; only a file whose size (and sha256, where the source gives one)
-matches is renamed to its real name, so a later resume trusts a file without the suffix and re-reads
+The bytes go to ``<file>.partial``; only a file whose size and digest (:mod:`._digests`) match is
+renamed to its real name, so a later resume trusts a file without the suffix and re-reads
 (hashes) only the prefix of a partial one.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -26,6 +25,7 @@ from mirbad_runtime.exceptions import (
     SourceUnavailableError,
 )
 
+from ._digests import FileDigest
 from ._sources import PlannedFile
 
 __all__ = ["PARTIAL_SUFFIX", "fetch_file", "on_disk_bytes"]
@@ -33,7 +33,7 @@ __all__ = ["PARTIAL_SUFFIX", "fetch_file", "on_disk_bytes"]
 PARTIAL_SUFFIX: Final = ".partial"
 """The suffix of a file still being written."""
 _CHUNK: Final = 1024 * 1024
-_CONTENT_RANGE: Final = re.compile(r"^bytes (\d+)-\d+/(?:\d+|\*)$")
+_CONTENT_RANGE: Final = re.compile(r"bytes (\d+)-\d+/(?:\d+|\*)")
 
 Progress = Callable[[int], None]
 """Told the number of bytes on disk of the file being fetched, after every chunk."""
@@ -58,14 +58,15 @@ async def fetch_file(
     """Fetch ``planned`` to ``target``, resuming a partial file, and verify it.
 
     Raises:
-        DownloadVerificationError: the size or sha256 does not match (the partial file is removed).
+        DownloadVerificationError: the size or digest does not match (the partial file is removed), or the
+            plan names no digest to check.
         SourceNotFoundError, SourceNeedsTokenError, SourceUnavailableError: the source refused or failed.
     """
     if await anyio.to_thread.run_sync(_verified, target, planned.size):
         return
     partial = target.with_name(target.name + PARTIAL_SUFFIX)
     await anyio.to_thread.run_sync(lambda: partial.parent.mkdir(parents=True, exist_ok=True))
-    offset, digest = await anyio.to_thread.run_sync(_prefix, partial, planned.size)
+    offset, digest = await anyio.to_thread.run_sync(_prefix, partial, planned)
     if offset < planned.size:
         await _stream(http, planned, partial, offset, digest, dict(headers or {}), progress)
     await anyio.to_thread.run_sync(_verify_and_place, planned, partial, target, digest)
@@ -76,11 +77,18 @@ def _verified(target: Path, size: int) -> bool:
     return target.is_file() and target.stat().st_size == size
 
 
-def _prefix(partial: Path, size: int) -> tuple[int, hashlib._Hash]:
-    digest = hashlib.sha256()
+def _digest(planned: PlannedFile) -> FileDigest:
+    try:
+        return FileDigest(planned.size, planned.sha256, planned.git_sha1)
+    except ValueError as exc:
+        raise DownloadVerificationError(planned.path, str(exc)) from None
+
+
+def _prefix(partial: Path, planned: PlannedFile) -> tuple[int, FileDigest]:
+    digest = _digest(planned)
     if not partial.is_file():
         return 0, digest
-    if partial.stat().st_size > size:
+    if partial.stat().st_size > planned.size:
         partial.unlink()  # longer than announced: nothing of it can be trusted
         return 0, digest
     with partial.open("rb") as handle:
@@ -94,7 +102,7 @@ async def _stream(
     planned: PlannedFile,
     partial: Path,
     offset: int,
-    digest: hashlib._Hash,
+    digest: FileDigest,
     headers: dict[str, str],
     progress: Progress | None,
 ) -> None:
@@ -105,7 +113,7 @@ async def _stream(
             _check_status(response, planned)
             if offset and response.status_code == 200:
                 # The server ignored the range: start over rather than append a second copy.
-                offset, digest = 0, hashlib.sha256()
+                offset, digest = 0, _digest(planned)
             elif offset and not _starts_at(response, offset):
                 raise SourceUnavailableError(f"{planned.path}: the server resumed at the wrong offset")
             async with await anyio.open_file(partial, "r+b" if offset else "wb") as handle:
@@ -139,17 +147,17 @@ def _check_status(response: httpx.Response, planned: PlannedFile) -> None:
 
 
 def _starts_at(response: httpx.Response, offset: int) -> bool:
-    match = _CONTENT_RANGE.match(response.headers.get("content-range", ""))
+    match = _CONTENT_RANGE.fullmatch(response.headers.get("content-range", ""))
     return response.status_code == 206 and match is not None and int(match.group(1)) == offset
 
 
-def _verify_and_place(planned: PlannedFile, partial: Path, target: Path, digest: hashlib._Hash) -> None:
+def _verify_and_place(planned: PlannedFile, partial: Path, target: Path, digest: FileDigest) -> None:
     size = partial.stat().st_size if partial.is_file() else 0
     reason = None
     if size != planned.size:
         reason = f"{size} bytes arrived, the source announced {planned.size}"
-    elif planned.sha256 is not None and digest.hexdigest() != planned.sha256:
-        reason = f"sha256 {digest.hexdigest()} does not match the announced {planned.sha256}"
+    else:
+        reason = digest.mismatch()
     if reason is not None:
         with contextlib.suppress(OSError):
             partial.unlink()
