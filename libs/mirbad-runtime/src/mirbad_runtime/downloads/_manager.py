@@ -116,6 +116,7 @@ class DownloadManager:
         http: the client for file transfers and manifests (created and closed by :meth:`run` when None).
         space_margin_bytes: the free space downloads always leave on a root's file system.
         retry_window_s: how long a job retries a failing source (with back-off) before it fails.
+        retry_pause_s: the first pause between retries; each next one doubles, up to 30 s.
     """
 
     def __init__(
@@ -130,6 +131,7 @@ class DownloadManager:
         http: httpx.AsyncClient | None = None,
         space_margin_bytes: int = DEFAULT_SPACE_MARGIN_BYTES,
         retry_window_s: float = DEFAULT_RETRY_WINDOW_S,
+        retry_pause_s: float = _FIRST_PAUSE_S,
     ) -> None:
         self.roots = tuple(roots)
         self.state_dir = state_dir
@@ -139,6 +141,7 @@ class DownloadManager:
         self._limiter = anyio.CapacityLimiter(max_concurrent)
         self._space = SpaceGuard(free_space, space_margin_bytes)
         self._retry_window_s = retry_window_s
+        self._retry_pause_s = retry_pause_s
         self._http = http
         self._jobs: dict[str, _Job] = {}
         self._group: TaskGroup | None = None
@@ -343,7 +346,7 @@ class DownloadManager:
         # A dropped connection or a hub outage: back off and resume (Range) from what reached the disk,
         # for as long as the window lasts; bytes arriving start the window again.
         deadline = time.monotonic() + self._retry_window_s
-        pause, progress_at = _FIRST_PAUSE_S, job.done.get(item.path, 0)
+        pause, progress_at = self._retry_pause_s, job.done.get(item.path, 0)
         while True:
             try:
                 await fetch_file(
@@ -353,7 +356,7 @@ class DownloadManager:
             except SourceUnavailableError as exc:
                 now = time.monotonic()
                 if job.done.get(item.path, 0) > progress_at:
-                    deadline, pause = now + self._retry_window_s, _FIRST_PAUSE_S
+                    deadline, pause = now + self._retry_window_s, self._retry_pause_s
                     progress_at = job.done.get(item.path, 0)
                 if now + pause > deadline:
                     raise SourceUnavailableError(
@@ -520,8 +523,13 @@ class DownloadManager:
         await anyio.to_thread.run_sync(self._records.write, record)
 
     def _delete_files(self, job: _Job) -> None:
+        # The files first, and nothing written: on a full disk this is what frees it.
         shutil.rmtree(self._temp(job), ignore_errors=True)
-        self._records.delete(job.view.id)
+        try:
+            self._records.delete(job.view.id)
+        except OSError as exc:
+            # The job is forgotten all the same; a record left behind loads as a stopped job without files.
+            logger.warning("download %s: its record could not be deleted: %s", job.view.id, exc)
 
     def _job(self, download_id: str) -> _Job:
         try:
