@@ -169,6 +169,10 @@ _HF = {"kind": "huggingface", "repoId": REPO, "folder": "tiny"}
         ({**_HF, "kind": "torrent"}, 400, "invalid_request", "kind"),
         ({"kind": "ollama", "model": "tiny:nope", "folder": "x"}, 404, "source_not_found", "model"),
         ({"kind": "ollama", "model": "Bad Name", "folder": "x"}, 400, "invalid_request", "model"),
+        # issue 31 item 12: a trailing newline went through "$" (the Ollama one as a traceback and 502)
+        ({**_HF, "repoId": f"{REPO}\n"}, 400, "invalid_request", "repoId"),
+        ({**_HF, "revision": "main\n"}, 400, "invalid_request", "revision"),
+        ({"kind": "ollama", "model": "tiny\n", "folder": "x"}, 400, "invalid_request", "model"),
     ],
 )
 async def test_bad_input_is_a_4xx_naming_the_field(
@@ -195,3 +199,47 @@ async def test_not_json_is_refused(node: Node) -> None:
     answer = await node.client.post("/downloads", content=b"{", headers={"content-type": "application/json"})
     assert _error(answer)[:2] == (400, "invalid_request")
     assert json.loads(answer.text)["error"]["field"] == "(document)"
+
+
+async def test_retry_resumes_a_cancelled_job_through_the_route(node: Node) -> None:
+    node.sources.hub.hold = hold = Hold("weights/tiny.gguf", after_bytes=32 * 1024)
+    body = {"kind": "huggingface", "repoId": REPO, "folder": "tiny", "allowPatterns": ["*.gguf"]}
+    job_id = (await node.client.post("/downloads", json=body)).json()["id"]
+    with anyio.fail_after(WAIT_S):
+        await hold.reached.wait()
+    with anyio.fail_after(WAIT_S):
+        # Polled by design: the agent's GET is how a client sees bytes reach the disk.
+        while not DownloadJob.from_wire((await node.client.get(f"/downloads/{job_id}")).json()).done_bytes:  # noqa: ASYNC110
+            await anyio.sleep(0.05)
+    await node.client.post(f"/downloads/{job_id}/cancel")
+    hold.release()
+    retried = await node.client.post(f"/downloads/{job_id}/retry")
+    assert (retried.status_code, retried.json()["id"], retried.json()["state"]) == (200, job_id, "queued")
+    assert (await _finished(node.client, job_id)).state == "completed"
+    assert [offset for _, offset in node.sources.hub.requests][-1] not in (None, "bytes=0-")
+    assert _error(await node.client.post(f"/downloads/{job_id}/retry")) == (409, "download_conflict", "state")
+
+
+async def test_a_folder_conflict_names_the_field_and_no_path_of_the_node(node: Node) -> None:
+    (node.root / "tiny").mkdir()
+    answer = await node.client.post("/downloads", json=_HF)
+    assert _error(answer) == (409, "download_conflict", "folder")
+    assert str(node.root) not in answer.text
+
+
+async def test_a_queued_job_on_the_wire_carries_its_state_and_progress(node: Node) -> None:
+    node.sources.hub.hold = hold = Hold("config.json", after_bytes=1)
+    answer = await node.client.post("/downloads", json={**_HF, "allowPatterns": ["config.json"]})
+    assert {"state", "doneBytes", "root", "totalBytes", "files"} <= set(answer.json())
+    assert set(answer.json()["files"][0]) >= {"path", "sizeBytes", "doneBytes", "gitSha1"}
+    hold.release()
+
+
+@pytest.mark.parametrize("download_id", ["%2e%2e", "dl-x", "dl-0123456789AB"])
+async def test_a_hostile_download_id_is_refused_naming_the_field(node: Node, download_id: str) -> None:
+    for answer in (
+        await node.client.get(f"/downloads/{download_id}"),
+        await node.client.post(f"/downloads/{download_id}/retry"),
+        await node.client.delete(f"/downloads/{download_id}"),
+    ):
+        assert _error(answer) == (400, "invalid_request", "downloadId")

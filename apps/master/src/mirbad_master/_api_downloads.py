@@ -5,8 +5,10 @@ kind (``downloads.hf-native`` for ``huggingface``, ``downloads.ollama`` for ``ol
 it is refused with 409 ``feature_missing`` before the agent is asked. The agent's own refusals keep
 their codes and fields (``source_not_found``, ``source_needs_token``, ``download_conflict``,
 ``insufficient_space``, ``invalid_request``). GET lists the node's jobs with their progress, GET one
-shows one, DELETE cancels (``?remove=true`` also deletes its partial files). A token in the request is
-forwarded to the agent and is never logged, audited nor returned. Every start and cancel is audited.
+shows one, DELETE cancels (``?remove=true`` also deletes its partial files), POST ``.../retry`` runs a
+failed or cancelled job again from the verified bytes on the node. A download id that is not the
+agent's shape is a 400 naming ``downloadId``. A token in the request is forwarded to the agent and is
+never logged, audited nor returned. Every start (refused ones too), cancel, retry and removal is audited.
 """
 
 from __future__ import annotations
@@ -85,9 +87,10 @@ def downloads_router(services: MasterServices) -> APIRouter:
         "/{download_id}",
         response_model=DownloadJob,
         summary="One download job with its per-file and overall progress",
-        responses=refusals(404, 502, 503, 504),
+        responses=refusals(400, 404, 502, 503, 504),
     )
     async def get_download(node_id: str, download_id: str) -> Response:
+        downloads.checked_download_id(download_id)
         client = await services.client_of(node_id)
         return JSONResponse((await client.download(download_id)).to_wire())
 
@@ -95,7 +98,7 @@ def downloads_router(services: MasterServices) -> APIRouter:
         "/{download_id}",
         response_model=DownloadJob,
         summary="Cancel a download job (remove=true: also delete its partial files; answers 204)",
-        responses=_REMOVED | refusals(404, 409, 502, 503, 504),
+        responses=_REMOVED | refusals(400, 404, 409, 502, 503, 504),
     )
     async def cancel_download(
         node_id: str, download_id: str, request: Request, remove: _Remove = False
@@ -104,5 +107,15 @@ def downloads_router(services: MasterServices) -> APIRouter:
             services, node_id, download_id, actor_of(request), remove=remove
         )
         return Response(status_code=204) if remove else JSONResponse(job.to_wire())
+
+    @router.post(
+        "/{download_id}/retry",
+        response_model=DownloadJob,
+        summary="Run a failed or cancelled download again, resuming from the verified bytes on the node",
+        responses=refusals(400, 404, 409, 502, 503, 504),
+    )
+    async def retry_download(node_id: str, download_id: str, request: Request) -> Response:
+        job = await downloads.retry_download(services, node_id, download_id, actor_of(request))
+        return JSONResponse(job.to_wire())
 
     return router
