@@ -72,6 +72,19 @@ async def test_a_running_download_is_cancelled_from_the_nodes_page(tmp_path: Pat
         await eventually(lambda: master.local.downloads[FIRST].state == "cancelled", timeout_s=10)
 
 
+async def test_a_cancelled_download_is_retried_from_the_nodes_page(tmp_path: Path) -> None:
+    async with running_master(tmp_path, "local", "gpu-1", agent=agent) as master, portal_user(master) as user:
+        await polled(master)
+        await master.admin.post(
+            "/api/nodes/local/downloads", json={"kind": "ollama", "model": "qwen3", "folder": "q"}
+        )
+        await master.admin.delete(f"/api/nodes/local/downloads/{FIRST}")
+        await user.open("/nodes")
+        await user.should_see(marker=f"download-retry-{FIRST}")
+        user.find(marker=f"download-retry-{FIRST}").click()
+        await eventually(lambda: master.local.downloads[FIRST].state == "queued", timeout_s=10)
+
+
 async def test_the_editor_downloads_a_saved_models_sources(tmp_path: Path) -> None:
     model = {
         "id": "qwen",
