@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from mirbad_runtime.exceptions import (
     InsufficientSpaceError,
     SourceNeedsTokenError,
     SourceNotFoundError,
+    SourceUnavailableError,
 )
 
 pytestmark = pytest.mark.anyio
@@ -434,3 +436,14 @@ async def test_a_conflict_names_the_folder_and_not_the_nodes_path(
         await manager.start(_hf())
     assert refused.value.field == "folder"
     assert str(tmp_path) not in str(refused.value)
+
+
+async def test_a_manifest_digest_with_a_trailing_newline_is_refused(
+    manager: DownloadManager, servers: Sources
+) -> None:
+    key = ("library/tiny", "latest")
+    manifest = json.loads(servers.registry.manifests[key])
+    manifest["layers"][0]["digest"] += "\n"
+    servers.registry.manifests[key] = json.dumps(manifest).encode()
+    with pytest.raises(SourceUnavailableError, match="not readable"):
+        await manager.start(OllamaDownload(model="tiny", folder="x"))

@@ -4,7 +4,7 @@
 a request fetches; :func:`fetch_file` moves and verifies one file.
 """
 
-from ._digests import FileDigest
+from ._digests import FileDigest, check_git_sha1, check_sha256
 from ._manager import (
     DEFAULT_HF_ENDPOINT,
     DEFAULT_OLLAMA_REGISTRY,
@@ -22,7 +22,7 @@ from ._sources import (
     plan_huggingface,
     plan_ollama,
 )
-from ._space import DEFAULT_SPACE_MARGIN_BYTES, FreeSpaceProbe, SpaceGuard, disk_free_bytes
+from ._space import DEFAULT_SPACE_MARGIN_BYTES, FreeSpaceProbe, SpaceGuard, disk_free_bytes, file_system_of
 from ._transfer import PARTIAL_SUFFIX, fetch_file, on_disk_bytes
 
 __all__ = [
@@ -43,8 +43,11 @@ __all__ = [
     "PlannedFile",
     "SpaceGuard",
     "check_file_path",
+    "check_git_sha1",
+    "check_sha256",
     "disk_free_bytes",
     "fetch_file",
+    "file_system_of",
     "on_disk_bytes",
     "plan_huggingface",
     "plan_ollama",

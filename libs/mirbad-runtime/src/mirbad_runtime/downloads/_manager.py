@@ -83,6 +83,13 @@ DEFAULT_RETRY_WINDOW_S: Final = 600.0
 """How long a job retries a failing source before it fails (the window restarts when bytes arrive)."""
 _FIRST_PAUSE_S: Final = 0.5
 _LONGEST_PAUSE_S: Final = 30.0
+_UNWIND_S: Final = 30.0
+
+
+def _ended_event() -> anyio.Event:
+    event = anyio.Event()
+    event.set()  # a job loaded stopped, or made and not yet launched, has no task to wait for
+    return event
 
 
 @dataclass
@@ -96,6 +103,7 @@ class _Job:
     started_bytes: int = 0
     done: dict[str, int] = field(default_factory=dict)
     checked_at_bytes: int = 0
+    task_ended: anyio.Event = field(default_factory=_ended_event)
 
     def remaining_bytes(self) -> int:
         """What the job still has to write (its reservation of disk space)."""
@@ -164,7 +172,7 @@ class DownloadManager:
                 self._group = group
                 for job in self._jobs.values():
                     if job.view.state in _ACTIVE:
-                        group.start_soon(self._run_job, job)
+                        self._launch(job)
                 task_status.started()
                 try:
                     await anyio.sleep_forever()
@@ -203,7 +211,7 @@ class DownloadManager:
                 await anyio.to_thread.run_sync(self._records.save_token, job.view.id, token)
             await self._persist(job)
             self._jobs[job.view.id] = job
-        self._group.start_soon(self._run_job, job)
+        self._launch(job)
         return self.get(job.view.id)
 
     async def retry(self, download_id: str) -> DownloadJob:
@@ -218,6 +226,9 @@ class DownloadManager:
         if self._group is None:
             raise DownloadConflictError("the download manager is not running")
         job = self._job(download_id)
+        # A cancelled transfer may still be unwinding (a thread finishing a write): never two writers.
+        with anyio.fail_after(_UNWIND_S):
+            await job.task_ended.wait()
         async with self._lock:
             if job.view.state not in _RETRYABLE:
                 raise DownloadConflictError(
@@ -233,7 +244,7 @@ class DownloadManager:
             job.scope = anyio.CancelScope()
             job.done.clear()
             await self._set_state(job, "queued")
-        self._group.start_soon(self._run_job, job)
+        self._launch(job)
         return self.get(download_id)
 
     def jobs(self) -> list[DownloadJob]:
@@ -301,7 +312,19 @@ class DownloadManager:
 
     # ------------------------------------------------------------ the job itself
 
+    def _launch(self, job: _Job) -> None:
+        if self._group is None:
+            raise DownloadConflictError("the download manager is not running")
+        job.task_ended = anyio.Event()
+        self._group.start_soon(self._run_job, job)
+
     async def _run_job(self, job: _Job) -> None:
+        try:
+            await self._run_job_body(job)
+        finally:
+            job.task_ended.set()
+
+    async def _run_job_body(self, job: _Job) -> None:
         with job.scope:
             try:
                 async with self._limiter:
