@@ -447,3 +447,20 @@ async def test_a_manifest_digest_with_a_trailing_newline_is_refused(
     servers.registry.manifests[key] = json.dumps(manifest).encode()
     with pytest.raises(SourceUnavailableError, match="not readable"):
         await manager.start(OllamaDownload(model="tiny", folder="x"))
+
+
+async def test_a_folder_that_appears_meanwhile_fails_the_job_without_paths_and_retry_finishes_it(
+    manager: DownloadManager, servers: Sources, tmp_path: Path
+) -> None:
+    job, hold = await _held(manager, servers, _hf(allow_patterns=["*.gguf"]))
+    (tmp_path / "models" / "tiny").mkdir()
+    hold.release()
+    failed = await _ended(manager, job)
+    assert failed.state == "failed"
+    assert "tiny appeared in model root 0" in (failed.error or "")
+    assert str(tmp_path) not in (failed.error or "")
+    (tmp_path / "models" / "tiny").rmdir()
+    requests = len(servers.hub.requests)
+    done = await _ended(manager, await manager.retry(job.id))
+    assert done.state == "completed", done.error
+    assert len(servers.hub.requests) == requests  # every byte was already verified on disk

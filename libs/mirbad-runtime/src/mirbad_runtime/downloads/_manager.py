@@ -407,7 +407,11 @@ class DownloadManager:
             if not path.is_file() or path.stat().st_size != item.size:
                 raise DownloadVerificationError(item.path, "missing or changed before the folder was placed")
         if target.exists():
-            raise DownloadConflictError(f"{target} appeared while downloading; the files stay in {temp}")
+            raise DownloadConflictError(
+                f"{job.view.folder} appeared in model root {job.view.root} while downloading; the files stay "
+                f"in {temp.name} (retry once it is gone)",
+                field="folder",
+            )
         temp.rename(target)
         self._records.forget_token(job.view.id)
 
