@@ -70,7 +70,7 @@ def downloads_router(services: MasterServices) -> APIRouter:
     )
     async def start_download(node_id: str, body: _Start, request: Request) -> Response:
         job = await downloads.start_download(services, node_id, body, actor_of(request))
-        return JSONResponse(job.to_wire(), status_code=202)
+        return JSONResponse(job.to_full_wire(), status_code=202)
 
     @router.get(
         "",
@@ -80,7 +80,7 @@ def downloads_router(services: MasterServices) -> APIRouter:
     )
     async def list_downloads(node_id: str) -> Response:
         return JSONResponse(
-            DownloadList(downloads=await downloads.node_downloads(services, node_id)).to_wire()
+            DownloadList(downloads=await downloads.node_downloads(services, node_id)).to_full_wire()
         )
 
     @router.get(
@@ -92,7 +92,7 @@ def downloads_router(services: MasterServices) -> APIRouter:
     async def get_download(node_id: str, download_id: str) -> Response:
         downloads.checked_download_id(download_id)
         client = await services.client_of(node_id)
-        return JSONResponse((await client.download(download_id)).to_wire())
+        return JSONResponse((await client.download(download_id)).to_full_wire())
 
     @router.delete(
         "/{download_id}",
@@ -106,7 +106,7 @@ def downloads_router(services: MasterServices) -> APIRouter:
         job = await downloads.cancel_download(
             services, node_id, download_id, actor_of(request), remove=remove
         )
-        return Response(status_code=204) if remove else JSONResponse(job.to_wire())
+        return Response(status_code=204) if remove else JSONResponse(job.to_full_wire())
 
     @router.post(
         "/{download_id}/retry",
@@ -116,6 +116,6 @@ def downloads_router(services: MasterServices) -> APIRouter:
     )
     async def retry_download(node_id: str, download_id: str, request: Request) -> Response:
         job = await downloads.retry_download(services, node_id, download_id, actor_of(request))
-        return JSONResponse(job.to_wire())
+        return JSONResponse(job.to_full_wire())
 
     return router

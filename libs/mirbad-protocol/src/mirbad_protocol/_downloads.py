@@ -221,8 +221,12 @@ class DownloadJob(WireModel):
     created_at: datetime
     updated_at: datetime
 
-    def to_wire(self) -> dict[str, Any]:
-        """Every field, defaults included: a queued job shows its ``state``, a fresh one ``doneBytes``."""
+    def to_full_wire(self) -> dict[str, Any]:
+        """Every field, defaults included, as the admin API shows a job (a queued one has its ``state``).
+
+        The agent contract keeps :meth:`to_wire` (defaults omitted, as every agent wire model); the
+        admin API's readers are people and scripts that expect each documented field.
+        """
         return self.model_dump(mode="json", by_alias=True)
 
 
@@ -231,6 +235,6 @@ class DownloadList(WireModel):
 
     downloads: list[DownloadJob] = Field(default_factory=list)
 
-    def to_wire(self) -> dict[str, Any]:
-        """Every job with every field (see :meth:`DownloadJob.to_wire`)."""
-        return {"downloads": [job.to_wire() for job in self.downloads]}
+    def to_full_wire(self) -> dict[str, Any]:
+        """Every job with every field (see :meth:`DownloadJob.to_full_wire`)."""
+        return {"downloads": [job.to_full_wire() for job in self.downloads]}
