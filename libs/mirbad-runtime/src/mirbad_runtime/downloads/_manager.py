@@ -204,7 +204,7 @@ class DownloadManager:
             adopted = self._adoptable(job)
             on_disk = await anyio.to_thread.run_sync(self._bytes_in, adopted) if adopted else 0
             needed = max(0, job.view.total_bytes - on_disk)
-            await anyio.to_thread.run_sync(self._check_space, job, needed)
+            await self._check_space_in_thread(job, needed)
             if adopted is not None:
                 await anyio.to_thread.run_sync(self._adopt, adopted, job)
             if token is not None:
@@ -239,7 +239,7 @@ class DownloadManager:
             self._check_target(root, job.view.folder, ignore=job)
             on_disk = await anyio.to_thread.run_sync(self._bytes_in, job)
             needed = max(0, job.view.total_bytes - on_disk)
-            await anyio.to_thread.run_sync(self._check_space, job, needed)
+            await self._check_space_in_thread(job, needed)
             job.cancel_requested = False
             job.scope = anyio.CancelScope()
             job.done.clear()
@@ -436,9 +436,15 @@ class DownloadManager:
                     f"download {job.view.id} is writing {folder} in model root {index}", field="folder"
                 )
 
-    def _check_space(self, job: _Job, needed: int) -> None:
+    def _check_space(self, job: _Job, needed: int, reserved: list[int] | None = None) -> None:
         root = self.roots[job.view.root]
-        self._space.check(root, needed, self._reserved(job), label=f"model root {job.view.root}")
+        reserved = self._reserved(job) if reserved is None else reserved
+        self._space.check(root, needed, reserved, label=f"model root {job.view.root}")
+
+    async def _check_space_in_thread(self, job: _Job, needed: int) -> None:
+        # The reservations are summed here, in the event loop that changes the jobs; only the probe blocks.
+        reserved = self._reserved(job)
+        await anyio.to_thread.run_sync(self._check_space, job, needed, reserved)
 
     def _reserved(self, job: _Job) -> list[int]:
         """The remaining bytes of the other unfinished jobs on ``job``'s root's file system."""
