@@ -206,6 +206,8 @@ class DownloadManager:
             needed = max(0, job.view.total_bytes - on_disk)
             await self._check_space_in_thread(job, needed)
             if adopted is not None:
+                with anyio.fail_after(_UNWIND_S):
+                    await adopted.task_ended.wait()  # its cancelled transfer no longer writes
                 await anyio.to_thread.run_sync(self._adopt, adopted, job)
             if token is not None:
                 await anyio.to_thread.run_sync(self._records.save_token, job.view.id, token)
@@ -243,6 +245,7 @@ class DownloadManager:
             job.cancel_requested = False
             job.scope = anyio.CancelScope()
             job.done.clear()
+            job.checked_at_bytes = 0
             await self._set_state(job, "queued")
         self._launch(job)
         return self.get(download_id)
