@@ -137,3 +137,17 @@ def test_a_queued_jobs_admin_form_carries_every_documented_field() -> None:
     # The agent contract keeps omitting defaults, as every agent wire model does.
     assert "state" not in job.to_wire()
     assert DownloadJob.from_wire(job.to_wire()) == DownloadJob.from_wire(full) == job
+
+
+_NAME_PART = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_-]{0,10}", fullmatch=True)
+
+
+@given(_NAME_PART, _NAME_PART, st.sampled_from(["\n", "\r", " ", "\t", "\x00", "\u2028"]))
+def test_a_valid_repo_id_with_anything_after_it_is_refused(owner: str, name: str, tail: str) -> None:
+    assert HuggingFaceDownload(repo_id=f"{owner}/{name}", folder="x").repo_id == f"{owner}/{name}"
+    with pytest.raises(InvalidFieldError):
+        HuggingFaceDownload.from_user_input({"repoId": f"{owner}/{name}{tail}", "folder": "x"})
+    with pytest.raises(InvalidFieldError):
+        HuggingFaceDownload.from_user_input({"repoId": "a/b", "revision": f"{name}{tail}", "folder": "x"})
+    with pytest.raises(InvalidFieldError):
+        OllamaDownload.from_user_input({"model": f"{name.lower()}{tail}", "folder": "x"})
