@@ -7,9 +7,11 @@
 #   install-linux.sh --uninstall [--purge] [--root DIR]
 #
 # Enrollment comes first, into a scratch folder: a bad, used or expired token exits with the agent's
-# status (2) and the master's message, and nothing is installed. Then: the system user (sysusers.d),
-# /etc/mirbad/agent.toml (kept when present), the state folder with the node's identity, the unit
-# (and a drop-in for model roots outside the state folder), enable and (re)start.
+# status (2) and the master's message, and nothing is installed. The new identity then goes straight
+# into the state folder (root-owned until the user exists), since the token is spent: a later step that
+# fails leaves it there, and a rerun without the token finishes the install with it. Then: the system
+# user (sysusers.d), /etc/mirbad/agent.toml (kept when present), the unit (and a drop-in for model roots
+# outside the state folder), enable and (re)start.
 # Rerunning is safe: an enrolled node keeps its identity (no token needed), an existing agent.toml is
 # kept, the unit is rewritten and the agent restarted; its models keep running (KillMode=process).
 #
@@ -68,6 +70,8 @@ state="$root/var/lib/mirbad-agent"
 unit_dir="$root/etc/systemd/system"
 dropin="$unit_dir/$unit.d"
 sysusers="$root/usr/lib/sysusers.d/mirbad-agent.conf"
+# The name the node enrolled with, kept beside its identity for a rerun that writes agent.toml.
+name_file="$state/node-name"
 
 uninstall_agent() {
     # A unit that was never installed is fine: uninstalling twice is not an error.
@@ -113,7 +117,16 @@ done
 enrolled=0
 [ -e "$state/agent.crt" ] && enrolled=1
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/mirbad-agent-install.XXXXXX")
-trap 'rm -rf "$scratch"' EXIT
+saved=0
+finish() {
+    local status=$?
+    rm -rf "$scratch"
+    if [ "$status" -ne 0 ] && [ "$saved" -eq 1 ]; then
+        echo "install-linux.sh: the install stopped after enrollment (exit $status); the node's identity" >&2
+        echo "is kept in $state: rerun without --token to finish" >&2
+    fi
+}
+trap finish EXIT
 node=""
 if [ "$enrolled" -eq 0 ] || [ "$reenroll" -eq 1 ]; then
     if [ -z "$master" ] || [ -z "$token" ]; then
@@ -130,12 +143,21 @@ if [ "$enrolled" -eq 0 ] || [ "$reenroll" -eq 1 ]; then
     fi
     cat "$scratch/enroll.out"
     node=$(sed -n 's/^enrolled as node \([^ ]*\) with .*/\1/p' "$scratch/enroll.out")
+    # The token is spent: keep what it bought before anything else can fail.
+    install -d -m 0755 "$root/var/lib"
+    install -d -m 0700 "$state"
+    install -m 0600 "$scratch/identity/agent.key" "$state/agent.key"
+    install -m 0644 "$scratch/identity/agent.crt" "$scratch/identity/agent-ca.crt" "$state/"
+    [ -z "$node" ] || printf '%s\n' "$node" >"$name_file"
+    saved=1
 else
     [ -z "$token" ] || echo "already enrolled: the token was not used (--reenroll replaces the identity)"
+    [ ! -e "$name_file" ] || node=$(cat "$name_file")
 fi
 
 # 2. The system user, in the docker group where Docker is installed (the socket's group).
-install -d -m 0755 "$(dirname "$sysusers")"
+# systemd-sysusers --root needs the root's etc/ (an empty staging folder has none).
+install -d -m 0755 "$root/etc" "$(dirname "$sysusers")"
 grep -v '^#' "$systemd_src/mirbad-agent.sysusers.conf" >"$sysusers"
 if grep -q '^docker:' "$root/etc/group" 2>/dev/null; then
     echo "m $user docker" >>"$sysusers"
@@ -150,10 +172,6 @@ ids=$(awk -F: -v u="$user" '$1 == u { print $3 ":" $4 }' "$root/etc/passwd")
 # 3. Folders, the identity, the settings.
 install -d -m 0755 "$etc"
 install -d -m 0700 "$state"
-if [ -n "$node" ]; then
-    install -m 0600 "$scratch/identity/agent.key" "$state/agent.key"
-    install -m 0644 "$scratch/identity/agent.crt" "$scratch/identity/agent-ca.crt" "$state/"
-fi
 for dir in "${model_roots[@]}"; do
     [ -d "$root$dir" ] || { install -d -m 0750 "$root$dir"; chown "$ids" "$root$dir"; }
 done

@@ -53,15 +53,17 @@ async def enroll_master(
     names: Sequence[str] = ("127.0.0.1",),
     ca: CertificateAuthority | None = None,
     nodes: NodeRegistry | None = None,
+    server: TlsCredentials | None = None,
 ) -> AsyncIterator[EnrollMaster]:
     """Serve the enroll listener over TLS on 127.0.0.1 with a server certificate for ``names``.
 
     With ``nodes``, enrollment checks names against that registry and registers enrolled nodes there.
+    With ``server``, the listener serves that identity instead (an impostor's, from the same CA).
     """
     authority = ca or CertificateAuthority.create("Enroll test CA")
     clock = FakeClock(datetime.now(UTC))  # certificates are checked against the real time
     tokens = EnrollmentTokens(data_dir / ENROLLMENT_TOKENS_FILE, authority, clock=clock, nodes=nodes)
-    server = issue_enroll_server_credentials(authority, names)
+    server = server or issue_enroll_server_credentials(authority, names)
     recorder = Recorder(create_enroll_app(tokens, authority.certificate))
     async with serve_asgi(recorder, ssl_context=enroll_server_context(server)) as url:
         yield EnrollMaster(url, authority, tokens, clock, server, recorder)

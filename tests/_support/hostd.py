@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import httpx
 from tests._support.polling import until
@@ -30,6 +30,43 @@ SUPPORT = Path(__file__).parent
 FAKE_SYSTEMCTL = SUPPORT / "fake_systemctl.py"
 FAKE_NVIDIA_SMI = SUPPORT / "fake_nvidia_smi.py"
 CONTAINER_ID = "4f" * 32
+
+
+# issue 31 item 13: each of these was whitelisted and started, enabled or stopped before.
+ROOT_LEVEL_UNITS: Final = [
+    "debug-shell",
+    "emergency",
+    "rescue",
+    "getty@tty1",
+    "serial-getty@ttyS0",
+    "console-getty",
+    "container-getty@0",
+    "autovt@tty2",
+    "modprobe@dummy",
+    "modprobe@.service",
+    "kexec",
+    "halt",
+    "poweroff",
+    "reboot",
+    "nftables",
+    "iptables",
+    "ip6tables",
+    "netfilter-persistent",
+    "firewalld",
+    "networking",
+    "mirbad-agent",
+    "mirbad-hostd",
+    "mirbad-master",
+    "ssh",
+    "sshd",
+    "dropbear",
+    "xrdp",
+    "x11vnc",
+    "tailscaled",
+    "cockpit",
+    "openvpn@client",
+    "wg-quick@wg0",
+]
 
 
 def unit(name: str, **values: Any) -> dict[str, Any]:

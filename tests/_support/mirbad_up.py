@@ -50,8 +50,10 @@ class Up:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, *, parent: list[str] | None = None) -> list[str]:
+    def start(self, *, parent: list[str] | None = None, args: list[str] | None = None) -> list[str]:
         """Run ``mirbad up`` (under ``parent``, a command that runs the rest, when given); return its banner.
+
+        ``args`` are more flags for ``mirbad up`` (``--agent-port``, say).
 
         It runs in a process group of its own, as a terminal's foreground job does, so
         :meth:`interrupt_group` can do what Ctrl-C does.
@@ -68,6 +70,7 @@ class Up:
             str(self.enroll_port),
             "--agent-config",
             str(self.agent_config),
+            *(args or []),
         ]
         with (self.data_dir.parent / "master.log").open("a") as log:
             self.process = subprocess.Popen(

@@ -6,6 +6,10 @@ info by revision (``/api/models/{repo}/revision/{rev}?blobs=true``) and file res
 and Range. :class:`TestRegistry` answers Ollama's ``/v2/{name}/manifests/{tag}`` and
 ``/v2/{name}/blobs/{digest}`` (also with Range). Both can hold a transfer after a number of bytes
 until the test releases it, which makes "mid-file" deterministic without any sleep.
+
+Both can also lie (:class:`Lies`: an outage status, answers without end, files drip-fed a byte at a
+time), and :func:`silent_endpoint` and :func:`refused_endpoint` stand for a source that accepts and never
+answers and one where nothing listens.
 """
 
 from __future__ import annotations
@@ -14,17 +18,19 @@ import hashlib
 import json
 import re
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Final
 
 import anyio
+import anyio.lowlevel
+from anyio.abc import SocketAttribute, SocketStream
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from .asgi_server import serve_asgi
+from .asgi_server import free_port, serve_asgi
 
 HOLD_TIMEOUT_S: Final = 60.0
 _CHUNK: Final = 16 * 1024
@@ -60,20 +66,68 @@ class Drop:
 
 
 @dataclass
+class Lies:
+    """How a stand-in source misbehaves (every lie off by default; set them on ``hub.lies``).
+
+    Attributes:
+        status: every request answered with this status (an outage: 500, 502, 503 ...).
+        endless: repository info, manifests and files never end (a file goes on past its size).
+        drip_interval_s: a file's bytes are sent one at a time, this far apart.
+        drip_metadata: repository info and manifests are drip-fed too, without end (each byte comes
+            within any read timeout, so only a total deadline ends the wait).
+        ignore_range: a Range header is ignored: every file is sent whole with 200.
+    """
+
+    status: int | None = None
+    endless: bool = False
+    drip_interval_s: float | None = None
+    drip_metadata: bool = False
+    ignore_range: bool = False
+
+
+_ENDLESS_CHUNK: Final = b" " * (64 * 1024)
+
+
+async def _endless(prefix: bytes) -> AsyncIterator[bytes]:
+    yield prefix
+    while True:
+        yield _ENDLESS_CHUNK
+        await anyio.lowlevel.checkpoint()  # lets the server notice the client has gone
+
+
+@dataclass
 class _Served:
     requests: list[tuple[str, str | None]] = field(default_factory=list)
     hold: Hold | None = None
     drop: Drop | None = None
     corrupt: set[str] = field(default_factory=set)
+    lies: Lies = field(default_factory=Lies)
+
+    def lie(self, metadata_prefix: bytes) -> Response | None:
+        """The answer a lying source gives instead of the truth, if it lies about metadata."""
+        if self.lies.status is not None:
+            return JSONResponse({"error": "outage"}, status_code=self.lies.status)
+        if self.lies.endless:
+            return StreamingResponse(_endless(metadata_prefix), media_type="application/json")
+        if self.lies.drip_metadata and self.lies.drip_interval_s is not None:
+            endless = metadata_prefix + _ENDLESS_CHUNK * 1024
+            return StreamingResponse(self._drip(endless, self.lies.drip_interval_s))
+        return None
 
     def body(self, request: Request, key: str, data: bytes, headers: dict[str, str]) -> Response:
-        """The file ``data`` (from the Range's offset), held or corrupted as the test asked."""
+        """The file ``data`` (from the Range's offset), held, corrupted or lied about as the test asked."""
         requested = request.headers.get("range")
         self.requests.append((key, requested))
+        if self.lies.status is not None:
+            return JSONResponse({"error": "outage"}, status_code=self.lies.status)
+        if self.lies.drip_interval_s is not None:
+            return StreamingResponse(self._drip(data, self.lies.drip_interval_s), headers=headers)
+        if self.lies.endless:
+            return StreamingResponse(_endless(data), headers=headers)
         if key in self.corrupt:
             data = bytes([data[0] ^ 0xFF]) + data[1:]
         start, status = 0, 200
-        match = _RANGE.match(requested or "")
+        match = None if self.lies.ignore_range else _RANGE.match(requested or "")
         if match is not None:
             start, status = int(match.group(1)), 206
             if start >= len(data):
@@ -83,6 +137,11 @@ class _Served:
         if request.method == "HEAD":
             return Response(status_code=status, headers=headers)
         return StreamingResponse(self._chunks(key, data, start), status_code=status, headers=headers)
+
+    async def _drip(self, data: bytes, interval_s: float) -> AsyncIterator[bytes]:
+        for index in range(len(data)):
+            yield data[index : index + 1]
+            await anyio.sleep(interval_s)
 
     async def _chunks(self, key: str, data: bytes, start: int) -> AsyncIterator[bytes]:
         position = start
@@ -152,6 +211,9 @@ class TestHub(_Served):
         return repo_id, repo
 
     async def _info(self, request: Request) -> Response:
+        lied = self.lie(b'{"id": "x", "siblings": [')
+        if lied is not None:
+            return lied
         found = self._lookup(request)
         if isinstance(found, Response):
             return found
@@ -238,6 +300,9 @@ class TestRegistry(_Served):
             f"{request.path_params['namespace']}/{request.path_params['name']}",
             request.path_params["tag"],
         )
+        lied = self.lie(b'{"schemaVersion": 2, "layers": [')
+        if lied is not None:
+            return lied
         manifest = self.manifests.get(key)
         if manifest is None:
             return JSONResponse({"errors": [{"code": "MANIFEST_UNKNOWN"}]}, status_code=404)
@@ -290,3 +355,37 @@ async def loopback_sources(gguf: bytes) -> AsyncIterator[Sources]:
             for served in (hub, registry):
                 if served.hold is not None:
                     served.hold.release()
+
+
+@dataclass
+class Silent:
+    """A loopback source that accepts connections and never answers, and how many it accepted."""
+
+    url: str
+    connections: int = 0
+
+
+@asynccontextmanager
+async def silent_endpoint() -> AsyncIterator[Silent]:
+    """Serve :class:`Silent` until the block ends (then every held connection is closed)."""
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    silent = Silent(f"http://127.0.0.1:{listener.extra(SocketAttribute.local_port)}")
+
+    async def hold(stream: SocketStream) -> None:
+        silent.connections += 1
+        async with stream:
+            with anyio.move_on_after(HOLD_TIMEOUT_S), suppress(anyio.EndOfStream, anyio.BrokenResourceError):
+                while True:
+                    await stream.receive()  # read and ignore the request, answer nothing
+
+    async with listener, anyio.create_task_group() as group:
+        group.start_soon(listener.serve, hold)
+        try:
+            yield silent
+        finally:
+            group.cancel_scope.cancel()
+
+
+def refused_endpoint() -> str:
+    """A loopback URL where nothing listens (a connection is refused)."""
+    return f"http://127.0.0.1:{free_port()}"

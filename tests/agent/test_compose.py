@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +13,7 @@ import httpx
 import pytest
 from tests._support.agent_settings import agent_settings as settings
 
-from mirbad_agent import compose_services, create_app, process_driver
+from mirbad_agent import compose_services, create_app, platform_key_protector, process_driver
 from mirbad_protocol import (
     ContainerRuntimeInfo,
     ExecutableRef,
@@ -19,7 +21,14 @@ from mirbad_protocol import (
     ProcessRuntimeInfo,
     StartRequest,
 )
-from mirbad_runtime import ContainerDriver, FileInstanceKeyProtector, PosixProcessHost, ProcessDriver
+from mirbad_runtime import (
+    ContainerDriver,
+    DpapiInstanceKeyProtector,
+    FileInstanceKeyProtector,
+    PosixProcessHost,
+    ProcessDriver,
+)
+from mirbad_runtime.testing import FakeDpapi, FakeProcessHost
 
 pytestmark = pytest.mark.anyio
 
@@ -120,6 +129,20 @@ async def test_a_linux_pc_composes_containers_and_processes(tmp_path: Path) -> N
     assert (tmp_path / "state" / "cache").is_dir()
 
 
+async def test_the_download_bounds_reach_the_download_manager(tmp_path: Path) -> None:
+    downloads = {
+        "read_timeout_s": 5,
+        "plan_timeout_s": 20,
+        "max_info_bytes": 65536,
+        "min_bytes_per_second": 1,
+    }
+    async with await compose_services(settings(tmp_path, downloads=downloads)) as services:
+        assert services.downloads is not None
+        limits = services.downloads.limits
+    assert (limits.read_timeout_s, limits.plan_timeout_s, limits.max_info_bytes) == (5, 20, 65536)
+    assert (limits.min_bytes_per_second, limits.connect_timeout_s, limits.max_planning) == (1, 10, 4)
+
+
 def _process_start() -> dict[str, Any]:
     spec = ProcessLaunch(
         model_id="tiny",
@@ -132,3 +155,72 @@ def _process_start() -> dict[str, Any]:
         executable=ExecutableRef(name="llama-server", version="b1"),
     )
     return StartRequest(spec=spec).to_wire()
+
+
+def _windows_workspace(tmp_path: Path) -> list[dict[str, str]]:
+    """A model file and a catalogued wrapper (real files: the launch checks the digest)."""
+    (tmp_path / "models" / "m").mkdir(parents=True)
+    (tmp_path / "models" / "m" / "tiny.gguf").write_bytes(b"weights")
+    wrapper = tmp_path / "bin" / "llama-server.exe"
+    wrapper.parent.mkdir()
+    wrapper.write_bytes(b"MZ stand-in")
+    wrapper.chmod(0o755)  # Linux checks the execute bit; Windows has none to check
+    digest = hashlib.sha256(wrapper.read_bytes()).hexdigest()
+    return [{"name": "llama-server", "version": "b1", "path": str(wrapper), "sha256": digest}]
+
+
+async def test_a_windows_agent_composes_the_process_driver_with_dpapi_sealed_keys(tmp_path: Path) -> None:
+    """The composition of a Windows agent, played on Linux: ``win32`` given, DPAPI a stand-in.
+
+    Before DPAPI there was no key protector on Windows, so no process driver: the node ran nothing.
+    """
+    dpapi = FakeDpapi()
+    host = FakeProcessHost()
+    chosen = settings(tmp_path, process={"enabled": True}, executables=_windows_workspace(tmp_path))
+    windows_keys = partial(platform_key_protector, platform="win32", dpapi=lambda: dpapi)
+    spec = ProcessLaunch(
+        model_id="tiny",
+        served_name="tiny",
+        runtime="llamacpp",
+        argv=["--model", "m/tiny.gguf"],
+        model_path="m/tiny.gguf",
+        budget_gib=1.0,
+        config_hash="0123456789abcdef",
+        executable=ExecutableRef(name="llama-server", version="b1"),
+    )
+
+    async with await compose_services(
+        chosen, process_host=lambda: host, key_protector=windows_keys
+    ) as services:
+        [composed] = services.runtimes.drivers
+        await services.runtimes.driver_for(spec).start(spec)
+        [launched] = host.running()
+    # A restarted agent (same machine, same account) reads the sealed key back for its proxy.
+    async with await compose_services(chosen, process_host=lambda: host, key_protector=windows_keys) as again:
+        _url, headers = await again.runtimes.upstream("tiny")
+
+    key = launched.env["LLAMA_API_KEY"]
+    sealed = (tmp_path / "state" / "keys" / "tiny.dpapi").read_bytes()
+    assert isinstance(composed.driver, ProcessDriver)
+    assert composed.runtimes == (
+        ProcessRuntimeInfo(
+            runtime="llamacpp", executables=[ExecutableRef(name="llama-server", version="b1")]
+        ),
+    )
+    assert key.encode() not in sealed
+    assert headers["Authorization"] == f"Bearer {key}"
+    assert ("protect", b"mirbad instance key\x00tiny") in dpapi.calls
+    assert ("unprotect", b"mirbad instance key\x00tiny") in dpapi.calls
+    assert not (tmp_path / "state" / "keys" / "tiny.key").exists()
+
+
+def test_the_platform_picks_the_key_protector(tmp_path: Path) -> None:
+    chosen = settings(tmp_path)
+    dpapi = FakeDpapi()
+
+    windows = platform_key_protector(chosen, platform="win32", dpapi=lambda: dpapi)
+    here = platform_key_protector(chosen)
+
+    assert isinstance(windows, DpapiInstanceKeyProtector)
+    assert windows.folder == tmp_path / "state" / "keys"
+    assert isinstance(here, FileInstanceKeyProtector if os.name == "posix" else DpapiInstanceKeyProtector)

@@ -82,6 +82,8 @@ def test_defaults_without_a_file() -> None:
             {"executables": [{"name": "x", "version": "1", "path": "/x", "sha256": "nope"}]},
             "executables.0.sha256",
         ),
+        ({"downloads": {"plan_timeout_s": 300}}, "downloads.plan_timeout_s"),
+        ({"downloads": {"min_bytes_per_second": 0}}, "downloads.min_bytes_per_second"),
     ],
 )
 def test_bad_settings_are_named(tmp_path: Path, content: dict[str, object], message: str) -> None:

@@ -11,13 +11,31 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from tests._support.model_hub import PRIVATE_REPO, REPO, Hold, Sources, loopback_sources
-from tests._support.tiny_gguf import write_tiny_gguf
+from tests._support.model_hub import (
+    PRIVATE_REPO,
+    REPO,
+    Hold,
+    Sources,
+    loopback_sources,
+    refused_endpoint,
+    silent_endpoint,
+)
+from tests._support.polling import eventually
+from tests._support.tiny_gguf import TINY_MODEL_PATH, write_tiny_gguf
 
-from mirbad_agent import AgentServices, NodeRuntimes, create_app
-from mirbad_protocol import DownloadJob, DownloadList, FeatureFlag
+from mirbad_agent import AgentServices, ComposedDriver, NodeRuntimes, create_app
+from mirbad_protocol import (
+    DownloadJob,
+    DownloadList,
+    ExecutableRef,
+    FeatureFlag,
+    ProcessLaunch,
+    ProcessRuntimeInfo,
+    StartRequest,
+)
 from mirbad_runtime import MemoryProbe
-from mirbad_runtime.downloads import TEMP_PREFIX, DownloadManager
+from mirbad_runtime.downloads import TEMP_PREFIX, DownloadManager, NetworkLimits
+from mirbad_runtime.testing import FakeDriver
 
 pytestmark = pytest.mark.anyio
 
@@ -248,3 +266,82 @@ async def test_a_hostile_download_id_is_refused_naming_the_field(node: Node, dow
         await node.client.delete(f"/downloads/{download_id}"),
     ):
         assert _error(answer) == (400, "invalid_request", "downloadId")
+
+
+async def test_an_unreachable_hub_is_a_clear_refusal_not_an_internal_error(tmp_path: Path) -> None:
+    # Issue 31 item 7: huggingface_hub 2.x raises httpx2's errors, which once escaped as a 500.
+    manager = DownloadManager([tmp_path], tmp_path / "state", hf_endpoint=refused_endpoint())
+    services = _services(tmp_path, manager)
+    transport = httpx.ASGITransport(app=create_app(services, background=False))
+    async with anyio.create_task_group() as group:
+        await group.start(manager.run)
+        async with services, httpx.AsyncClient(transport=transport, base_url=BASE) as client:
+            refused = await client.post(
+                "/downloads", json={"kind": "huggingface", "repoId": REPO, "folder": "x"}
+            )
+        group.cancel_scope.cancel()
+    assert _error(refused)[:2] == (502, "upstream_unreachable")
+    assert "cannot reach the hub" in refused.json()["error"]["message"]
+
+
+def _tiny_start() -> dict[str, Any]:
+    spec = ProcessLaunch(
+        model_id="tiny",
+        served_name="tiny-served",
+        runtime="llamacpp",
+        argv=["--model", TINY_MODEL_PATH],
+        model_path=TINY_MODEL_PATH,
+        budget_gib=1.0,
+        config_hash="0123456789abcdef",
+        executable=ExecutableRef(name="llama-server", version="test"),
+    )
+    return StartRequest(spec=spec).to_wire()
+
+
+STARTS = 50
+
+
+async def test_fifty_starts_against_a_silent_hub_leave_the_agent_working(tmp_path: Path) -> None:
+    # Issue 31 item 6: planning against a hub that never answers once took every worker thread, so
+    # model starts, stops and the health poll froze with it.
+    root = tmp_path / "models"
+    write_tiny_gguf(root / TINY_MODEL_PATH)
+    processes = FakeDriver(port_range_start=8500)
+    executables = [ExecutableRef(name="llama-server", version="test")]
+    runtimes = NodeRuntimes(
+        [ComposedDriver(processes, (ProcessRuntimeInfo(runtime="llamacpp", executables=executables),))]
+    )
+    answers: list[httpx.Response] = []
+    async with silent_endpoint() as silent, anyio.create_task_group() as group:
+        manager = DownloadManager(
+            [root], tmp_path / "state", hf_endpoint=silent.url, limits=NetworkLimits(plan_timeout_s=10.0)
+        )
+        await group.start(manager.run)
+        services = AgentServices(
+            runtimes=runtimes,
+            memory=MemoryProbe(linux=False, fake_total_gib=16.0),
+            node_name="node-1",
+            model_roots=[root],
+            version="0.0.test",
+            downloads=manager,
+        )
+        transport = httpx.ASGITransport(app=create_app(services, background=False))
+        async with services, httpx.AsyncClient(transport=transport, base_url=BASE) as client:
+
+            async def start(index: int) -> None:
+                body = {"kind": "huggingface", "repoId": REPO, "folder": f"m{index}"}
+                answers.append(await client.post("/downloads", json=body))
+
+            async with anyio.create_task_group() as starts:
+                for index in range(STARTS):
+                    starts.start_soon(start, index)
+                await eventually(lambda: silent.connections >= 1, timeout_s=WAIT_S)
+                with anyio.fail_after(WAIT_S):
+                    # Worker threads are still there for the rest of the agent (Docker, files, probes).
+                    assert await anyio.to_thread.run_sync(lambda: "free") == "free"
+                    started = await client.post("/models/tiny/start", json=_tiny_start())
+                    health = [(await client.get(path)).status_code for path in ("/runtimes", "/telemetry")]
+                    stopped = await client.post("/models/tiny/stop")
+        group.cancel_scope.cancel()
+    assert (started.status_code, stopped.status_code, health) == (200, 200, [200, 200])
+    assert [_error(answer)[:2] for answer in answers] == [(502, "upstream_unreachable")] * STARTS

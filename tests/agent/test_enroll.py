@@ -17,6 +17,7 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 import pytest
+from cryptography import x509
 from tests._support.asgi_server import free_port
 from tests._support.enroll_master import enroll_master
 
@@ -30,11 +31,15 @@ from mirbad_agent import (
 )
 from mirbad_protocol import (
     ENROLL_CA_PATH,
+    ENROLL_LISTENER_NAME,
     ENROLL_PATH,
     CertificateAuthority,
     JoinToken,
+    SanPolicy,
     TlsCredentials,
     certificate_identity,
+    create_certificate_request,
+    generate_private_key,
     verify_pinned_chain,
 )
 
@@ -145,17 +150,38 @@ async def test_a_wrong_pin_is_refused_before_the_secret_is_sent(
     assert identity_files(tmp_path / "state") == []
 
 
-async def test_a_master_not_certified_for_the_url_host_is_refused(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+async def test_the_master_is_known_by_its_listener_name_wherever_it_is_reached(tmp_path: Path) -> None:
+    # The listener's certificate names master.lan, the node reaches it at 127.0.0.1: what identifies
+    # the master is the reserved name under the pinned CA, not the URL's host.
     async with enroll_master(tmp_path, names=["master.lan"]) as master:
         token = await master.tokens.issue_join_token("gpu-1")
         status = await enroll(master.url, token, tmp_path / "state")  # https://127.0.0.1:PORT
-        seen = list(master.recorder.seen)
+    assert status == 0
+    assert ENROLL_LISTENER_NAME in master.server.certificate.extensions.get_extension_for_class(
+        x509.SubjectAlternativeName
+    ).value.get_values_for_type(x509.DNSName)
+
+
+async def test_an_enrolled_node_serving_the_enroll_api_never_gets_the_token(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # issue 31 item 14: a rogue node holds a valid certificate from the fleet CA, for the address the
+    # joining node uses, and serves the enroll API (with the genuine, public CA certificate).
+    ca = CertificateAuthority.create("Enroll test CA")
+    key = generate_private_key()
+    request = create_certificate_request(key, "rogue", ip_addresses=[ipaddress.ip_address("127.0.0.1")])
+    rogue = TlsCredentials(ca.issue_from_csr(request, policy=SanPolicy()), key, (ca.certificate,))
+    async with enroll_master(tmp_path, ca=ca, server=rogue) as impostor:
+        token = await impostor.tokens.issue_join_token("gpu-1")
+        status = await enroll(impostor.url, token, tmp_path / "state")
+        seen = list(impostor.recorder.seen)
 
     assert status == EXIT_FAILED
-    assert "not certified for that name" in capsys.readouterr().err
-    assert seen == CA_FETCH
+    err = capsys.readouterr().err
+    assert "not the master's enroll listener" in err
+    assert "the token was not sent" in err
+    assert seen == CA_FETCH  # no POST: the token never reached the impostor
+    assert identity_files(tmp_path / "state") == []
 
 
 @pytest.mark.parametrize(

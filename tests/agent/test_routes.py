@@ -42,7 +42,7 @@ from mirbad_protocol import (
     TelemetrySnapshot,
 )
 from mirbad_runtime import LaunchRejectedError, MemoryProbe, NvidiaSmiProbe, RuntimeUnavailableError
-from mirbad_runtime.exceptions import GpuProbeError
+from mirbad_runtime.exceptions import GpuProbeError, StateWriteError
 from mirbad_runtime.testing import FakeDriver
 
 pytestmark = pytest.mark.anyio
@@ -344,6 +344,31 @@ async def test_stop_removes_the_instance_and_is_idempotent(node: Node) -> None:
     assert ModelStatus.from_wire(again.json()).state is ModelState.STOPPED
     assert node.containers.stops == ["big"]
     assert listed.json() == {}
+
+
+class FullDisk(FakeDriver):
+    """A driver that stops the model, then cannot write its record: the disk is full."""
+
+    async def stop(self, model_id: str) -> None:
+        await super().stop(model_id)
+        records = Path("/state/processes.json")
+        raise StateWriteError(records, f"cannot write {records}: No space left on device", disk_full=True)
+
+
+async def test_a_stop_with_the_disk_full_is_507_saying_the_model_was_stopped(model_root: Path) -> None:
+    # Issue 31 item 18: it was a 500 internal error (the master's 502) and the model read Failed.
+    built = make_node(model_root, processes=FullDisk(port_range_start=8500), total_gib=4.0, reserve_gib=0.0)
+    async with built.client, built.services:
+        await built.client.post("/models/tiny/start", json=body(process_spec(budget_gib=3.0)))
+        stopped = await built.client.post("/models/tiny/stop")
+        status = await built.client.get("/models/tiny")
+        again = await built.client.post("/models/tiny/start", json=body(process_spec(budget_gib=3.0)))
+
+    assert error_of(stopped)[:2] == (507, "insufficient_storage")
+    assert "'tiny' was stopped" in stopped.json()["error"]["message"]
+    assert "processes.json" in stopped.json()["error"]["message"]
+    assert ModelStatus.from_wire(status.json()).state is ModelState.STOPPED
+    assert again.status_code == 200, again.text  # nothing of it holds the node
 
 
 async def test_restart_counts_the_running_budget_as_free(node: Node) -> None:

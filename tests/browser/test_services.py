@@ -9,17 +9,23 @@ tests); its state and restart policy are read back from Docker.
 
 from __future__ import annotations
 
+import shlex
+import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from tests._support.asgi_server import free_port
 from tests._support.docker_image import service_container
 from tests._support.hostd import HostdLayout
 from tests.browser._portal import sign_in
 
-from mirbad_master.ui._services import SYSTEM_LABEL
+from mirbad_master.ui._services import HOSTD_INSTALL, SYSTEM_LABEL
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -208,3 +214,60 @@ def test_the_discovered_tab_lists_and_a_container_is_added_stopped_started_and_a
     page.get_by_test_id(f"container-autostart-{name}").click()
     # On restores the policy the master remembered when it was turned off.
     _wait_docker(name, lambda c: c["HostConfig"]["RestartPolicy"]["Name"] == "always", "got `always` back")
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def hostless_node(master: RunningMaster, tmp_path: Path) -> Iterator[str]:
+    """A second node whose agent has no hostd (tests/_support/older_agent.py: the real agent app,
+    enrolled with a join token, serving mutual TLS); removed after the test."""
+    name = f"nohostd-{uuid.uuid4().hex[:6]}"
+    port = free_port()
+    with master.api() as api:
+        issued = api.post(
+            "/nodes/enrollment-tokens", json={"nodeName": name, "agentUrl": f"https://127.0.0.1:{port}"}
+        )
+        assert issued.status_code == 201, issued.text
+        command = shlex.split(issued.json()["installCommand"])
+        enroll_url = command[command.index("--master") + 1]
+        arguments = [enroll_url, issued.json()["token"], name, str(tmp_path / "agent"), str(port), "0.0.9"]
+        logged = tmp_path / "agent.log"
+        with logged.open("wb") as log:
+            child = subprocess.Popen(
+                [sys.executable, "-m", "tests._support.older_agent", *arguments],
+                cwd=ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        try:
+
+            def reachable() -> bool:
+                return any(node["id"] == name and node["reachable"] for node in api.get("/nodes").json())
+
+            _until(reachable, logged.read_text)
+            yield name
+        finally:
+            child.send_signal(signal.SIGTERM)
+            try:
+                child.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait(timeout=30)
+            api.delete(f"/nodes/{name}")
+
+
+def test_a_node_without_hostd_says_so_with_the_line_that_installs_it(
+    page: Page, master: RunningMaster, hostless_node: str
+) -> None:
+    from playwright.sync_api import expect
+
+    _services_page(page, master)
+    banner = page.get_by_test_id(f"hostd-missing-{hostless_node}")
+    expect(banner).to_be_visible(timeout=WAIT_MS)
+    expect(banner).to_contain_text(HOSTD_INSTALL)
+    expect(banner).to_contain_text("hostd does not answer on this node")
+    # The node with hostd keeps its units and no banner.
+    expect(page.get_by_test_id("hostd-missing-local")).to_have_count(0)
+    expect(page.get_by_test_id(f"services-{hostless_node}")).not_to_contain_text("Nothing whitelisted yet")

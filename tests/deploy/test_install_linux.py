@@ -40,7 +40,11 @@ pytestmark = [
 INSTALLER = Path(__file__).parents[2] / "deploy" / "agent" / "install-linux.sh"
 AGENT_BIN = Path(sys.executable).parent / "mirbad-agent"
 RUN_TIMEOUT_S = 120
-STAND_IN = '#!/bin/sh\necho "$*" >>"$MIRBAD_TEST_SYSTEMCTL_LOG"\n'
+# Records its argv; fails while the file MIRBAD_TEST_SYSTEMCTL_FAILS names exists (a step after enrollment).
+STAND_IN = (
+    '#!/bin/sh\necho "$*" >>"$MIRBAD_TEST_SYSTEMCTL_LOG"\n'
+    '[ ! -e "$MIRBAD_TEST_SYSTEMCTL_FAILS" ] || { echo "systemctl: injected failure" >&2; exit 1; }\n'
+)
 START = ["daemon-reload", "enable mirbad-agent.service", "restart mirbad-agent.service"]
 
 
@@ -74,9 +78,12 @@ class Host:
         raise AssertionError("no mirbad-agent in the root's /etc/passwd")
 
 
-def make_host(folder: Path, *, docker_group: bool) -> Host:
+def make_host(folder: Path, *, docker_group: bool, empty: bool = False) -> Host:
+    """A throwaway root with an ``etc/`` (``empty``: a bare folder, as a new staging root is)."""
     root = folder / "root"
-    (root / "etc").mkdir(parents=True)
+    root.mkdir(parents=True)
+    if not empty:
+        (root / "etc").mkdir()
     if docker_group:
         (root / "etc" / "group").write_text("docker:x:111:\n")
     bin_dir = folder / "bin"
@@ -86,6 +93,7 @@ def make_host(folder: Path, *, docker_group: bool) -> Host:
     systemctl.chmod(0o755)
     log = folder / "systemctl.log"
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "MIRBAD_TEST_SYSTEMCTL_LOG": str(log)}
+    env["MIRBAD_TEST_SYSTEMCTL_FAILS"] = str(folder / "systemctl.fails")
     return Host(root, env, log)
 
 
@@ -261,6 +269,42 @@ async def test_without_docker_the_user_joins_no_group_and_the_default_root_needs
     dropins = host.root / "etc" / "systemd" / "system" / "mirbad-agent.service.d"
     assert not (dropins / "model-roots.conf").exists()
     assert host.systemctl_calls() == START
+
+
+@pytest.mark.anyio
+async def test_a_failure_after_enrollment_keeps_the_identity_and_a_rerun_finishes(tmp_path: Path) -> None:
+    # An empty --root (no etc/: systemd-sysusers needs one) and a systemctl that fails once.
+    host = make_host(tmp_path / "node", docker_group=False, empty=True)
+    fails = anyio.Path(host.env["MIRBAD_TEST_SYSTEMCTL_FAILS"])
+    await fails.touch()
+    async with enroll_master(tmp_path) as listener:
+        token = await listener.tokens.issue_join_token("cpu-2")
+        run = partial(host.install, "--master", listener.url, "--token", token, "--agent-bin", str(AGENT_BIN))
+        with anyio.fail_after(RUN_TIMEOUT_S):
+            failed = await anyio.to_thread.run_sync(run)
+
+        assert failed.returncode != 0
+        assert "enrolled as node cpu-2" in failed.stdout
+        assert "rerun without --token" in failed.stderr
+        state = host.root / "var" / "lib" / "mirbad-agent"
+        identity = TlsCredentials.load(state, "agent")
+        assert certificate_identity(identity.certificate).common_name == "cpu-2"
+        assert stat.S_IMODE((state / "agent.key").stat().st_mode) == 0o600
+        assert host.systemctl_calls() == ["daemon-reload"]
+
+        # The token is spent; the rerun needs none and finishes with the identity it kept.
+        await fails.unlink()
+        rerun = partial(host.install, "--agent-bin", str(AGENT_BIN))
+        with anyio.fail_after(RUN_TIMEOUT_S):
+            finished = await anyio.to_thread.run_sync(rerun)
+
+    assert finished.returncode == 0, finished.stderr
+    assert host.systemctl_calls() == START
+    assert TlsCredentials.load(state, "agent").certificate == identity.certificate
+    settings = load_settings(host.root / "etc" / "mirbad" / "agent.toml")
+    assert settings.node_name == "cpu-2"
+    uid, gid = host.ids()
+    assert ((state / "agent.key").stat().st_uid, (state / "agent.key").stat().st_gid) == (uid, gid)
 
 
 def test_the_installer_is_shellcheck_clean() -> None:

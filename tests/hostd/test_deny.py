@@ -24,6 +24,7 @@ from mirbad_hostd import (
     Systemctl,
     WhitelistStore,
     create_app,
+    template_of,
 )
 from mirbad_hostd.exceptions import UnitDeniedError
 from mirbad_protocol import HOSTD_ACTIONS
@@ -62,6 +63,45 @@ DENIED_EXAMPLES = [
     "unattended-upgrades",
     "multipathd",
     "lvm2-monitor",
+    # issue 31 item 13: remote access, console and rescue shells, modules and power, firewalls.
+    "dropbear",
+    "telnetd",
+    "openbsd-inetd",
+    "rsh.socket-x",
+    "rlogin",
+    "xrdp-sesman",
+    "x11vnc",
+    "cockpit",
+    "webmin",
+    "teamviewerd",
+    "anydesk",
+    "rustdesk",
+    "tailscaled",
+    "zerotier-one",
+    "openvpn@client",
+    "wg-quick@wg0",
+    "cloudflared",
+    "ngrok-agent",
+    "autossh-tunnel",
+    "debug-shell.service",
+    "emergency",
+    "rescue.service",
+    "container-getty@1",
+    "autovt@tty2",
+    "modprobe@anything.service",
+    "kmod-static-nodes",
+    "kexec",
+    "halt",
+    "poweroff.service",
+    "reboot",
+    "nftables.service",
+    "iptables",
+    "ip6tables",
+    "netfilter-persistent",
+    "firewalld",
+    "networking.service",
+    "mirbad-agent.service",
+    "mirbad-master",
 ]
 
 
@@ -73,6 +113,20 @@ def test_every_built_in_pattern_has_a_denied_example() -> None:
         "systemd-resolved*",
     }  # shadowed by ssh*, systemd-*
     assert None not in matched
+
+
+@pytest.mark.parametrize(
+    ("unit", "template"),
+    [
+        ("worker@1.service", "worker@.service"),
+        ("worker@a.b.service", "worker@.service"),
+        ("worker@1", "worker@.service"),
+        ("worker@.service", None),
+        ("worker.service", None),
+    ],
+)
+def test_template_of_names_the_template_an_instance_comes_from(unit: str, template: str | None) -> None:
+    assert template_of(unit) == template
 
 
 @pytest.mark.parametrize(

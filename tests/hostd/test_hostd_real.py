@@ -9,9 +9,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from tests._support.hostd import CONTAINER_ID, HostdLayout, running_hostd
+from tests._support.hostd import CONTAINER_ID, ROOT_LEVEL_UNITS, HostdLayout, running_hostd, unit
 
-from mirbad_hostd import BUILT_IN_DENY_PATTERNS, GPU_QUERY_ARGS
+from mirbad_hostd import BUILT_IN_DENY_PATTERNS, GPU_QUERY_ARGS, TEMPLATE_INSTANCE_PATTERN
 
 
 def _mode(path: Path) -> int:
@@ -71,6 +71,8 @@ def test_include_all_discovers_manageable_units_and_marks_denied_ones(layout: Ho
     assert found["system", "smartd.service"]["name"] == "smartd"
     assert found["system", "ssh.service"]["denied"] is True
     assert found["system", "ssh.service"]["denyPattern"] == "ssh*"
+    # worker@.service is not whitelisted, so its instances are offered as denied, not addable.
+    assert found["system", "worker@1.service"]["denyPattern"] == TEMPLATE_INSTANCE_PATTERN
     assert found["user", "syncthing.service"]["user"] == "alice"
     assert body["discovered"][0]["unit"] == "nginx.service"  # largest RAM + GPU first
     assert body["discoveryErrors"] == []
@@ -148,6 +150,47 @@ def test_a_denied_unit_cannot_be_touched(layout: HostdLayout, name: str) -> None
     assert "result=refused" in log
     assert "whitelist add refused" in log
     assert layout.actions_run() == []
+
+
+@pytest.mark.parametrize("name", ROOT_LEVEL_UNITS)
+def test_root_level_units_cannot_be_whitelisted(layout: HostdLayout, name: str) -> None:
+    unit_file = name if name.endswith(".service") else f"{name}.service"
+    layout.units["system"].append(unit(unit_file))
+    layout.write_fixtures()
+    with running_hostd(layout) as hostd:
+        add = hostd.client.post("/whitelist", json={"unit": name, "confirm": name.removesuffix(".service")})
+        action = hostd.client.post(f"/services/{name}/start")
+    for refused in (add, action):
+        assert refused.status_code == 403, refused.text
+        assert refused.json()["error"]["code"] == "denied"
+    assert layout.actions_run() == []
+
+
+def test_an_instance_needs_its_template_on_the_whitelist(layout: HostdLayout) -> None:
+    with running_hostd(layout) as hostd:
+        refused = hostd.client.post("/whitelist", json={"unit": "worker@1", "confirm": "worker@1"})
+        template = hostd.client.post("/whitelist", json={"unit": "worker@.service", "confirm": "worker@"})
+        added = hostd.client.post("/whitelist", json={"unit": "worker@1", "confirm": "worker@1"})
+        started = hostd.client.post("/services/worker@1/start")
+        hostd.client.delete("/whitelist/worker@")
+        orphaned = hostd.client.post("/services/worker@1/start")
+        log = hostd.log()
+    assert refused.status_code == 403, refused.text
+    assert refused.json()["error"]["code"] == "denied"
+    assert refused.json()["error"]["pattern"] == TEMPLATE_INSTANCE_PATTERN
+    assert "instance of worker@.service" in refused.json()["error"]["message"]
+    assert template.status_code == 201, template.text
+    assert added.status_code == 201, added.text
+    assert started.status_code == 202, started.text
+    # Taking the template off takes its instances' actions with it, and the next start drops them.
+    assert orphaned.status_code == 403
+    assert "whitelist add refused service=worker@1" in log
+    assert len(layout.actions_run()) == 1
+    with running_hostd(layout) as hostd:
+        names = [s["entry"]["name"] for s in hostd.client.get("/services").json()["services"]]
+        log = hostd.log()
+    assert "worker@1" not in names
+    assert "dropped worker@1 (worker@1.service)" in log
 
 
 def test_unknown_names_and_actions_are_404_before_anything_runs(layout: HostdLayout) -> None:

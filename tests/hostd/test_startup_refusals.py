@@ -49,6 +49,9 @@ def _whitelist(layout: HostdLayout) -> Path:
         (lambda layout: _whitelist(layout).write_text('{"services": [{"unit": "x.service"}]}'), "malformed"),
         (lambda layout: (_whitelist(layout), layout.state_dir.chmod(0o755)), "has mode 0755"),
         (lambda layout: layout.seed.chmod(0o666), "has mode 0666"),
+        # issue 31 item 13: whoever may write the deny file's folder may delete the file.
+        (lambda layout: layout.deny_file.parent.chmod(0o777), "has mode 0777"),
+        (lambda layout: layout.deny_file.parent.chmod(0o775), "has mode 0775"),
         (
             lambda layout: layout.seed.write_text(
                 '{"services": [{"name": "a", "unit": "a.service", "risk": 1}]}'
@@ -69,10 +72,12 @@ def test_hostd_refuses_to_start(
 
 
 @needs_root
-@pytest.mark.parametrize("target", ["deny", "whitelist", "state_dir", "seed"])
+@pytest.mark.parametrize("target", ["deny", "deny_dir", "whitelist", "state_dir", "seed"])
 def test_hostd_refuses_files_root_does_not_own(layout: HostdLayout, target: str) -> None:
     if target == "deny":
         path = _deny(layout, '{"patterns": ["nginx*"]}')
+    elif target == "deny_dir":
+        path = layout.deny_file.parent
     elif target == "seed":
         path = layout.seed
     else:

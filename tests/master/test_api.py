@@ -6,11 +6,18 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
+from fastapi import FastAPI
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
 from tests.master._stack import Master, running_master
 from tests.orchestration._fake_agent import Refusal
 
+from mirbad_master._app import create_master_app
 from mirbad_orchestration.supervision import RestartPause
 from mirbad_protocol import AgentErrorCode, ModelState
 
@@ -69,6 +76,19 @@ async def test_the_sixth_wrong_password_in_a_minute_is_refused(tmp_path: Path) -
     assert 1 <= int(sixth.headers["retry-after"]) <= 60
     error_of(even_right, 429, "too_many_attempts")
     error_of(login, 429, "too_many_attempts")
+
+
+async def test_concurrent_calls_with_the_right_password_all_pass(tmp_path: Path) -> None:
+    # Issue 31 item 5: every Bearer call counted as a strike until checked, so 20 at once got 15 x 429.
+    async with running_master(tmp_path) as master, anyio.create_task_group() as group:
+        statuses: list[int] = []
+
+        async def call() -> None:
+            statuses.append((await master.admin.get("/api/status")).status_code)
+
+        for _ in range(20):
+            group.start_soon(call)
+    assert statuses == [200] * 20
 
 
 async def test_a_live_session_is_not_locked_out_by_guesses_from_its_address(tmp_path: Path) -> None:
@@ -361,6 +381,12 @@ async def test_nodes_tokens_and_removal(tmp_path: Path) -> None:
         bad_ttl = await master.admin.post(
             "/api/nodes/enrollment-tokens", json={"nodeName": "gpu-2", "ttlSeconds": 1}
         )
+        with_port = await master.admin.post(
+            "/api/nodes/enrollment-tokens", json={"nodeName": "gpu-2", "address": "127.0.0.1:18445"}
+        )
+        v6 = await master.admin.post(
+            "/api/nodes/enrollment-tokens", json={"nodeName": "gpu-3", "address": "fd00::7"}
+        )
         local = await master.admin.delete("/api/nodes/local")
         removed = await master.admin.delete("/api/nodes/gpu-1")
         unknown = await master.admin.delete("/api/nodes/gpu-1")
@@ -387,6 +413,9 @@ async def test_nodes_tokens_and_removal(tmp_path: Path) -> None:
     )
     assert error_of(bad_name, 400, "invalid_request")["field"] == "nodeName"
     assert error_of(bad_ttl, 400, "invalid_request")["field"] == "ttlSeconds"
+    assert error_of(with_port, 400, "invalid_request")["field"] == "address"
+    assert v6.status_code == 201
+    assert v6.json()["installCommand"].endswith("--san fd00::7")
     error_of(local, 409, "local_node")
     assert removed.status_code == 204
     error_of(unknown, 404, "node_not_found")
@@ -464,3 +493,38 @@ async def test_v1_is_mounted_with_keys_and_maintenance(tmp_path: Path) -> None:
 
 def _today() -> date:
     return datetime.now(UTC).date()
+
+
+def _catch_all_portal(app: FastAPI, services: object, auth: object) -> None:
+    """The portal's shape that matters here: a catch-all mount at ``/`` answering HTML 404s."""
+
+    async def not_found(request: Request) -> Response:
+        return HTMLResponse("<!doctype html><p>not found</p>", status_code=404)
+
+    app.mount("/", Starlette(routes=[Route("/{path:path}", not_found, methods=["GET"])]))
+
+
+async def test_a_method_no_api_route_takes_is_405_in_the_envelope_not_the_portals_page(
+    tmp_path: Path,
+) -> None:
+    # Issue 31 item 18: TRACE only half matches /api/models, so routing went on to the portal's
+    # catch-all and the answer was its HTML 404.
+    async with running_master(tmp_path) as master:
+        app = create_master_app(master.services, master.auth, ui=_catch_all_portal)
+        transport = httpx.ASGITransport(app=app)
+        headers = {"Authorization": f"Bearer {master.password}"}
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://master", headers=headers
+        ) as client:
+            trace = await client.request("TRACE", "/api/models")
+            options = await client.request("OPTIONS", "/api/models/qwen")
+            unknown = await client.get("/api/nothing-here")
+            page = await client.get("/models")
+
+    for refused, allowed in ((trace, "GET, POST"), (options, "DELETE, GET, PUT")):
+        error_of(refused, 405, "method_not_allowed")
+        assert refused.headers["content-type"] == "application/json"
+        assert refused.headers["allow"] == allowed
+    error_of(unknown, 404, "route_not_found")
+    assert page.status_code == 404
+    assert page.headers["content-type"].startswith("text/html")  # the portal keeps its own paths

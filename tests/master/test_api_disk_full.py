@@ -10,11 +10,13 @@ from typing import Any
 import pytest
 from tests.master._stack import running_master
 from tests.master.test_api import QWEN, create, error_of
+from tests.orchestration._fake_agent import Refusal
 
+from mirbad_orchestration.keys import API_KEYS_FILE, _api_key_file
 from mirbad_orchestration.registry import REGISTRY_FILE_NAME
 from mirbad_orchestration.stores import _state_file
 from mirbad_orchestration.supervision import RECOVERY_FILE_NAME
-from mirbad_protocol import write_json_atomic
+from mirbad_protocol import AgentErrorCode, write_json_atomic
 
 pytestmark = pytest.mark.anyio
 
@@ -62,3 +64,37 @@ async def test_with_the_disk_full_deleting_a_model_stops_it_and_is_507_naming_th
     assert str(master.services.models.path) in error["message"]
     assert running == []
     assert kept.id == "qwen"  # still registered, in memory as on disk
+
+
+async def test_with_the_disk_full_creating_a_key_is_507_naming_the_key_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 31 item 18: the key store's write failure carried no disk-full mark, so it read as a 500.
+    def full_disk(path: Path, value: object, **options: Any) -> None:
+        if path.name == API_KEYS_FILE:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        write_json_atomic(path, value, **options)
+
+    async with running_master(tmp_path) as master:
+        monkeypatch.setattr(_api_key_file, "write_json_atomic", full_disk)
+        created = await master.admin.post("/api/keys", json={"name": "ci"})
+        listed = await master.admin.get("/api/keys")
+
+    error = error_of(created, 507, "insufficient_storage")
+    assert API_KEYS_FILE in error["message"]
+    assert listed.json() == []  # nothing half-made
+
+
+async def test_a_node_whose_disk_is_full_at_a_stop_is_507_not_502(tmp_path: Path) -> None:
+    # Issue 31 item 18: the node stopped the model but could not write its record (the agent's 507);
+    # the admin API passes that on as insufficient_storage instead of a 502 node_refused.
+    async with running_master(tmp_path) as master:
+        await create(master, QWEN)
+        await master.admin.post("/api/models/qwen/start")
+        message = "model 'qwen' was stopped, but cannot write /state/processes.json: No space left on device"
+        master.local.refusals["stop"] = Refusal(507, AgentErrorCode.INSUFFICIENT_STORAGE, message)
+        stopped = await master.admin.post("/api/models/qwen/stop")
+
+    error = error_of(stopped, 507, "insufficient_storage")
+    assert "'qwen' was stopped" in error["message"]
+    assert error["nodeId"] == "local"

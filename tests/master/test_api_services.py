@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 from starlette.applications import Starlette
-from tests._support.hostd import HostdLayout, hostd_layout, running_hostd, unit
+from tests._support.hostd import ROOT_LEVEL_UNITS, HostdLayout, hostd_layout, running_hostd, unit
 from tests.master._stack import Master, running_master
 
 from mirbad_agent import AgentServices, HostServicesGateway, NodeRuntimes, create_app
@@ -112,6 +112,28 @@ async def test_a_denied_unit_names_its_deny_pattern(master: Master, layout: Host
     ):
         assert _error(refused)[:2] == (403, "denied")
         assert refused.json()["error"]["pattern"] == "ssh*"
+    assert layout.actions_run() == []
+
+
+async def test_root_level_units_are_denied_through_the_master(master: Master, layout: HostdLayout) -> None:
+    # issue 31 item 13: the master's API passes hostd's refusal on for every one of them.
+    units = [f"{name.removesuffix('.service')}.service" for name in ROOT_LEVEL_UNITS]
+    layout.units["system"].extend(unit(name) for name in units)
+    layout.write_fixtures()
+    for name in ROOT_LEVEL_UNITS:
+        body = {"unit": name, "confirm": name.removesuffix(".service")}
+        added = await master.admin.post("/api/nodes/local/host/whitelist", json=body)
+        started = await master.admin.post(f"{UNITS}/{name}/start")
+        assert _error(added)[:2] == (403, "denied"), (name, added.text)
+        assert _error(started)[:2] == (403, "denied"), (name, started.text)
+    # An instance of a template the operator has not whitelisted (its argument is the caller's choice).
+    layout.units["system"].append(unit("worker@1.service"))
+    layout.write_fixtures()
+    instance = await master.admin.post(
+        "/api/nodes/local/host/whitelist", json={"unit": "worker@1", "confirm": "worker@1"}
+    )
+    assert _error(instance)[:2] == (403, "denied")
+    assert instance.json()["error"]["pattern"] == "*@*"
     assert layout.actions_run() == []
 
 

@@ -431,3 +431,46 @@ async def test_the_kv_gate_reads_a_gguf_model_s_shape_on_its_node(master: Master
     stored = (await master.admin.get("/api/models/tight/tuning")).json()["runs"][0]
     assert run["state"] == "succeeded", run
     assert any("full-length request at auto: no" in note for note in stored["notes"])
+
+
+async def test_a_model_held_by_a_run_can_be_neither_edited_nor_deleted(
+    master: Master, runners: Runners
+) -> None:
+    # Issue 31 item 16: the run stops the model and starts it again at its end, so an edit or a delete
+    # in between would be undone, or come back as a model running outside the registry.
+    await ready(master, QWEN)
+    runners.hold = anyio.Event()
+    started = await master.admin.post("/api/models/qwen/tune", json={"steps": ["max_num_seqs"]})
+    with anyio.fail_after(WAIT_S):
+        await runners.measuring.wait()
+    edited = await master.admin.put("/api/models/qwen", json=QWEN | {"maxNumSeqs": 48})
+    deleted = await master.admin.delete("/api/models/qwen")
+    still = (await master.admin.get("/api/models/qwen")).json()
+    runners.hold.set()
+    job = await _ended(master, started.json()["id"])
+    after = await master.admin.delete("/api/models/qwen")
+
+    for refused in (edited, deleted):
+        assert refused.status_code == 409, refused.text
+        error = refused.json()["error"]
+        assert error["code"] == "job_conflict"
+        assert (error["jobId"], error["modelId"], error["nodeId"]) == (job["id"], "qwen", "local")
+    assert still["definition"]["maxNumSeqs"] != 48
+    assert job["state"] == "succeeded", job
+    assert after.status_code == 204
+
+
+async def test_an_empty_list_of_steps_is_422_naming_steps(master: Master) -> None:
+    # Issue 31 item 18: {"steps": []} started a run that tried nothing.
+    await ready(master, QWEN)
+
+    classic = await master.admin.post("/api/models/qwen/tune", json={"steps": []})
+    preset = await master.admin.post("/api/models/qwen/tune", json={"preset": "interactive", "steps": []})
+    jobs = (await master.admin.get("/api/tuning")).json()["jobs"]
+
+    for refused in (classic, preset):
+        assert refused.status_code == 422, refused.text
+        error = refused.json()["error"]
+        assert (error["code"], error["field"]) == ("unknown_tuning_step", "steps")
+        assert "at least one step" in error["message"]
+    assert jobs == []

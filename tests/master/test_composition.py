@@ -103,6 +103,23 @@ async def test_leaving_stops_the_node_models_but_keeps_them_listed(tmp_path: Pat
     assert await master.services.recovery.running("local") == {"qwen"}
 
 
+async def test_leaving_names_the_models_that_keep_running_on_other_nodes(tmp_path: Path) -> None:
+    placed = {**ON_DEMAND, "id": "big", "servedName": "big", "placement": {"nodeId": "gpu-2"}}
+    async with running_master(tmp_path, "local", "gpu-2", stop_models_on_exit="local") as master:
+        await master.admin.post("/api/models", json=ON_DEMAND)
+        await master.admin.post("/api/models", json=placed)
+        (await master.admin.post("/api/models/qwen/start")).raise_for_status()
+        (await master.admin.post("/api/models/big/start")).raise_for_status()
+        await master.services.node_monitor.poll_all()
+
+    elsewhere = [
+        (status.id, status.node_id, reachable) for status, reachable in master.services.elsewhere_on_exit
+    ]
+    assert [status.id for status in master.services.stopped_on_exit] == ["qwen"]
+    assert elsewhere == [("big", "gpu-2", True)]
+    assert master.agents.agents["gpu-2"].driver.stops == []
+
+
 async def test_a_maintenance_flag_left_behind_is_cleared_at_start(tmp_path: Path) -> None:
     flag = tmp_path / "data" / MAINTENANCE_FILE_NAME
     flag.parent.mkdir(parents=True)

@@ -17,7 +17,7 @@ import anyio
 import httpx
 import pytest
 from tests._support.mirbad_up import WAIT_S, mirbad_up, port_block
-from tests._support.model_hub import loopback_sources
+from tests._support.model_hub import loopback_sources, refused_endpoint
 from tests._support.real_parts import llama_server_path
 from tests._support.tiny_gguf import TINY, write_tiny_gguf
 
@@ -48,7 +48,8 @@ async def test_a_gguf_downloaded_through_the_master_is_served_by_the_real_llama_
     async with loopback_sources(gguf) as sources:
         agent_config = {
             "graceful_shutdown_s": 2,
-            "downloads": {"hf_endpoint": sources.hub_url, "ollama_registry": sources.registry_url},
+            # The hub is a closed port: a Hugging Face start is refused clearly (issue 31 item 7).
+            "downloads": {"hf_endpoint": refused_endpoint(), "ollama_registry": sources.registry_url},
             "docker": {"enabled": False},
             "process": {"port_range_start": first, "port_range_end": first + 19, "stop_timeout_s": 5},
         }
@@ -83,6 +84,9 @@ async def _download_then_serve(admin: httpx.AsyncClient) -> None:
         "/api/nodes/local/downloads", json={"kind": "ollama", "model": "tiny", "folder": FOLDER}
     )
     job = started.json()
+    unreachable = await admin.post(
+        "/api/nodes/local/downloads", json={"kind": "huggingface", "repoId": "mirbad/tiny", "folder": "hub"}
+    )
     seen: list[dict[str, Any]] = []
 
     async def completed() -> bool:
@@ -108,6 +112,8 @@ async def _download_then_serve(admin: httpx.AsyncClient) -> None:
     assert missing.json()["error"]["code"] == "model_files_missing"
     assert f"{FOLDER}/model.gguf" in missing.json()["error"]["message"]
     assert started.status_code == 202, started.text
+    assert (unreachable.status_code, unreachable.json()["error"]["code"]) == (502, "node_refused")
+    assert "cannot reach the hub" in unreachable.json()["error"]["message"]
     assert (seen[-1]["state"], seen[-1]["doneBytes"]) == ("completed", seen[-1]["totalBytes"])
     assert start.status_code == 200, start.text
     assert chat.status_code == 200, chat.text

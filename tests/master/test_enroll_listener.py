@@ -6,6 +6,7 @@ import base64
 import ipaddress
 import json
 import secrets
+import socket
 import ssl
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -16,20 +17,24 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from tests._support.enroll_master import enroll_master
+from tests.master._stack import running_master
 
 from mirbad_master._enroll_listener import (
     MAX_ENROLL_BODY_BYTES,
     create_enroll_app,
     issue_enroll_server_credentials,
 )
+from mirbad_master._local_pki import enroll_listener_names
 from mirbad_orchestration.fleet import ENROLLMENT_TOKENS_FILE, EnrollmentTokens
 from mirbad_orchestration.testing import FakeClock
 from mirbad_protocol import (
     ENROLL_CA_PATH,
+    ENROLL_LISTENER_NAME,
     ENROLL_PATH,
     CertificateAuthority,
     EnrollErrorBody,
     EnrollResponse,
+    IpAddress,
     JoinToken,
     PrivateKey,
     certificate_identity,
@@ -242,7 +247,7 @@ def test_the_server_certificate_names_the_master(ca: CertificateAuthority) -> No
     credentials = issue_enroll_server_credentials(ca, ["master.lan", "10.0.0.2"])
 
     identity = certificate_identity(credentials.certificate)
-    assert identity.dns_names == ("master.lan",)
+    assert identity.dns_names == (ENROLL_LISTENER_NAME, "master.lan")
     assert identity.ip_addresses == (ipaddress.ip_address("10.0.0.2"),)
     assert credentials.ca_certificates == (ca.certificate,)
     verify_pinned_chain([credentials.certificate], ca.certificate, ca.pin, server_name="master.lan")
@@ -266,3 +271,35 @@ async def test_a_node_enrolls_over_tls_without_a_client_certificate(
     assert isinstance(certificate, x509.Certificate)
     assert spki_pin(certificate) == spki_pin(node_key)
     assert master.recorder.seen == [("GET", ENROLL_CA_PATH), ("POST", ENROLL_PATH)]
+
+
+async def test_the_masters_enrollment_refuses_csrs_for_the_masters_names(tmp_path: Path) -> None:
+    # issue 31 item 14: a node may not carry the master's address, its machine name or the reserved name.
+    async with running_master(tmp_path, host="10.0.0.5") as master:
+        enrollment = master.services.enrollment
+        app = create_enroll_app(enrollment, master.services.authority.certificate)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="https://m") as client:
+            token = await enrollment.issue_join_token("gpu-1")
+            master_address = ipaddress.ip_address("10.0.0.5")
+            loopback = ipaddress.ip_address("127.0.0.1")
+            asks: list[tuple[list[str], list[IpAddress]]] = [
+                ([], [master_address]),
+                ([ENROLL_LISTENER_NAME], []),
+            ]
+            machine = socket.gethostname().lower()
+            if machine in enroll_listener_names("10.0.0.5"):  # a machine name that is a host name
+                asks.append(([machine], []))
+            for dns, addresses in asks:
+                request = create_certificate_request(
+                    generate_private_key(), "gpu-1", dns_names=dns, ip_addresses=addresses
+                )
+                body = {"token": token, "csr": certificate_request_to_pem(request).decode()}
+                status, code, message = refusal(await client.post(ENROLL_PATH, json=body))
+                assert (status, code) == (400, "csr_rejected"), (dns, addresses)
+                assert "master" in message
+            # Loopback names each machine itself: an agent beside the master is reached there.
+            request = create_certificate_request(
+                generate_private_key(), "gpu-1", dns_names=["localhost"], ip_addresses=[loopback]
+            )
+            body = {"token": token, "csr": certificate_request_to_pem(request).decode()}
+            assert (await client.post(ENROLL_PATH, json=body)).status_code == 200

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from mirbad_agent import AgentSettings
 from mirbad_master._data_dir import INITIAL_PASSWORD_FILE, prepare_data_dir, write_initial_password
 from mirbad_master._fleet_of_one import DUPLICATE_SIGNAL_S, StopSignals, banner, goodbye
-from mirbad_master._local_agent import LocalAgentError, is_enrolled, write_agent_settings
+from mirbad_master._llama_server_build import LLAMA_SERVER_BUILD_ENV
+from mirbad_master._local_agent import LocalAgentError, agent_environment, is_enrolled, write_agent_settings
 from mirbad_master._local_pki import (
     enroll_listener_names,
     load_or_create_authority,
@@ -192,6 +193,24 @@ def test_the_last_line_names_the_models_stopped_and_left_with_their_pids() -> No
     assert "could not be listed" in goodbye([], [], "the agent did not answer")
 
 
+def _on(model_id: str, node_id: str) -> ModelStatus:
+    return ModelStatus(id=model_id, served_name=model_id, state=ModelState.READY, node_id=node_id, pid=9)
+
+
+def test_the_last_line_names_what_keeps_running_on_other_nodes_and_where() -> None:
+    elsewhere = [(_on("big", "gpu-2"), True), (_on("emb", "gpu-3"), False)]
+
+    assert goodbye([_running("tiny", 4242)], [], None, elsewhere) == (
+        "Mirbad stopped (1 model(s) stopped: tiny (pid 4242); none left running here; still running on "
+        "other nodes, which mirbad up does not stop: big on gpu-2, "
+        "emb on gpu-3 (as last seen: the node does not answer))."
+    )
+    assert goodbye([], [_running("stuck", 77)], None, elsewhere[:1]) == (
+        "Mirbad stopped (0 model(s) stopped: none; left running here: stuck (pid 77); still running on "
+        "other nodes, which mirbad up does not stop: big on gpu-2)."
+    )
+
+
 def test_the_banner_says_how_other_machines_join_or_why_they_cannot(tmp_path: Path) -> None:
     loopback = banner(MasterSettings(data_dir=tmp_path, enroll_port=8444), None)
     everywhere = banner(MasterSettings(data_dir=tmp_path, host="0.0.0.0", enroll_port=8444), None)
@@ -226,3 +245,13 @@ def test_the_doubled_sigint_of_a_group_ctrl_c_under_uv_run_is_one_stop() -> None
     arrivals = StopSignals()
 
     assert [arrivals.classify(t) for t in (50.0, 50.15)] == ["stop", "duplicate"]
+
+
+def test_the_build_command_stays_with_the_master_and_never_reaches_the_agent_or_its_models() -> None:
+    # The agent hands its environment on to every llama-server it starts.
+    master = {"PATH": "/usr/bin", LLAMA_SERVER_BUILD_ENV: '["uv", "sync"]', "MIRBAD_OTHER": "1"}
+
+    env = agent_environment(master)
+
+    assert LLAMA_SERVER_BUILD_ENV not in env
+    assert env == {"PATH": "/usr/bin", "MIRBAD_OTHER": "1", "PYTHONUNBUFFERED": "1"}

@@ -18,10 +18,12 @@ from typing import Any
 
 import anyio
 import pytest
+from tests._support.asgi_server import free_port
 from tests._support.mirbad_up import Up, mirbad_up, port_block
 from tests._support.real_parts import llama_server_path
 from tests._support.tiny_gguf import TINY_MODEL_PATH
 
+from mirbad_client import MirbadClient
 from mirbad_protocol import ModelState
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "notebook.md"
@@ -81,6 +83,9 @@ def test_the_notebook_runs_against_mirbad_up(
     password = up.first_run_password(banner)
     monkeypatch.setenv("MIRBAD_URL", up.base_url)
     monkeypatch.setenv("MIRBAD_PASSWORD", password)
+    # A fleet of two: the page must work beside a node it does not use (one whose agent never answers).
+    with MirbadClient(up.base_url, password) as admin:
+        admin.add_node("gpu-2", f"https://127.0.0.1:{free_port()}")
     namespace: dict[str, Any] = {"__name__": "__notebook__"}
 
     for index, source in enumerate(cells(), 1):
@@ -94,5 +99,7 @@ def test_the_notebook_runs_against_mirbad_up(
     assert isinstance(namespace["answer"].choices[0].message.content, str)
     assert "tiny-chat 1 requests," in printed
     assert "local reachable" in printed
+    assert "gpu-2 unreachable" in printed
+    assert namespace["view"].definition.placement.node_id == "local"
     assert "'tiny': <ModelState.READY: 'Ready'>" in printed
     assert up.interrupt() == 0

@@ -28,9 +28,12 @@ from tests.master.test_ui_pages import portal_user
 
 from mirbad_agent import AgentServices, HostServicesGateway, NodeRuntimes, create_app
 from mirbad_master.ui._services import (
+    HOSTD_INSTALL,
+    HOSTD_MISSING,
     SERVICES_REFRESH_S,
     SYSTEM_LABEL,
     discovered_order,
+    listing_failure,
     refusal_text,
     service_nodes,
 )
@@ -81,6 +84,24 @@ async def master(layout: HostdLayout, tmp_path: Path) -> AsyncIterator[Master]:
         async with services, running_master(tmp_path, agent=lambda node_id: agent) as running:
             await eventually(lambda: "local" in service_nodes(running.services), timeout_s=10)
             yield running
+
+
+@pytest.fixture
+async def hostless_master(tmp_path: Path) -> AsyncIterator[Master]:
+    """A master whose "local" agent looks for hostd at a socket where none listens (hostd not installed)."""
+    gateway = HostServicesGateway(tmp_path / "no-hostd" / "hostd.sock")
+    services = AgentServices(
+        runtimes=NodeRuntimes([]),
+        memory=MemoryProbe(linux=False, fake_total_gib=16.0),
+        node_name="local",
+        version="0.0.test",
+        host_services=gateway,
+    )
+    agent: Any = _RealAgent(create_app(services, background=False))
+    assert not await gateway.probe()
+    async with services, running_master(tmp_path, agent=lambda node_id: agent) as running:
+        await eventually(lambda: running.services.cache.node("local") is not None, timeout_s=10)
+        yield running
 
 
 @pytest.fixture
@@ -291,6 +312,28 @@ async def test_a_whitelisted_container_is_stopped_started_restarted_and_autostar
         await eventually(lambda: _switch(user, f"container-autostart-{name}").value is False, timeout_s=30)
         _switch(user, f"container-autostart-{name}").set_value(True)
         await _docker_until(docker_client, name, lambda state: state[1] == "always")
+
+
+async def test_a_node_without_hostd_says_so_with_the_line_that_installs_it(hostless_master: Master) -> None:
+    listed = await hostless_master.admin.get("/api/nodes/local/host/services")
+
+    async with portal_user(hostless_master) as user:
+        await user.open("/services")
+        await user.should_see(marker="hostd-missing-local")
+        await user.should_see(HOSTD_MISSING)
+        await user.should_see(HOSTD_INSTALL)
+        await user.should_not_see("Nothing whitelisted yet: see Discovered.")
+
+    assert listed.status_code == 503
+    assert listed.json()["error"]["code"] == "hostd_unavailable"
+
+
+def test_a_hostd_that_went_away_reads_as_missing_not_as_a_raw_refusal() -> None:
+    gone = AgentRequestError("local", 503, "hostd_unavailable", "hostd does not answer at /run/x.sock")
+    denied = AgentRequestError("local", 403, "denied", "ssh.service is denied", pattern="ssh*")
+
+    assert listing_failure(gone) == HOSTD_MISSING
+    assert listing_failure(denied) == "node 'local': ssh.service is denied (deny pattern 'ssh*')"
 
 
 def test_discovered_units_are_sorted_by_ram_plus_gpu_largest_first() -> None:

@@ -190,3 +190,43 @@ async def test_actions_and_autostart_remember_the_old_policy(
     await manager.remove_container(NODE, cache, principal="admin")
     with pytest.raises(ContainerNotWhitelistedError):
         await manager.container_action(NODE, cache, "stop")
+
+
+@pytest.mark.docker
+async def test_the_whitelist_binds_the_container_not_its_name(
+    manager: HostServiceManager, containers: dict[str, str], docker_client: Any, image: str
+) -> None:
+    # issue 31 item 13: anyone who may run containers can reuse a whitelisted name.
+    db = containers["db"]
+    entry = await manager.add_container(NODE, db, confirm=db, principal="admin")
+    original = docker_client.containers.get(db)
+    assert entry.container_id == original.id
+    original.remove(force=True)
+    labels = original.labels
+    docker_client.containers.run(image, SLEEPER, entrypoint=[PYTHON], name=db, detach=True, labels=labels)
+    with pytest.raises(ContainerNotWhitelistedError, match="replaced"):
+        await manager.container_action(NODE, db, "stop")
+    with pytest.raises(ContainerNotWhitelistedError, match="replaced"):
+        await manager.container_autostart(NODE, db, False)
+    assert docker_client.containers.get(db).status == "running"
+    # Whitelisting it again binds the new container.
+    await manager.add_container(NODE, db, confirm=db, principal="admin")
+    await manager.container_action(NODE, db, "stop")
+    assert docker_client.containers.get(db).status == "exited"
+
+
+@pytest.mark.docker
+async def test_a_seeded_container_binds_the_one_its_first_action_finds(
+    manager: HostServiceManager, containers: dict[str, str], docker_client: Any
+) -> None:
+    cache = containers["cache"]
+    store = manager._store
+    await store.update(
+        lambda document: document.model_copy(
+            update={"containers": [WhitelistedContainer(node=NODE, name=cache)]}
+        )
+    )
+    await manager.container_action(NODE, cache, "restart")
+    bound = (await store.read()).find(NODE, cache)
+    assert bound is not None
+    assert bound.container_id == docker_client.containers.get(cache).id

@@ -65,6 +65,17 @@ def test_llamacpp_definition_snapshot(snapshot_json: SnapshotAssertion) -> None:
     assert ModelDefinition.from_wire(LLAMA).to_wire() == snapshot_json
 
 
+def test_a_process_runtime_stores_no_container_image() -> None:
+    # The field's default is vLLM's image: a llama.cpp model stored it although it runs no container.
+    stored = ModelDefinition.from_wire(LLAMA)
+    assert stored.image == ""
+    assert ModelDefinition.from_wire({**LLAMA, "image": "vllm/vllm-openai:latest"}).image == ""
+    assert ModelDefinition.from_wire(stored.to_wire()) == stored
+    assert ModelDefinition.from_wire({"id": "m", "servedName": "m", "modelPath": "m"}).image == (
+        "vllm/vllm-openai:latest"
+    )
+
+
 def test_defaults_are_omitted_on_the_wire() -> None:
     minimal = {"id": "m", "servedName": "m", "modelPath": "m"}
     assert ModelDefinition.from_wire(minimal).to_wire() == minimal

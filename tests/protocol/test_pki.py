@@ -24,6 +24,8 @@ from mirbad_protocol import (
     CA_CERTIFICATE_FILE,
     CA_KEY_FILE,
     DEFAULT_LEAF_VALIDITY,
+    ENROLL_LISTENER_NAME,
+    RESERVED_DNS_SUFFIX,
     CertificateAuthority,
     CertificateRequestError,
     InsecureKeyFileError,
@@ -419,7 +421,7 @@ def test_wildcards_and_other_name_kinds_are_never_certified(ca: CertificateAutho
 _LABEL = st.from_regex(r"[a-z0-9](?:[a-z0-9-]{0,10}[a-z0-9])?", fullmatch=True)
 
 
-@given(st.lists(_LABEL, min_size=1, max_size=4).map(".".join))
+@given(st.lists(_LABEL, min_size=1, max_size=4).map(".".join).filter(lambda n: "mirbad.invalid" not in n))
 def test_a_policy_admits_exactly_its_names_in_any_case(name: str) -> None:
     SanPolicy(dns_names=frozenset({name.upper()})).check([name], [])
     SanPolicy().check([name], [])
@@ -427,6 +429,49 @@ def test_a_policy_admits_exactly_its_names_in_any_case(name: str) -> None:
         SanPolicy(dns_names=frozenset({f"x{name}"})).check([name], [])
     with pytest.raises(CertificateRequestError):
         SanPolicy.deny_all().check([name], [])
+
+
+@pytest.mark.parametrize(
+    "name", [ENROLL_LISTENER_NAME, "ENROLL.Mirbad.Invalid", RESERVED_DNS_SUFFIX, "x.mirbad.invalid"]
+)
+def test_no_policy_certifies_a_node_for_the_masters_reserved_names(
+    ca: CertificateAuthority, name: str
+) -> None:
+    # issue 31 item 14: the enroll listener's name is the master's alone.
+    request = create_certificate_request(generate_private_key(), "rogue", dns_names=[name])
+    for policy in (SanPolicy(), SanPolicy(dns_names=frozenset({name}))):
+        with pytest.raises(CertificateRequestError, match="names the master"):
+            ca.issue_from_csr(request, policy=policy)
+
+
+def test_a_policy_refuses_the_masters_own_names_and_addresses(ca: CertificateAuthority) -> None:
+    master_address = ipaddress.ip_address("10.0.0.5")
+    policy = SanPolicy(
+        refused_dns_names=frozenset({"Master.lan"}), refused_ip_addresses=frozenset({master_address})
+    )
+    by_name = create_certificate_request(generate_private_key(), "rogue", dns_names=["master.LAN"])
+    by_address = create_certificate_request(generate_private_key(), "rogue", ip_addresses=[master_address])
+    honest = create_certificate_request(
+        generate_private_key(), "gpu-1", dns_names=["gpu-1.lan"], ip_addresses=[LOOPBACK]
+    )
+    with pytest.raises(CertificateRequestError, match="names the master"):
+        ca.issue_from_csr(by_name, policy=policy)
+    with pytest.raises(CertificateRequestError, match="is the master's"):
+        ca.issue_from_csr(by_address, policy=policy)
+    assert ca.issue_from_csr(honest, policy=policy).subject.rfc4514_string() == "CN=gpu-1"
+
+
+def test_only_the_enroll_listener_certificate_carries_the_reserved_name(ca: CertificateAuthority) -> None:
+    key = generate_private_key()
+    certificate = ca.issue_enroll_listener_certificate(
+        key.public_key(), dns_names=["master.lan"], ip_addresses=[LOOPBACK]
+    )
+    names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert names.get_values_for_type(x509.DNSName) == [ENROLL_LISTENER_NAME, "master.lan"]
+    assert names.get_values_for_type(x509.IPAddress) == [LOOPBACK]
+    usage = certificate.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert list(usage) == [ExtendedKeyUsageOID.SERVER_AUTH]
+    certificate.verify_directly_issued_by(ca.certificate)
 
 
 def test_a_ca_key_and_certificate_must_match(

@@ -121,11 +121,12 @@ async def test_requests_per_minute_limit_is_429_with_retry_after(stack: Stack) -
 
 
 async def test_tokens_per_minute_limit_counts_streamed_usage(stack: Stack) -> None:
-    stack.keys.add_key("sk-few-tokens", tokens_per_minute=9)
+    # Each request needs its prompt's estimate (a quarter of its ~80-byte body) plus one token free.
+    stack.keys.add_key("sk-few-tokens", tokens_per_minute=30)
     async with stack.client("sk-few-tokens") as client:
-        _ = [chunk async for chunk in await chat(client, stream=True)]
+        _ = [chunk async for chunk in await chat(client, stream=True)]  # 9 tokens used, 21 left
         with pytest.raises(openai.RateLimitError) as raised:
-            await chat(client)
+            await chat(client, stream=True)
     assert raised.value.type == "tokens"
     assert raised.value.response.headers["retry-after"] == "60"
 
@@ -345,4 +346,21 @@ async def test_other_methods_are_405_in_the_openai_shape(stack: Stack, method: s
     assert (error["code"], error["type"]) == ("method_not_allowed", "invalid_request_error")
     assert method in error["message"]
     assert "GET" in response.headers["allow"]
+    assert stack.upstream.seen == []
+
+
+async def test_a_lone_surrogate_in_the_model_is_400_in_the_openai_shape(stack: Stack) -> None:
+    # "\ud800" is valid JSON but no text: the answer naming such a model once failed to encode (500).
+    headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
+    async with httpx.AsyncClient(base_url=stack.base_url, headers=headers) as http:
+        bad_model = await http.post("/v1/chat/completions", content=b'{"model": "\\ud800", "messages": []}')
+        bad_message = await http.post(
+            "/v1/chat/completions",
+            content=b'{"model": "tiny", "messages": [{"role": "user", "content": "\\udfff"}]}',
+        )
+    for answer, param in ((bad_model, "model"), (bad_message, "messages[0].content")):
+        assert answer.status_code == 400
+        assert answer.headers["content-type"] == "application/json"
+        assert answer.json()["error"]["code"] == "invalid_request_body"
+        assert answer.json()["error"]["param"] == param
     assert stack.upstream.seen == []

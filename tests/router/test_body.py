@@ -79,3 +79,46 @@ def test_any_model_name_survives_both_encodings(name: str) -> None:
     assert parse_request_body("application/json", json.dumps({"model": name}).encode()).model == name
     content_type, content = _multipart({"model": name}, {"file": b"RIFF"})
     assert parse_request_body(content_type, content).model == name
+
+
+@pytest.mark.parametrize(
+    ("content", "param"),
+    [
+        (b'{"model": "\\ud800"}', "model"),
+        (b'{"model": "m", "messages": [{"role": "user", "content": "a\\uDFFFb"}]}', "messages[0].content"),
+        ('{"model": "m", "\udbff": 1}'.encode("utf-8", "surrogatepass"), "\\udbff"),
+        (b'"\\udc00"', None),
+    ],
+    ids=["model", "nested-value", "key-as-cesu-bytes", "bare-string"],
+)
+def test_a_lone_surrogate_anywhere_is_an_error_naming_the_field(content: bytes, param: str | None) -> None:
+    with pytest.raises(InvalidRequestBodyError, match="lone UTF-16 surrogate") as raised:
+        parse_request_body("application/json", content)
+    assert raised.value.param == param
+    str(raised.value).encode("utf-8")  # the message itself can be sent
+
+
+def test_a_surrogate_pair_is_one_character_and_passes() -> None:
+    body = parse_request_body("application/json", b'{"model": "\\ud83d\\ude00"}')
+    assert body.model == "\N{GRINNING FACE}"
+
+
+# Every code point, lone surrogates included (drawn often: they are rare among all code points).
+_ANY_CHARACTER = st.characters(codec=None, categories=None) | st.sampled_from("\ud800\udbff\udc00\udfff")
+_JSON_VALUES = st.recursive(
+    st.none() | st.integers() | st.text(_ANY_CHARACTER, max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(_ANY_CHARACTER, max_size=3), inner),
+    max_leaves=10,
+)
+
+
+@given(st.dictionaries(st.text(_ANY_CHARACTER, max_size=3), _JSON_VALUES, max_size=4))
+def test_a_parsed_body_holds_only_encodable_text(payload: dict[str, object]) -> None:
+    content = json.dumps(payload).encode()  # ASCII, with \\uXXXX escapes for surrogates
+    text = json.dumps(payload, ensure_ascii=False)
+    if any(0xD800 <= ord(character) <= 0xDFFF for character in text):
+        with pytest.raises(InvalidRequestBodyError, match="surrogate"):
+            parse_request_body("application/json", content)
+    else:
+        body = parse_request_body("application/json", content)
+        assert json.dumps(body.json, ensure_ascii=False) == text

@@ -191,3 +191,28 @@ def test_settled_and_held_tokens_never_pass_the_limit_when_bounds_hold(
             open_reservations.append((admitted, admitted.tokens))
         held = sum(tokens for _, tokens in open_reservations)
         assert settled + held <= tpm
+
+
+def test_a_request_needs_its_least_free_and_one_needing_more_than_the_limit_is_never_admitted() -> None:
+    clock = FakeMonotonic(1000.0)
+    limiter = RateLimiter(clock=clock)
+    grant = _grant(tpm=50)
+    first = limiter.reserve(grant, 10)
+    assert isinstance(first, TokenReservation)
+    first.settle(10)
+    assert limiter.reserve(grant, None, least=41) == LimitExceeded("tokens", 50, 60.0)
+    rest = limiter.reserve(grant, None, least=40)
+    assert isinstance(rest, TokenReservation)
+    assert rest.tokens == 40
+    rest.settle(0)
+    refusal = limiter.reserve(grant, None, least=51)
+    assert refusal == LimitExceeded("tokens", 50, 60.0, needed=51)
+
+
+def test_a_bound_under_the_requests_floor_holds_the_floor() -> None:
+    limiter = RateLimiter(clock=FakeMonotonic(1000.0))
+    grant = _grant(tpm=50)
+    reservation = limiter.reserve(grant, 10, least=30)  # a context smaller than the prompt's estimate
+    assert isinstance(reservation, TokenReservation)
+    assert reservation.tokens == 30
+    assert isinstance(limiter.reserve(grant, 21), LimitExceeded)

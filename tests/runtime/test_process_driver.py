@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
+import json
+import os
 import socket
 import subprocess
 import sys
@@ -30,6 +33,7 @@ from mirbad_runtime import (
     ProcessDriver,
     ProcessDriverConfig,
     ProcessRecord,
+    _process_records,
 )
 from mirbad_runtime._ports import loopback_port_free
 from mirbad_runtime._process_driver import lost_its_port
@@ -38,6 +42,7 @@ from mirbad_runtime.exceptions import (
     LaunchRejectedError,
     ModelNotFoundError,
     ModelPathRejectedError,
+    StateWriteError,
     UnknownExecutableError,
 )
 
@@ -270,6 +275,37 @@ async def test_stop_kills_a_model_that_ignores_sigterm(workspace: Path) -> None:
     assert stopped.served_name == "fake-served"
     assert linux_identity(record.pid) is None
     assert "ignoring SIGTERM" in await anyio.Path(record.log_path).read_text()
+
+
+async def test_a_stop_with_the_disk_full_stops_the_model_and_reads_stopped_not_failed(
+    driver: ProcessDriver, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 31 item 18: the record's removal failed on a full disk, so the stop was an internal error
+    # and the record of the dead process read as Failed.
+    await driver.start(_spec())
+    await _wait_for(driver, "fake", ModelState.READY)
+    record = await _record(driver)
+    records_file = workspace / "state" / "processes.json"
+
+    def full_disk(path: Path, value: object, **options: Any) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    monkeypatch.setattr(_process_records, "write_json_atomic", full_disk)
+    with pytest.raises(StateWriteError) as refused:
+        await driver.stop("fake")
+    stopped = await driver.status("fake")
+    kept = [entry["modelId"] for entry in json.loads(records_file.read_text())["processes"]]
+    monkeypatch.undo()
+    listed = await driver.list_statuses()  # there is room again: the removal reaches the file
+    written = json.loads(records_file.read_text())["processes"]
+
+    assert refused.value.disk_full
+    assert str(records_file) in str(refused.value)
+    assert linux_identity(record.pid) is None
+    assert stopped.state is ModelState.STOPPED
+    assert kept == ["fake"]
+    assert listed == []
+    assert written == []
 
 
 @pytest.fixture

@@ -4,9 +4,10 @@ One scenario with one started vLLM (a start costs a minute on these CPUs, so the
 builder's argv and labels on the real container, Starting → Ready by /health, telemetry from the real
 /metrics, chat (streamed and not) and completions with the ``openai`` client through master and agent,
 the load generator's tokens against vLLM's own counter, the classic suite and every workload preset
-through the master, a pending restart whose "old → new" list is read back from the container's Cmd,
-adoption after the agent is killed with SIGKILL, stop and removal, the same weights served as an
-embedding model (vLLM's pooling runner), and a start vLLM refuses reported Failed with vLLM's own line.
+through the master, a pending restart (the container's label against the saved definition) whose
+"old → new" list compares the definition this master launched with to the saved one, adoption after
+the agent is killed with SIGKILL, stop and removal, the same weights served as an embedding model
+(vLLM's pooling runner), and a start vLLM refuses reported Failed with vLLM's own line.
 """
 
 from __future__ import annotations
@@ -280,7 +281,8 @@ def test_a_real_vllm_starts_serves_reports_restarts_pending_is_adopted_and_fails
 
     _benchmarks_count_what_vllm_counts(up, admin, model_id, secret, ready["port"])
 
-    # A settings change: pending, with old → new read back from the running container's Cmd.
+    # A settings change: pending (the container's config-hash label differs from the saved definition's),
+    # with old → new from the definition this master launched it with.
     admin.ok("PUT", f"/api/models/{model_id}", json={**model, "maxNumSeqs": 2})
     view = admin.view(model_id)
     assert view["restartPending"] is True

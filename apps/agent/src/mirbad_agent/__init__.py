@@ -11,7 +11,13 @@ over :class:`AgentServices`; :func:`compose_services` builds those from :class:`
 from . import _no_httpx_cli  # noqa: F401
 from ._app import create_app
 from ._boot import boot_id, in_container
-from ._compose import compose_services, connect_docker, container_driver, process_driver
+from ._compose import (
+    compose_services,
+    connect_docker,
+    container_driver,
+    platform_key_protector,
+    process_driver,
+)
 from ._composition import AgentServices, GpuProbe, agent_version
 from ._config import (
     SETTINGS_FILE_NAME,
@@ -159,6 +165,7 @@ __all__ = [
     "load_settings",
     "model_routes",
     "node_routes",
+    "platform_key_protector",
     "process_driver",
     "proxy_route",
     "quiet_polls",

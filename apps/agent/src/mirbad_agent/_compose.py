@@ -2,7 +2,8 @@
 
 * The container driver when ``docker.enabled`` is on and dockerd answers at start-up.
 * The process driver when ``process.enabled`` is on, the platform has a process host and an
-  instance-key protector (every POSIX system has both), and at least one model root is configured.
+  instance-key protector (owner-only files on POSIX, DPAPI on Windows), and at least one model root
+  is configured.
 
 A Linux PC therefore runs vLLM containers and llama-server side by side. A node with neither still
 starts: it logs one warning, reports no runtime and refuses every launch with 422 spec_rejected.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import sys
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -26,6 +28,8 @@ from mirbad_runtime import (
     ContainerDriver,
     ContainerDriverConfig,
     ContainerServices,
+    Dpapi,
+    DpapiInstanceKeyProtector,
     ExecutableCatalog,
     FileInstanceKeyProtector,
     GpuProcessProbe,
@@ -43,10 +47,11 @@ from mirbad_runtime import (
     platform_process_host,
     probe_docker_socket,
 )
-from mirbad_runtime.downloads import DownloadManager
+from mirbad_runtime.downloads import DownloadManager, NetworkLimits
 
 from ._composition import AgentServices
 from ._config import AgentSettings, DockerSettings
+from ._dpapi import Win32Dpapi
 from ._host_services import HostServicesGateway
 from ._llama_server import LlamaServerFinder, find_llama_server, with_found_llama_server
 from ._runtimes import ComposedDriver, NodeRuntimes
@@ -54,27 +59,48 @@ from ._runtimes import ComposedDriver, NodeRuntimes
 if TYPE_CHECKING:
     from docker import DockerClient
 
-__all__ = ["compose_services", "connect_docker", "container_driver", "process_driver"]
+__all__ = [
+    "compose_services",
+    "connect_docker",
+    "container_driver",
+    "platform_key_protector",
+    "process_driver",
+]
 
 logger = logging.getLogger(__name__)
 
 _STATE_DIR_MODE = 0o700
 
-# Stand-ins for the platform's process host and key protector (tests, and future Windows DPAPI).
+# Stand-ins for the platform's process host and key protector (tests).
 HostFactory = Callable[[], ProcessHost | None]
 KeysFactory = Callable[[AgentSettings], InstanceKeyProtector | None]
+KEYS_FOLDER = "keys"
 
 
-def _platform_keys(settings: AgentSettings) -> InstanceKeyProtector | None:
-    # Owner-only files protect keys on POSIX; Windows needs DPAPI, which is not there yet.
-    return FileInstanceKeyProtector(settings.state_dir / "keys") if os.name == "posix" else None
+def platform_key_protector(
+    settings: AgentSettings, *, platform: str = sys.platform, dpapi: Callable[[], Dpapi] = Win32Dpapi
+) -> InstanceKeyProtector | None:
+    """The instance-key protector of ``platform``, or None where there is none (then no process driver).
+
+    Owner-only files on POSIX; on Windows, where file modes protect nothing, keys sealed with DPAPI
+    for the agent's account.
+
+    Args:
+        settings: the agent's settings (the keys live under its state folder).
+        platform: a ``sys.platform`` value; tests pass ``"win32"`` to compose a Windows agent on Linux.
+        dpapi: builds the DPAPI calls on Windows (pywin32's; a stand-in in tests).
+    """
+    folder = settings.state_dir / KEYS_FOLDER
+    if platform == "win32":
+        return DpapiInstanceKeyProtector(folder, dpapi())
+    return FileInstanceKeyProtector(folder) if os.name == "posix" else None
 
 
 async def compose_services(
     settings: AgentSettings,
     *,
     process_host: HostFactory = platform_process_host,
-    key_protector: KeysFactory = _platform_keys,
+    key_protector: KeysFactory = platform_key_protector,
     llama_server: LlamaServerFinder | None = None,
 ) -> AgentServices:
     """Build the agent's services from ``settings``: the drivers, the probes and everything above them.
@@ -177,6 +203,15 @@ def _download_manager(settings: AgentSettings) -> DownloadManager | None:
         max_concurrent=options.max_concurrent,
         space_margin_bytes=options.space_margin_mib << 20,
         retry_window_s=options.retry_window_minutes * 60,
+        limits=NetworkLimits(
+            connect_timeout_s=options.connect_timeout_s,
+            read_timeout_s=options.read_timeout_s,
+            plan_timeout_s=options.plan_timeout_s,
+            max_info_bytes=options.max_info_bytes,
+            min_bytes_per_second=options.min_bytes_per_second,
+            rate_window_s=options.rate_window_s,
+            max_planning=options.max_planning,
+        ),
     )
 
 

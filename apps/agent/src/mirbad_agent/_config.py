@@ -135,6 +135,14 @@ class DownloadSettings(_Settings):
         space_margin_mib: free space (MiB) downloads always leave on a model root's disk.
         retry_window_minutes: how long a job keeps retrying (with back-off) a source that fails before
             it ends ``failed``; the window starts again whenever bytes arrive.
+        connect_timeout_s: the bound of opening a connection to a hub or registry.
+        read_timeout_s: the longest silence of a hub or registry within an answer.
+        plan_timeout_s: the total bound of resolving a start (repository info or manifest), at most
+            110 s (the master waits 120 s for a start's answer).
+        max_info_bytes: the largest repository-info or manifest answer read.
+        min_bytes_per_second: the average rate a transfer keeps up over ``rate_window_s``, or it stalls.
+        rate_window_s: the window the transfer rate is measured over.
+        max_planning: how many starts resolve their source at once.
     """
 
     enabled: bool = True
@@ -143,6 +151,15 @@ class DownloadSettings(_Settings):
     max_concurrent: Annotated[int, Field(ge=1, le=16)] = 2
     space_margin_mib: Annotated[int, Field(ge=0)] = 1024
     retry_window_minutes: Annotated[float, Field(ge=0, le=24 * 60)] = 10.0
+    connect_timeout_s: Annotated[float, Field(gt=0, le=300)] = 10.0
+    read_timeout_s: Annotated[float, Field(gt=0, le=600)] = 30.0
+    # Below the 120 s the master waits for a download start, so a slow hub is the agent's clear refusal,
+    # not the master's node_timeout.
+    plan_timeout_s: Annotated[float, Field(gt=0, le=110)] = 60.0
+    max_info_bytes: Annotated[int, Field(ge=4096, le=64 * 1024 * 1024)] = 1024 * 1024
+    min_bytes_per_second: Annotated[int, Field(ge=1)] = 10 * 1024
+    rate_window_s: Annotated[float, Field(ge=1, le=3600)] = 60.0
+    max_planning: Annotated[int, Field(ge=1, le=64)] = 4
 
 
 class AgentSettings(_Settings):

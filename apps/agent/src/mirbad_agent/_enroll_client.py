@@ -2,9 +2,11 @@
 
 The node first fetches the master's CA certificate over a TLS connection it cannot verify yet and
 compares the CA key's pin with the pin inside the join token; only when they match does it open a
-second connection that trusts that CA alone (and checks the master's name against the URL's host) and
-send the token with its CSR. A wrong URL or an intercepted connection therefore never sees the token's
-secret. The private key is created here and never leaves the node.
+second connection that trusts that CA alone and requires the listener's certificate to carry
+:data:`~mirbad_protocol.ENROLL_LISTENER_NAME` (a name the CA never gives a node, so an enrolled node
+serving the enroll API at the master's address is refused), and send the token with its CSR. A wrong
+URL, an intercepted connection or an impostor node therefore never sees the token's secret. The
+private key is created here and never leaves the node.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from cryptography.exceptions import InvalidSignature
 
 from mirbad_protocol import (
     ENROLL_CA_PATH,
+    ENROLL_LISTENER_NAME,
     ENROLL_PATH,
     EnrollErrorBody,
     EnrollRequest,
@@ -167,7 +170,11 @@ async def _post_enrollment(base: str, ca: x509.Certificate, token: JoinToken, cs
     async with httpx.AsyncClient(
         verify=_trusting_context(ca), trust_env=False, timeout=_HTTP_TIMEOUT_S
     ) as client:
-        response = await _request(client, "POST", base + ENROLL_PATH, json=body)
+        # The host name checked is the listener's reserved name, sent as SNI in place of the URL's host:
+        # the master's identity is that name under the pinned CA, wherever it is reached.
+        response = await _request(
+            client, "POST", base + ENROLL_PATH, json=body, extensions={"sni_hostname": ENROLL_LISTENER_NAME}
+        )
     if response.status_code == 200:
         try:
             return EnrollResponse.from_wire_json(response.content)
@@ -181,15 +188,21 @@ async def _post_enrollment(base: str, ca: x509.Certificate, token: JoinToken, cs
 
 
 async def _request(
-    client: httpx.AsyncClient, method: str, url: str, json: dict[str, Any] | None = None
+    client: httpx.AsyncClient,
+    method: str,
+    url: str,
+    json: dict[str, Any] | None = None,
+    extensions: dict[str, Any] | None = None,
 ) -> httpx.Response:
     try:
-        return await client.request(method, url, json=json)
+        return await client.request(method, url, json=json, extensions=extensions)
     except httpx.ConnectError as exc:
         reason = str(exc) or type(exc).__name__
         if "CERTIFICATE_VERIFY_FAILED" in reason or "certificate verify failed" in reason:
             raise EnrollFailedError(
-                f"the master at {url} is not certified for that name by the pinned CA: {reason}"
+                f"the server at {url} is not the master's enroll listener (its certificate from the "
+                f"pinned CA does not carry {ENROLL_LISTENER_NAME}; an older master needs an upgrade); "
+                f"the token was not sent: {reason}"
             ) from None
         raise EnrollFailedError(f"cannot reach the master at {url}: {reason}") from None
     except httpx.HTTPError as exc:

@@ -33,6 +33,7 @@ from mirbad_runtime.exceptions import (
     SourceNotFoundError,
     SourceUnavailableError,
     StartConflictError,
+    StateWriteError,
 )
 
 from .exceptions import PathNotFoundError, PathRefusedError, RequestRefusedError
@@ -86,6 +87,8 @@ def error_code_of(exc: BaseException) -> AgentErrorCode:
         return exc.code
     if isinstance(exc, HTTPException):
         return _HTTP_CODES.get(exc.status_code, AgentErrorCode.INVALID_REQUEST)
+    if isinstance(exc, StateWriteError) and exc.disk_full:
+        return AgentErrorCode.INSUFFICIENT_STORAGE  # someone must make room; no fault of the agent's
     return next((code for kind, code in _CODES if isinstance(exc, kind)), AgentErrorCode.INTERNAL_ERROR)
 
 

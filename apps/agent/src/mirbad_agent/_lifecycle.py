@@ -19,6 +19,7 @@ from mirbad_protocol import (
     ProcessLaunch,
 )
 from mirbad_runtime import AdmissionController, AdmissionRequest, ModelBudget, RuntimeDriver, TelemetryRing
+from mirbad_runtime.exceptions import StateWriteError
 
 from ._runtimes import NodeRuntimes
 from .exceptions import RequestRefusedError
@@ -127,7 +128,16 @@ class ModelLifecycle:
     async def _stop_instance(self, model_id: str, *, release: bool = True) -> None:
         found = await self._runtimes.locate(model_id)
         if found is not None:
-            await found[0].stop(model_id)
+            try:
+                await found[0].stop(model_id)
+            except StateWriteError as exc:
+                # Stopped, only its record could not be written (a full disk): it holds nothing now.
+                self._forget(model_id, release=release)
+                message = f"model {model_id!r} was stopped, but {exc}; the file takes it once there is room"
+                raise StateWriteError(exc.path, message, disk_full=exc.disk_full) from exc
+        self._forget(model_id, release=release)
+
+    def _forget(self, model_id: str, *, release: bool) -> None:
         if release:
             self._admission.release(model_id)
         self._ring.forget(model_id)

@@ -5,7 +5,7 @@ host's units and reports GPU processes with their container or unit. docs/hostd.
 """
 
 from ._app import MAX_BODY_BYTES, create_app
-from ._deny import BUILT_IN_DENY_PATTERNS, DenyList, load_deny_list
+from ._deny import BUILT_IN_DENY_PATTERNS, TEMPLATE_INSTANCE_PATTERN, DenyList, load_deny_list, template_of
 from ._discovery import UnitState, discover_units, read_states, unit_state
 from ._gpu import (
     GPU_CACHE_S,
@@ -30,6 +30,7 @@ __all__ = [
     "GPU_QUERY_ARGS",
     "MAX_BODY_BYTES",
     "SHOW_PROPERTIES",
+    "TEMPLATE_INSTANCE_PATTERN",
     "CgroupOwner",
     "DenyList",
     "GpuProcessRow",
@@ -56,5 +57,6 @@ __all__ = [
     "read_states",
     "read_trusted_json",
     "run_hostd",
+    "template_of",
     "unit_state",
 ]

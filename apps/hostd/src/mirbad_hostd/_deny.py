@@ -13,16 +13,62 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
-from ._trusted_files import read_trusted_json
+from ._trusted_files import check_trusted, read_trusted_json
 from .exceptions import HostdStartupError, UnitDeniedError
 
-__all__ = ["BUILT_IN_DENY_PATTERNS", "DenyList", "load_deny_list"]
+__all__ = [
+    "BUILT_IN_DENY_PATTERNS",
+    "TEMPLATE_INSTANCE_PATTERN",
+    "DenyList",
+    "load_deny_list",
+    "template_of",
+]
 
 logger = logging.getLogger(__name__)
 
 BUILT_IN_DENY_PATTERNS: Final[tuple[str, ...]] = (
+    # Remote access: whoever controls these controls who can log in to the host as root.
     "ssh*",
     "sshd*",
+    "dropbear*",
+    "telnet*",
+    "*inetd*",
+    "rsh*",
+    "rlogin*",
+    "xrdp*",
+    "*vnc*",
+    "cockpit*",
+    "webmin*",
+    "teamviewer*",
+    "anydesk*",
+    "rustdesk*",
+    "tailscale*",
+    "zerotier*",
+    "openvpn*",
+    "wg-quick*",
+    "cloudflared*",
+    "ngrok*",
+    "autossh*",
+    # Console and rescue shells: each is a root shell on a terminal (debug-shell sits on tty9).
+    "debug-shell*",
+    "emergency*",
+    "rescue*",
+    "*getty*",
+    "autovt*",
+    # Kernel modules and power: modprobe@X loads any module; kexec, halt, poweroff and reboot end the host.
+    "modprobe@*",
+    "kmod*",
+    "kexec*",
+    "halt*",
+    "poweroff*",
+    "reboot*",
+    # Firewalls and networking: stopping nftables flushes the rules; networking takes the host off-line.
+    "nftables*",
+    "iptables*",
+    "ip6tables*",
+    "netfilter-persistent*",
+    "firewalld*",
+    "networking*",
     "systemd-*",
     "dbus*",
     "docker*",
@@ -32,8 +78,6 @@ BUILT_IN_DENY_PATTERNS: Final[tuple[str, ...]] = (
     "systemd-resolved*",
     "wpa_supplicant*",
     "polkit*",
-    "getty*",
-    "serial-getty*",
     "nvidia-persistenced*",
     "nvidia-fabricmanager*",
     "nvidia-*driver*",
@@ -46,7 +90,8 @@ BUILT_IN_DENY_PATTERNS: Final[tuple[str, ...]] = (
     "chrony*",
     "auditd*",
     "user@*",
-    "mirbad-hostd*",
+    # Mirbad's own units (hostd, the agent, the master): hostd never stops what it serves.
+    "mirbad-*",
     "gdm*",
     "display-manager*",
     "accounts-daemon*",
@@ -54,9 +99,25 @@ BUILT_IN_DENY_PATTERNS: Final[tuple[str, ...]] = (
     "multipathd*",
     "lvm2*",
 )
-"""The patterns no setting, file or request can remove (the spec's list; ``mirbad-hostd*`` is hostd)."""
+"""The patterns no setting, file or request can remove (the spec's list, widened by issue 31)."""
+
+TEMPLATE_INSTANCE_PATTERN: Final = "*@*"
+"""The pattern a refusal names for an instance (``worker@1``) whose template (``worker@.service``) is not
+whitelisted: an instance name is whatever the caller writes after the ``@``, so only a template the
+operator chose lets instances in."""
 
 _MAX_PATTERN: Final = 256
+
+
+def template_of(unit: str) -> str | None:
+    """The template ``unit`` is an instance of (``worker@.service`` for ``worker@1.service``), or None.
+
+    A template itself (``worker@.service``) and a plain unit are instances of nothing.
+    """
+    prefix, at, instance = unit.removesuffix(".service").partition("@")
+    if not at or not instance:
+        return None
+    return f"{prefix}@.service"
 
 
 class DenyList:
@@ -100,9 +161,10 @@ def load_deny_list(path: Path, *, require_root_owner: bool) -> DenyList:
     """The built-in list plus the deny file's patterns (none when the file is absent).
 
     Raises:
-        InsecureHostdFileError: the file is not root-owned or is group/other-writable.
+        InsecureHostdFileError: the file, or its folder, is not root-owned or is group/other-writable.
         HostdStartupError: the file is not ``{"patterns": [strings]}``.
     """
+    _check_folder(path.parent, require_root_owner=require_root_owner)
     document = read_trusted_json(path, require_root_owner=require_root_owner)
     if document is None:
         return DenyList()
@@ -119,3 +181,14 @@ def load_deny_list(path: Path, *, require_root_owner: bool) -> DenyList:
         "deny list: %d built-in patterns, %d from %s", len(BUILT_IN_DENY_PATTERNS), len(patterns), path
     )
     return deny
+
+
+def _check_folder(folder: Path, *, require_root_owner: bool) -> None:
+    """Trust the deny file's folder as the file itself: whoever may write it may delete the file.
+
+    A folder that does not exist holds no deny file (creating it takes root's write on its parent).
+    """
+    try:
+        check_trusted(folder, require_root_owner=require_root_owner)
+    except FileNotFoundError:
+        return

@@ -27,7 +27,7 @@ from mirbad_protocol import (
     service_name,
 )
 
-from ._deny import DenyList
+from ._deny import TEMPLATE_INSTANCE_PATTERN, DenyList, template_of
 from ._discovery import UnitState, discover_units, read_states
 from ._gpu import GpuProcesses, GpuProcessRow
 from ._systemctl import Manager, Systemctl
@@ -111,6 +111,7 @@ class HostServices:
             entry = self.store.get(name)
             unit = entry.unit
             self.deny.check(entry.unit)
+            self._check_template(entry.unit, entry.scope, entry.user)
             self._check_user(entry.scope, entry.user)
             if entry.protected and action in CONFIRMED_ACTIONS and confirm != entry.name:
                 raise ConfirmationRequiredError(
@@ -128,6 +129,16 @@ class HostServices:
             raise
         self._log_action(name, unit, action, "ok")
         return HostdActionResult(name=entry.name, unit=entry.unit, action=action, result="ok")
+
+    def _check_template(self, unit: str, scope: str, user: str | None) -> None:
+        """Refuse an instance unless the operator whitelisted its template on the same manager.
+
+        Raises:
+            UnitDeniedError: pattern :data:`TEMPLATE_INSTANCE_PATTERN`, naming the template.
+        """
+        template = template_of(unit)
+        if template is not None and self.store.find_unit(template, scope, user) is None:
+            raise UnitDeniedError(unit, TEMPLATE_INSTANCE_PATTERN, template=template)
 
     def _check_user(self, scope: str, user: str | None) -> None:
         if scope == "user" and user is None:
@@ -164,6 +175,11 @@ class HostServices:
                 "whitelist add refused service=%s unit=%s: denied by %r", name, request.unit, pattern
             )
             raise UnitDeniedError(request.unit, pattern)
+        try:
+            self._check_template(request.unit, request.scope, request.user)
+        except UnitDeniedError as exc:
+            logger.warning("whitelist add refused service=%s unit=%s: %s", name, request.unit, exc)
+            raise
         self._check_user(request.scope, request.user)
         if request.confirm != name:
             raise ConfirmationRequiredError(f"adding {request.unit} needs confirm={name}")
@@ -292,6 +308,13 @@ class HostServices:
     def _discovered(self, state: UnitState, rows: Iterable[GpuProcessRow]) -> DiscoveredService:
         entry = self.store.find_unit(state.unit, state.manager.scope, state.manager.user)
         pattern = self.deny.match(state.unit)
+        template = template_of(state.unit)
+        if (
+            pattern is None
+            and template is not None
+            and self.store.find_unit(template, state.manager.scope, state.manager.user) is None
+        ):
+            pattern = TEMPLATE_INSTANCE_PATTERN
         return DiscoveredService(
             unit=state.unit,
             scope=state.manager.scope,

@@ -20,7 +20,7 @@ import anyio
 
 from mirbad_protocol import InvalidFieldError, WhitelistEntry, service_name, unit_name, write_json_atomic
 
-from ._deny import DenyList
+from ._deny import DenyList, template_of
 from ._trusted_files import check_trusted, read_trusted_json
 from .exceptions import HostdStartupError, ServiceExistsError, ServiceNotFoundError
 
@@ -114,9 +114,28 @@ class WhitelistStore:
         kept = [entry for entry in entries if not _denied(deny, entry, path)]
         store = cls(path, kept, seeded)
         merged = store._merge_seed(seed, deny)
-        if merged or not existed or len(kept) != len(entries):
+        orphans = store._drop_orphan_instances(path)
+        if merged or orphans or not existed or len(kept) != len(entries):
             store._save()
         return store
+
+    def _drop_orphan_instances(self, source: Path) -> bool:
+        """Drop instances whose template is not whitelisted (an entry written by hand, an old file)."""
+        orphans = [
+            entry
+            for entry in self._entries.values()
+            if (template := template_of(entry.unit)) is not None
+            and self.find_unit(template, entry.scope, entry.user) is None
+        ]
+        for entry in orphans:
+            logger.warning(
+                "whitelist: dropped %s (%s) from %s: its template is not on the whitelist",
+                entry.name,
+                entry.unit,
+                source,
+            )
+            del self._entries[entry.name]
+        return bool(orphans)
 
     def _merge_seed(self, seed: Seed, deny: DenyList) -> bool:
         changed = False

@@ -42,15 +42,19 @@ class InsecureHostdFileError(HostdStartupError):
 
 
 class UnitDeniedError(HostdError):
-    """The unit matches the hard deny list: no action and no whitelist add, ever.
+    """The unit matches the hard deny list, or is an instance of a template the whitelist lacks.
 
     Attributes:
         unit: the unit (or name) refused.
-        pattern: the deny pattern it matched.
+        pattern: the deny pattern it matched (``*@*`` for an instance of a template not whitelisted).
     """
 
-    def __init__(self, unit: str, pattern: str) -> None:
-        super().__init__(f"{unit} is a system service hostd never manages (deny pattern {pattern!r})")
+    def __init__(self, unit: str, pattern: str, *, template: str | None = None) -> None:
+        if template is None:
+            message = f"{unit} is a system service hostd never manages (deny pattern {pattern!r})"
+        else:
+            message = f"{unit} is an instance of {template}, which is not on the whitelist"
+        super().__init__(message)
         self.unit = unit
         self.pattern = pattern
 

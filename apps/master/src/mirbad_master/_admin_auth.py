@@ -4,8 +4,9 @@ The password is generated on the first run and shown once (the banner of ``mirba
 scrypt hash is kept, in ``{data_dir}/admin.json`` (owner-only). ``mirbad admin reset-password`` makes a
 new one. Every check compares in constant time and every wrong password costs one full scrypt
 derivation (only the password already verified is recognised cheaply, by its SHA-256). Guessing is
-throttled per address and per account with a growing lock (:mod:`._sign_in_throttle`): a locked client
-is refused (429) without its password being looked at.
+throttled per address with a growing, decaying lock and paced during a spray from many addresses
+(:mod:`._sign_in_throttle`): a locked client is refused (429) without its password being looked at, and
+an address's passwords are checked one at a time.
 
 ``/api`` accepts ``Authorization: Bearer <password>`` (scripts and notebooks) or the session cookie the
 portal's sign-in sets (:data:`SESSION_COOKIE`, HttpOnly). Sessions live in memory: a restarted master
@@ -181,15 +182,21 @@ class AdminAuth:
             TooManyAttemptsError: the client or the account has used up its attempts for now.
             WrongPasswordError: the password is wrong.
         """
-        wait = self._throttle.locked_for(client, signed_in=signed_in)
-        if wait > 0:
-            raise TooManyAttemptsError(max(1, math.ceil(wait)))
-        self._throttle.strike(client)  # counted first: concurrent guesses see it at once
-        salt = await anyio.to_thread.run_sync(self._verify, password)
-        if salt is None:
-            raise WrongPasswordError("the administrator password is wrong")
-        self._throttle.forgive(client)
-        return salt
+        try:
+            async with self._throttle.checking(client):
+                # Judged once the slot is ours: the checks before this one have left their strikes.
+                wait = self._throttle.locked_for(client, signed_in=signed_in)
+                if wait > 0:
+                    raise TooManyAttemptsError(max(1, math.ceil(wait)))
+                salt = await anyio.to_thread.run_sync(self._verify, password)
+                if salt is None:
+                    self._throttle.strike(client)
+                    raise WrongPasswordError("the administrator password is wrong")
+                self._throttle.forgive(client)
+                return salt
+        except TimeoutError:
+            # The address's earlier checks are still running: a flood of them from one address.
+            raise TooManyAttemptsError(1) from None
 
     async def has_session(self, token: str | None) -> bool:
         """Whether ``token`` is a live session (as :meth:`check_session` judges it, without raising)."""

@@ -1,17 +1,25 @@
 """The admin API, ``/api``: models, nodes, keys and the fleet's status, for the administrator only.
 
 Every route but signing in runs :func:`~mirbad_master._api_session.admin_guard` first. FastAPI builds
-the OpenAPI document of these routes (``/openapi.json``); errors follow ``_api_errors``.
+the OpenAPI document of these routes (``/openapi.json``); errors follow ``_api_errors``. Whatever no
+``/api`` route takes is answered here too (:func:`api_fallback`), never by the portal's catch-all.
 """
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Response
+import re
+
+from fastapi import APIRouter, Depends, FastAPI, Response
 from fastapi.responses import JSONResponse
+from starlette.routing import Mount, compile_path
+from starlette.types import Receive, Scope, Send
+
+from mirbad_protocol import AdminErrorCode
 
 from ._admin_auth import AdminAuth
 from ._api_benchmarks import benchmarks_router
 from ._api_downloads import downloads_router
+from ._api_errors import error_response
 from ._api_keys import keys_router
 from ._api_models import models_router
 from ._api_nodes import nodes_router
@@ -22,7 +30,7 @@ from ._api_tuning import tuning_router
 from ._composition import MasterServices
 from ._views import StatusReport, dump, status_report
 
-__all__ = ["api_router"]
+__all__ = ["api_fallback", "api_router"]
 
 
 def api_router(services: MasterServices, auth: AdminAuth) -> APIRouter:
@@ -47,3 +55,42 @@ def api_router(services: MasterServices, auth: AdminAuth) -> APIRouter:
     guarded.include_router(releases_router(services))
     api.include_router(guarded)
     return api
+
+
+def api_fallback(app: FastAPI) -> Mount:
+    """A mount at ``/api`` for what no ``/api`` route takes: 405 or 404 in the admin envelope.
+
+    Add it after the ``/api`` routes and before the portal. A path whose route does not take the method
+    (``TRACE``, ``OPTIONS`` ...) only half matches that route, so routing went on to the portal's
+    catch-all mount, which answered its HTML 404; a mount matches every method, so this one comes
+    first. The methods a path takes are read from the OpenAPI document (FastAPI's own record of the
+    routes; its router keeps included routers in private structures): 405 carries them in ``Allow``.
+    """
+    table: list[tuple[re.Pattern[str], list[str]]] = []
+
+    async def refuse(scope: Scope, receive: Receive, send: Send) -> None:
+        if not table:
+            table.extend(_method_table(app))
+        path = scope["path"]
+        allowed = sorted({method for pattern, methods in table if pattern.match(path) for method in methods})
+        if allowed:
+            message = f"{scope['method']} {path}: the route takes {', '.join(allowed)}"
+            headers = {"Allow": ", ".join(allowed)}
+            answer = error_response(405, AdminErrorCode.METHOD_NOT_ALLOWED, message, headers=headers)
+        else:
+            answer = error_response(404, AdminErrorCode.ROUTE_NOT_FOUND, f"{path}: no such route")
+        await answer(scope, receive, send)
+
+    return Mount("/api", app=refuse)
+
+
+def _method_table(app: FastAPI) -> list[tuple[re.Pattern[str], list[str]]]:
+    """Each documented ``/api`` path as a pattern, with the methods it takes."""
+    table = []
+    for path, operations in app.openapi()["paths"].items():
+        if path.startswith("/api"):
+            pattern, _, _ = compile_path(path)
+            table.append((pattern, [method.upper() for method in operations]))
+    if app.docs_url is not None:
+        table.append((compile_path(app.docs_url)[0], ["GET", "HEAD"]))
+    return table

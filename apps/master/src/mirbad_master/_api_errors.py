@@ -153,6 +153,7 @@ _AGENT_CODES: Final = {
         _C.INVALID_IMAGE_REFERENCE,
         _C.PULL_NOT_FOUND,
         _C.PULL_CONFLICT,
+        _C.INSUFFICIENT_STORAGE,  # the node's disk is full (its own state file); a stop is done all the same
     )
 }
 # How the agent refuses a launch whose model path leads to nothing (mirbad_runtime's
@@ -172,7 +173,7 @@ _STATUS_DESCRIPTIONS: Final = {
     "`source_not_found` (`field` names it) (or `route_not_found`)",
     409: "a conflict: `model_exists`, `served_name_taken`, `admission_refused` (retry with force=true), "
     "`start_conflict`, `start_lane_busy`, `node_exists`, `node_conflict`, `local_node`, "
-    "`job_conflict` (a job runs on the node: `jobId`), `model_not_ready` (the message says its state), "
+    "`job_conflict` (a job runs on the node, or holds the model: `jobId`), `model_not_ready` (its state), "
     "`feature_missing` (the node lacks the download feature: `nodeId`, `field`), `download_conflict`, "
     "`insufficient_space`, `model_files_missing` (the model's files are not on its node)",
     422: "`spec_rejected`: the node cannot run this launch at all; `unknown_preset`: the message lists "
@@ -181,6 +182,8 @@ _STATUS_DESCRIPTIONS: Final = {
     502: "`node_refused`, `bad_gateway`, `log_stream_failed`: the node answered oddly",
     503: "`node_unreachable`: the model's node does not answer",
     504: "`node_timeout`: the model's node did not answer in time",
+    507: "`insufficient_storage`: a file of the master, or a node's own state file, cannot be written: "
+    "its disk is full (the message names the file; a stop is done all the same)",
 }
 
 

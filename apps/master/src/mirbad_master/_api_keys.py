@@ -42,7 +42,11 @@ def keys_router(services: MasterServices) -> APIRouter:
         return JSONResponse([dump(info) for info in await store.list()])
 
     @router.post(
-        "", status_code=201, response_model=ApiKeyCreated, summary="Create a key (secret shown once)"
+        "",
+        status_code=201,
+        response_model=ApiKeyCreated,
+        summary="Create a key (secret shown once)",
+        responses=refusals(507),
     )
     async def create_key(body: _KeyCreate, request: Request) -> Response:
         created = await changes.create_key(services, body, actor_of(request))

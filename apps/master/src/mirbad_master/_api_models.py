@@ -35,8 +35,22 @@ MAX_LOG_TAIL: Final = 10_000
 # read reaches the node too.
 _ON_A_NODE: Final = refusals(502, 503, 504)
 _STARTING: Final = refusals(409, 422, 502, 503, 504)
+# Before OpenAPI 3.2 the schema of an event stream describes each event (what a client such as
+# schemathesis checks every event against), not the stream as one string.
+_LOG_EVENT: Final[dict[str, Any]] = {
+    "type": "object",
+    "description": "one server-sent event: a log line as `data`; `event: end` closes the stream, "
+    "`event: error` carries the refusal's JSON",
+    "properties": {
+        "event": {"type": "string"},
+        "data": {"type": "string"},
+        "id": {"type": "string"},
+        "retry": {"type": "integer"},
+    },
+    "required": ["data"],
+}
 _LOG_STREAM: Final[dict[int | str, dict[str, Any]]] = {
-    200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}}
+    200: {"content": {"text/event-stream": {"schema": _LOG_EVENT}}}
 }
 _Definition = Annotated[ModelDefinition, user_input(ModelDefinition)]
 _Force = Annotated[bool, Query(description="skip the node's memory admission")]
@@ -56,7 +70,11 @@ def models_router(services: MasterServices) -> APIRouter:
         return JSONResponse([dump(await model_view(services, d)) for d in definitions])
 
     @router.post(
-        "", status_code=201, response_model=ModelView, summary="Register a model", responses=refusals(409)
+        "",
+        status_code=201,
+        response_model=ModelView,
+        summary="Register a model",
+        responses=refusals(409, 507),
     )
     async def create_model(definition: _Definition, request: Request) -> Response:
         stored = await changes.create_model(services, definition, actor_of(request))
@@ -72,7 +90,7 @@ def models_router(services: MasterServices) -> APIRouter:
         "/{model_id}",
         response_model=ModelView,
         summary="Replace a model's definition",
-        responses=refusals(409),
+        responses=refusals(409, 507),
     )
     async def update_model(model_id: str, definition: _Definition, request: Request) -> Response:
         if definition.id != model_id:
@@ -85,7 +103,12 @@ def models_router(services: MasterServices) -> APIRouter:
         stored = await changes.update_model(services, definition, actor_of(request))
         return JSONResponse(dump(await model_view(services, stored)))
 
-    @router.delete("/{model_id}", status_code=204, summary="Stop a model and remove it", responses=_ON_A_NODE)
+    @router.delete(
+        "/{model_id}",
+        status_code=204,
+        summary="Stop a model and remove it",
+        responses=refusals(409, 502, 503, 504, 507),  # 409: a tuning run holds it
+    )
     async def delete_model(model_id: str, request: Request) -> Response:
         await changes.delete_model(services, model_id, actor_of(request))
         return Response(status_code=204)
@@ -100,7 +123,12 @@ def models_router(services: MasterServices) -> APIRouter:
         await changes.start_model(services, model_id, actor_of(request), force=force)
         return await view_of(model_id)
 
-    @router.post("/{model_id}/stop", response_model=ModelView, summary="Stop a model", responses=_ON_A_NODE)
+    @router.post(
+        "/{model_id}/stop",
+        response_model=ModelView,
+        summary="Stop a model",
+        responses=refusals(502, 503, 504, 507),
+    )
     async def stop_model(model_id: str, request: Request) -> Response:
         await changes.stop_model(services, model_id, actor_of(request))
         return await view_of(model_id)

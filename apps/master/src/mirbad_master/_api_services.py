@@ -99,7 +99,7 @@ def services_router(services: MasterServices) -> APIRouter:
     @router.get(
         "/nodes/{node_id}/host/services",
         summary="A node's whitelisted units (?include=all)",
-        responses=refusals(404, 503),
+        responses=refusals(404, 502, 503, 504),  # it reaches the node: away, slow, or answering oddly
     )
     async def units(node_id: str, include: _Include = None) -> Response:
         if include not in (None, "all"):

@@ -6,7 +6,8 @@ router is mounted at ``/v1``. The portal (NiceGUI, itself built on FastAPI) is a
 after every other route. NiceGUI is never imported here, so the API runs and is tested without it.
 ``/healthz`` and ``/metrics`` need no sign-in: they carry no secret and monitoring has no password; the
 master listens on loopback unless told otherwise. :class:`OriginGuard` wraps everything: the session
-cookie does nothing state-changing for a page of another origin (another port of this host included).
+cookie does nothing state-changing for a page of another origin (another port of this host included);
+:class:`FrameGuard` outside it forbids every frame of the portal (clickjacking).
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from mirbad_protocol import AdminErrorBody
 from mirbad_router import create_router_app
 
 from ._admin_auth import AdminAuth
-from ._api import api_router
+from ._api import api_fallback, api_router
 from ._api_errors import install_error_handlers, refusals
 from ._composition import MasterServices
+from ._frame_guard import FrameGuard
 from ._metrics import METRICS_MEDIA_TYPE, collect_metrics, render_metrics
 from ._origin_guard import OriginGuard
 
@@ -66,8 +68,11 @@ def create_master_app(services: MasterServices, auth: AdminAuth, *, ui: UiInstal
     )
     install_error_handlers(app)
     app.add_middleware(OriginGuard)
+    # Outermost, so the origin guard's refusals and the error handlers' answers carry it too.
+    app.add_middleware(FrameGuard)
     _document_refusals(app)
     app.include_router(api_router(services, auth), prefix="/api")
+    app.router.routes.append(api_fallback(app))
 
     @app.get("/healthz", tags=["operations"], summary="Liveness (no sign-in)")
     async def healthz() -> Response:

@@ -11,11 +11,12 @@ libraries' exceptions and the ones below; ``_api_errors`` maps each to a status.
 
 from __future__ import annotations
 
+import ipaddress
 import shlex
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Final
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from mirbad_orchestration import UnknownModelError, normalize_definition
 from mirbad_orchestration.fleet import NODE_ID_PATTERN, NodeRecord, NodeState, agent_url_for
@@ -123,6 +124,20 @@ class EnrollmentTokenRequest(WireModel):
     agent_url: str | None = None
     reenroll: bool = False
 
+    @field_validator("address")
+    @classmethod
+    def _no_port_in_the_address(cls, value: str | None) -> str | None:
+        # A colon belongs to an IPv6 address only: "10.0.0.7:18445" became https://[10.0.0.7:18445]:9443.
+        if value is not None and ":" in value:
+            try:
+                ipaddress.IPv6Address(value)
+            except ValueError:
+                raise ValueError(
+                    "a host name or an IP address, without a port: give another port in agentUrl "
+                    "(https://host:port)"
+                ) from None
+        return value
+
 
 class NodeCreate(WireModel):
     """The body of ``POST /api/nodes``: an enrolled node and where its agent answers."""
@@ -181,12 +196,14 @@ async def update_model(services: MasterServices, definition: ModelDefinition, ac
 
     Raises:
         UnknownModelError: no model has the definition's id (an edit never creates one).
+        ModelHeldByJobError: a tuning run holds the model (its restart would undo the edit).
         InvalidFieldError: a field breaks a registry rule.
         RegistryError: the registry cannot be written.
     """
     check_lifted_flags(definition)
     async with services.registry_lock:  # a delete in between must not be undone by this write
         await services.models.get(definition.id)
+        services.tuning.check_not_held(definition.id)
         stored = await services.models.upsert(definition)
     await services.sync_models()
     await services.audit.record(actor, "model.update", stored.id)
@@ -198,9 +215,11 @@ async def delete_model(services: MasterServices, model_id: str, actor: str) -> N
 
     Raises:
         UnknownModelError: no such model.
+        ModelHeldByJobError: a tuning run holds the model (its restart would bring it back unlisted).
         NodeError: its node could not stop it (it then stays registered).
     """
     await services.models.get(model_id)
+    services.tuning.check_not_held(model_id)
     # Stopped first: a model removed from the registry while running could never be stopped here.
     await services.control.stop(model_id, actor=actor)
     await services.models.delete(model_id)

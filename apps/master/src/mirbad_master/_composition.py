@@ -55,6 +55,7 @@ from mirbad_protocol import (
 
 from ._job_host import MasterJobHost
 from ._llama_server_build import LlamaServerBuild, refuse_llamacpp_start
+from ._local_pki import master_names_refused
 from ._maintenance import MaintenanceMode
 from ._master_runtime import MasterRuntime
 from ._router_adapters import ApiKeyGate, FleetResolver, MasterStats, StartPausedError
@@ -96,6 +97,8 @@ class MasterServices:
         stopped_on_exit: the models stopped on the way out, as they were before (their pids).
         left_on_exit: the models that ran on the way out and could not be stopped.
         unlisted_on_exit: why the models could not even be listed on the way out, else None.
+        elsewhere_on_exit: the models that run on other nodes, which the way out leaves alone (as the
+            last poll saw them, ``node_id`` set), with whether their node answered that poll.
         llama_server_build: the local llama-server's background build of a first ``mirbad up``, if one.
     """
 
@@ -128,7 +131,12 @@ class MasterServices:
         self.recovery = RecoveryState(data_dir)
         self.pauses = RestartPauses(data_dir)
         # With the registry: a name is enrolled once, and an enrolled node is registered and pinned.
-        self.enrollment = EnrollmentTokens(data_dir / ENROLLMENT_TOKENS_FILE, authority, nodes=self.nodes)
+        self.enrollment = EnrollmentTokens(
+            data_dir / ENROLLMENT_TOKENS_FILE,
+            authority,
+            nodes=self.nodes,
+            san_policy=master_names_refused(settings.host),
+        )
         self.maintenance = MaintenanceMode(data_dir)
         self.lanes = StartLanes()
         self.cache = StatusCache()
@@ -201,7 +209,12 @@ class MasterServices:
             self.maintenance.state,
             tuning_runners
             or FleetTuningRunners(
-                self.nodes, clients, self.runtime, sizes=benchmark_sizes, preset_sizes=preset_sizes
+                self.nodes,
+                clients,
+                self.runtime,
+                sizes=benchmark_sizes,
+                preset_sizes=preset_sizes,
+                definition=self.models.get,
             ),
             busy=self._benchmark_on,
             benchmarks=self.benchmarks,
@@ -213,6 +226,7 @@ class MasterServices:
         self.stopped_on_exit: list[ModelStatus] = []
         self.left_on_exit: list[ModelStatus] = []
         self.unlisted_on_exit: str | None = None
+        self.elsewhere_on_exit: list[tuple[ModelStatus, bool]] = []
         self._stop_models_of = stop_models_on_exit
         self._stack: AsyncExitStack | None = None
 
@@ -264,6 +278,14 @@ class MasterServices:
         wait is the slowest stop, not their sum); one that cannot be stopped is logged and reported in
         :attr:`left_on_exit`. Nothing skips it: a hurried shutdown still stops the models.
         """
+        # The other nodes' models keep running: only this node's stop with it. Said, not stopped.
+        self.elsewhere_on_exit = [
+            (status, state.reachable)
+            for state in self.cache.nodes()
+            if state.node_id != node_id
+            for status in state.models
+            if status.state is not ModelState.STOPPED
+        ]
         with anyio.CancelScope(shield=True):
             try:
                 with anyio.fail_after(_LIST_MODELS_TIMEOUT_S):

@@ -4,7 +4,9 @@ It is a small Starlette app of its own, served over TLS with a certificate the f
 master, and it asks the client for no certificate: a joining node has none yet, the one-time token is
 what authenticates it. The node checks the CA's pin against its join token before it sends the token
 (see :mod:`mirbad_protocol`'s enrollment contract), so serving the CA certificate unauthenticated is
-safe: a certificate is public, and a forged one would not match the pin.
+safe: a certificate is public, and a forged one would not match the pin. Its certificate carries
+:data:`~mirbad_protocol.ENROLL_LISTENER_NAME`, the name the node then requires before it sends the
+token, and one no node certificate can carry: an enrolled node serving this API is refused.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from mirbad_protocol import (
     DEFAULT_LEAF_VALIDITY,
     ENROLL_CA_MEDIA_TYPE,
     ENROLL_CA_PATH,
+    ENROLL_LISTENER_NAME,
     ENROLL_PATH,
     CertificateAuthority,
     CertificateRequestError,
@@ -47,7 +50,6 @@ from mirbad_protocol import (
     SanPolicy,
     TlsCredentials,
     certificates_to_pem,
-    create_certificate_request,
     enroll_error_body,
     generate_private_key,
     server_context,
@@ -162,10 +164,13 @@ def issue_enroll_server_credentials(
 ) -> TlsCredentials:
     """Create a key and have the fleet CA certify it as the master's TLS server identity.
 
+    The certificate carries :data:`~mirbad_protocol.ENROLL_LISTENER_NAME`, which a joining node
+    requires and no node certificate can carry.
+
     Args:
         authority: the fleet CA.
         names: the DNS names and IP addresses nodes use in ``--master`` (each becomes a subject
-            alternative name, which the joining node checks).
+            alternative name too).
         common_name: the certificate's subject.
         validity: how long the certificate is valid.
 
@@ -174,8 +179,16 @@ def issue_enroll_server_credentials(
     """
     key = generate_private_key()
     dns_names, addresses = _split_names(names)
-    request = create_certificate_request(key, common_name, dns_names=dns_names, ip_addresses=addresses)
-    certificate = authority.issue_from_csr(request, policy=SanPolicy(), validity=validity)
+    # The names pass the CSR policy's shape check (no wildcard, a plain host name) before the CA
+    # certifies them outside that policy.
+    SanPolicy().check([n for n in dns_names if n.lower() != ENROLL_LISTENER_NAME], addresses)
+    certificate = authority.issue_enroll_listener_certificate(
+        key.public_key(),
+        dns_names=dns_names,
+        ip_addresses=addresses,
+        common_name=common_name,
+        validity=validity,
+    )
     return TlsCredentials(certificate, key, (authority.certificate,))
 
 

@@ -11,7 +11,8 @@ and adopts the models that still run.
 
 Ctrl-C (or SIGTERM) stops serving, stops the background work, stops every model on the local node
 (they stay listed in the recovery state, so the next ``mirbad up`` brings the same set back), then
-stops the agent: nothing is left running. A dead agent is started once more for that, since only the
+stops the agent: nothing of this machine is left running (models on other nodes keep running, and
+the last line names them with their nodes). A dead agent is started once more for that, since only the
 agent stops models. One Ctrl-C often arrives twice (the terminal signals the whole process group and
 a parent such as ``uv run`` forwards it too): deliveries within :data:`DUPLICATE_SIGNAL_S` count as
 one. A second Ctrl-C that comes later stops waiting for open requests and for the agent's graceful
@@ -56,6 +57,7 @@ from ._local_agent import (
     LocalAgent,
     LocalAgentError,
     is_enrolled,
+    stop_left_behind_agent,
     write_agent_settings,
 )
 from ._local_pki import (
@@ -145,20 +147,32 @@ def _enroll_lines(settings: MasterSettings) -> list[str]:
     return lines
 
 
-def goodbye(stopped: Sequence[ModelStatus], left: Sequence[ModelStatus], unlisted: str | None = None) -> str:
-    """The last line of ``mirbad up``: the models it stopped and any it left running, with their pids.
+def goodbye(
+    stopped: Sequence[ModelStatus],
+    left: Sequence[ModelStatus],
+    unlisted: str | None = None,
+    elsewhere: Sequence[tuple[ModelStatus, bool]] = (),
+) -> str:
+    """The last line of ``mirbad up``: what it stopped, and what is left running where.
 
     Args:
         stopped: the models stopped on the way out (as they were before: their pids).
-        left: the models that ran and could not be stopped.
-        unlisted: why the models could not even be listed, if they could not.
+        left: this machine's models that ran and could not be stopped.
+        unlisted: why this machine's models could not even be listed, if they could not.
+        elsewhere: the models running on other nodes (``node_id`` set), which keep running, each with
+            whether its node answered the last poll.
     """
+    here = " here" if elsewhere else ""
     line = f"Mirbad stopped ({len(stopped)} model(s) stopped: {_names(stopped) or 'none'}"
     if left:
-        return f"{line}; left running: {_names(left)})."
-    if unlisted is not None:
-        return f"{line}; the models could not be listed, so any still running are left: {unlisted})."
-    return f"{line}; none left running)."
+        line += f"; left running{here}: {_names(left)}"
+    elif unlisted is not None:
+        line += f"; the models could not be listed, so any still running are left: {unlisted}"
+    else:
+        line += f"; none left running{here}"
+    if elsewhere:
+        line += f"; still running on other nodes, which mirbad up does not stop: {_elsewhere(elsewhere)}"
+    return line + ")."
 
 
 def _names(statuses: Sequence[ModelStatus]) -> str:
@@ -167,6 +181,15 @@ def _names(statuses: Sequence[ModelStatus]) -> str:
 
 def _named(status: ModelStatus) -> str:
     return f"{status.id} (pid {status.pid})" if status.pid is not None else status.id
+
+
+def _elsewhere(running: Sequence[tuple[ModelStatus, bool]]) -> str:
+    # A node that did not answer is named with what it last said: the model may have stopped since.
+    return ", ".join(
+        f"{status.id} on {status.node_id}"
+        + ("" if reachable else " (as last seen: the node does not answer)")
+        for status, reachable in running
+    )
 
 
 BENCHMARK_SIZES_ENV: Final = "MIRBAD_BENCHMARK_SIZES"
@@ -247,6 +270,9 @@ class FleetOfOne:
                 async with anyio.create_task_group() as tasks:
                     tasks.start_soon(self._watch, signals)
                     try:
+                        # A master killed with -9 left its agent on the pinned --agent-port: the probe
+                        # below would refuse the port that agent holds. The data dir is ours now.
+                        await stop_left_behind_agent(self.settings.data_dir / AGENT_FOLDER)
                         self._probe_ports()
                         self._build_command = build_command_from_env()
                         await self._run(tasks)
@@ -322,7 +348,14 @@ class FleetOfOne:
                         await agent.stop()
                     for server in self._servers:
                         await server.stop()
-        self._announce(goodbye(services.stopped_on_exit, services.left_on_exit, services.unlisted_on_exit))
+        self._announce(
+            goodbye(
+                services.stopped_on_exit,
+                services.left_on_exit,
+                services.unlisted_on_exit,
+                services.elsewhere_on_exit,
+            )
+        )
 
     async def _serve_until_stopped(
         self,

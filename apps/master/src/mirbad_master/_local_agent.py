@@ -30,21 +30,27 @@ from anyio.abc import Process
 from mirbad_orchestration.fleet import LOCAL_NODE_ID
 from mirbad_protocol import MirbadError, certificates_from_pem, spki_pin, write_json_atomic
 
+from ._llama_server_build import LLAMA_SERVER_BUILD_ENV
 from ._settings import MasterSettings
 
 __all__ = [
     "AGENT_FOLDER",
+    "AGENT_SETTINGS_FILE",
     "LLAMA_SERVER_NAME",
     "AgentProbe",
     "LocalAgent",
     "LocalAgentError",
     "agent_command",
+    "agent_environment",
     "agent_log_level",
     "is_enrolled",
+    "stop_left_behind_agent",
     "write_agent_settings",
 ]
 
 AGENT_FOLDER: Final = "agent"
+AGENT_SETTINGS_FILE: Final = "agent.json"
+"""The local agent's settings in its folder (its command line names it: how a left-behind one is known)."""
 """The local agent's state folder inside the data directory."""
 LLAMA_SERVER_NAME: Final = "llama-server"
 """The logical executable name the local llama-server is catalogued under."""
@@ -82,6 +88,16 @@ def agent_command() -> list[str]:
     beside = shutil.which("mirbad-agent", path=str(Path(sys.executable).parent))
     found = beside or shutil.which("mirbad-agent")
     return [found] if found else [sys.executable, "-m", "mirbad_agent"]
+
+
+_MASTER_ONLY: Final = (LLAMA_SERVER_BUILD_ENV,)
+"""Variables for the master alone: the agent hands its environment on to every model process it starts."""
+
+
+def agent_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The local agent's environment: the master's, without what only the master reads."""
+    kept = {key: value for key, value in environ.items() if key not in _MASTER_ONLY}
+    return kept | {"PYTHONUNBUFFERED": "1"}
 
 
 def is_enrolled(state_dir: Path, ca_pin: str) -> bool:
@@ -123,7 +139,7 @@ def write_agent_settings(settings: MasterSettings, port: int) -> Path:
         generated["llama_server"] = str(settings.llama_server.expanduser().absolute())
     if settings.agent_config is not None:
         generated = _merge(generated, _read_settings(settings.agent_config))
-    path = state_dir / "agent.json"
+    path = state_dir / AGENT_SETTINGS_FILE
     write_json_atomic(path, generated, mode=0o600)
     return path
 
@@ -205,7 +221,7 @@ class LocalAgent:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                env=agent_environment(os.environ),
             )
         (self._state_dir / "agent.pid").write_text(f"{self._process.pid}\n")
 
@@ -258,26 +274,40 @@ class LocalAgent:
         return "\n".join(text.splitlines()[-lines:])
 
     async def _stop_leftover(self) -> None:
-        pid_file = self._state_dir / "agent.pid"
-        try:
-            pid = int(pid_file.read_text().strip())
-        except (OSError, ValueError):
-            return
-        if not _is_our_agent(pid, self._settings_path):
-            pid_file.unlink(missing_ok=True)
-            return
-        _logger.warning("stopping the local agent a previous run left behind (pid %d)", pid)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-        # Not our child, so there is nothing to wait on but its /proc entry.
-        for _ in range(round(_STOP_GRACE_S * 10)):
-            if not _is_our_agent(pid, self._settings_path):
-                break
-            await anyio.sleep(0.1)
-        with contextlib.suppress(ProcessLookupError):
-            if _is_our_agent(pid, self._settings_path):
-                os.kill(pid, signal.SIGKILL)
+        await stop_left_behind_agent(self._state_dir, self._settings_path)
+
+
+async def stop_left_behind_agent(state_dir: Path, settings_path: Path | None = None) -> int | None:
+    """Stop the agent a master killed without a goodbye (``kill -9``) left running; return its pid.
+
+    Only the process ``agent.pid`` names, and only while its command line names this data directory's
+    agent settings (``settings_path``, ``{state_dir}/agent.json`` by default): a pid the system gave to
+    someone else since is left alone. SIGTERM, a grace, then SIGKILL. Call it while holding the data
+    directory (:func:`~mirbad_master._up_preflight.claim_data_dir`), so it never stops a live master's
+    agent.
+    """
+    settings_path = settings_path or state_dir / AGENT_SETTINGS_FILE
+    pid_file = state_dir / "agent.pid"
+    try:
+        pid = int(pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    if not _is_our_agent(pid, settings_path):
         pid_file.unlink(missing_ok=True)
+        return None
+    _logger.warning("stopping the local agent a previous run left behind (pid %d)", pid)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    # Not our child, so there is nothing to wait on but its /proc entry.
+    for _ in range(round(_STOP_GRACE_S * 10)):
+        if not _is_our_agent(pid, settings_path):
+            break
+        await anyio.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        if _is_our_agent(pid, settings_path):
+            os.kill(pid, signal.SIGKILL)
+    pid_file.unlink(missing_ok=True)
+    return pid
 
 
 def _is_our_agent(pid: int, settings_path: Path) -> bool:

@@ -9,6 +9,7 @@ the listener is reached at.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import socket
 from datetime import UTC, datetime, timedelta
@@ -19,7 +20,9 @@ from cryptography.exceptions import InvalidSignature
 
 from mirbad_protocol import (
     CertificateAuthority,
+    IpAddress,
     PkiError,
+    SanPolicy,
     TlsCredentials,
     generate_private_key,
     spki_pin,
@@ -31,6 +34,7 @@ __all__ = [
     "enroll_listener_names",
     "load_or_create_authority",
     "load_or_issue_master_identity",
+    "master_names_refused",
 ]
 
 PKI_FOLDER: Final = "pki"
@@ -83,6 +87,27 @@ def enroll_listener_names(host: str) -> list[str]:
     if _HOST_NAME.fullmatch(machine) and machine not in names:
         names.append(machine)
     return names
+
+
+def master_names_refused(host: str) -> SanPolicy:
+    """The enrollment CSR policy: a node may carry any name but the master's own.
+
+    The master's names are the enroll listener's (:func:`enroll_listener_names`) less the loopback
+    ones: ``localhost`` and ``127.0.0.1`` name each machine itself, so a node's certificate for them
+    speaks for that node alone (and agents on the master's machine are reached there).
+    """
+    dns_names: set[str] = set()
+    addresses: set[IpAddress] = set()
+    for name in enroll_listener_names(host):
+        try:
+            address = ipaddress.ip_address(name)
+        except ValueError:
+            if name.lower() != "localhost":
+                dns_names.add(name.lower())
+            continue
+        if not address.is_loopback:
+            addresses.add(address)
+    return SanPolicy(refused_dns_names=frozenset(dns_names), refused_ip_addresses=frozenset(addresses))
 
 
 def _still_good(identity: TlsCredentials, authority: CertificateAuthority) -> bool:

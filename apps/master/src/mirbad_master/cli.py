@@ -20,6 +20,7 @@ from ._admin_auth import AdminAuth
 from ._app import UiInstaller
 from ._data_dir import INITIAL_PASSWORD_FILE
 from ._fleet_of_one import FleetOfOne
+from ._log_chatter import quiet_websocket_chatter
 from ._settings import DEFAULT_ENROLL_PORT, DEFAULT_PORT, load_master_settings
 
 __all__ = ["main"]
@@ -154,6 +155,7 @@ def _run_up(ns: argparse.Namespace) -> int:
     # One line per agent call every few seconds would drown what matters.
     for chatty in ("httpx", "httpcore"):
         logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLogger().level))
+    quiet_websocket_chatter()
     # A password printed into a pipe ends up in a journal or a container log: only a terminal sees it.
     fleet = FleetOfOne(settings, announce=_announce, ui=_portal(), password_to_terminal=sys.stdout.isatty())
     try:

@@ -3,7 +3,8 @@
 :class:`MirbadClient` (blocking) and :class:`AsyncMirbadClient` (anyio) have the same methods, one
 per route of ``/api``. Results are the admin API's wire models (defined in :mod:`mirbad_protocol` and
 re-exported here); refusals are :mod:`mirbad_client.exceptions`, one class per error code. It needs
-nothing of the master but its URL and the administrator password: ``pip install mirbad-client``.
+nothing of the master but its URL and the administrator password. It is not on a package index:
+install it from a clone, ``python3 -m pip install ./libs/mirbad-protocol ./libs/mirbad-client``.
 """
 
 from mirbad_protocol import (

@@ -428,6 +428,24 @@ class JobConflictError(JobError):
         self.node_id = node_id
 
 
+class ModelHeldByJobError(JobConflictError):
+    """A running job holds the model: a tuning run stops it and starts it again at its end.
+
+    An edit or a delete in between would be undone, or brought back as a model outside the registry,
+    by that restart; it is refused until the run ends or is cancelled.
+    """
+
+    def __init__(self, job_id: str, model_id: str, node_id: str) -> None:
+        JobError.__init__(
+            self,
+            f"model {model_id!r} is held by tuning run {job_id!r} on node {node_id!r}, which starts it "
+            "again when it ends; wait for the run to end or cancel it, then change the model",
+        )
+        self.job_id = job_id
+        self.model_id = model_id
+        self.node_id = node_id
+
+
 class ModelNotReadyError(JobError):
     """A job was asked for a model that is not Ready.
 
@@ -507,8 +525,11 @@ class ContainerNotWhitelistedError(HostServiceError):
         name: the container.
     """
 
-    def __init__(self, node_id: str, name: str) -> None:
-        super().__init__(f"container {name!r} on node {node_id!r} is not on the whitelist")
+    def __init__(self, node_id: str, name: str, *, replaced: bool = False) -> None:
+        message = f"container {name!r} on node {node_id!r} is not on the whitelist"
+        if replaced:
+            message += " (the container whitelisted under that name was replaced; whitelist it again)"
+        super().__init__(message)
         self.node_id = node_id
         self.name = name
 
@@ -553,6 +574,19 @@ class UnknownTuningStepError(InvalidFieldError, TuningError):
             "steps", f"unknown steps {', '.join(unknown)}; this model's steps are: {', '.join(known)}"
         )
         self.unknown = unknown
+        self.known = known
+
+
+class NoTuningStepsError(UnknownTuningStepError):
+    """A tuning request gives ``steps`` as an empty list: a run with nothing to try (HTTP 422, ``steps``).
+
+    Leaving ``steps`` out tunes the search's dimensions; an empty list is a mistake, not "none".
+    """
+
+    def __init__(self, known: list[str]) -> None:
+        reason = f"name at least one step, or leave steps out; this model's steps are: {', '.join(known)}"
+        InvalidFieldError.__init__(self, "steps", reason)
+        self.unknown = []
         self.known = known
 
 

@@ -221,6 +221,8 @@ from ._pki_ca import (
     CertificateAuthority,
 )
 from ._pki_csr import (
+    ENROLL_LISTENER_NAME,
+    RESERVED_DNS_SUFFIX,
     IpNetwork,
     SanPolicy,
     certificate_request_from_pem,
@@ -314,6 +316,7 @@ __all__ = [
     "DOWNLOAD_STATES",
     "ENROLL_CA_MEDIA_TYPE",
     "ENROLL_CA_PATH",
+    "ENROLL_LISTENER_NAME",
     "ENROLL_PATH",
     "GPU_MEMORY_FROM_BUDGET",
     "HOSTD_ACTIONS",
@@ -329,6 +332,7 @@ __all__ = [
     "MAX_UNIT_NAME_LENGTH",
     "MIRBAD_CONTAINER_NAME",
     "MODEL_ID_PATTERN",
+    "RESERVED_DNS_SUFFIX",
     "ROUTE_DOWNLOAD",
     "ROUTE_DOWNLOADS",
     "ROUTE_DOWNLOAD_CANCEL",

@@ -191,6 +191,8 @@ class AgentErrorCode(StrEnum):
     """404: the agent has no image pull with that id."""
     PULL_CONFLICT = "pull_conflict"
     """409: a pull of the same image reference is running already."""
+    INSUFFICIENT_STORAGE = "insufficient_storage"
+    """507: the agent's own state file cannot be written, its disk is full (a stop is done all the same)."""
 
     @property
     def http_status(self) -> int:
@@ -227,6 +229,7 @@ _HTTP_STATUS: Final = {
     AgentErrorCode.INVALID_IMAGE_REFERENCE: 422,
     AgentErrorCode.PULL_NOT_FOUND: 404,
     AgentErrorCode.PULL_CONFLICT: 409,
+    AgentErrorCode.INSUFFICIENT_STORAGE: 507,
 }
 
 

@@ -241,6 +241,10 @@ def _check_relative_path(value: str) -> str:
     return value
 
 
+_VLLM_IMAGE: Final = "vllm/vllm-openai:latest"
+"""The image a vLLM model runs when its definition names none."""
+
+
 class ModelDefinition(WireModel):
     """One model as the registry keeps it; the argument builders turn it into a command line.
 
@@ -256,7 +260,7 @@ class ModelDefinition(WireModel):
         str, Field(min_length=1, max_length=200, pattern=r"^[^\s]+$"), UserCheck(printable_name)
     ]
     runtime: RuntimeKind = "vllm"
-    image: Annotated[str, UserCheck(_check_image_reference)] = "vllm/vllm-openai:latest"
+    image: Annotated[str, UserCheck(_check_image_reference)] = _VLLM_IMAGE
     executable: ExecutableRef | None = None
     model_path: str
     quantization: str | None = None
@@ -292,6 +296,15 @@ class ModelDefinition(WireModel):
         ]
         | None
     ) = Field(default=None, alias="idleUnloadSeconds")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_container_image_for_a_process(cls, data: Any) -> Any:
+        # The field's default is vLLM's image; a process runtime runs no container, so it stores none.
+        process = isinstance(data, dict) and data.get("runtime", "vllm") != "vllm"
+        if process and data.get("image", _VLLM_IMAGE) == _VLLM_IMAGE:
+            return {**data, "image": ""}
+        return data
 
     @field_validator("model_path")
     @classmethod

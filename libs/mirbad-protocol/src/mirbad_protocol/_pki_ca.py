@@ -8,6 +8,7 @@ both ends of mutual TLS (serverAuth and clientAuth) unless it is the master's cl
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Final
@@ -18,6 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from ._pki import (
+    IpAddress,
     PrivateKey,
     read_certificates,
     read_private_key,
@@ -25,7 +27,7 @@ from ._pki import (
     write_certificates,
     write_private_key,
 )
-from ._pki_csr import SanPolicy, check_request_key, requested_names
+from ._pki_csr import ENROLL_LISTENER_NAME, SanPolicy, check_request_key, requested_names
 from .exceptions import CertificateRequestError, PkiError
 
 __all__ = [
@@ -181,6 +183,39 @@ class CertificateAuthority:
         names = [x509.DNSName(name) for name in dns_names] + [x509.IPAddress(ip) for ip in ip_addresses]
         if names:
             builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+        return builder.sign(self._private_key, hashes.SHA256())
+
+    def issue_enroll_listener_certificate(
+        self,
+        public_key: ec.EllipticCurvePublicKey,
+        *,
+        dns_names: Iterable[str] = (),
+        ip_addresses: Iterable[IpAddress] = (),
+        common_name: str = "mirbad-master",
+        validity: timedelta = DEFAULT_LEAF_VALIDITY,
+        now: datetime | None = None,
+    ) -> x509.Certificate:
+        """Issue the enroll listener's server certificate: serverAuth, with :data:`ENROLL_LISTENER_NAME`.
+
+        The one way to a certificate carrying that name: :meth:`issue_from_csr` refuses it under
+        every policy, so joining nodes that require it accept the master's listener and no node.
+
+        Args:
+            public_key: the public half of a key the master created itself.
+            dns_names: the host names nodes use in ``--master`` (besides the reserved name).
+            ip_addresses: the addresses nodes use in ``--master``.
+            common_name: the certificate's subject common name.
+            validity: how long the certificate is valid (never past the CA's own end).
+            now: the issue time (defaults to the current UTC time).
+        """
+        names: list[x509.GeneralName] = [x509.DNSName(ENROLL_LISTENER_NAME)]
+        names += [x509.DNSName(name) for name in dns_names if name.lower() != ENROLL_LISTENER_NAME]
+        names += [x509.IPAddress(address) for address in ip_addresses]
+        builder = (
+            self._leaf_builder(public_key, common_name, validity, now)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        )
         return builder.sign(self._private_key, hashes.SHA256())
 
     def issue_client_certificate(

@@ -23,6 +23,8 @@ from ._pki import IpAddress, PrivateKey
 from .exceptions import CertificateRequestError
 
 __all__ = [
+    "ENROLL_LISTENER_NAME",
+    "RESERVED_DNS_SUFFIX",
     "IpNetwork",
     "SanPolicy",
     "certificate_request_from_pem",
@@ -34,6 +36,14 @@ __all__ = [
 
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 """A range of addresses a :class:`SanPolicy` certifies."""
+
+RESERVED_DNS_SUFFIX: Final = "mirbad.invalid"
+"""Names at or under it belong to the master's own identities; no CSR may ask for one. ``.invalid``
+never resolves (RFC 6761), so no real host is ever reached, or named, by one."""
+ENROLL_LISTENER_NAME: Final = f"enroll.{RESERVED_DNS_SUFFIX}"
+"""The name only the enroll listener's certificate carries. A joining node checks the listener's
+certificate against it (not against the ``--master`` URL's host), so a node certificate from the same
+CA, whatever addresses it names, cannot pass for the listener and capture another node's token."""
 
 # RFC 1123 host names, lower case, no wildcard: a wildcard certificate would speak for every node.
 _LABEL: Final = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
@@ -54,11 +64,17 @@ class SanPolicy:
         ip_networks: the networks whose addresses may be certified; ``None`` allows any address,
             an empty tuple allows none.
         max_names: the most names (DNS and IP together) one certificate may carry.
+        refused_dns_names: host names never certified whatever else allows them (the master's own,
+            so no node can pass for the master); compared case-insensitively. Names under
+            :data:`RESERVED_DNS_SUFFIX` are refused by every policy.
+        refused_ip_addresses: addresses never certified (the master's own).
     """
 
     dns_names: frozenset[str] | None = None
     ip_networks: tuple[IpNetwork, ...] | None = None
     max_names: int = 16
+    refused_dns_names: frozenset[str] = frozenset()
+    refused_ip_addresses: frozenset[IpAddress] = frozenset()
 
     @classmethod
     def deny_all(cls) -> SanPolicy:
@@ -75,15 +91,28 @@ class SanPolicy:
         for name in dns:
             if len(name) > _MAX_HOST_NAME or not _HOST_NAME.fullmatch(name.lower()):
                 raise CertificateRequestError(f"the CSR asks for {name!r}, which is not a plain host name")
+            if _reserved(name) or name.lower() in {n.lower() for n in self.refused_dns_names}:
+                raise CertificateRequestError(
+                    f"the CSR asks for DNS name {name!r}, which names the master; a node may not carry it"
+                )
             if self.dns_names is not None and name.lower() not in {n.lower() for n in self.dns_names}:
                 raise CertificateRequestError(
                     f"the CSR asks for DNS name {name!r}, which this CA may not certify"
                 )
         for address in ips:
+            if address in self.refused_ip_addresses:
+                raise CertificateRequestError(
+                    f"the CSR asks for address {address}, which is the master's; a node may not carry it"
+                )
             if self.ip_networks is not None and not any(address in net for net in self.ip_networks):
                 raise CertificateRequestError(
                     f"the CSR asks for address {address}, which this CA may not certify"
                 )
+
+
+def _reserved(name: str) -> bool:
+    folded = name.lower().rstrip(".")
+    return folded == RESERVED_DNS_SUFFIX or folded.endswith("." + RESERVED_DNS_SUFFIX)
 
 
 def create_certificate_request(

@@ -11,7 +11,7 @@ uvicorn behind header and body timeouts and a connection limit, as the master an
 from ._accept_errors import AcceptErrorLog, install_accept_error_log
 from ._app import create_router_app
 from ._body import RequestBody, parse_request_body
-from ._bounds import request_token_bound
+from ._bounds import fit_output_to, request_token_bound, request_token_floor
 from ._connections import (
     ACCEPT_BURST,
     LISTEN_QUEUE,
@@ -48,6 +48,7 @@ from ._limits import LimitExceeded, RateLimiter, TokenReservation
 from ._network import AsyncioNetworkBackend
 from ._paths import check_proxy_path, checked_path_param
 from ._pool import SWEEP_INTERVAL_S, ForwardingClient, LeanConnectionPool, LeanTransport, lean_transport
+from ._prompt_scale import PromptScale
 from ._relay import CLIENT_CLOSED_REQUEST, UpstreamAnswer, UpstreamRelay, wait_for_disconnect
 from ._stats import RouterStats
 from ._usage import JsonUsageTap, SseUsageTap, Usage, request_stream_usage, usage_from_object
@@ -91,6 +92,7 @@ __all__ = [
     "MaintenanceNotice",
     "MirbadRouterError",
     "ModelResolver",
+    "PromptScale",
     "RateLimiter",
     "RequestBody",
     "RequestTooLargeError",
@@ -116,6 +118,7 @@ __all__ = [
     "create_upstream_client",
     "default_max_connections",
     "fast_backend_options",
+    "fit_output_to",
     "forward",
     "install_accept_error_log",
     "join_upstream_url",
@@ -125,6 +128,7 @@ __all__ = [
     "request_headers",
     "request_stream_usage",
     "request_token_bound",
+    "request_token_floor",
     "response_headers",
     "run_event_loop",
     "usage_from_object",

@@ -5,7 +5,8 @@ error shape: maintenance (503 ``maintenance``, before anything else, so a runnin
 traffic: the whole router's, or a job's on the named model's node, for which the body is read first)
 → API key (401) → the path (400 for one that could leave the upstream's ``v1/``) → body and ``model``
 field (413, 400) → the model (404, or 503 while it is not Ready unless it starts on request) →
-the key's limits (429; a token limit reserves the request's bound until it ends) → the upstream,
+the key's limits (429; a token limit reserves the request's bound until it ends, and the request's
+length fields are fitted to it) → the upstream,
 streamed both ways. A method no route takes is 405, in the same shape.
 """
 
@@ -14,9 +15,10 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -26,12 +28,13 @@ from starlette.routing import Route
 
 from . import _errors as errors
 from ._body import RequestBody, parse_request_body
-from ._bounds import request_token_bound
+from ._bounds import fit_output_to, generates_output, request_token_bound, request_token_floor
 from ._contracts import KeyGrant, KeyStore, MaintenanceGate, ModelResolver, Resolution, StatsSink
 from ._exchange import ExchangeOutcome, ObservedResponse
 from ._forward import MAX_BODY_BYTES, forward, join_upstream_url, read_body
 from ._limits import LimitExceeded, RateLimiter, TokenReservation
 from ._paths import checked_path_param
+from ._prompt_scale import PromptScale
 from ._relay import CLIENT_CLOSED_REQUEST
 from ._startup import wait_until_ready
 from ._usage import request_stream_usage
@@ -118,6 +121,7 @@ class _Router:
     poll_interval_s: float
     max_body_bytes: int
     owned_by: str
+    prompt_scale: PromptScale = field(default_factory=PromptScale)
 
     async def list_models(self, request: Request) -> Response:
         return await _answer(self._list_models(request, None))
@@ -156,12 +160,14 @@ class _Router:
         model = await self._ready_model(request, body.model, grant)
         if grant is None:
             return await self._forward(request, path, body, model, None)
-        bound = request_token_bound(path, body, model.context_tokens)
-        admitted = self.limiter.reserve(grant, bound)
+        scale = self.prompt_scale.tokens_per_byte(model.served_name)
+        bound = request_token_bound(path, body, model.context_tokens, tokens_per_byte=scale)
+        floor = request_token_floor(path, body, tokens_per_byte=scale)
+        admitted = self.limiter.reserve(grant, bound, least=floor)
         if isinstance(admitted, LimitExceeded):
             return errors.rate_limited(grant.name, admitted)
         try:
-            return await self._forward(request, path, body, model, (grant, admitted))
+            return await self._forward(request, path, body, model, (grant, admitted), scale)
         except BaseException:
             admitted.release()  # nothing went upstream (settling twice counts once)
             raise
@@ -221,7 +227,9 @@ class _Router:
         except RequestTooLargeError as error:
             raise _Refused(errors.too_large(f"The request body is too large: {error}.")) from None
         except InvalidRequestBodyError as error:
-            raise _Refused(errors.invalid_body(f"The request body cannot be read: {error}.")) from None
+            raise _Refused(
+                errors.invalid_body(f"The request body cannot be read: {error}.", error.param)
+            ) from None
 
     async def _ready_model(self, request: Request, name: str, grant: KeyGrant | None) -> Resolution:
         model = await self.resolver.resolve(name)
@@ -245,14 +253,24 @@ class _Router:
         body: RequestBody,
         model: Resolution,
         admission: tuple[KeyGrant, TokenReservation] | None,
+        tokens_per_byte: float = 0.25,
     ) -> Response:
         assert model.upstream is not None  # model.ready said so
         grant, reservation = admission or (None, None)
-        content, injected = body.content, False
-        if grant is not None and body.json is not None:
-            with_usage = request_stream_usage(path, body.json)
+        fitted = None
+        if reservation is not None and reservation.tokens:
+            # The model server must not generate past the reservation, whichever length field it obeys.
+            fitted = fit_output_to(path, body, reservation.tokens, tokens_per_byte=tokens_per_byte)
+        changed = fitted is not None
+        outgoing = fitted if fitted is not None else body.json
+        injected = False
+        if grant is not None and outgoing is not None:
+            with_usage = request_stream_usage(path, outgoing)
             if with_usage is not None:
-                content, injected = json.dumps(with_usage).encode(), True
+                outgoing, injected, changed = with_usage, True, True
+        # As UTF-8 and compact: \u-escaped text could double a body past the next hop's size limit (the
+        # body holds no lone surrogate, so every string encodes).
+        content = _encoded(outgoing) if changed and outgoing is not None else body.content
         # Only ever below the upstream's v1/: the path was checked, and the join checks it again.
         url = join_upstream_url(model.upstream.base_url, f"v1/{path}", request.url.query)
         # Identity encoding keeps the body readable for usage; the hop is a LAN or loopback.
@@ -278,7 +296,9 @@ class _Router:
         except BaseException:
             self._failed_before_answer(model.served_name, reservation)
             raise
-        report = partial(self._report, model.served_name, grant, reservation)
+        report = partial(
+            self._report, model.served_name, len(body.content), generates_output(path), grant, reservation
+        )
         return ObservedResponse(relay, report, read_usage=grant is not None, drop_usage_only=injected)
 
     def _failed_before_answer(self, served_name: str, reservation: TokenReservation | None) -> None:
@@ -289,17 +309,18 @@ class _Router:
     async def _report(
         self,
         served_name: str,
+        body_bytes: int,
+        generates: bool,
         grant: KeyGrant | None,
         reservation: TokenReservation | None,
         outcome: ExchangeOutcome,
     ) -> None:
         self.stats.end(served_name, failed=outcome.failed)
         if reservation is not None:
-            # What the response reported stays in the window; without a report nothing was counted before
-            # either, so the reservation goes back whole.
-            reservation.settle(outcome.usage.total_tokens if outcome.usage is not None else 0)
+            reservation.settle(_tokens_to_charge(outcome, reservation, generates=generates))
         if grant is None or outcome.usage is None:
             return
+        self.prompt_scale.learn(served_name, body_bytes, outcome.usage.prompt_tokens)
         try:
             await self.keys.record_usage(
                 grant, served_name, outcome.usage.prompt_tokens, outcome.usage.completion_tokens
@@ -307,6 +328,23 @@ class _Router:
         except Exception:
             # The answer has been delivered; losing one usage record must not turn it into an error.
             _log.exception("could not record the usage of API key %s on %s", grant.key_id, served_name)
+
+
+def _encoded(payload: dict[str, Any]) -> bytes:
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _tokens_to_charge(outcome: ExchangeOutcome, reservation: TokenReservation, *, generates: bool) -> int:
+    # What the response reported stays in the window. Without a report, an exchange that ended whole
+    # with an error (a refusal, an upstream that never answered) generated nothing. One cut short (the
+    # client left, or the upstream broke off) may have generated its whole bound, and the usage chunk
+    # that would say how much never came; so may a generation answered in full without the usage every
+    # runtime we drive reports: the reservation stays charged, so no way of ending passes the limit.
+    if outcome.usage is not None:
+        return outcome.usage.total_tokens
+    if not outcome.completed or (generates and not outcome.failed):
+        return reservation.tokens
+    return 0
 
 
 async def _answer(handling: Awaitable[Response]) -> Response:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,9 @@ __all__ = ["RequestBody", "parse_request_body"]
 
 # Model names are short; a longer `model` form field is not a model name, so it is not held in memory.
 _MAX_MODEL_FIELD_BYTES = 4096
+# Only a body with a \uD800-\uDFFF escape (or such a code point in CESU-8 bytes, which json.loads
+# also decodes) can hold a lone surrogate; any other body skips the walk.
+_MAY_HOLD_SURROGATES = re.compile(rb"\\u[dD][89abcdefABCDEF]|\xed[\xa0-\xbf]")
 # The multipart parser is fed in slices so it can stop at the `model` field, usually before the audio.
 _MULTIPART_SLICE_BYTES = 1 << 20
 
@@ -60,10 +64,41 @@ def parse_request_body(content_type: str | None, content: bytes) -> RequestBody:
     except RecursionError:
         # The decoder recurses once per nesting level; no OpenAI request is nested that deep.
         raise InvalidRequestBodyError("the request body is JSON nested too deeply") from None
+    if _MAY_HOLD_SURROGATES.search(content) is not None:
+        _refuse_lone_surrogates(decoded)
     if not isinstance(decoded, dict):
         return RequestBody(content, None)
     model = decoded.get("model")
     return RequestBody(content, model if isinstance(model, str) else None, decoded)
+
+
+def _refuse_lone_surrogates(decoded: object) -> None:
+    # JSON may spell half of a UTF-16 pair alone ("\ud800"), and Python decodes it to a string that
+    # cannot be encoded as UTF-8 again: the error answer naming such a model, a log line or the model
+    # server would fail on it. Walked without recursion: the body may be nested about a thousand deep.
+    pending: list[tuple[str, object]] = [("", decoded)]
+    while pending:
+        where, value = pending.pop()
+        if isinstance(value, str):
+            _check_text(value, where)
+        elif isinstance(value, dict):
+            for name, item in value.items():
+                path = f"{where}.{name}" if where else name
+                _check_text(name, path)
+                pending.append((path, item))
+        elif isinstance(value, list):
+            pending.extend((f"{where}[{index}]", item) for index, item in enumerate(value))
+
+
+def _check_text(text: str, where: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A field name may hold the surrogate itself: the answer names it escaped.
+        field = where.encode("utf-8", "backslashreplace").decode("utf-8")
+        raise InvalidRequestBodyError(
+            f"'{field or 'the body'}' holds a lone UTF-16 surrogate, which is not text", param=field or None
+        ) from None
 
 
 def _multipart_model(boundary: bytes | None, content: bytes) -> str | None:

@@ -91,9 +91,9 @@ def unauthorized(message: str) -> JSONResponse:
     return error_response(401, message, code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
 
 
-def invalid_body(message: str) -> JSONResponse:
-    """400: a body that is neither JSON nor multipart/form-data."""
-    return error_response(400, message, code="invalid_request_body")
+def invalid_body(message: str, param: str | None = None) -> JSONResponse:
+    """400: a body that is neither JSON nor multipart/form-data, or holds unencodable text (``param``)."""
+    return error_response(400, message, code="invalid_request_body", param=param)
 
 
 def unsafe_path(error: UnsafeProxyPathError) -> JSONResponse:
@@ -190,7 +190,20 @@ def start_refused(served_name: str, reason: str) -> JSONResponse:
 
 
 def rate_limited(key_name: str, refusal: LimitExceeded) -> JSONResponse:
-    """429 ``rate_limit_exceeded``, ``type`` ``requests`` or ``tokens`` as OpenAI sends it."""
+    """429 ``rate_limit_exceeded``, ``type`` ``requests`` or ``tokens`` as OpenAI sends it.
+
+    A request that needs more tokens than the key's whole limit is told so, without a ``Retry-After``:
+    waiting never admits it.
+    """
+    if refusal.needed is not None:
+        return error_response(
+            429,
+            f"Request too large for API key '{key_name}': it needs about {refusal.needed} tokens "
+            f"(its prompt and at least one output token), over the key's limit of {refusal.limit} "
+            "tokens per minute. Shorten the prompt.",
+            code="rate_limit_exceeded",
+            type=refusal.kind,
+        )
     return error_response(
         429,
         f"Rate limit reached for API key '{key_name}': {refusal.limit} {refusal.kind} per minute. "

@@ -2,7 +2,8 @@
 
 Tokens are known only once a response ends, so a request reserves its upper bound when it is admitted
 and settles when it ends: the tokens it used stay in the window, the rest is released at once (all of it
-when it failed). Concurrent requests of one key therefore cannot together pass its token limit.
+when it failed before any answer; none of it when the client left before the usage came). Concurrent
+requests of one key therefore cannot together pass its token limit.
 """
 
 from __future__ import annotations
@@ -32,11 +33,14 @@ class LimitExceeded:
         kind: which limit: ``"requests"`` (per minute) or ``"tokens"`` (per minute).
         limit: the limit the key has.
         retry_after_s: how long until the window falls back under the limit.
+        needed: the tokens the request needs at the least, when that alone is more than the limit:
+            it can never be admitted, however long it waits.
     """
 
     kind: Literal["requests", "tokens"]
     limit: int
     retry_after_s: float
+    needed: int | None = None
 
     @property
     def retry_after_header(self) -> str:
@@ -122,16 +126,20 @@ class RateLimiter:
         admitted = self.reserve(grant, 0)
         return admitted if isinstance(admitted, LimitExceeded) else None
 
-    def reserve(self, grant: KeyGrant, tokens: int | None) -> TokenReservation | LimitExceeded:
+    def reserve(
+        self, grant: KeyGrant, tokens: int | None, *, least: int = 1
+    ) -> TokenReservation | LimitExceeded:
         """Count a request of ``grant``'s key and hold ``tokens`` for it, or return why it must wait.
 
-        A request needs at least one token free. One whose bound is unknown (``None``) or larger than
-        the key's limit takes all the tokens left instead, so it runs alone and the key overshoots by
-        at most what it uses past them.
+        A request needs at least ``least`` tokens free. One whose bound is unknown (``None``) or larger
+        than the key's limit takes all the tokens left instead, so it runs alone; the caller then fits
+        the request to the tokens held (see :func:`~mirbad_router.fit_output_to`).
 
         Args:
             grant: the key.
             tokens: the most tokens (prompt plus completion) the request can use, or None if unknown.
+            least: the fewest tokens it can do with (see :func:`~mirbad_router.request_token_floor`);
+                more than the key's limit is refused with :attr:`LimitExceeded.needed` set.
         """
         if grant.requests_per_minute is None and grant.tokens_per_minute is None:
             return TokenReservation(self, grant.key_id, 0)
@@ -140,7 +148,9 @@ class RateLimiter:
             self._sweep(now)
             window = self._window(grant.key_id, now)
             held = self._tokens_to_hold(grant, window, tokens)
-            over_tokens = self._over_tokens(grant, window, now, max(held, 1))
+            if held:
+                held = max(held, least)  # a bound under the request's own floor holds the floor
+            over_tokens = self._over_tokens(grant, window, now, max(held, least, 1))
             refusal = _worst(self._over_requests(grant, window, now), over_tokens)
             if refusal is not None:
                 return refusal
@@ -196,6 +206,8 @@ class RateLimiter:
         excess = window.token_sum + window.reserved + wanted - limit
         if excess <= 0:
             return None
+        if wanted > limit:
+            return LimitExceeded("tokens", limit, self._window_s, needed=wanted)
         # Settled tokens leave the window oldest first; held ones only when their requests end.
         for at, tokens in window.tokens:
             excess -= tokens

@@ -94,8 +94,16 @@ __all__ += ["InvalidRequestBodyError"]
 class InvalidRequestBodyError(MirbadRouterError, ValueError):
     """A /v1 request body the router cannot read its ``model`` from; answer 400.
 
-    It is neither valid JSON nor valid multipart/form-data (the message says which and why).
+    It is neither valid JSON nor valid multipart/form-data, or it holds text no model server can take
+    (the message says which and why).
+
+    Attributes:
+        param: the body field at fault (``model``, ``messages[0].content``), when one is.
     """
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
 
 
 __all__ += ["UnsafeProxyPathError"]

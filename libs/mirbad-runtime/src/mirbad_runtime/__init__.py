@@ -15,6 +15,7 @@ from ._container_driver import ContainerDriver
 from ._container_services import STATS_CONCURRENCY, ContainerServices, is_host_service_container
 from ._container_spec import MODEL_LABEL, ContainerDriverConfig, container_name
 from ._docker_gateway import DEFAULT_DOCKER_SOCKET, probe_docker_socket
+from ._dpapi_keys import Dpapi, DpapiInstanceKeyProtector
 from ._driver import FAILURE_LOG_LINES, RuntimeDriver
 from ._executables import CatalogedExecutable, ExecutableCatalog, is_executable_name, sha256_of_file
 from ._gguf import aread_gguf_info, read_gguf_info
@@ -72,6 +73,8 @@ __all__ = [
     "ContainerDriver",
     "ContainerDriverConfig",
     "ContainerServices",
+    "Dpapi",
+    "DpapiInstanceKeyProtector",
     "ExecutableCatalog",
     "FileInstanceKeyProtector",
     "GgufFormatError",

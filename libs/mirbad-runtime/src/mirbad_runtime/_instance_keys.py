@@ -4,7 +4,8 @@ A llama-server on loopback is reachable by every local user, so the agent starts
 fresh random key (in the child's environment, never on its command line, which ``ps`` shows to all)
 and its proxy presents that key upstream. The key must survive an agent restart, since an adopted model
 keeps the key it was started with: an :class:`InstanceKeyProtector` stores it. POSIX nodes use
-:class:`FileInstanceKeyProtector` (owner-only files); Windows can plug in DPAPI behind the same ABC.
+:class:`FileInstanceKeyProtector` (owner-only files); Windows nodes use
+:class:`~mirbad_runtime.DpapiInstanceKeyProtector` (sealed with DPAPI for the agent's account).
 """
 
 from __future__ import annotations

@@ -162,6 +162,8 @@ class ProcessDriver(RuntimeDriver):
 
         Raises:
             RuntimeUnavailableError: the process survived SIGKILL for ``kill_timeout_s``.
+            StateWriteError: the process is stopped, but ``processes.json`` could not take it (a full
+                disk); the record is gone from memory and written as soon as there is room.
         """
         async with self._lock_of(model_id):
             self._stopping.add(model_id)
@@ -169,8 +171,8 @@ class ProcessDriver(RuntimeDriver):
                 record = await self._records.get(model_id)
                 if record is not None:
                     await self._end(record)
-                await self._forget(model_id)
                 self._unproven.pop(model_id, None)
+                await self._forget(model_id)
             finally:
                 self._stopping.discard(model_id)
 
@@ -323,8 +325,10 @@ class ProcessDriver(RuntimeDriver):
         return False
 
     async def _forget(self, model_id: str) -> None:
-        await self._records.remove(model_id)
-        await self._observer.delete_key(model_id)
+        try:
+            await self._records.remove(model_id)
+        finally:  # a record the full disk kept in the file still loses its key: its process is gone
+            await self._observer.delete_key(model_id)
 
     async def _status_of(self, record: ProcessRecord) -> ModelStatus:
         model_id = record.model_id

@@ -8,6 +8,8 @@ write replaces the whole file atomically.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import logging
 import shutil
@@ -30,12 +32,14 @@ from mirbad_protocol import (
 )
 
 from ._process_host import ProcessIdentity
+from .exceptions import StateWriteError
 
 __all__ = ["ProcessRecord", "ProcessRecordStore"]
 
 logger = logging.getLogger(__name__)
 
 _FORMAT_VERSION: Final = 1
+_DISK_FULL: Final = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 class ProcessRecord(WireModel):
@@ -127,7 +131,8 @@ class ProcessRecordStore:
 
     The file is read on first use. A file that cannot be parsed (or holds entries that cannot) is
     copied aside as ``processes.json.corrupt-<time>`` and the readable entries are kept, so an agent
-    never refuses to start over it and the evidence survives.
+    never refuses to start over it and the evidence survives. A removal the file cannot take (a full
+    disk) is kept in memory and written by the next read or write that finds room.
 
     Args:
         path: the file, normally ``{state dir}/processes.json``; its folder is created when missing.
@@ -137,6 +142,7 @@ class ProcessRecordStore:
         self._path = path
         self._lock = anyio.Lock()
         self._records: dict[str, ProcessRecord] | None = None
+        self._unwritten = False
 
     @property
     def path(self) -> Path:
@@ -146,29 +152,46 @@ class ProcessRecordStore:
     async def all(self) -> list[ProcessRecord]:
         """Every record, in model-id order."""
         async with self._lock:
-            records = await self._loaded()
+            records = await self._current()
             return [records[model_id] for model_id in sorted(records)]
 
     async def get(self, model_id: str) -> ProcessRecord | None:
         """The record of ``model_id``, or None."""
         async with self._lock:
-            return (await self._loaded()).get(model_id)
+            return (await self._current()).get(model_id)
 
     async def put(self, record: ProcessRecord) -> None:
-        """Add or replace the record of ``record.model_id`` and write the file."""
+        """Add or replace the record of ``record.model_id`` and write the file.
+
+        Raises:
+            StateWriteError: the file cannot be written; the record is not added.
+        """
         async with self._lock:
             records = dict(await self._loaded())
             records[record.model_id] = record
             await self._write(records)
 
     async def remove(self, model_id: str) -> ProcessRecord | None:
-        """Drop the record of ``model_id`` (writing the file only if there was one); return it."""
+        """Drop the record of ``model_id`` (writing the file only if there was one); return it.
+
+        Raises:
+            StateWriteError: the file cannot be written. The record is dropped from memory all the
+                same: its process is gone, and a record kept for it would read as a failed model.
+        """
         async with self._lock:
             records = dict(await self._loaded())
             removed = records.pop(model_id, None)
             if removed is not None:
+                self._records, self._unwritten = records, True
                 await self._write(records)
             return removed
+
+    async def _current(self) -> dict[str, ProcessRecord]:
+        records = await self._loaded()
+        if self._unwritten:
+            with contextlib.suppress(StateWriteError):  # still no room: the next read tries again
+                await self._write(records)
+        return records
 
     async def _loaded(self) -> dict[str, ProcessRecord]:
         if self._records is None:
@@ -182,8 +205,13 @@ class ProcessRecordStore:
                 records[model_id].model_dump(mode="json", by_alias=True) for model_id in sorted(records)
             ],
         }
-        await anyio.to_thread.run_sync(write_json_atomic, self._path, document)
-        self._records = records
+        try:
+            await anyio.to_thread.run_sync(write_json_atomic, self._path, document)
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            message = f"cannot write {self._path}: {reason}"
+            raise StateWriteError(self._path, message, disk_full=exc.errno in _DISK_FULL) from exc
+        self._records, self._unwritten = records, False
 
     def _read(self) -> dict[str, ProcessRecord]:
         self._path.parent.mkdir(parents=True, exist_ok=True)

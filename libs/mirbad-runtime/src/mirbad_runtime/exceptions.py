@@ -26,12 +26,30 @@ __all__ = [
     "RuntimeUnavailableError",
     "SourceNeedsTokenError",
     "SourceNotFoundError",
+    "SourceStalledError",
     "SourceUnavailableError",
+    "StateWriteError",
 ]
 
 
 class MirbadRuntimeError(MirbadError):
     """Root of the exceptions of :mod:`mirbad_runtime`."""
+
+
+class StateWriteError(MirbadRuntimeError):
+    """A state file of the node (the process records) could not be written; the change itself was made.
+
+    The file keeps its previous content and the change is written with the next write that succeeds.
+
+    Attributes:
+        path: the file.
+        disk_full: whether the disk (or the quota) is full.
+    """
+
+    def __init__(self, path: Path, message: str, *, disk_full: bool) -> None:
+        super().__init__(message)
+        self.path = path
+        self.disk_full = disk_full
 
 
 class GgufFormatError(MirbadRuntimeError, ValueError):
@@ -271,6 +289,16 @@ class DuplicateExecutableError(MirbadRuntimeError, ValueError):
         self.version = version
 
 
+__all__ += ["DpapiError"]
+
+
+class DpapiError(MirbadRuntimeError):
+    """Windows' DPAPI refused to seal or open a blob.
+
+    The blob is another account's, was changed or damaged, or was sealed with other entropy.
+    """
+
+
 class InstanceKeyError(MirbadRuntimeError):
     """A model instance's API key that cannot be stored, read back or trusted.
 
@@ -343,6 +371,10 @@ class SourceNeedsTokenError(DownloadError):
 
 class SourceUnavailableError(DownloadError):
     """The hub or registry could not be reached or answered with a server error."""
+
+
+class SourceStalledError(SourceUnavailableError):
+    """A transfer fell below the rate floor (a drip-fed or silent body): not retried, the job fails."""
 
 
 class InsufficientSpaceError(DownloadError):

@@ -5,11 +5,14 @@
 test against it without Docker or processes, then steer it (a state change, a failing start, log lines)
 and read back what they asked of it. :class:`FakeProcessHost` stands in for the operating system
 behind the process driver: a process table in memory that tests crash, ``exec`` and fork into
-(nothing is spawned or signalled for real).
+(nothing is spawned or signalled for real). :class:`FakeDpapi` stands in for Windows' DPAPI, so the
+Windows key protector and the agent's Windows composition run on any platform.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import itertools
 import signal
 import threading
@@ -22,12 +25,13 @@ import anyio
 
 from mirbad_protocol import ContainerLaunch, ModelState, ModelStatus, ProcessLaunch
 
+from ._dpapi_keys import Dpapi
 from ._driver import RuntimeDriver
 from ._gpu_attribution import GpuOwner
 from ._process_host import ProcessHost, ProcessIdentity
-from .exceptions import ModelNotFoundError
+from .exceptions import DpapiError, ModelNotFoundError
 
-__all__ = ["FakeDriver", "FakeProcess", "FakeProcessHost"]
+__all__ = ["FakeDpapi", "FakeDriver", "FakeProcess", "FakeProcessHost"]
 
 _RUNNING = (ModelState.STARTING, ModelState.READY)
 
@@ -227,6 +231,7 @@ class FakeProcess:
         log_path: where its output would go.
         exit_code: None while it runs, then its status (negative: the signal that ended it).
         ignores_sigterm: SIGTERM leaves it running (only SIGKILL ends it).
+        env: the environment it was spawned with (empty for a fork).
     """
 
     pid: int
@@ -237,6 +242,7 @@ class FakeProcess:
     log_path: Path
     exit_code: int | None = None
     ignores_sigterm: bool = False
+    env: dict[str, str] = field(default_factory=dict)
 
     @property
     def running(self) -> bool:
@@ -265,7 +271,7 @@ class FakeProcessHost(ProcessHost):
         log_path.touch()
         with self._lock:
             pid = next(self._pids)
-            process = FakeProcess(pid, pid, f"t{pid}", argv[0], list(argv), log_path)
+            process = FakeProcess(pid, pid, f"t{pid}", argv[0], list(argv), log_path, env=dict(env))
             self.processes[pid] = process
         return _identity_of(process)
 
@@ -344,3 +350,50 @@ def _identity_of(process: FakeProcess) -> ProcessIdentity:
     return ProcessIdentity(
         pid=process.pid, start_time=process.start_time, executable=process.executable, group=process.group
     )
+
+
+_TAG_BYTES = 32
+
+
+class FakeDpapi(Dpapi):
+    """DPAPI in memory: a real (if home-made) seal, one secret per simulated Windows account.
+
+    A blob is the data XORed with a keystream derived from the account's secret and the entropy,
+    followed by an HMAC of both, so a blob never holds the plain data, and opening one with another
+    account's secret, other entropy or a changed byte fails as DPAPI does (:class:`DpapiError`).
+    Every call is recorded in :attr:`calls` as ``(operation, entropy)``.
+
+    Args:
+        account: the simulated account's secret; two fakes with different ones cannot open each
+            other's blobs.
+    """
+
+    def __init__(self, account: bytes = b"mirbad-agent-service") -> None:
+        self._account = account
+        self.calls: list[tuple[str, bytes]] = []
+
+    def protect(self, data: bytes, entropy: bytes) -> bytes:
+        """Seal ``data`` for this account and ``entropy``."""
+        self.calls.append(("protect", entropy))
+        sealed = self._xor(data, entropy)
+        return sealed + self._tag(sealed, entropy)
+
+    def unprotect(self, blob: bytes, entropy: bytes) -> bytes:
+        """Open a blob this account sealed with the same ``entropy``."""
+        self.calls.append(("unprotect", entropy))
+        sealed, tag = blob[:-_TAG_BYTES], blob[-_TAG_BYTES:]
+        if len(blob) < _TAG_BYTES or not hmac.compare_digest(tag, self._tag(sealed, entropy)):
+            raise DpapiError("the data is invalid (another account's blob, other entropy or damaged)")
+        return self._xor(sealed, entropy)
+
+    def _tag(self, sealed: bytes, entropy: bytes) -> bytes:
+        return hmac.new(self._account, b"tag\x00" + entropy + b"\x00" + sealed, hashlib.sha256).digest()
+
+    def _xor(self, data: bytes, entropy: bytes) -> bytes:
+        stream = b""
+        for block in itertools.count():
+            if len(stream) >= len(data):
+                break
+            seed = b"stream\x00" + entropy + b"\x00" + block.to_bytes(4, "big")
+            stream += hmac.new(self._account, seed, hashlib.sha256).digest()
+        return bytes(a ^ b for a, b in zip(data, stream, strict=False))

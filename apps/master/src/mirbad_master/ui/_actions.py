@@ -110,17 +110,29 @@ class EnrollmentIssued:
 
 
 async def issue_enrollment(
-    services: MasterServices, node_name: str, ttl: timedelta, address: str | None = None
+    services: MasterServices,
+    node_name: str,
+    ttl: timedelta,
+    address: str | None = None,
+    agent_url: str | None = None,
 ) -> EnrollmentIssued:
     """Issue a one-time join token for ``node_name`` (with an address, it is registered on enrolling).
 
+    Args:
+        services: the master's services.
+        node_name: the name the node's certificate will carry.
+        ttl: how long the token may be used.
+        address: the host the master reaches the agent at (goes into the certificate's names).
+        agent_url: where the agent answers, when not ``https://{address}:9443``.
+
     Raises:
-        InvalidFieldError: the node name, the lifetime or the address is unusable (``nodeName``,
-            ``ttlSeconds``, ``address``).
+        InvalidFieldError: the node name, the lifetime, the address or the agent URL is unusable
+            (``nodeName``, ``ttlSeconds``, ``address``, ``agentUrl``).
     """
-    request = EnrollmentTokenRequest.from_user_input(
-        {"nodeName": node_name, "ttlSeconds": int(ttl.total_seconds()), "address": address or None}
-    )
+    body = {"nodeName": node_name, "ttlSeconds": int(ttl.total_seconds()), "address": address or None}
+    if agent_url is not None:
+        body["agentUrl"] = agent_url
+    request = EnrollmentTokenRequest.from_user_input(body)
     issued = await changes.issue_enrollment(services, request, ACTOR)
     return EnrollmentIssued(issued.node_name, issued.token, issued.expires_at, issued.install_command)
 

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from typing import Final
+from urllib.parse import urlsplit
 
 from nicegui import ui
 
 from mirbad_master._llama_server_build import LlamaServerBuild
 from mirbad_master._views import NodeSummary, node_summary
+from mirbad_orchestration.fleet import agent_url_for
 from mirbad_protocol import (
+    DEFAULT_AGENT_PORT,
     AgentInfo,
     ContainerRuntimeInfo,
     InvalidFieldError,
@@ -35,6 +38,7 @@ __all__ = [
     "REFRESH_S",
     "TOKEN_LIFETIMES",
     "catalogue_hint",
+    "enrollment_target",
     "lacks_llama_server",
     "render_nodes",
     "runtime_text",
@@ -71,6 +75,52 @@ def lacks_llama_server(info: AgentInfo | None) -> bool:
 def catalogue_hint(node_id: str) -> str:
     """What the portal says where a llama.cpp model meets a node without a llama-server."""
     return f"Node {node_id} catalogues no llama-server: {CATALOGUE_FIX}."
+
+
+def enrollment_target(text: str) -> tuple[str | None, str | None]:
+    """What the enroll form's address field means: the address for the certificate and the agent URL.
+
+    The field takes what ``POST /api/nodes/enrollment-tokens`` takes, in one box: a host name or IP
+    address (the agent at port 9443), ``host:port`` / ``[v6]:port``, or the agent URL
+    ``https://host:port``. Empty is neither (the node is added by hand afterwards).
+
+    Returns:
+        ``(address, agent_url)``: the agent URL is None where it is ``https://{address}:9443``.
+
+    Raises:
+        InvalidFieldError: ``address``, saying what was expected.
+    """
+    text = text.strip()
+    if not text:
+        return None, None
+    if "://" in text:
+        parts = urlsplit(text)
+        if parts.scheme != "https" or not parts.hostname:
+            raise InvalidFieldError("address", "an agent URL is https://host:port (agents speak only TLS)")
+        return parts.hostname, text
+    host, port = _host_and_port(text)
+    return host, (agent_url_for(host, port) if port is not None else None)
+
+
+def _host_and_port(text: str) -> tuple[str, int | None]:
+    """``host``, ``host:port``, ``v6``, ``[v6]`` or ``[v6]:port``."""
+    if text.startswith("["):
+        host, bracket, rest = text[1:].partition("]")
+        if not bracket or (rest and not rest.startswith(":")):
+            raise InvalidFieldError("address", "an IPv6 address with a port is written [address]:port")
+        return host, _port(rest[1:]) if rest else None
+    if text.count(":") == 1:
+        host, _, port = text.partition(":")
+        return host, _port(port)
+    return text, None  # a name, an IPv4 address or a bare IPv6 address
+
+
+def _port(text: str) -> int:
+    if not text.isdecimal() or not 0 < int(text) < 65536:
+        raise InvalidFieldError(
+            "address", f"{text!r} is not a port (1-65535; the agent's default is {DEFAULT_AGENT_PORT})"
+        )
+    return int(text)
 
 
 def runtime_text(runtime: RuntimeInfo) -> str:
@@ -152,22 +202,36 @@ def _enroll_card(portal: Portal) -> None:
             "text-caption text-grey-7"
         )
         name = testid(ui.input("Node name (its certificate's name)").classes("w-full"), "enroll-name")
-        address = ui.input("Address the master reaches it at (optional)").classes("w-full")
+        address = testid(
+            ui.input(
+                "Address the master reaches it at (optional)",
+                placeholder=f"gpu-1.lan, 10.0.0.7:{DEFAULT_AGENT_PORT} or https://gpu-1.lan:{DEFAULT_AGENT_PORT}",
+            ).classes("w-full"),
+            "enroll-address",
+        )
         lifetime = ui.select(list(TOKEN_LIFETIMES), value="1 hour", label="Token valid for").classes("w-full")
         result = ui.column().classes("w-full gap-1")
+        # Each field of the API's body and the input it came from, so an error is drawn under its own.
+        fields = {"nodeName": name, "address": address, "agentUrl": address, "ttlSeconds": lifetime}
 
         async def issue() -> None:
-            name.error = None
+            for shown in (name, address, lifetime):
+                shown.error = None
             try:
+                host, agent_url = enrollment_target(address.value or "")
                 issued = await actions.issue_enrollment(
                     portal.services,
                     (name.value or "").strip(),
                     TOKEN_LIFETIMES[str(lifetime.value)],
-                    (address.value or "").strip() or None,
+                    host,
+                    agent_url,
                 )
             except InvalidFieldError as exc:
-                # Checked as the API checks its body: an unusable address is named as such.
-                (address if exc.field == "address" else name).error = exc.reason
+                target = fields.get(exc.field)
+                if target is None:
+                    ui.notify(str(exc), type="negative")
+                else:
+                    target.error = exc.reason
                 return
             except MirbadError as exc:
                 ui.notify(str(exc), type="negative")

@@ -8,6 +8,10 @@ is passed on as typed, and the manager's refusal is what the user sees.
 
 The Discovered tab asks the node for every unit (``include_all``), which is the costly call: it is
 loaded only while the tab is open and refreshed every :data:`DISCOVERY_REFRESH_S` seconds then.
+
+Every node that answered gets a card: one whose hostd does not answer (the agent then offers no
+``host.services``, and its ``/host`` routes answer 503 ``hostd_unavailable``) says so in a banner with
+the command that installs hostd, rather than an empty list that reads as "nothing whitelisted".
 """
 
 from __future__ import annotations
@@ -30,13 +34,16 @@ from mirbad_protocol import (
 
 from ._actions import ACTOR
 from ._format import gib
-from ._marks import testid
+from ._marks import code_block, testid
 from ._portal import Portal
 
 __all__ = [
     "DISCOVERY_REFRESH_S",
+    "HOSTD_INSTALL",
+    "HOSTD_MISSING",
     "SYSTEM_LABEL",
     "discovered_order",
+    "listing_failure",
     "refusal_text",
     "render_services",
     "service_nodes",
@@ -48,6 +55,15 @@ SERVICES_REFRESH_S: Final = 10.0
 """How often the whitelisted services' states are reloaded."""
 SYSTEM_LABEL: Final = "System — not manageable"
 """What a denied unit reads instead of its actions."""
+HOSTD_INSTALL: Final = "sudo deploy/hostd/install-hostd.sh"
+"""The one line that installs hostd on a node (from a clone; docs/hostd.md, Install)."""
+HOSTD_MISSING: Final = (
+    "hostd does not answer on this node, so its systemd services can be neither listed nor managed. "
+    "Install it on the node (Linux with systemd) from a clone of Mirbad, as root; an agent whose hostd "
+    "listens elsewhere names that socket in its hostd_socket setting (docs/hostd.md)."
+)
+"""What a node without hostd shows, above :data:`HOSTD_INSTALL`."""
+_HOSTD_UNAVAILABLE: Final = "hostd_unavailable"
 _GIB: Final = 1024**3
 _MIB: Final = 1024**2
 
@@ -55,14 +71,16 @@ _Act = Callable[[Callable[[], Awaitable[object]], str], Awaitable[None]]
 
 
 def service_nodes(services: MasterServices) -> dict[str, tuple[bool, bool]]:
-    """Each node reporting host services: whether it offers units and whether it offers containers."""
+    """Each node that answered: whether it offers units (its hostd answers) and whether containers."""
     offered: dict[str, tuple[bool, bool]] = {}
     for state in services.cache.nodes():
-        features = state.info.features if state.info is not None else []
-        units = FeatureFlag.HOST_SERVICES in features
-        containers = FeatureFlag.HOST_CONTAINERS in features
-        if units or containers:
-            offered[state.node_id] = (units, containers)
+        if state.info is None:
+            continue  # never answered: nothing is known of its hostd yet
+        features = state.info.features
+        offered[state.node_id] = (
+            FeatureFlag.HOST_SERVICES in features,
+            FeatureFlag.HOST_CONTAINERS in features,
+        )
     return dict(sorted(offered.items()))
 
 
@@ -86,6 +104,19 @@ def refusal_text(exc: MirbadError) -> str:
     if isinstance(pattern, str) and pattern and pattern not in text:
         text += f" (deny pattern {pattern!r})"
     return text
+
+
+def listing_failure(exc: MirbadError) -> str:
+    """A failed listing as the page says it: a missing hostd as such, else the refusal."""
+    return HOSTD_MISSING if getattr(exc, "code", None) == _HOSTD_UNAVAILABLE else refusal_text(exc)
+
+
+def _hostd_banner(node: str) -> None:
+    with testid(ui.column().classes("w-full gap-1"), f"hostd-missing-{node}"):
+        with ui.row().classes("items-center gap-2 no-wrap"):
+            ui.icon("warning", size="sm").classes("text-warning")
+            ui.label(HOSTD_MISSING).classes("text-body2")
+        code_block(HOSTD_INSTALL, language="bash").classes("w-full")
 
 
 def _ram(memory_bytes: int | None) -> str:
@@ -120,7 +151,7 @@ async def render_services(portal: Portal) -> None:
     nodes = service_nodes(portal.services)
     ui.label("Services").classes("text-h5")
     if not nodes:
-        ui.label("No node reports host services (hostd or Docker).").classes("text-grey-7")
+        ui.label("No node has answered yet.").classes("text-grey-7")
         return
     for node, (units, containers) in nodes.items():
         await _node_card(portal.services, node, units=units, containers=containers)
@@ -130,6 +161,10 @@ async def _node_card(services: MasterServices, node: str, *, units: bool, contai
     manager = services.host_services
     with testid(ui.card().classes("w-full gap-2"), f"services-{node}") as card:
         ui.label(node).classes("text-h6")
+        if not units:
+            _hostd_banner(node)
+        if not units and not containers:
+            return
         with ui.tabs() as tabs:
             managed_tab = ui.tab("Managed")
             discovered_tab = testid(ui.tab("Discovered"), f"discovered-tab-{node}")
@@ -165,7 +200,7 @@ async def _node_card(services: MasterServices, node: str, *, units: bool, contai
             try:
                 unit_rows = (await manager.units(node)).services
             except MirbadError as exc:
-                unit_rows = str(exc)
+                unit_rows = listing_failure(exc)
         if containers:
             try:
                 entries, listing = await manager.containers(node)
@@ -190,7 +225,9 @@ async def _node_card(services: MasterServices, node: str, *, units: bool, contai
                 for entry, container in container_rows:
                     _container_row(services, node, entry, container, act)
             if not unit_rows and not container_rows:
-                ui.label("Nothing whitelisted yet: see Discovered.").classes("text-grey-7")
+                # Without hostd only containers can be whitelisted; the banner above says why.
+                what = "Nothing" if units else "No container"
+                ui.label(f"{what} whitelisted yet: see Discovered.").classes("text-grey-7")
 
     async def load_discovered() -> None:
         found: list[DiscoveredService] = []
@@ -204,7 +241,7 @@ async def _node_card(services: MasterServices, node: str, *, units: bool, contai
                 patterns = listing.deny_patterns or []
                 errors += [e.message for e in listing.discovery_errors or []]
             except MirbadError as exc:
-                errors.append(str(exc))
+                errors.append(listing_failure(exc))
         if containers:
             try:
                 entries, container_listing = await manager.containers(node)
@@ -217,6 +254,10 @@ async def _node_card(services: MasterServices, node: str, *, units: bool, contai
                 errors.append(str(exc))
         discovered.clear()
         with discovered:
+            if not units:
+                ui.label("Host units need hostd (see above); only containers are listed here.").classes(
+                    "text-caption text-grey-7"
+                )
             for error in errors:
                 ui.label(error).classes("text-caption text-negative")
             for service in found:

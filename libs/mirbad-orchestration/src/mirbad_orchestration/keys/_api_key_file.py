@@ -12,6 +12,7 @@ keeps working (the hash is the key's identity across installs).
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -159,4 +160,7 @@ def write_store_file(path: Path, document: object, before_replace: BeforeReplace
         path.parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(path, document, before_replace=before_replace)
     except OSError as exc:
-        raise ApiKeyStoreError(path, f"cannot write: {exc.strerror or exc}") from exc
+        # A full disk (or quota) is the operator's to fix, not a bug: 507 at the admin API, as for the
+        # registry (the test of stores.is_disk_full; keys may not import stores).
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        raise ApiKeyStoreError(path, f"cannot write: {exc.strerror or exc}", disk_full=full) from exc

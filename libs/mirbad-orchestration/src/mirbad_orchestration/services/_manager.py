@@ -89,9 +89,11 @@ class HostServiceManager:
             HostServicesFileError: the whitelist file is unreadable (fails closed).
         """
         entry = await self._whitelisted(node, name)
+        client = await self._client_for(node)
+        await self._check_bound(node, entry, client)
         if entry.protected and action in _CONFIRMED_CONTAINER_ACTIONS and confirm != name:
             raise HostServiceConfirmError(name)
-        return await (await self._client_for(node)).host_container_action(name, action)
+        return await client.host_container_action(name, action)
 
     async def container_autostart(
         self, node: str, name: str, enabled: bool, *, confirm: str | None = None
@@ -103,6 +105,7 @@ class HostServiceManager:
         """
         entry = await self._whitelisted(node, name)
         client = await self._client_for(node)
+        await self._check_bound(node, entry, client)
         key = policy_key(node, name)
         if not enabled:
             if entry.protected and confirm != name:
@@ -155,9 +158,12 @@ class HostServiceManager:
         if confirm != name:
             raise HostServiceConfirmError(name)
         listing = await (await self._client_for(node)).host_containers()
-        if not any(c.name == name for c in listing.containers):
+        found = next((c for c in listing.containers if c.name == name), None)
+        if found is None:
             raise ContainerNotWhitelistedError(node, name)
-        entry = WhitelistedContainer(node=node, name=name, display_name=display_name, protected=protected)
+        entry = WhitelistedContainer(
+            node=node, name=name, display_name=display_name, protected=protected, container_id=found.id
+        )
 
         def add(document: HostServicesDocument) -> HostServicesDocument:
             others = [c for c in document.containers if (c.node, c.name) != (node, name)]
@@ -207,6 +213,29 @@ class HostServiceManager:
 
         await self._store.update(remove)
         return entry
+
+    async def _check_bound(self, node: str, entry: WhitelistedContainer, client: AgentClient) -> None:
+        """Refuse when the container now called ``entry.name`` is not the one whitelisted.
+
+        A seeded entry (no id yet) binds the container holding the name at its first action.
+
+        Raises:
+            ContainerNotWhitelistedError: the name now belongs to another container, or to none.
+        """
+        current = next((c for c in (await client.host_containers()).containers if c.name == entry.name), None)
+        if current is None:
+            raise ContainerNotWhitelistedError(node, entry.name, replaced=bool(entry.container_id))
+        if entry.container_id == current.id:
+            return
+        if entry.container_id:
+            raise ContainerNotWhitelistedError(node, entry.name, replaced=True)
+        bound = entry.model_copy(update={"container_id": current.id})
+
+        def bind(document: HostServicesDocument) -> HostServicesDocument:
+            kept = [bound if c == entry else c for c in document.containers]
+            return document.model_copy(update={"containers": kept})
+
+        await self._store.update(bind)
 
     async def _whitelisted(self, node: str, name: str) -> WhitelistedContainer:
         entry = (await self._store.read()).find(node, name)

@@ -37,12 +37,17 @@ class WhitelistedContainer(WireModel):
         name: its Docker name.
         display_name: what the page shows (its name when empty).
         protected: stop, restart and autostart-off need its name typed.
+        container_id: the id of the container that was whitelisted. A name can be reused by any
+            account that may run containers, so the entry binds the container, not the name: a
+            replacement of the same name is not whitelisted. Empty for a seeded entry until its
+            first action binds the container that then holds the name.
     """
 
     node: str
     name: str
     display_name: str = ""
     protected: bool = False
+    container_id: str = ""
 
 
 class HostServicesDocument(WireModel):

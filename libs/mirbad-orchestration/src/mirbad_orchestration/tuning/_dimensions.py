@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from mirbad_orchestration.commandline import launch_spec_for, normalize_definition
-from mirbad_orchestration.exceptions import UnknownTuningStepError
+from mirbad_orchestration.exceptions import NoTuningStepsError, UnknownTuningStepError
 from mirbad_protocol import GgufInfo, ModelDefinition, SpeculativeDecoding, TuningCandidate, TuningSearch
 
 __all__ = [
@@ -430,6 +430,7 @@ def plan_for(
 
     Raises:
         UnknownTuningStepError: ``steps`` names dimensions the runtime does not have (all of them named).
+        NoTuningStepsError: ``steps`` is an empty list (a run that would try nothing).
     """
     if shape is not None:
         mtp_layers = shape.mtp_layers or mtp_layers
@@ -444,6 +445,8 @@ def plan_for(
         full, quick = vllm_dimensions(mtp_layers=mtp_layers, kv_auto_fits=kv_auto_fits), VLLM_QUICK
     known = full.steps if pooling and definition.runtime != "llamacpp" else _known_steps(definition.runtime)
     if steps is not None:
+        if not steps:
+            raise NoTuningStepsError(known)
         unknown = [step for step in steps if step not in known]
         if unknown:
             raise UnknownTuningStepError(unknown, known)

@@ -2,18 +2,22 @@
 
 Before the first candidate the model's own instance is stopped (the node's memory goes to the
 candidates; the node is in maintenance, so the health monitor leaves the model alone); at the end, on
-cancel and on failure the saved definition is started again and waited for (bounded), with a note
-when it did not come back Ready. What the node says of the model's files before a run is
-:mod:`._node_facts`'s.
+cancel and on failure the model is started again and waited for (bounded), with a note when it did not
+come back Ready. What is started is the registry's definition as it is then, read again, not the one
+captured when the run began: a model deleted meanwhile stays stopped (it would otherwise run outside
+the registry) and an edit made meanwhile is not undone. What the node says of the model's files before
+a run is :mod:`._node_facts`'s.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 import anyio
 
 from mirbad_orchestration.benchmarks import is_pooling
+from mirbad_orchestration.exceptions import UnknownModelError
 from mirbad_orchestration.fleet import AgentClients, ModelRuntime, NodeRegistry, launch_total_gib
 from mirbad_orchestration.jobs import JobTarget
 from mirbad_protocol import BenchmarkSizes, MirbadError, ModelDefinition, ModelState, PresetSizes
@@ -37,6 +41,8 @@ class FleetTuningRunners:
         preset_sizes: a workload preset run's sizes (the spec's by default).
         embedding_sizes: the embeddings suite's sizes for a pooling model (the spec's by default).
         startup_timeout_s: how long a candidate, and the restored model, may take to become Ready.
+        definition: reads a model's definition from the registry when the run ends (the saved one
+            of the run's start when not given); ``UnknownModelError`` means it was deleted.
     """
 
     def __init__(
@@ -49,7 +55,9 @@ class FleetTuningRunners:
         embedding_sizes: PresetSizes | None = None,
         startup_timeout_s: float = 600.0,
         preset_sizes: PresetSizes | None = None,
+        definition: Callable[[str], Awaitable[ModelDefinition]] | None = None,
     ) -> None:
+        self._definition = definition
         self._preset_sizes = preset_sizes
         self._nodes = nodes
         self._clients = clients
@@ -82,8 +90,14 @@ class FleetTuningRunners:
         )
 
     async def _restore(self, saved: ModelDefinition) -> str | None:
+        current = saved
+        if self._definition is not None:
+            try:
+                current = await self._definition(saved.id)
+            except UnknownModelError:
+                return f"{saved.id!r} was deleted during the run: it was not started again"
         try:
-            await self._runtime.start(saved)
+            await self._runtime.start(current)
         except MirbadError as exc:
             return f"the saved settings could not be started again: {exc}"
         with anyio.move_on_after(self._startup_timeout_s):

@@ -32,6 +32,7 @@ from mirbad_orchestration.benchmarks import (
 from mirbad_orchestration.exceptions import (
     JobConflictError,
     MirbadOrchestrationError,
+    ModelHeldByJobError,
     ModelNotReadyError,
     NoJobRunningError,
     PresetNotForModelError,
@@ -291,6 +292,16 @@ class TuningJobs:
         """The tuning job running on ``node_id``, if any."""
         job = self._jobs.get(node_id)
         return job.view if job is not None and job.view.state == "running" else None
+
+    def check_not_held(self, model_id: str) -> None:
+        """Refuse a change to ``model_id`` while a tuning run holds it (stopped now, restarted at its end).
+
+        Raises:
+            ModelHeldByJobError: naming the run, its model and its node (HTTP 409 ``job_conflict``).
+        """
+        for job in self._jobs.values():
+            if job.view.state == "running" and job.view.model_id == model_id:
+                raise ModelHeldByJobError(job.view.id, model_id, job.view.node_id)
 
     async def start(self, model_id: str, request: TuningRequest) -> TuningJobView:
         """Start tuning ``model_id`` (see the module for the refusals)."""

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from mirbad_orchestration.exceptions import UnknownTuningStepError
+from mirbad_orchestration.exceptions import NoTuningStepsError, UnknownTuningStepError
 from mirbad_protocol import ModelDefinition, SpeculativeDecoding, TuningCandidate, TuningSearch
 
 from ._dimensions import Dimension, TuningPlan, Value
@@ -375,9 +375,12 @@ def preset_plan(
 
     Raises:
         UnknownTuningStepError: ``steps`` names a step the search does not have (all of them named).
+        NoTuningStepsError: ``steps`` is an empty list (a run that would try nothing).
     """
     known = list(POOLING_STEPS if gates.pooling else PRESET_STEPS)
     if steps is not None:
+        if not steps:
+            raise NoTuningStepsError(known)
         unknown = [step for step in steps if step not in known]
         if unknown:
             raise UnknownTuningStepError(unknown, known)

@@ -1,7 +1,8 @@
 """Model downloads on a node: Hugging Face repositories and Ollama models into the model roots.
 
 :class:`DownloadManager` runs the jobs; :func:`plan_huggingface` and :func:`plan_ollama` resolve what
-a request fetches; :func:`fetch_file` moves and verifies one file.
+a request fetches; :func:`fetch_file` moves and verifies one file; :class:`NetworkLimits` bounds every
+call to a source.
 """
 
 from ._digests import FileDigest, check_git_sha1, check_sha256
@@ -12,6 +13,7 @@ from ._manager import (
     TEMP_PREFIX,
     DownloadManager,
 )
+from ._network import MAX_INFO_BYTES, NetworkLimits, RateFloor, read_capped
 from ._records import JobRecord, JobRecords
 from ._sources import (
     OLLAMA_LAYER_FILES,
@@ -30,6 +32,7 @@ __all__ = [
     "DEFAULT_OLLAMA_REGISTRY",
     "DEFAULT_RETRY_WINDOW_S",
     "DEFAULT_SPACE_MARGIN_BYTES",
+    "MAX_INFO_BYTES",
     "OLLAMA_LAYER_FILES",
     "OLLAMA_MANIFEST_MEDIA_TYPE",
     "PARTIAL_SUFFIX",
@@ -40,7 +43,9 @@ __all__ = [
     "FreeSpaceProbe",
     "JobRecord",
     "JobRecords",
+    "NetworkLimits",
     "PlannedFile",
+    "RateFloor",
     "SpaceGuard",
     "check_file_path",
     "check_git_sha1",
@@ -51,4 +56,5 @@ __all__ = [
     "on_disk_bytes",
     "plan_huggingface",
     "plan_ollama",
+    "read_capped",
 ]

@@ -46,9 +46,11 @@ from mirbad_runtime.exceptions import (
     DownloadNotFoundError,
     DownloadRefusedError,
     DownloadVerificationError,
+    SourceStalledError,
     SourceUnavailableError,
 )
 
+from ._network import NetworkLimits
 from ._records import JobRecord, JobRecords
 from ._sources import DownloadPlan, PlannedFile, plan_huggingface, plan_ollama
 from ._space import (
@@ -84,6 +86,9 @@ DEFAULT_RETRY_WINDOW_S: Final = 600.0
 _FIRST_PAUSE_S: Final = 0.5
 _LONGEST_PAUSE_S: Final = 30.0
 _UNWIND_S: Final = 30.0
+# Blocking file work (records, free space, hashing a partial) runs on the manager's own threads, so no
+# number of downloads can take the worker threads the rest of the agent needs.
+_THREADS: Final = 4
 
 
 def _ended_event() -> anyio.Event:
@@ -125,6 +130,7 @@ class DownloadManager:
         space_margin_bytes: the free space downloads always leave on a root's file system.
         retry_window_s: how long a job retries a failing source (with back-off) before it fails.
         retry_pause_s: the first pause between retries; each next one doubles, up to 30 s.
+        limits: the network bounds of planning and transfers (timeouts, caps, the rate floor).
     """
 
     def __init__(
@@ -140,6 +146,7 @@ class DownloadManager:
         space_margin_bytes: int = DEFAULT_SPACE_MARGIN_BYTES,
         retry_window_s: float = DEFAULT_RETRY_WINDOW_S,
         retry_pause_s: float = _FIRST_PAUSE_S,
+        limits: NetworkLimits | None = None,
     ) -> None:
         self.roots = tuple(roots)
         self.state_dir = state_dir
@@ -150,6 +157,10 @@ class DownloadManager:
         self._space = SpaceGuard(free_space, space_margin_bytes)
         self._retry_window_s = retry_window_s
         self._retry_pause_s = retry_pause_s
+        self.limits = limits or NetworkLimits()
+        self._threads = anyio.CapacityLimiter(_THREADS)
+        self._planning = anyio.CapacityLimiter(self.limits.max_planning)
+        self._plans: set[anyio.CancelScope] = set()
         self._http = http
         self._jobs: dict[str, _Job] = {}
         self._group: TaskGroup | None = None
@@ -163,11 +174,13 @@ class DownloadManager:
         async with contextlib.AsyncExitStack() as stack:
             if self._http is None:
                 self._http = await stack.enter_async_context(
-                    httpx.AsyncClient(timeout=httpx.Timeout(30.0, connect=10.0), trust_env=False)
+                    httpx.AsyncClient(timeout=self.limits.timeout(), trust_env=False)
                 )
-            for record in await anyio.to_thread.run_sync(self._records.load, len(self.roots)):
+            for record in await anyio.to_thread.run_sync(
+                self._records.load, len(self.roots), limiter=self._threads
+            ):
                 self._jobs[record.view.id] = _Job(view=record.view, request=record.request, plan=record.plan)
-            await anyio.to_thread.run_sync(self._sweep_orphans)
+            await anyio.to_thread.run_sync(self._sweep_orphans, limiter=self._threads)
             async with anyio.create_task_group() as group:
                 self._group = group
                 for job in self._jobs.values():
@@ -178,6 +191,8 @@ class DownloadManager:
                     await anyio.sleep_forever()
                 finally:
                     self._group = None
+                    for scope in tuple(self._plans):
+                        scope.cancel()  # a start still resolving its source ends with the manager
 
     async def start(self, request: HuggingFaceDownload | OllamaDownload) -> DownloadJob:
         """Check ``request``, resolve its files, check free space, and queue the job.
@@ -202,15 +217,21 @@ class DownloadManager:
             self._check_target(root, request.folder)
             job = self._new_job(request, plan)
             adopted = self._adoptable(job)
-            on_disk = await anyio.to_thread.run_sync(self._bytes_in, adopted) if adopted else 0
+            on_disk = (
+                await anyio.to_thread.run_sync(self._bytes_in, adopted, limiter=self._threads)
+                if adopted
+                else 0
+            )
             needed = max(0, job.view.total_bytes - on_disk)
             await self._check_space_in_thread(job, needed)
             if adopted is not None:
                 with anyio.fail_after(_UNWIND_S):
                     await adopted.task_ended.wait()  # its cancelled transfer no longer writes
-                await anyio.to_thread.run_sync(self._adopt, adopted, job)
+                await anyio.to_thread.run_sync(self._adopt, adopted, job, limiter=self._threads)
             if token is not None:
-                await anyio.to_thread.run_sync(self._records.save_token, job.view.id, token)
+                await anyio.to_thread.run_sync(
+                    self._records.save_token, job.view.id, token, limiter=self._threads
+                )
             await self._persist(job)
             self._jobs[job.view.id] = job
         self._launch(job)
@@ -239,7 +260,7 @@ class DownloadManager:
                 )
             root = self.roots[job.view.root]
             self._check_target(root, job.view.folder, ignore=job)
-            on_disk = await anyio.to_thread.run_sync(self._bytes_in, job)
+            on_disk = await anyio.to_thread.run_sync(self._bytes_in, job, limiter=self._threads)
             needed = max(0, job.view.total_bytes - on_disk)
             await self._check_space_in_thread(job, needed)
             job.cancel_requested = False
@@ -311,7 +332,7 @@ class DownloadManager:
         # Nothing is written first: on a full disk, removing is what frees it.
         async with self._lock:
             self._jobs.pop(download_id, None)
-            await anyio.to_thread.run_sync(self._delete_files, job)
+            await anyio.to_thread.run_sync(self._delete_files, job, limiter=self._threads)
 
     # ------------------------------------------------------------ the job itself
 
@@ -350,20 +371,24 @@ class DownloadManager:
         await self._set_state(job, "failed", error=error)
         # A retry resumes from the verified bytes; a temporary folder with none of them is not kept.
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(self._drop_empty_temp, job)
+            await anyio.to_thread.run_sync(self._drop_empty_temp, job, limiter=self._threads)
 
     async def _transfer(self, job: _Job) -> None:
         temp = self._temp(job)
-        await anyio.to_thread.run_sync(lambda: temp.mkdir(parents=True, exist_ok=True))
+        await anyio.to_thread.run_sync(lambda: temp.mkdir(parents=True, exist_ok=True), limiter=self._threads)
         for item in job.plan.files:
-            job.done[item.path] = await anyio.to_thread.run_sync(on_disk_bytes, temp / item.path)
+            job.done[item.path] = await anyio.to_thread.run_sync(
+                on_disk_bytes, temp / item.path, limiter=self._threads
+            )
         job.started_at, job.started_bytes = time.monotonic(), sum(job.done.values())
         await self._set_state(job, "running")
-        headers = await anyio.to_thread.run_sync(self._records.auth_headers, job.view.id)
+        headers = await anyio.to_thread.run_sync(
+            self._records.auth_headers, job.view.id, limiter=self._threads
+        )
         for item in job.plan.files:
             await self._fetch_with_retries(job, item, temp / item.path, headers)
         await self._set_state(job, "verifying")
-        await anyio.to_thread.run_sync(self._place, job)
+        await anyio.to_thread.run_sync(self._place, job, limiter=self._threads)
         await self._set_state(job, "completed")
 
     async def _fetch_with_retries(
@@ -376,9 +401,17 @@ class DownloadManager:
         while True:
             try:
                 await fetch_file(
-                    self._http_client, item, target, headers=headers, progress=self._progress(job, item)
+                    self._http_client,
+                    item,
+                    target,
+                    headers=headers,
+                    progress=self._progress(job, item),
+                    limits=self.limits,
+                    threads=self._threads,
                 )
                 return
+            except SourceStalledError:
+                raise  # a drip-fed source would hold the job's slot for the whole window: it fails now
             except SourceUnavailableError as exc:
                 now = time.monotonic()
                 if job.done.get(item.path, 0) > progress_at:
@@ -447,7 +480,7 @@ class DownloadManager:
     async def _check_space_in_thread(self, job: _Job, needed: int) -> None:
         # The reservations are summed here, in the event loop that changes the jobs; only the probe blocks.
         reserved = self._reserved(job)
-        await anyio.to_thread.run_sync(self._check_space, job, needed, reserved)
+        await anyio.to_thread.run_sync(self._check_space, job, needed, reserved, limiter=self._threads)
 
     def _reserved(self, job: _Job) -> list[int]:
         """The remaining bytes of the other unfinished jobs on ``job``'s root's file system."""
@@ -507,9 +540,30 @@ class DownloadManager:
         return self.roots[job.view.root] / f"{TEMP_PREFIX}{job.view.id}"
 
     async def _plan(self, request: HuggingFaceDownload | OllamaDownload, token: str | None) -> DownloadPlan:
+        # On the event loop, a bounded number at a time, within one deadline (the wait for a slot
+        # included), and cancelled with the manager: a hub that never answers holds nothing for long.
+        source = "hub" if isinstance(request, HuggingFaceDownload) else "registry"
+        deadline = self.limits.plan_timeout_s
+        with anyio.CancelScope() as scope:
+            self._plans.add(scope)
+            try:
+                with anyio.fail_after(deadline):
+                    async with self._planning:
+                        return await self._resolve(request, token)
+            except TimeoutError:
+                raise SourceUnavailableError(
+                    f"the {source} did not answer {request.source} within {deadline:g} s"
+                ) from None
+            finally:
+                self._plans.discard(scope)
+        raise DownloadConflictError("the download manager stopped while resolving the source")
+
+    async def _resolve(
+        self, request: HuggingFaceDownload | OllamaDownload, token: str | None
+    ) -> DownloadPlan:
         if isinstance(request, HuggingFaceDownload):
-            return await plan_huggingface(request, self.hf_endpoint, token)
-        return await plan_ollama(request, self.ollama_registry, self._http_client)
+            return await plan_huggingface(request, self.hf_endpoint, token, self.limits)
+        return await plan_ollama(request, self.ollama_registry, self._http_client, self.limits)
 
     @property
     def _http_client(self) -> httpx.AsyncClient:
@@ -556,7 +610,7 @@ class DownloadManager:
 
     async def _persist(self, job: _Job, view: DownloadJob | None = None) -> None:
         record = JobRecord(view or job.view, job.request, job.plan)
-        await anyio.to_thread.run_sync(self._records.write, record)
+        await anyio.to_thread.run_sync(self._records.write, record, limiter=self._threads)
 
     def _delete_files(self, job: _Job) -> None:
         # The files first, and nothing written: on a full disk this is what frees it.

@@ -8,11 +8,12 @@ the registry speaks the Docker distribution API with Ollama's own layer media ty
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
+from urllib.parse import quote
 
-import anyio.to_thread
 import httpx
 
 from mirbad_protocol import HuggingFaceDownload, OllamaDownload
@@ -24,6 +25,10 @@ from mirbad_runtime.exceptions import (
 )
 
 from ._digests import check_git_sha1, check_sha256
+from ._network import NetworkLimits, read_capped
+
+if TYPE_CHECKING:
+    from huggingface_hub import ModelInfo
 
 __all__ = [
     "OLLAMA_LAYER_FILES",
@@ -47,6 +52,8 @@ OLLAMA_LAYER_FILES: Final = {
 """The layers kept, by media type, and the file each lands as in the job's folder."""
 _MODEL_LAYER: Final = "application/vnd.ollama.image.model"
 _DIGEST: Final = re.compile(r"sha256:([0-9a-f]{64})")  # fullmatch: "$" lets a newline through
+# Headers of the streamed answer that no longer describe the (decoded, complete) body handed on.
+_ENCODING_HEADERS: Final = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
 
 @dataclass(frozen=True)
@@ -96,18 +103,24 @@ def check_file_path(path: str) -> str:
     return path
 
 
-async def plan_huggingface(request: HuggingFaceDownload, endpoint: str, token: str | None) -> DownloadPlan:
+async def plan_huggingface(
+    request: HuggingFaceDownload, endpoint: str, token: str | None, limits: NetworkLimits | None = None
+) -> DownloadPlan:
     """The files of ``request``'s revision that its allow patterns select, with their sizes and digests.
+
+    The repository info is read on the event loop (huggingface_hub's async session, with ``limits``'
+    connect and read timeouts and size cap), so a silent hub holds no worker thread and the caller's
+    deadline can cancel it.
 
     Raises:
         SourceNotFoundError: no such repository (``repoId``) or revision (``revision``), or no file matches
             (``allowPatterns``).
         SourceNeedsTokenError: the hub refused without a token, or refused the token given.
-        SourceUnavailableError: the hub could not be reached or failed.
+        SourceUnavailableError: the hub could not be reached (refused, DNS, TLS, timeout), failed (5xx),
+            or answered with something that is not repository info.
     """
     # Imported here, not at the top: huggingface_hub (with yaml, tqdm and filelock) is ~16 MB of an idle
     # agent's memory, and an agent that never plans a download never needs it.
-    from huggingface_hub import HfApi
     from huggingface_hub.errors import (
         GatedRepoError,
         HfHubHTTPError,
@@ -118,11 +131,9 @@ async def plan_huggingface(request: HuggingFaceDownload, endpoint: str, token: s
     # Documented as public in huggingface_hub.utils, though its __init__ does not list it for type checkers.
     from huggingface_hub.utils import filter_repo_objects  # type: ignore[attr-defined]
 
-    api = HfApi(endpoint=endpoint, token=token if token else False)
+    limits = limits or NetworkLimits()
     try:
-        info = await anyio.to_thread.run_sync(
-            lambda: api.model_info(request.repo_id, revision=request.revision, files_metadata=True)
-        )
+        info = await _hf_model_info(request, endpoint, token, limits)
     except RevisionNotFoundError:
         raise SourceNotFoundError(
             "revision", f"{request.repo_id} has no revision {request.revision!r}"
@@ -137,9 +148,9 @@ async def plan_huggingface(request: HuggingFaceDownload, endpoint: str, token: s
         status = exc.response.status_code
         if status in (401, 403):
             raise _repository_error(request, token, status) from None
-        raise SourceUnavailableError(f"the hub answered {status} for {request.repo_id}") from None
-    except (httpx.HTTPError, OSError) as exc:
-        raise SourceUnavailableError(f"cannot reach the hub at {endpoint}: {exc}") from None
+        raise SourceUnavailableError(
+            f"the hub at {endpoint} answered {status} for {request.repo_id}"
+        ) from None
     if not info.sha:
         raise SourceUnavailableError(f"the hub did not name the commit of {request.source}")
     siblings = list(
@@ -151,6 +162,55 @@ async def plan_huggingface(request: HuggingFaceDownload, endpoint: str, token: s
         raise SourceNotFoundError("allowPatterns", f"no file of {request.source} matches the allow patterns")
     files = tuple(_hf_file(request.repo_id, info.sha, endpoint, sibling) for sibling in siblings)
     return DownloadPlan(revision=info.sha, files=files)
+
+
+async def _hf_model_info(
+    request: HuggingFaceDownload, endpoint: str, token: str | None, limits: NetworkLimits
+) -> ModelInfo:
+    # huggingface_hub 2.x talks through httpx2 (its own fork of httpx): its errors are httpx2's, not
+    # httpx's, and its shared client has no timeout, so the call is made here with bounds of our own.
+    import httpx2
+    from huggingface_hub import ModelInfo
+
+    # Public in huggingface_hub.utils (its lazy __init__ lists them), unseen by type checkers.
+    from huggingface_hub.utils import (  # type: ignore[attr-defined]
+        build_hf_headers,
+        get_async_session,
+        hf_raise_for_status,
+    )
+
+    url = f"{endpoint}/api/models/{request.repo_id}/revision/{quote(request.revision, safe='')}"
+    timeout = httpx2.Timeout(
+        limits.read_timeout_s, connect=limits.connect_timeout_s, pool=limits.connect_timeout_s
+    )
+    headers = build_hf_headers(token=token if token else False)
+    try:
+        async with (
+            get_async_session() as client,
+            client.stream("GET", url, params={"blobs": True}, headers=headers, timeout=timeout) as streamed,
+        ):
+            body = await read_capped(streamed.aiter_bytes(), limits.max_info_bytes, "the repository info")
+            # A complete answer (decoded already) for huggingface_hub's own reading of the status.
+            response = httpx2.Response(
+                streamed.status_code,
+                headers=[(k, v) for k, v in streamed.headers.items() if k not in _ENCODING_HEADERS],
+                content=body,
+                request=streamed.request,
+            )
+    except (httpx2.HTTPError, OSError) as exc:
+        raise SourceUnavailableError(f"cannot reach the hub at {endpoint}: {_describe(exc)}") from None
+    hf_raise_for_status(response)
+    try:
+        return ModelInfo(**json.loads(body))  # type: ignore[no-untyped-call]
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise SourceUnavailableError(
+            f"the hub at {endpoint} sent unreadable repository info: {exc}"
+        ) from None
+
+
+def _describe(exc: BaseException) -> str:
+    # Some transport errors (a refused connection, a timeout) carry an empty message.
+    return str(exc) or type(exc).__name__
 
 
 def _repository_error(request: HuggingFaceDownload, token: str | None, status: int) -> Exception:
@@ -186,24 +246,32 @@ def _hf_file(repo_id: str, commit: str, endpoint: str, sibling: object) -> Plann
     return PlannedFile(path=name, url=url, size=size, sha256=sha256, git_sha1=git_sha1)
 
 
-async def plan_ollama(request: OllamaDownload, registry: str, http: httpx.AsyncClient) -> DownloadPlan:
+async def plan_ollama(
+    request: OllamaDownload, registry: str, http: httpx.AsyncClient, limits: NetworkLimits | None = None
+) -> DownloadPlan:
     """The model, template and parameter layers of ``request``'s manifest.
 
     Raises:
         SourceNotFoundError: the registry has no such model or tag (``model``), or its manifest has no
             GGUF model layer.
-        SourceUnavailableError: the registry could not be reached, failed, or sent a bad manifest.
+        SourceUnavailableError: the registry could not be reached, failed, or sent a bad or oversized
+            manifest.
     """
+    limits = limits or NetworkLimits()
     name, tag = request.source.rsplit(":", 1)
     base = registry.rstrip("/")
     try:
-        response = await http.get(
+        async with http.stream(
+            "GET",
             f"{base}/v2/{name}/manifests/{tag}",
             headers={"Accept": OLLAMA_MANIFEST_MEDIA_TYPE},
             follow_redirects=True,
-        )
-    except httpx.HTTPError as exc:
-        raise SourceUnavailableError(f"cannot reach the registry at {registry}: {exc}") from None
+            timeout=limits.timeout(),
+        ) as streamed:
+            body = await read_capped(streamed.aiter_bytes(), limits.max_info_bytes, "the manifest")
+            response = httpx.Response(streamed.status_code, content=body)
+    except (httpx.HTTPError, OSError) as exc:
+        raise SourceUnavailableError(f"cannot reach the registry at {registry}: {_describe(exc)}") from None
     if response.status_code == 404:
         raise SourceNotFoundError("model", f"the registry has no {request.source}")
     if response.status_code != 200:

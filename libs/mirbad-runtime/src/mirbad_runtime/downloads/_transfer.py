@@ -2,7 +2,9 @@
 
 The bytes go to ``<file>.partial``; only a file whose size and digest (:mod:`._digests`) match is
 renamed to its real name, so a later resume trusts a file without the suffix and re-reads
-(hashes) only the prefix of a partial one.
+(hashes) only the prefix of a partial one. A transfer that falls below the rate floor of its
+:class:`NetworkLimits` (a drip-fed or silent body) ends as a stall, and its file work runs on the
+caller's thread limiter, never anyio's shared one.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Final
+from typing import BinaryIO, Final
 
 import anyio
 import anyio.to_thread
@@ -22,10 +24,12 @@ from mirbad_runtime.exceptions import (
     DownloadVerificationError,
     SourceNeedsTokenError,
     SourceNotFoundError,
+    SourceStalledError,
     SourceUnavailableError,
 )
 
 from ._digests import FileDigest
+from ._network import NetworkLimits, RateFloor
 from ._sources import PlannedFile
 
 __all__ = ["PARTIAL_SUFFIX", "fetch_file", "on_disk_bytes"]
@@ -54,22 +58,41 @@ async def fetch_file(
     *,
     headers: Mapping[str, str] | None = None,
     progress: Progress | None = None,
+    limits: NetworkLimits | None = None,
+    threads: anyio.CapacityLimiter | None = None,
 ) -> None:
     """Fetch ``planned`` to ``target``, resuming a partial file, and verify it.
+
+    Args:
+        http: the client the bytes come through.
+        planned: the file, its URL, size and digest.
+        target: where the verified file lands.
+        headers: extra request headers (a token's Authorization).
+        progress: told the bytes on disk after every chunk.
+        limits: the timeouts and the rate floor (the defaults when None).
+        threads: the limiter of the blocking file work (anyio's shared one when None).
 
     Raises:
         DownloadVerificationError: the size or digest does not match (the partial file is removed), or the
             plan names no digest to check.
-        SourceNotFoundError, SourceNeedsTokenError, SourceUnavailableError: the source refused or failed.
+        SourceNotFoundError, SourceNeedsTokenError: the source refused.
+        SourceUnavailableError: the source failed, broke off, or stalled below the rate floor.
     """
-    if await anyio.to_thread.run_sync(_verified, target, planned.size):
+    limits = limits or NetworkLimits()
+    if await anyio.to_thread.run_sync(_verified, target, planned.size, limiter=threads):
         return
     partial = target.with_name(target.name + PARTIAL_SUFFIX)
-    await anyio.to_thread.run_sync(lambda: partial.parent.mkdir(parents=True, exist_ok=True))
-    offset, digest = await anyio.to_thread.run_sync(_prefix, partial, planned)
+    await anyio.to_thread.run_sync(lambda: partial.parent.mkdir(parents=True, exist_ok=True), limiter=threads)
+    offset, digest = await anyio.to_thread.run_sync(_prefix, partial, planned, limiter=threads)
     if offset < planned.size:
-        await _stream(http, planned, partial, offset, digest, dict(headers or {}), progress)
-    await anyio.to_thread.run_sync(_verify_and_place, planned, partial, target, digest)
+        floor = RateFloor(limits.min_bytes_per_second, limits.rate_window_s)
+        with floor.scope:
+            digest = await _stream(
+                http, planned, partial, offset, digest, dict(headers or {}), progress, limits, floor, threads
+            )
+        if floor.stalled:
+            raise SourceStalledError(f"{planned.path}: {floor.reason()}")
+    await anyio.to_thread.run_sync(_verify_and_place, planned, partial, target, digest, limiter=threads)
 
 
 def _verified(target: Path, size: int) -> bool:
@@ -105,34 +128,57 @@ async def _stream(
     digest: FileDigest,
     headers: dict[str, str],
     progress: Progress | None,
-) -> None:
+    limits: NetworkLimits,
+    floor: RateFloor,
+    threads: anyio.CapacityLimiter | None,
+) -> FileDigest:
     if offset:
         headers["Range"] = f"bytes={offset}-"
     try:
-        async with http.stream("GET", planned.url, headers=headers, follow_redirects=True) as response:
+        async with http.stream(
+            "GET", planned.url, headers=headers, follow_redirects=True, timeout=limits.timeout()
+        ) as response:
             _check_status(response, planned)
             if offset and response.status_code == 200:
-                # The server ignored the range: start over rather than append a second copy.
+                # The server ignored the range: start over rather than append a second copy (with a
+                # fresh digest, which the caller verifies against: hence the return).
                 offset, digest = 0, _digest(planned)
             elif offset and not _starts_at(response, offset):
                 raise SourceUnavailableError(f"{planned.path}: the server resumed at the wrong offset")
-            async with await anyio.open_file(partial, "r+b" if offset else "wb") as handle:
-                await handle.seek(offset)
-                await handle.truncate()
+            # The file work runs on the download threads: a slow disk holds no thread the agent needs.
+            handle = await anyio.to_thread.run_sync(_open_at, partial, offset, limiter=threads)
+            try:
                 written = offset
                 # As the bytes arrive (no re-chunking), each flushed: what a killed agent leaves on disk
                 # is everything it received, so a resume asks only for the rest.
                 async for chunk in response.aiter_bytes():
-                    await handle.write(chunk)
-                    await handle.flush()
+                    await anyio.to_thread.run_sync(_append, handle, chunk, limiter=threads)
                     digest.update(chunk)
                     written += len(chunk)
+                    floor.arrived(len(chunk))
                     if written > planned.size:
                         break
                     if progress is not None:
                         progress(written)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(handle.close, limiter=threads)
     except httpx.HTTPError as exc:
-        raise SourceUnavailableError(f"{planned.path}: the transfer broke off: {exc}") from None
+        reason = str(exc) or type(exc).__name__  # a read timeout carries no message
+        raise SourceUnavailableError(f"{planned.path}: the transfer broke off: {reason}") from None
+    return digest
+
+
+def _open_at(partial: Path, offset: int) -> BinaryIO:
+    handle = partial.open("r+b" if offset else "wb")
+    handle.seek(offset)
+    handle.truncate()
+    return handle
+
+
+def _append(handle: BinaryIO, chunk: bytes) -> None:
+    handle.write(chunk)
+    handle.flush()
 
 
 def _check_status(response: httpx.Response, planned: PlannedFile) -> None:
