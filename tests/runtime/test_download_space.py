@@ -3,6 +3,7 @@ before the disk is full. The free space comes from a probe the test sets, at the
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 from collections.abc import AsyncIterator, Iterator
@@ -16,7 +17,7 @@ from tests._support.tiny_gguf import write_tiny_gguf
 
 from mirbad_protocol import DownloadJob, HuggingFaceDownload
 from mirbad_runtime.downloads import DownloadManager, SpaceGuard
-from mirbad_runtime.exceptions import InsufficientSpaceError
+from mirbad_runtime.exceptions import InsufficientSpaceError, StateWriteError
 
 pytestmark = pytest.mark.anyio
 
@@ -171,3 +172,26 @@ async def test_a_really_full_disk_fails_the_job_and_remove_frees_it(
         group.cancel_scope.cancel()
     assert list((small_disk / "models").iterdir()) == []
     assert shutil.disk_usage(small_disk).used < 1 << 20
+
+
+async def test_a_start_whose_record_cannot_be_written_on_a_full_disk_is_refused_and_leaves_nothing(
+    small_disk: Path, servers: Sources, tmp_path: Path
+) -> None:
+    with contextlib.suppress(OSError), (small_disk / "filler").open("wb") as filler:
+        while True:  # the state folder's disk is full to the last block
+            filler.write(b"\0" * 65536)
+            filler.flush()
+    (tmp_path / "models").mkdir()
+    manager = DownloadManager(
+        [tmp_path / "models"], small_disk / "state", hf_endpoint=servers.hub_url, space_margin_bytes=0
+    )
+    async with anyio.create_task_group() as group:
+        await group.start(manager.run)
+        with pytest.raises(StateWriteError) as refused:
+            await manager.start(
+                HuggingFaceDownload(repo_id=REPO, folder="tiny", allow_patterns=["config.json"])
+            )
+        assert refused.value.disk_full
+        assert manager.jobs() == []
+        group.cancel_scope.cancel()
+    assert list((tmp_path / "models").iterdir()) == []

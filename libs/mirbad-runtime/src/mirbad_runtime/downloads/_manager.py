@@ -48,6 +48,7 @@ from mirbad_runtime.exceptions import (
     DownloadVerificationError,
     SourceStalledError,
     SourceUnavailableError,
+    StateWriteError,
 )
 
 from ._network import NetworkLimits
@@ -224,15 +225,25 @@ class DownloadManager:
             )
             needed = max(0, job.view.total_bytes - on_disk)
             await self._check_space_in_thread(job, needed)
+            try:
+                if token is not None:
+                    await anyio.to_thread.run_sync(
+                        self._records.save_token, job.view.id, token, limiter=self._threads
+                    )
+                await self._persist(job)
+            except OSError as exc:
+                # No record, no job (an agent could not resume it after a restart); the files of a job it
+                # would have adopted stay with that job.
+                await anyio.to_thread.run_sync(self._forget_record, job, limiter=self._threads)
+                raise StateWriteError(
+                    self.state_dir,
+                    f"the download's record could not be written: {exc.strerror or exc}",
+                    disk_full=exc.errno in (errno.ENOSPC, errno.EDQUOT),
+                ) from None
             if adopted is not None:
                 with anyio.fail_after(_UNWIND_S):
                     await adopted.task_ended.wait()  # its cancelled transfer no longer writes
                 await anyio.to_thread.run_sync(self._adopt, adopted, job, limiter=self._threads)
-            if token is not None:
-                await anyio.to_thread.run_sync(
-                    self._records.save_token, job.view.id, token, limiter=self._threads
-                )
-            await self._persist(job)
             self._jobs[job.view.id] = job
         self._launch(job)
         return self.get(job.view.id)
@@ -612,14 +623,17 @@ class DownloadManager:
         record = JobRecord(view or job.view, job.request, job.plan)
         await anyio.to_thread.run_sync(self._records.write, record, limiter=self._threads)
 
-    def _delete_files(self, job: _Job) -> None:
-        # The files first, and nothing written: on a full disk this is what frees it.
-        shutil.rmtree(self._temp(job), ignore_errors=True)
+    def _forget_record(self, job: _Job) -> None:
         try:
             self._records.delete(job.view.id)
         except OSError as exc:
-            # The job is forgotten all the same; a record left behind loads as a stopped job without files.
             logger.warning("download %s: its record could not be deleted: %s", job.view.id, exc)
+
+    def _delete_files(self, job: _Job) -> None:
+        # The files first, and nothing written: on a full disk this is what frees it.
+        shutil.rmtree(self._temp(job), ignore_errors=True)
+        # The job is forgotten all the same; a record left behind loads as a stopped job without files.
+        self._forget_record(job)
 
     def _job(self, download_id: str) -> _Job:
         try:
