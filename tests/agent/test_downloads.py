@@ -187,6 +187,10 @@ _HF = {"kind": "huggingface", "repoId": REPO, "folder": "tiny"}
         ({**_HF, "kind": "torrent"}, 400, "invalid_request", "kind"),
         ({"kind": "ollama", "model": "tiny:nope", "folder": "x"}, 404, "source_not_found", "model"),
         ({"kind": "ollama", "model": "Bad Name", "folder": "x"}, 400, "invalid_request", "model"),
+        # issue 31 item 12: a trailing newline went through "$" (the Ollama one as a traceback and 502)
+        ({**_HF, "repoId": f"{REPO}\n"}, 400, "invalid_request", "repoId"),
+        ({**_HF, "revision": "main\n"}, 400, "invalid_request", "revision"),
+        ({"kind": "ollama", "model": "tiny\n", "folder": "x"}, 400, "invalid_request", "model"),
     ],
 )
 async def test_bad_input_is_a_4xx_naming_the_field(
@@ -213,6 +217,55 @@ async def test_not_json_is_refused(node: Node) -> None:
     answer = await node.client.post("/downloads", content=b"{", headers={"content-type": "application/json"})
     assert _error(answer)[:2] == (400, "invalid_request")
     assert json.loads(answer.text)["error"]["field"] == "(document)"
+
+
+async def test_retry_resumes_a_cancelled_job_through_the_route(node: Node) -> None:
+    node.sources.hub.hold = hold = Hold("weights/tiny.gguf", after_bytes=32 * 1024)
+    body = {"kind": "huggingface", "repoId": REPO, "folder": "tiny", "allowPatterns": ["*.gguf"]}
+    job_id = (await node.client.post("/downloads", json=body)).json()["id"]
+    with anyio.fail_after(WAIT_S):
+        await hold.reached.wait()
+    with anyio.fail_after(WAIT_S):
+        # Polled by design: the agent's GET is how a client sees bytes reach the disk.
+        while not DownloadJob.from_wire((await node.client.get(f"/downloads/{job_id}")).json()).done_bytes:  # noqa: ASYNC110
+            await anyio.sleep(0.05)
+    await node.client.post(f"/downloads/{job_id}/cancel")
+    hold.release()
+    retried = await node.client.post(f"/downloads/{job_id}/retry")
+    assert retried.status_code == 200
+    assert (DownloadJob.from_wire(retried.json()).id, DownloadJob.from_wire(retried.json()).state) == (
+        job_id,
+        "queued",
+    )
+    assert (await _finished(node.client, job_id)).state == "completed"
+    assert [offset for _, offset in node.sources.hub.requests][-1] not in (None, "bytes=0-")
+    assert _error(await node.client.post(f"/downloads/{job_id}/retry")) == (409, "download_conflict", "state")
+
+
+async def test_a_folder_conflict_names_the_field_and_no_path_of_the_node(node: Node) -> None:
+    (node.root / "tiny").mkdir()
+    answer = await node.client.post("/downloads", json=_HF)
+    assert _error(answer) == (409, "download_conflict", "folder")
+    assert str(node.root) not in answer.text
+
+
+async def test_each_file_of_a_job_names_the_digest_it_is_checked_against(node: Node) -> None:
+    answer = await node.client.post("/downloads", json={**_HF, "allowPatterns": ["config.json", "*.gguf"]})
+    files = {item["path"]: item for item in answer.json()["files"]}
+    assert set(files["config.json"]) >= {"gitSha1"}
+    assert "gitSha1" not in files["weights/tiny.gguf"]
+    assert "sha256" in files["weights/tiny.gguf"]
+    assert (await _finished(node.client, answer.json()["id"])).state == "completed"
+
+
+@pytest.mark.parametrize("download_id", ["%2e%2e", "dl-x", "dl-0123456789AB"])
+async def test_a_hostile_download_id_is_refused_naming_the_field(node: Node, download_id: str) -> None:
+    for answer in (
+        await node.client.get(f"/downloads/{download_id}"),
+        await node.client.post(f"/downloads/{download_id}/retry"),
+        await node.client.delete(f"/downloads/{download_id}"),
+    ):
+        assert _error(answer) == (400, "invalid_request", "downloadId")
 
 
 async def test_an_unreachable_hub_is_a_clear_refusal_not_an_internal_error(tmp_path: Path) -> None:

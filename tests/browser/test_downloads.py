@@ -131,6 +131,40 @@ def test_a_download_from_the_box_is_seen_below_then_at_100_percent(
     assert (master.data_dir / "models" / "tiny-from-portal" / "model.gguf").is_file()
 
 
+def test_a_cancelled_download_is_retried_and_resumes_to_100_percent(
+    page: Page, downloading_master: RunningMaster, registry: Registry
+) -> None:
+    from playwright.sync_api import expect
+
+    master = downloading_master
+    hold = registry.portal.call(lambda: Hold(_gguf_digest(registry.sources), after_bytes=HELD_AT))
+    registry.sources.registry.hold = hold
+    sign_in(page, master, "/models")
+    page.get_by_test_id("download-source").fill("tiny")
+    page.get_by_test_id("download-folder").fill("tiny-retried")
+    page.get_by_test_id("download-start").click()
+    registry.portal.call(_reached, hold)
+    cancel = page.locator('[data-testid^="download-cancel-"]')
+    expect(cancel).to_have_count(1)
+    job_id = (cancel.get_attribute("data-testid") or "").removeprefix("download-cancel-")
+    expect(page.get_by_test_id(f"download-percent-{job_id}")).to_have_text(BELOW_100)
+    cancel.click()
+    expect(page.get_by_test_id(f"download-{job_id}")).to_contain_text("cancelled")
+    registry.portal.call(hold.release)
+    page.get_by_test_id(f"download-retry-{job_id}").click()
+    expect(page.get_by_test_id(f"download-percent-{job_id}")).to_have_text(
+        "100 %", timeout=DOWNLOAD_TIMEOUT_MS
+    )
+    expect(page.get_by_test_id(f"download-{job_id}")).to_contain_text("completed")
+    page.get_by_test_id(f"download-forget-{job_id}").click()  # the other tests find one row of their own
+    expect(page.get_by_test_id(f"download-{job_id}")).to_have_count(0)
+
+    assert (master.data_dir / "models" / "tiny-retried" / "model.gguf").is_file()
+    # The retry went on from the bytes already there: the last blob request was a Range past 0.
+    blob_requests = [offset for key, offset in registry.sources.registry.requests if key == hold.path]
+    assert blob_requests[-1] not in (None, "bytes=0-")
+
+
 @pytest.mark.llamacpp
 def test_a_cards_missing_gguf_is_downloaded_from_its_source_and_the_model_starts(
     page: Page, downloading_master: RunningMaster, tmp_path: Path

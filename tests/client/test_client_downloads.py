@@ -34,6 +34,8 @@ async def test_download_calls(tmp_path: Path, kind: str) -> None:
         listed = await admin("downloads", "local")
         one = await admin("download", "local", job.id)
         cancelled = await admin("cancel_download", "local", job.id)
+        retried = await admin("retry_download", "local", job.id)
+        await admin("cancel_download", "local", job.id)
         await admin("remove_download", "local", job.id)
         after = await admin("downloads", "local")
         with pytest.raises(AdminApiError) as missing:
@@ -43,6 +45,7 @@ async def test_download_calls(tmp_path: Path, kind: str) -> None:
     assert [d.id for d in listed] == [job.id]
     assert one.folder == "qwen3"
     assert cancelled.state == "cancelled"
+    assert (retried.id, retried.state) == (job.id, "queued")
     assert after == []
     assert (missing.value.status_code, missing.value.code) == (409, "feature_missing")
     assert missing.value.node_id == "gpu-1"

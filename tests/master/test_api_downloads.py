@@ -129,7 +129,7 @@ async def test_a_folder_taken_on_the_node_is_a_conflict(master: Master) -> None:
 
 
 async def test_an_unknown_download_is_a_404(master: Master) -> None:
-    answer = await master.admin.get("/api/nodes/local/downloads/nope")
+    answer = await master.admin.get("/api/nodes/local/downloads/dl-00000000ffff")
 
     assert answer.status_code == 404
     assert answer.json()["error"]["code"] == "download_not_found"
@@ -167,3 +167,68 @@ async def test_starting_a_model_whose_file_is_missing_is_a_409_naming_the_path(m
     assert answer.status_code == 409
     assert (error["code"], error["field"]) == ("model_files_missing", "modelPath")
     assert "qwen/model.gguf" in error["message"]
+
+
+# ------------------------------------------------------------------ issue 31 items 10 and 12
+
+
+async def test_a_stopped_download_is_retried_and_the_retry_audited(master: Master) -> None:
+    job_id = (await master.admin.post("/api/nodes/local/downloads", json=OLLAMA)).json()["id"]
+    running = await master.admin.post(f"/api/nodes/local/downloads/{job_id}/retry")
+    await master.admin.delete(f"/api/nodes/local/downloads/{job_id}")
+    retried = await master.admin.post(f"/api/nodes/local/downloads/{job_id}/retry")
+
+    assert running.status_code == 409
+    assert (running.json()["error"]["code"], running.json()["error"]["field"]) == (
+        "download_conflict",
+        "state",
+    )
+    assert (retried.status_code, retried.json()["id"], retried.json()["state"]) == (200, job_id, "queued")
+    assert master.local.downloads[job_id].state == "queued"
+    assert "download.retry" in audit_text(master)
+
+
+@pytest.mark.parametrize(
+    ("download_id", "status"),
+    [("dl-000000000001%0A", 400), ("%2e%2e", 400), ("nope", 400), ("..%2f..%2fetc", 404)],
+)
+async def test_a_hostile_download_id_is_refused_before_it_reaches_the_node(
+    master: Master, download_id: str, status: int
+) -> None:
+    await master.admin.post("/api/nodes/local/downloads", json=OLLAMA)
+    for answer in (
+        await master.admin.get(f"/api/nodes/local/downloads/{download_id}"),
+        await master.admin.delete(f"/api/nodes/local/downloads/{download_id}"),
+        await master.admin.post(f"/api/nodes/local/downloads/{download_id}/retry"),
+    ):
+        assert answer.status_code == status, answer.text
+        if status == 400:  # an encoded slash splits the path: no route, which is a 404 of its own
+            assert answer.json()["error"]["field"] == "downloadId"
+    assert not [path for _method, path in master.local.requests if path.startswith("/agent/v1/downloads/")]
+
+
+async def test_a_queued_job_carries_every_documented_field(master: Master) -> None:
+    job_id = (await master.admin.post("/api/nodes/local/downloads", json=OLLAMA)).json()["id"]
+    master.local.downloads[job_id] = master.local.downloads[job_id].model_copy(update={"state": "queued"})
+
+    one = (await master.admin.get(f"/api/nodes/local/downloads/{job_id}")).json()
+    listed = (await master.admin.get("/api/nodes/local/downloads")).json()["downloads"][0]
+
+    for job in (one, listed):
+        assert (job["state"], job["doneBytes"], job["root"]) == ("queued", 0, 0)
+        assert {"revision", "error", "bytesPerSecond", "etaSeconds", "files", "totalBytes"} <= set(job)
+
+
+async def test_a_refused_start_is_audited(master: Master) -> None:
+    refused = await master.admin.post("/api/nodes/gpu-1/downloads", json=OLLAMA)
+    master.local.refusals["download_start"] = Refusal(
+        409, AgentErrorCode.INSUFFICIENT_SPACE, "no room", field="root"
+    )
+    no_room = await master.admin.post("/api/nodes/local/downloads", json=OLLAMA)
+
+    assert (refused.status_code, no_room.status_code) == (409, 409)
+    lines = [line for line in audit_text(master).splitlines() if "download.start" in line]
+    assert len(lines) == 2
+    assert all('"refused"' in line for line in lines)
+    assert any("gpu-1" in line for line in lines)
+    assert any("no room" in line for line in lines)

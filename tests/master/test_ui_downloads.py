@@ -23,6 +23,7 @@ from mirbad_protocol import DownloadFile, HuggingFaceDownload, InvalidFieldError
 pytestmark = pytest.mark.anyio
 
 QWEN_FOLDER = "qwen3-0.6b-gguf"
+FIRST = "dl-000000000001"  # the id the fake agent gives its first job
 
 
 async def polled(master: Master) -> None:
@@ -45,14 +46,14 @@ async def test_a_download_started_from_the_box_is_followed_to_100_percent(tmp_pa
         await user.should_see(marker="download-box")
         user.find(marker="download-source").type("qwen3:0.6b")
         user.find(marker="download-start").click()
-        await user.should_see(marker="download-d1")
-        await eventually(lambda: percent_shown(user, "d1") == "0 %", timeout_s=10)
-        job = master.local.downloads["d1"]
+        await user.should_see(marker=f"download-{FIRST}")
+        await eventually(lambda: percent_shown(user, FIRST) == "0 %", timeout_s=10)
+        job = master.local.downloads[FIRST]
         files = [DownloadFile(path="model.gguf", size_bytes=1000, done_bytes=1000)]
-        master.local.downloads["d1"] = job.model_copy(
+        master.local.downloads[FIRST] = job.model_copy(
             update={"state": "completed", "done_bytes": 1000, "files": files}
         )
-        await eventually(lambda: percent_shown(user, "d1") == "100 %", timeout_s=10)
+        await eventually(lambda: percent_shown(user, FIRST) == "100 %", timeout_s=10)
 
     assert (job.kind, job.source, job.folder) == ("ollama", "library/qwen3:0.6b", "qwen3-0.6b")
     assert master.local.bodies[-1] == {"kind": "ollama", "model": "qwen3:0.6b", "folder": "qwen3-0.6b"}
@@ -68,7 +69,20 @@ async def test_a_running_download_is_cancelled_from_the_nodes_page(tmp_path: Pat
         await user.should_see(marker="downloads-local")
         await user.should_not_see(marker="downloads-gpu-1")
         user.find(marker=f"download-cancel-{started.json()['id']}").click()
-        await eventually(lambda: master.local.downloads["d1"].state == "cancelled", timeout_s=10)
+        await eventually(lambda: master.local.downloads[FIRST].state == "cancelled", timeout_s=10)
+
+
+async def test_a_cancelled_download_is_retried_from_the_nodes_page(tmp_path: Path) -> None:
+    async with running_master(tmp_path, "local", "gpu-1", agent=agent) as master, portal_user(master) as user:
+        await polled(master)
+        await master.admin.post(
+            "/api/nodes/local/downloads", json={"kind": "ollama", "model": "qwen3", "folder": "q"}
+        )
+        await master.admin.delete(f"/api/nodes/local/downloads/{FIRST}")
+        await user.open("/nodes")
+        await user.should_see(marker=f"download-retry-{FIRST}")
+        user.find(marker=f"download-retry-{FIRST}").click()
+        await eventually(lambda: master.local.downloads[FIRST].state == "queued", timeout_s=10)
 
 
 async def test_the_editor_downloads_a_saved_models_sources(tmp_path: Path) -> None:
@@ -84,9 +98,9 @@ async def test_the_editor_downloads_a_saved_models_sources(tmp_path: Path) -> No
         await user.open("/models/qwen/edit")
         await user.should_see(marker="source-downloads")
         user.find(marker="source-download-0").click()
-        await eventually(lambda: "d1" in master.local.downloads, timeout_s=10)
+        await eventually(lambda: FIRST in master.local.downloads, timeout_s=10)
 
-    job = master.local.downloads["d1"]
+    job = master.local.downloads[FIRST]
     assert (job.source, job.folder) == ("Qwen/Qwen3-0.6B-GGUF@main", "qwen3")
 
 

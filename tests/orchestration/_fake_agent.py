@@ -136,6 +136,7 @@ class FakeAgent:
             ("download", "GET", "/downloads/{download_id}", self._download),
             ("download_remove", "DELETE", "/downloads/{download_id}", self._download_remove),
             ("download_cancel", "POST", "/downloads/{download_id}/cancel", self._download_cancel),
+            ("download_retry", "POST", "/downloads/{download_id}/retry", self._download_retry),
         ]
 
     def _guard(self, name: str, handler: Any) -> Any:
@@ -297,7 +298,7 @@ class FakeAgent:
         now = datetime.now(UTC)
         files = [DownloadFile(path="model.gguf", size_bytes=1000)]
         job = DownloadJob(
-            id=f"d{len(self.downloads) + 1}",
+            id=f"dl-{len(self.downloads) + 1:012x}",  # the real agent's shape, which the master checks
             kind=body.kind,
             source=body.source,
             root=body.root,
@@ -326,6 +327,15 @@ class FakeAgent:
         if isinstance(job, Response):
             return job
         self.downloads[job.id] = job.model_copy(update={"state": "cancelled"})
+        return _ok(self.downloads[job.id])
+
+    async def _download_retry(self, request: Request) -> Response:
+        job = self._job(request)
+        if isinstance(job, Response):
+            return job
+        if job.state not in ("failed", "cancelled"):
+            return _error(AgentErrorCode.DOWNLOAD_CONFLICT, f"download {job.id} is {job.state}", "state")
+        self.downloads[job.id] = job.model_copy(update={"state": "queued", "error": None})
         return _ok(self.downloads[job.id])
 
     async def _download_remove(self, request: Request) -> Response:

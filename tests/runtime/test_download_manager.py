@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from mirbad_runtime.exceptions import (
     InsufficientSpaceError,
     SourceNeedsTokenError,
     SourceNotFoundError,
+    SourceUnavailableError,
 )
 
 pytestmark = pytest.mark.anyio
@@ -49,7 +51,9 @@ async def servers(gguf_bytes: bytes) -> AsyncIterator[Sources]:
         yield sources
 
 
-def _manager(tmp_path: Path, servers: Sources, *, free: int = 1 << 40) -> DownloadManager:
+def _manager(
+    tmp_path: Path, servers: Sources, *, free: int = 1 << 40, retry_window_s: float = 60.0
+) -> DownloadManager:
     (tmp_path / "models").mkdir(exist_ok=True)
     return DownloadManager(
         [tmp_path / "models"],
@@ -57,6 +61,9 @@ def _manager(tmp_path: Path, servers: Sources, *, free: int = 1 << 40) -> Downlo
         hf_endpoint=servers.hub_url,
         ollama_registry=servers.registry_url,
         free_space=lambda _root: free,
+        space_margin_bytes=0,
+        retry_window_s=retry_window_s,
+        retry_pause_s=0.01,
     )
 
 
@@ -261,3 +268,199 @@ async def test_a_dropped_connection_resumes_with_a_range_in_the_same_job(
     assert ranges[1] is not None
     assert int(ranges[1].removeprefix("bytes=").rstrip("-")) >= 64 * 1024
     assert (tmp_path / "models" / "tiny" / "weights" / "tiny.gguf").read_bytes() == servers.gguf
+
+
+# ------------------------------------------------------------------ issue 31 item 10: retries and resume
+
+
+async def _held(
+    manager: DownloadManager, servers: Sources, request: HuggingFaceDownload
+) -> tuple[DownloadJob, Hold]:
+    """Start ``request`` with its GGUF held mid-file, once part of it is on disk."""
+    servers.hub.hold = hold = Hold("weights/tiny.gguf", after_bytes=64 * 1024)
+    job = await manager.start(request)
+    with anyio.fail_after(WAIT_S):
+        await hold.reached.wait()
+    await eventually(lambda: manager.get(job.id).done_bytes > 0, timeout_s=WAIT_S)
+    return job, hold
+
+
+def _gguf_ranges(servers: Sources) -> list[str | None]:
+    return [offset for path, offset in servers.hub.requests if path == "weights/tiny.gguf"]
+
+
+async def test_an_outage_longer_than_a_few_attempts_is_ridden_out_within_the_window(
+    manager: DownloadManager, servers: Sources
+) -> None:
+    # The old code gave up after four attempts in about 3 s; the window (60 s here) outlasts ten failures.
+    servers.hub.drop = Drop("weights/tiny.gguf", after_bytes=0, times=10)
+    job = await _ended(manager, await manager.start(_hf(allow_patterns=["*.gguf"])))
+    assert job.state == "completed", job.error
+    assert len(_gguf_ranges(servers)) == 11
+
+
+async def test_a_source_that_stays_down_fails_once_the_window_is_over(
+    tmp_path: Path, servers: Sources
+) -> None:
+    servers.hub.drop = Drop("weights/tiny.gguf", after_bytes=0, times=10_000)
+    async with anyio.create_task_group() as group:
+        short = _manager(tmp_path, servers, retry_window_s=0.3)
+        await group.start(short.run)
+        job = await _ended(short, await short.start(_hf(allow_patterns=["*.gguf"])))
+        group.cancel_scope.cancel()
+    assert job.state == "failed"
+    assert "retry window" in (job.error or "")
+    assert 1 < len(_gguf_ranges(servers)) < 10_000
+
+
+async def test_retry_resumes_a_cancelled_job_from_the_bytes_on_disk(
+    manager: DownloadManager, servers: Sources, tmp_path: Path
+) -> None:
+    job, hold = await _held(manager, servers, _hf(allow_patterns=["*.gguf"]))
+    assert (await manager.cancel(job.id)).state == "cancelled"
+    partial = tmp_path / "models" / f"{TEMP_PREFIX}{job.id}" / "weights" / f"tiny.gguf{PARTIAL_SUFFIX}"
+    on_disk = partial.stat().st_size
+    assert on_disk > 0
+    hold.release()
+    retried = await manager.retry(job.id)
+    assert (retried.id, retried.state) == (job.id, "queued")
+    ended = await _ended(manager, retried)
+    assert ended.state == "completed", ended.error
+    assert _gguf_ranges(servers)[-1] == f"bytes={on_disk}-"
+    assert (tmp_path / "models" / "tiny" / "weights" / "tiny.gguf").read_bytes() == servers.gguf
+
+
+async def test_retry_is_refused_for_a_job_that_has_not_stopped(manager: DownloadManager) -> None:
+    job = await _ended(manager, await manager.start(_hf(allow_patterns=["config.json"])))
+    with pytest.raises(DownloadConflictError) as refused:
+        await manager.retry(job.id)
+    assert refused.value.field == "state"
+    with pytest.raises(DownloadNotFoundError):
+        await manager.retry("dl-000000000000")
+
+
+async def test_a_new_job_for_the_same_source_and_folder_adopts_the_partial(
+    manager: DownloadManager, servers: Sources, tmp_path: Path
+) -> None:
+    old, hold = await _held(manager, servers, _hf(allow_patterns=["*.gguf"]))
+    await manager.cancel(old.id)
+    old_temp = tmp_path / "models" / f"{TEMP_PREFIX}{old.id}"
+    on_disk = (old_temp / "weights" / f"tiny.gguf{PARTIAL_SUFFIX}").stat().st_size
+    hold.release()
+    new = await _ended(manager, await manager.start(_hf(allow_patterns=["*.gguf"])))
+    assert new.state == "completed", new.error
+    assert _gguf_ranges(servers)[-1] == f"bytes={on_disk}-"
+    assert [job.id for job in manager.jobs()] == [new.id]  # the old job handed its files over
+    assert sorted(p.name for p in (tmp_path / "models").iterdir()) == ["tiny"]
+
+
+# ------------------------------------------------------------------ issue 31 item 9: records on a full disk
+
+
+async def test_a_job_ends_and_is_removed_even_when_its_record_cannot_be_written(
+    manager: DownloadManager, servers: Sources, tmp_path: Path
+) -> None:
+    job, hold = await _held(manager, servers, _hf(allow_patterns=["*.gguf"]))
+    record = tmp_path / "state" / f"{job.id}.json"
+    record.unlink()
+    record.mkdir()  # every atomic replace of the record now fails, as on a full disk
+    assert (await manager.cancel(job.id)).state == "cancelled"
+    hold.release()
+    await manager.remove(job.id)
+    assert list((tmp_path / "models").iterdir()) == []
+    with pytest.raises(DownloadNotFoundError):
+        manager.get(job.id)
+
+
+async def test_a_failing_job_reaches_failed_when_its_record_cannot_be_written(
+    tmp_path: Path, servers: Sources
+) -> None:
+    servers.hub.drop = Drop("weights/tiny.gguf", after_bytes=0, times=10_000)
+    async with anyio.create_task_group() as group:
+        short = _manager(tmp_path, servers, retry_window_s=0.5)
+        await group.start(short.run)
+        job = await short.start(_hf(allow_patterns=["*.gguf"]))
+        record = tmp_path / "state" / f"{job.id}.json"
+        record.unlink()
+        record.mkdir()
+        ended = await _ended(short, job)
+        group.cancel_scope.cancel()
+    assert ended.state == "failed"
+
+
+# ------------------------------------------------------------------ issue 31 items 11 and 12
+
+
+async def test_a_corrupt_file_outside_lfs_never_completes(
+    manager: DownloadManager, servers: Sources, tmp_path: Path
+) -> None:
+    servers.hub.corrupt.add("config.json")  # same size, one byte flipped: a size check passes it
+    job = await _ended(manager, await manager.start(_hf()))
+    assert job.state == "failed"
+    assert "config.json" in (job.error or "")
+    assert "git blob id" in (job.error or "")
+    assert not (tmp_path / "models" / "tiny").exists()
+    config = next(item for item in job.files if item.path == "config.json")
+    assert config.git_sha1 is not None
+    assert config.sha256 is None
+
+
+async def test_a_failed_job_with_nothing_verified_leaves_no_temporary_folder(
+    tmp_path: Path, servers: Sources
+) -> None:
+    servers.hub.drop = Drop("weights/tiny.gguf", after_bytes=0, times=10_000)
+    async with anyio.create_task_group() as group:
+        short = _manager(tmp_path, servers, retry_window_s=0.2)
+        await group.start(short.run)
+        job = await _ended(short, await short.start(_hf(allow_patterns=["*.gguf"])))
+        group.cancel_scope.cancel()
+    assert job.state == "failed"
+    assert list((tmp_path / "models").iterdir()) == []
+
+
+async def test_temporary_folders_no_job_owns_are_removed_at_start(tmp_path: Path, servers: Sources) -> None:
+    orphan = tmp_path / "models" / f"{TEMP_PREFIX}dl-0123456789ab"
+    orphan.mkdir(parents=True)
+    (orphan / "model.gguf.partial").write_bytes(b"x" * 10)
+    async with anyio.create_task_group() as group:
+        await group.start(_manager(tmp_path, servers).run)
+        group.cancel_scope.cancel()
+    assert not orphan.exists()
+
+
+async def test_a_conflict_names_the_folder_and_not_the_nodes_path(
+    manager: DownloadManager, tmp_path: Path
+) -> None:
+    (tmp_path / "models" / "tiny").mkdir()
+    with pytest.raises(DownloadConflictError) as refused:
+        await manager.start(_hf())
+    assert refused.value.field == "folder"
+    assert str(tmp_path) not in str(refused.value)
+
+
+async def test_a_manifest_digest_with_a_trailing_newline_is_refused(
+    manager: DownloadManager, servers: Sources
+) -> None:
+    key = ("library/tiny", "latest")
+    manifest = json.loads(servers.registry.manifests[key])
+    manifest["layers"][0]["digest"] += "\n"
+    servers.registry.manifests[key] = json.dumps(manifest).encode()
+    with pytest.raises(SourceUnavailableError, match="not readable"):
+        await manager.start(OllamaDownload(model="tiny", folder="x"))
+
+
+async def test_a_folder_that_appears_meanwhile_fails_the_job_without_paths_and_retry_finishes_it(
+    manager: DownloadManager, servers: Sources, tmp_path: Path
+) -> None:
+    job, hold = await _held(manager, servers, _hf(allow_patterns=["*.gguf"]))
+    (tmp_path / "models" / "tiny").mkdir()
+    hold.release()
+    failed = await _ended(manager, job)
+    assert failed.state == "failed"
+    assert "tiny appeared in model root 0" in (failed.error or "")
+    assert str(tmp_path) not in (failed.error or "")
+    (tmp_path / "models" / "tiny").rmdir()
+    requests = len(servers.hub.requests)
+    done = await _ended(manager, await manager.retry(job.id))
+    assert done.state == "completed", done.error
+    assert len(servers.hub.requests) == requests  # every byte was already verified on disk

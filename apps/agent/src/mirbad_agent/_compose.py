@@ -201,6 +201,8 @@ def _download_manager(settings: AgentSettings) -> DownloadManager | None:
         hf_endpoint=options.hf_endpoint,
         ollama_registry=options.ollama_registry,
         max_concurrent=options.max_concurrent,
+        space_margin_bytes=options.space_margin_mib << 20,
+        retry_window_s=options.retry_window_minutes * 60,
         limits=NetworkLimits(
             connect_timeout_s=options.connect_timeout_s,
             read_timeout_s=options.read_timeout_s,

@@ -132,6 +132,9 @@ class DownloadSettings(_Settings):
         hf_endpoint: the Hugging Face hub, or a mirror of it.
         ollama_registry: the Ollama registry.
         max_concurrent: how many jobs transfer at once; the others wait queued.
+        space_margin_mib: free space (MiB) downloads always leave on a model root's disk.
+        retry_window_minutes: how long a job keeps retrying (with back-off) a source that fails before
+            it ends ``failed``; the window starts again whenever bytes arrive.
         connect_timeout_s: the bound of opening a connection to a hub or registry.
         read_timeout_s: the longest silence of a hub or registry within an answer.
         plan_timeout_s: the total bound of resolving a start (repository info or manifest), at most
@@ -146,6 +149,8 @@ class DownloadSettings(_Settings):
     hf_endpoint: Annotated[str, Field(pattern=r"^https?://")] = "https://huggingface.co"
     ollama_registry: Annotated[str, Field(pattern=r"^https?://")] = "https://registry.ollama.ai"
     max_concurrent: Annotated[int, Field(ge=1, le=16)] = 2
+    space_margin_mib: Annotated[int, Field(ge=0)] = 1024
+    retry_window_minutes: Annotated[float, Field(ge=0, le=24 * 60)] = 10.0
     connect_timeout_s: Annotated[float, Field(gt=0, le=300)] = 10.0
     read_timeout_s: Annotated[float, Field(gt=0, le=600)] = 30.0
     # Below the 120 s the master waits for a download start, so a slow hub is the agent's clear refusal,

@@ -1,4 +1,4 @@
-"""The download routes of the agent contract: start, list, one job with its progress, cancel, remove.
+"""The download routes of the agent contract: start, list, one job with its progress, cancel, retry, remove.
 
 A start is checked (the request, the source, the free space) before it answers, so a bad repo id, an
 unknown revision or a full disk is refused with a 4xx naming the field; the transfer itself then runs
@@ -17,12 +17,14 @@ from mirbad_protocol import (
     MAX_REQUEST_BODY_BYTES,
     ROUTE_DOWNLOAD,
     ROUTE_DOWNLOAD_CANCEL,
+    ROUTE_DOWNLOAD_RETRY,
     ROUTE_DOWNLOADS,
     AgentErrorCode,
     DownloadList,
     HuggingFaceDownload,
     InvalidFieldError,
     OllamaDownload,
+    check_download_id,
 )
 from mirbad_router import read_body
 from mirbad_runtime.downloads import DownloadManager
@@ -57,13 +59,16 @@ def download_routes(services: AgentServices) -> list[Route]:
         return wire_response(DownloadList(downloads=manager().jobs()))
 
     async def one(request: Request) -> JSONResponse:
-        return wire_response(manager().get(request.path_params["download_id"]))
+        return wire_response(manager().get(_download_id(request)))
 
     async def cancel(request: Request) -> JSONResponse:
-        return wire_response(await manager().cancel(request.path_params["download_id"]))
+        return wire_response(await manager().cancel(_download_id(request)))
+
+    async def retry(request: Request) -> JSONResponse:
+        return wire_response(await manager().retry(_download_id(request)))
 
     async def remove(request: Request) -> Response:
-        await manager().remove(request.path_params["download_id"])
+        await manager().remove(_download_id(request))
         return Response(status_code=204)
 
     return [
@@ -72,7 +77,15 @@ def download_routes(services: AgentServices) -> list[Route]:
         Route(ROUTE_DOWNLOAD, one, methods=["GET"]),
         Route(ROUTE_DOWNLOAD, remove, methods=["DELETE"]),
         Route(ROUTE_DOWNLOAD_CANCEL, cancel, methods=["POST"]),
+        Route(ROUTE_DOWNLOAD_RETRY, retry, methods=["POST"]),
     ]
+
+
+def _download_id(request: Request) -> str:
+    try:
+        return check_download_id(request.path_params["download_id"])
+    except ValueError as exc:
+        raise InvalidFieldError("downloadId", str(exc)) from None
 
 
 async def read_download_request(request: Request) -> HuggingFaceDownload | OllamaDownload:

@@ -76,6 +76,7 @@ _FIELDED = (
     SourceNotFoundError,
     SourceNeedsTokenError,
     InsufficientSpaceError,
+    DownloadConflictError,
 )
 _HTTP_CODES = {404: AgentErrorCode.ROUTE_NOT_FOUND, 405: AgentErrorCode.METHOD_NOT_ALLOWED}
 

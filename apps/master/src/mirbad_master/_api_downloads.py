@@ -5,8 +5,10 @@ kind (``downloads.hf-native`` for ``huggingface``, ``downloads.ollama`` for ``ol
 it is refused with 409 ``feature_missing`` before the agent is asked. The agent's own refusals keep
 their codes and fields (``source_not_found``, ``source_needs_token``, ``download_conflict``,
 ``insufficient_space``, ``invalid_request``). GET lists the node's jobs with their progress, GET one
-shows one, DELETE cancels (``?remove=true`` also deletes its partial files). A token in the request is
-forwarded to the agent and is never logged, audited nor returned. Every start and cancel is audited.
+shows one, DELETE cancels (``?remove=true`` also deletes its partial files), POST ``.../retry`` runs a
+failed or cancelled job again from the verified bytes on the node. A download id that is not the
+agent's shape is a 400 naming ``downloadId``. A token in the request is forwarded to the agent and is
+never logged, audited nor returned. Every start (refused ones too), cancel, retry and removal is audited.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ def downloads_router(services: MasterServices) -> APIRouter:
     )
     async def start_download(node_id: str, body: _Start, request: Request) -> Response:
         job = await downloads.start_download(services, node_id, body, actor_of(request))
-        return JSONResponse(job.to_wire(), status_code=202)
+        return JSONResponse(job.to_full_wire(), status_code=202)
 
     @router.get(
         "",
@@ -78,24 +80,25 @@ def downloads_router(services: MasterServices) -> APIRouter:
     )
     async def list_downloads(node_id: str) -> Response:
         return JSONResponse(
-            DownloadList(downloads=await downloads.node_downloads(services, node_id)).to_wire()
+            DownloadList(downloads=await downloads.node_downloads(services, node_id)).to_full_wire()
         )
 
     @router.get(
         "/{download_id}",
         response_model=DownloadJob,
         summary="One download job with its per-file and overall progress",
-        responses=refusals(404, 502, 503, 504),
+        responses=refusals(400, 404, 502, 503, 504),
     )
     async def get_download(node_id: str, download_id: str) -> Response:
+        downloads.checked_download_id(download_id)
         client = await services.client_of(node_id)
-        return JSONResponse((await client.download(download_id)).to_wire())
+        return JSONResponse((await client.download(download_id)).to_full_wire())
 
     @router.delete(
         "/{download_id}",
         response_model=DownloadJob,
         summary="Cancel a download job (remove=true: also delete its partial files; answers 204)",
-        responses=_REMOVED | refusals(404, 409, 502, 503, 504),
+        responses=_REMOVED | refusals(400, 404, 409, 502, 503, 504),
     )
     async def cancel_download(
         node_id: str, download_id: str, request: Request, remove: _Remove = False
@@ -103,6 +106,16 @@ def downloads_router(services: MasterServices) -> APIRouter:
         job = await downloads.cancel_download(
             services, node_id, download_id, actor_of(request), remove=remove
         )
-        return Response(status_code=204) if remove else JSONResponse(job.to_wire())
+        return Response(status_code=204) if remove else JSONResponse(job.to_full_wire())
+
+    @router.post(
+        "/{download_id}/retry",
+        response_model=DownloadJob,
+        summary="Run a failed or cancelled download again, resuming from the verified bytes on the node",
+        responses=refusals(400, 404, 409, 502, 503, 504),
+    )
+    async def retry_download(node_id: str, download_id: str, request: Request) -> Response:
+        job = await downloads.retry_download(services, node_id, download_id, actor_of(request))
+        return JSONResponse(job.to_full_wire())
 
     return router

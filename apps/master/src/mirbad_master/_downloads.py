@@ -2,8 +2,9 @@
 
 A start asks the node's agent for its feature flags first (fresh: the monitor's cached info may
 predate an agent upgrade) and refuses a node without the kind's flag before the agent is asked; a
-start, cancel and removal each write an audit line. A token is forwarded to the agent and never
-logged, audited nor returned.
+start (refused ones too, with outcome ``refused``), cancel, retry and removal each write an audit line.
+A token is forwarded to the agent and never logged, audited nor returned. A download id is checked
+here, before it is put in an agent's path (a ``%0A`` or ``..`` never reaches the node).
 """
 
 from __future__ import annotations
@@ -11,16 +12,28 @@ from __future__ import annotations
 from typing import Final
 
 from mirbad_orchestration import NodeFeatureMissingError
-from mirbad_protocol import AgentInfo, DownloadJob, FeatureFlag, HuggingFaceDownload, OllamaDownload
+from mirbad_protocol import (
+    AgentInfo,
+    DownloadJob,
+    FeatureFlag,
+    HuggingFaceDownload,
+    InvalidFieldError,
+    MirbadError,
+    OllamaDownload,
+    check_download_id,
+)
 
 from ._composition import MasterServices
 
 __all__ = [
     "DOWNLOAD_FEATURES",
+    "RETRYABLE_STATES",
     "STOPPABLE_STATES",
     "cancel_download",
+    "checked_download_id",
     "download_kinds",
     "node_downloads",
+    "retry_download",
     "start_download",
 ]
 
@@ -31,6 +44,20 @@ DOWNLOAD_FEATURES: Final = {
 """The feature flag a node's agent must report for each download kind."""
 STOPPABLE_STATES: Final = ("queued", "running", "verifying")
 """The states a cancel stops."""
+RETRYABLE_STATES: Final = ("failed", "cancelled")
+"""The states a retry runs again."""
+
+
+def checked_download_id(download_id: str) -> str:
+    """``download_id`` if it has the agent's shape (``dl-`` and 12 hex digits).
+
+    Raises:
+        InvalidFieldError: anything else, naming ``downloadId``.
+    """
+    try:
+        return check_download_id(download_id)
+    except ValueError as exc:
+        raise InvalidFieldError("downloadId", str(exc)) from None
 
 
 def download_kinds(info: AgentInfo | None) -> list[str]:
@@ -50,13 +77,25 @@ async def start_download(
         NodeFeatureMissingError: the node's agent does not report the kind's feature flag.
         AgentRequestError: the agent refused (its code and field kept: ``source_not_found`` ...).
     """
-    client = await services.client_of(node_id)
-    feature = DOWNLOAD_FEATURES[request.kind]
-    if feature not in (await client.info()).features:
-        raise NodeFeatureMissingError(node_id, feature)
-    job = await client.start_download(request)
     # The source and folder only: the request's token never reaches the audit log.
     detail = f"{request.kind} {request.source} into root {request.root} folder {request.folder}"
+    try:
+        client = await services.client_of(node_id)
+        feature = DOWNLOAD_FEATURES[request.kind]
+        if feature not in (await client.info()).features:
+            raise NodeFeatureMissingError(node_id, feature)
+        job = await client.start_download(request)
+    except MirbadError as exc:
+        # A refused start is audited too: who tried to put what onto which node, and why it was refused.
+        await services.audit.record(
+            actor,
+            "download.start",
+            request.source,
+            outcome="refused",
+            node_id=node_id,
+            detail=f"{detail}: {exc}",
+        )
+        raise
     await services.audit.record(actor, "download.start", job.id, node_id=node_id, detail=detail)
     return job
 
@@ -78,6 +117,7 @@ async def cancel_download(
         UnknownNodeError: no such node.
         AgentRequestError: ``download_not_found``, or another refusal of the agent.
     """
+    checked_download_id(download_id)
     client = await services.client_of(node_id)
     job = await client.download(download_id)
     if job.state in STOPPABLE_STATES:
@@ -86,4 +126,20 @@ async def cancel_download(
     if remove:
         await client.remove_download(download_id)
         await services.audit.record(actor, "download.remove", download_id, node_id=node_id, detail=job.source)
+    return job
+
+
+async def retry_download(services: MasterServices, node_id: str, download_id: str, actor: str) -> DownloadJob:
+    """Run a failed or cancelled job again, from the verified bytes on the node's disk (audited).
+
+    Raises:
+        InvalidFieldError: ``downloadId`` is not a download id.
+        UnknownNodeError: no such node.
+        AgentRequestError: ``download_not_found``, ``download_conflict`` (field ``state``: the job has not
+            stopped), ``insufficient_space``, or another refusal of the agent.
+    """
+    checked_download_id(download_id)
+    client = await services.client_of(node_id)
+    job = await client.retry_download(download_id)
+    await services.audit.record(actor, "download.retry", download_id, node_id=node_id, detail=job.source)
     return job

@@ -262,6 +262,10 @@ class AsyncMirbadClient:
         """Cancel a download job; its partial files stay until :meth:`remove_download`."""
         return await self._send(calls.cancel_download(node_id, download_id))
 
+    async def retry_download(self, node_id: str, download_id: str) -> DownloadJob:
+        """Run a failed or cancelled download job again, from the verified bytes on the node's disk."""
+        return await self._send(calls.retry_download(node_id, download_id))
+
     async def remove_download(self, node_id: str, download_id: str) -> None:
         """Cancel a download job if it runs, delete its partial files and forget it."""
         await self._send(calls.remove_download(node_id, download_id))

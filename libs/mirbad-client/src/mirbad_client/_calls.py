@@ -346,6 +346,12 @@ def cancel_download(node_id: str, download_id: str) -> AdminCall[DownloadJob]:
     return AdminCall("DELETE", path, _one(DownloadJob), subject=node_id)
 
 
+def retry_download(node_id: str, download_id: str) -> AdminCall[DownloadJob]:
+    """``POST /api/nodes/{id}/downloads/{download}/retry``: run a failed or cancelled job again."""
+    path = _downloads_path(node_id, download_id) + "/retry"
+    return AdminCall("POST", path, _one(DownloadJob), subject=node_id)
+
+
 def remove_download(node_id: str, download_id: str) -> AdminCall[None]:
     """``DELETE /api/nodes/{id}/downloads/{download}?remove=true``: cancel, delete the partial files."""
     path = _downloads_path(node_id, download_id)

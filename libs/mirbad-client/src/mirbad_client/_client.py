@@ -253,6 +253,10 @@ class MirbadClient:
         """Cancel a download job; its partial files stay until :meth:`remove_download`."""
         return self._send(calls.cancel_download(node_id, download_id))
 
+    def retry_download(self, node_id: str, download_id: str) -> DownloadJob:
+        """Run a failed or cancelled download job again, from the verified bytes on the node's disk."""
+        return self._send(calls.retry_download(node_id, download_id))
+
     def remove_download(self, node_id: str, download_id: str) -> None:
         """Cancel a download job if it runs, delete its partial files and forget it."""
         self._send(calls.remove_download(node_id, download_id))

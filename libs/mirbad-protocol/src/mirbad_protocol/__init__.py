@@ -141,6 +141,7 @@ from ._downloads import (
     DOWNLOAD_STATES,
     ROUTE_DOWNLOAD,
     ROUTE_DOWNLOAD_CANCEL,
+    ROUTE_DOWNLOAD_RETRY,
     ROUTE_DOWNLOADS,
     DownloadFile,
     DownloadJob,
@@ -150,6 +151,7 @@ from ._downloads import (
     HuggingFaceDownload,
     OllamaDownload,
     check_download_folder,
+    check_download_id,
 )
 from ._enroll import (
     ENROLL_CA_MEDIA_TYPE,
@@ -334,6 +336,7 @@ __all__ = [
     "ROUTE_DOWNLOAD",
     "ROUTE_DOWNLOADS",
     "ROUTE_DOWNLOAD_CANCEL",
+    "ROUTE_DOWNLOAD_RETRY",
     "ROUTE_FOLDERS",
     "ROUTE_GGUF_INSPECT",
     "ROUTE_GPUS",
@@ -534,6 +537,7 @@ __all__ = [
     "certificates_to_pem",
     "cgroup_owner",
     "check_download_folder",
+    "check_download_id",
     "check_image_reference",
     "check_request_key",
     "check_storable_text",

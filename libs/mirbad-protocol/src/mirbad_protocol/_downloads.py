@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field, field_validator
 
@@ -21,6 +21,7 @@ __all__ = [
     "ROUTE_DOWNLOAD",
     "ROUTE_DOWNLOADS",
     "ROUTE_DOWNLOAD_CANCEL",
+    "ROUTE_DOWNLOAD_RETRY",
     "DownloadFile",
     "DownloadJob",
     "DownloadList",
@@ -29,6 +30,7 @@ __all__ = [
     "HuggingFaceDownload",
     "OllamaDownload",
     "check_download_folder",
+    "check_download_id",
 ]
 
 ROUTE_DOWNLOADS: Final = "/downloads"
@@ -37,18 +39,33 @@ ROUTE_DOWNLOAD: Final = "/downloads/{download_id}"
 """GET: the :class:`DownloadJob` with its progress; DELETE: forget a stopped job and its partial files."""
 ROUTE_DOWNLOAD_CANCEL: Final = "/downloads/{download_id}/cancel"
 """POST (no body): stop a queued or running job; its partial files stay until DELETE."""
+ROUTE_DOWNLOAD_RETRY: Final = "/downloads/{download_id}/retry"
+"""POST (no body): run a failed or cancelled job again, from the verified bytes on disk."""
 
 DownloadState = Literal["queued", "running", "verifying", "completed", "failed", "cancelled"]
 """Where a job is: waiting for a slot, transferring, checking, done, or stopped (failed/cancelled)."""
 DOWNLOAD_STATES: Final = ("queued", "running", "verifying", "completed", "failed", "cancelled")
 """Every :data:`DownloadState`, in the order a job goes through them."""
 
-_REPO_ID: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
-_REVISION: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$")
+# Always used with fullmatch: "$" alone would let a trailing newline through.
+_REPO_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
+_REVISION: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}")
 _OLLAMA_NAME: Final = re.compile(
-    r"^(?:[a-z0-9][a-z0-9._-]{0,79}/)?[a-z0-9][a-z0-9._-]{0,79}(?::[A-Za-z0-9][A-Za-z0-9._-]{0,127})?$"
+    r"(?:[a-z0-9][a-z0-9._-]{0,79}/)?[a-z0-9][a-z0-9._-]{0,79}(?::[A-Za-z0-9][A-Za-z0-9._-]{0,127})?"
 )
+_DOWNLOAD_ID: Final = re.compile(r"dl-[0-9a-f]{12}")
 _FOLDER_MAX: Final = 200
+
+
+def check_download_id(download_id: str) -> str:
+    """A job id as the agent makes them (``dl-`` and 12 hex digits).
+
+    Raises:
+        ValueError: anything else (a newline, ``..``, a slash ...).
+    """
+    if not _DOWNLOAD_ID.fullmatch(download_id):
+        raise ValueError("must be a download id: 'dl-' and 12 lower-case hex digits")
+    return download_id
 
 
 def check_download_folder(folder: str) -> str:
@@ -101,14 +118,14 @@ class HuggingFaceDownload(_DownloadBase):
     @field_validator("repo_id")
     @classmethod
     def _repo_id(cls, value: str) -> str:
-        if not _REPO_ID.match(value) or ".." in value:
+        if not _REPO_ID.fullmatch(value) or ".." in value:
             raise ValueError("must be owner/name (letters, digits, '.', '_', '-')")
         return value
 
     @field_validator("revision")
     @classmethod
     def _revision(cls, value: str) -> str:
-        if not _REVISION.match(value) or ".." in value:
+        if not _REVISION.fullmatch(value) or ".." in value:
             raise ValueError("must be a branch, tag or commit name")
         return value
 
@@ -134,7 +151,7 @@ class OllamaDownload(_DownloadBase):
     @field_validator("model")
     @classmethod
     def _model(cls, value: str) -> str:
-        if not _OLLAMA_NAME.match(value) or ".." in value:
+        if not _OLLAMA_NAME.fullmatch(value) or ".." in value:
             raise ValueError("must be name[:tag] or namespace/name[:tag] (lower-case name)")
         return value
 
@@ -156,13 +173,15 @@ class DownloadFile(WireModel):
         path: its path inside the job's folder (``/`` between segments).
         size_bytes: its size as the source announced it.
         done_bytes: how much of it is on disk.
-        sha256: the digest it is verified against (LFS files and Ollama blobs); None: checked by size.
+        sha256: the digest it is verified against (LFS files and Ollama blobs).
+        git_sha1: the git blob id it is verified against (Hugging Face files outside LFS).
     """
 
     path: str
     size_bytes: int
     done_bytes: int = 0
     sha256: str | None = None
+    git_sha1: str | None = None
 
 
 class DownloadJob(WireModel):
@@ -202,8 +221,20 @@ class DownloadJob(WireModel):
     created_at: datetime
     updated_at: datetime
 
+    def to_full_wire(self) -> dict[str, Any]:
+        """Every field, defaults included, as the admin API shows a job (a queued one has its ``state``).
+
+        The agent contract keeps :meth:`to_wire` (defaults omitted, as every agent wire model); the
+        admin API's readers are people and scripts that expect each documented field.
+        """
+        return self.model_dump(mode="json", by_alias=True)
+
 
 class DownloadList(WireModel):
     """The answer of GET :data:`ROUTE_DOWNLOADS`: every job the agent knows, newest first."""
 
     downloads: list[DownloadJob] = Field(default_factory=list)
+
+    def to_full_wire(self) -> dict[str, Any]:
+        """Every job with every field (see :meth:`DownloadJob.to_full_wire`)."""
+        return {"downloads": [job.to_full_wire() for job in self.downloads]}

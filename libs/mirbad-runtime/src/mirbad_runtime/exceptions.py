@@ -26,6 +26,7 @@ __all__ = [
     "RuntimeUnavailableError",
     "SourceNeedsTokenError",
     "SourceNotFoundError",
+    "SourceStalledError",
     "SourceUnavailableError",
     "StateWriteError",
 ]
@@ -372,6 +373,10 @@ class SourceUnavailableError(DownloadError):
     """The hub or registry could not be reached or answered with a server error."""
 
 
+class SourceStalledError(SourceUnavailableError):
+    """A transfer fell below the rate floor (a drip-fed or silent body): not retried, the job fails."""
+
+
 class InsufficientSpaceError(DownloadError):
     """The model root has less free space than the download still needs.
 
@@ -383,7 +388,7 @@ class InsufficientSpaceError(DownloadError):
 
     field = "root"
 
-    def __init__(self, root: Path, needed_bytes: int, free_bytes: int) -> None:
+    def __init__(self, root: Path | str, needed_bytes: int, free_bytes: int) -> None:
         self.needed_bytes = needed_bytes
         self.free_bytes = free_bytes
         self.shortfall_bytes = needed_bytes - free_bytes
@@ -394,7 +399,15 @@ class InsufficientSpaceError(DownloadError):
 
 
 class DownloadConflictError(DownloadError):
-    """The target folder exists or another job writes it, or the job's state does not allow the action."""
+    """The target folder exists or another job writes it, or the job's state does not allow the action.
+
+    Attributes:
+        field: what is in conflict (``folder``, the job's ``state``); None when neither.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class DownloadNotFoundError(DownloadError, KeyError):

@@ -287,6 +287,16 @@ def _job_row(
                 ).props("flat dense color=negative")
                 testid(cancel, f"download-cancel-{job.id}")
             else:
+                if job.state in downloads.RETRYABLE_STATES:
+                    retry = ui.button(
+                        "Retry",
+                        icon="refresh",
+                        on_click=lambda: act(
+                            lambda: downloads.retry_download(services, node_id, job.id, ACTOR),
+                            "retried (it resumes from the files already on the node)",
+                        ),
+                    ).props("flat dense color=primary")
+                    testid(retry, f"download-retry-{job.id}")
                 forget = ui.button(
                     "Forget",
                     icon="delete",

@@ -28,6 +28,7 @@ from mirbad_protocol import (
     LOG_STREAM_MEDIA_TYPE,
     ROUTE_DOWNLOAD,
     ROUTE_DOWNLOAD_CANCEL,
+    ROUTE_DOWNLOAD_RETRY,
     ROUTE_DOWNLOADS,
     ROUTE_FOLDERS,
     ROUTE_GGUF_INSPECT,
@@ -321,6 +322,11 @@ class AgentClient:
     async def cancel_download(self, download_id: str) -> DownloadJob:
         """Stop a queued or running job; its partial files stay until :meth:`remove_download`."""
         path = agent_path(ROUTE_DOWNLOAD_CANCEL, download_id=download_id)
+        return await self._call(DownloadJob, "POST", path, self.timeouts.read_s)
+
+    async def retry_download(self, download_id: str) -> DownloadJob:
+        """Run a failed or cancelled job again, from the verified bytes on its node's disk."""
+        path = agent_path(ROUTE_DOWNLOAD_RETRY, download_id=download_id)
         return await self._call(DownloadJob, "POST", path, self.timeouts.read_s)
 
     async def remove_download(self, download_id: str) -> None:

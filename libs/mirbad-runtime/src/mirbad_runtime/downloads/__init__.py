@@ -5,13 +5,13 @@ a request fetches; :func:`fetch_file` moves and verifies one file; :class:`Netwo
 call to a source.
 """
 
+from ._digests import FileDigest, check_git_sha1, check_sha256
 from ._manager import (
     DEFAULT_HF_ENDPOINT,
     DEFAULT_OLLAMA_REGISTRY,
+    DEFAULT_RETRY_WINDOW_S,
     TEMP_PREFIX,
     DownloadManager,
-    FreeSpaceProbe,
-    disk_free_bytes,
 )
 from ._network import MAX_INFO_BYTES, NetworkLimits, RateFloor, read_capped
 from ._records import JobRecord, JobRecords
@@ -24,11 +24,14 @@ from ._sources import (
     plan_huggingface,
     plan_ollama,
 )
+from ._space import DEFAULT_SPACE_MARGIN_BYTES, FreeSpaceProbe, SpaceGuard, disk_free_bytes, file_system_of
 from ._transfer import PARTIAL_SUFFIX, fetch_file, on_disk_bytes
 
 __all__ = [
     "DEFAULT_HF_ENDPOINT",
     "DEFAULT_OLLAMA_REGISTRY",
+    "DEFAULT_RETRY_WINDOW_S",
+    "DEFAULT_SPACE_MARGIN_BYTES",
     "MAX_INFO_BYTES",
     "OLLAMA_LAYER_FILES",
     "OLLAMA_MANIFEST_MEDIA_TYPE",
@@ -36,15 +39,20 @@ __all__ = [
     "TEMP_PREFIX",
     "DownloadManager",
     "DownloadPlan",
+    "FileDigest",
     "FreeSpaceProbe",
     "JobRecord",
     "JobRecords",
     "NetworkLimits",
     "PlannedFile",
     "RateFloor",
+    "SpaceGuard",
     "check_file_path",
+    "check_git_sha1",
+    "check_sha256",
     "disk_free_bytes",
     "fetch_file",
+    "file_system_of",
     "on_disk_bytes",
     "plan_huggingface",
     "plan_ollama",

@@ -5,11 +5,19 @@ every file is verified is that folder renamed into place, so a model is never re
 A job's record (``{state_dir}/{id}.json``) is replaced atomically on every change of state, and the
 token it was given, if any, sits owner-only in ``{id}.token`` until the job ends. Progress itself is
 not persisted: the bytes on disk are the truth a resumed job starts from.
+
+A job that stops (failed, cancelled) keeps its verified files so that :meth:`DownloadManager.retry`, or
+a new job for the same source and folder (which adopts them), goes on from there; removing the job
+deletes them, and a temporary folder no job owns is deleted when the manager starts. A source that
+fails mid-job is retried with back-off for a bounded window. Disk space is reserved (:mod:`._space`).
+A record that cannot be written (a full disk) is logged and the job's state still changes in memory,
+so a job always ends.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import secrets
 import shutil
@@ -38,22 +46,30 @@ from mirbad_runtime.exceptions import (
     DownloadNotFoundError,
     DownloadRefusedError,
     DownloadVerificationError,
-    InsufficientSpaceError,
+    SourceStalledError,
     SourceUnavailableError,
+    StateWriteError,
 )
 
 from ._network import NetworkLimits
 from ._records import JobRecord, JobRecords
 from ._sources import DownloadPlan, PlannedFile, plan_huggingface, plan_ollama
+from ._space import (
+    CHECK_EVERY_BYTES,
+    DEFAULT_SPACE_MARGIN_BYTES,
+    FreeSpaceProbe,
+    SpaceGuard,
+    disk_free_bytes,
+    file_system_of,
+)
 from ._transfer import fetch_file, on_disk_bytes
 
 __all__ = [
     "DEFAULT_HF_ENDPOINT",
     "DEFAULT_OLLAMA_REGISTRY",
+    "DEFAULT_RETRY_WINDOW_S",
     "TEMP_PREFIX",
     "DownloadManager",
-    "FreeSpaceProbe",
-    "disk_free_bytes",
 ]
 
 logger = logging.getLogger(__name__)
@@ -65,19 +81,21 @@ DEFAULT_OLLAMA_REGISTRY: Final = "https://registry.ollama.ai"
 TEMP_PREFIX: Final = ".mirbad-download-"
 """The prefix of a job's temporary folder beside its target (a dot folder listings still show)."""
 _ACTIVE: Final = frozenset({"queued", "running", "verifying"})
-_ATTEMPTS: Final = 4
-_RETRY_PAUSE_S: Final = 0.5
+_RETRYABLE: Final = frozenset({"failed", "cancelled"})
+DEFAULT_RETRY_WINDOW_S: Final = 600.0
+"""How long a job retries a failing source before it fails (the window restarts when bytes arrive)."""
+_FIRST_PAUSE_S: Final = 0.5
+_LONGEST_PAUSE_S: Final = 30.0
+_UNWIND_S: Final = 30.0
 # Blocking file work (records, free space, hashing a partial) runs on the manager's own threads, so no
 # number of downloads can take the worker threads the rest of the agent needs.
 _THREADS: Final = 4
 
-FreeSpaceProbe = Callable[[Path], int]
-"""The free bytes of the file system holding a folder (blocking; a seam for tests)."""
 
-
-def disk_free_bytes(path: Path) -> int:
-    """The free bytes of the file system that holds ``path`` (:func:`shutil.disk_usage`)."""
-    return shutil.disk_usage(path).free
+def _ended_event() -> anyio.Event:
+    event = anyio.Event()
+    event.set()  # a job loaded stopped, or made and not yet launched, has no task to wait for
+    return event
 
 
 @dataclass
@@ -90,6 +108,13 @@ class _Job:
     started_at: float | None = None
     started_bytes: int = 0
     done: dict[str, int] = field(default_factory=dict)
+    checked_at_bytes: int = 0
+    task_ended: anyio.Event = field(default_factory=_ended_event)
+
+    def remaining_bytes(self) -> int:
+        """What the job still has to write (its reservation of disk space)."""
+        done = sum(self.done.get(item.path, item.done_bytes) for item in self.view.files)
+        return max(0, self.view.total_bytes - done)
 
 
 class DownloadManager:
@@ -103,6 +128,9 @@ class DownloadManager:
         max_concurrent: how many jobs transfer at once; the rest wait queued.
         free_space: the free-space probe (:func:`disk_free_bytes` unless a test gives its own).
         http: the client for file transfers and manifests (created and closed by :meth:`run` when None).
+        space_margin_bytes: the free space downloads always leave on a root's file system.
+        retry_window_s: how long a job retries a failing source (with back-off) before it fails.
+        retry_pause_s: the first pause between retries; each next one doubles, up to 30 s.
         limits: the network bounds of planning and transfers (timeouts, caps, the rate floor).
     """
 
@@ -116,6 +144,9 @@ class DownloadManager:
         max_concurrent: int = 2,
         free_space: FreeSpaceProbe = disk_free_bytes,
         http: httpx.AsyncClient | None = None,
+        space_margin_bytes: int = DEFAULT_SPACE_MARGIN_BYTES,
+        retry_window_s: float = DEFAULT_RETRY_WINDOW_S,
+        retry_pause_s: float = _FIRST_PAUSE_S,
         limits: NetworkLimits | None = None,
     ) -> None:
         self.roots = tuple(roots)
@@ -124,11 +155,13 @@ class DownloadManager:
         self.hf_endpoint = hf_endpoint.rstrip("/")
         self.ollama_registry = ollama_registry.rstrip("/")
         self._limiter = anyio.CapacityLimiter(max_concurrent)
+        self._space = SpaceGuard(free_space, space_margin_bytes)
+        self._retry_window_s = retry_window_s
+        self._retry_pause_s = retry_pause_s
         self.limits = limits or NetworkLimits()
         self._threads = anyio.CapacityLimiter(_THREADS)
         self._planning = anyio.CapacityLimiter(self.limits.max_planning)
         self._plans: set[anyio.CancelScope] = set()
-        self._free_space = free_space
         self._http = http
         self._jobs: dict[str, _Job] = {}
         self._group: TaskGroup | None = None
@@ -148,11 +181,12 @@ class DownloadManager:
                 self._records.load, len(self.roots), limiter=self._threads
             ):
                 self._jobs[record.view.id] = _Job(view=record.view, request=record.request, plan=record.plan)
+            await anyio.to_thread.run_sync(self._sweep_orphans, limiter=self._threads)
             async with anyio.create_task_group() as group:
                 self._group = group
                 for job in self._jobs.values():
                     if job.view.state in _ACTIVE:
-                        group.start_soon(self._run_job, job)
+                        self._launch(job)
                 task_status.started()
                 try:
                     await anyio.sleep_forever()
@@ -164,11 +198,15 @@ class DownloadManager:
     async def start(self, request: HuggingFaceDownload | OllamaDownload) -> DownloadJob:
         """Check ``request``, resolve its files, check free space, and queue the job.
 
+        A stopped (failed or cancelled) job for the same source, revision and folder hands its verified
+        files over: the new job adopts its temporary folder and the old job is forgotten.
+
         Raises:
             DownloadRefusedError: no such model root.
             DownloadConflictError: the target folder exists or another job writes it.
             SourceNotFoundError, SourceNeedsTokenError, SourceUnavailableError: from the source.
-            InsufficientSpaceError: the root has less free space than the files need.
+            InsufficientSpaceError: the root cannot hold the files beside the other jobs' reservations and
+                the margin.
         """
         if self._group is None:
             raise DownloadConflictError("the download manager is not running")
@@ -176,21 +214,73 @@ class DownloadManager:
         self._check_target(root, request.folder)
         token = _token_of(request)
         plan = await self._plan(request, token)
-        needed = sum(item.size for item in plan.files)
-        free = await anyio.to_thread.run_sync(self._free_space, root, limiter=self._threads)
-        if needed > free:
-            raise InsufficientSpaceError(root, needed, free)
         async with self._lock:
             self._check_target(root, request.folder)
             job = self._new_job(request, plan)
-            if token is not None:
-                await anyio.to_thread.run_sync(
-                    self._records.save_token, job.view.id, token, limiter=self._threads
-                )
-            await self._persist(job)
+            adopted = self._adoptable(job)
+            on_disk = (
+                await anyio.to_thread.run_sync(self._bytes_in, adopted, limiter=self._threads)
+                if adopted
+                else 0
+            )
+            needed = max(0, job.view.total_bytes - on_disk)
+            await self._check_space_in_thread(job, needed)
+            try:
+                if token is not None:
+                    await anyio.to_thread.run_sync(
+                        self._records.save_token, job.view.id, token, limiter=self._threads
+                    )
+                await self._persist(job)
+            except OSError as exc:
+                # No record, no job (an agent could not resume it after a restart); the files of a job it
+                # would have adopted stay with that job.
+                await anyio.to_thread.run_sync(self._forget_record, job, limiter=self._threads)
+                raise StateWriteError(
+                    self.state_dir,
+                    f"the download's record could not be written: {exc.strerror or exc}",
+                    disk_full=exc.errno in (errno.ENOSPC, errno.EDQUOT),
+                ) from None
+            if adopted is not None:
+                with anyio.fail_after(_UNWIND_S):
+                    await adopted.task_ended.wait()  # its cancelled transfer no longer writes
+                await anyio.to_thread.run_sync(self._adopt, adopted, job, limiter=self._threads)
             self._jobs[job.view.id] = job
-        self._group.start_soon(self._run_job, job)
+        self._launch(job)
         return self.get(job.view.id)
+
+    async def retry(self, download_id: str) -> DownloadJob:
+        """Run a failed or cancelled job again; it resumes from the verified bytes on disk.
+
+        Raises:
+            DownloadNotFoundError: no such job.
+            DownloadConflictError: the job is not failed or cancelled, or its folder now exists or another
+                job writes it.
+            InsufficientSpaceError: the root cannot hold what the job still needs.
+        """
+        if self._group is None:
+            raise DownloadConflictError("the download manager is not running")
+        job = self._job(download_id)
+        # A cancelled transfer may still be unwinding (a thread finishing a write): never two writers.
+        with anyio.fail_after(_UNWIND_S):
+            await job.task_ended.wait()
+        async with self._lock:
+            if job.view.state not in _RETRYABLE:
+                raise DownloadConflictError(
+                    f"download {download_id} is {job.view.state}: only a failed or cancelled job is retried",
+                    field="state",
+                )
+            root = self.roots[job.view.root]
+            self._check_target(root, job.view.folder, ignore=job)
+            on_disk = await anyio.to_thread.run_sync(self._bytes_in, job, limiter=self._threads)
+            needed = max(0, job.view.total_bytes - on_disk)
+            await self._check_space_in_thread(job, needed)
+            job.cancel_requested = False
+            job.scope = anyio.CancelScope()
+            job.done.clear()
+            job.checked_at_bytes = 0
+            await self._set_state(job, "queued")
+        self._launch(job)
+        return self.get(download_id)
 
     def jobs(self) -> list[DownloadJob]:
         """Every job, newest first."""
@@ -225,10 +315,14 @@ class DownloadManager:
         """
         job = self._job(download_id)
         if job.view.state not in _ACTIVE:
-            raise DownloadConflictError(f"download {download_id} is {job.view.state}, not running")
+            raise DownloadConflictError(
+                f"download {download_id} is {job.view.state}, not running", field="state"
+            )
         if job.view.state == "verifying":
             # Every byte is in and the folder is being put in place: a cancel could only half-undo it.
-            raise DownloadConflictError(f"download {download_id} is already putting its folder in place")
+            raise DownloadConflictError(
+                f"download {download_id} is already putting its folder in place", field="state"
+            )
         job.cancel_requested = True
         job.scope.cancel()
         await self._set_state(job, "cancelled")
@@ -243,24 +337,52 @@ class DownloadManager:
         """
         job = self._job(download_id)
         if job.view.state in _ACTIVE:
-            raise DownloadConflictError(f"download {download_id} is {job.view.state}: cancel it first")
+            raise DownloadConflictError(
+                f"download {download_id} is {job.view.state}: cancel it first", field="state"
+            )
+        # Nothing is written first: on a full disk, removing is what frees it.
         async with self._lock:
             self._jobs.pop(download_id, None)
             await anyio.to_thread.run_sync(self._delete_files, job, limiter=self._threads)
 
     # ------------------------------------------------------------ the job itself
 
+    def _launch(self, job: _Job) -> None:
+        if self._group is None:
+            raise DownloadConflictError("the download manager is not running")
+        job.task_ended = anyio.Event()
+        self._group.start_soon(self._run_job, job)
+
     async def _run_job(self, job: _Job) -> None:
+        try:
+            await self._run_job_body(job)
+        finally:
+            job.task_ended.set()
+
+    async def _run_job_body(self, job: _Job) -> None:
         with job.scope:
             try:
                 async with self._limiter:
                     await self._transfer(job)
             except DownloadError as exc:
                 logger.warning("download %s failed: %s", job.view.id, exc)
-                await self._set_state(job, "failed", error=str(exc))
+                await self._fail(job, str(exc))
+            except OSError as exc:
+                if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                    logger.exception("download %s failed", job.view.id)
+                    await self._fail(job, f"unexpected failure: {exc}")
+                    return
+                logger.warning("download %s: the disk is full: %s", job.view.id, exc)
+                await self._fail(job, f"insufficient space: the disk of model root {job.view.root} is full")
             except Exception as exc:
                 logger.exception("download %s failed", job.view.id)
-                await self._set_state(job, "failed", error=f"unexpected failure: {exc}")
+                await self._fail(job, f"unexpected failure: {exc}")
+
+    async def _fail(self, job: _Job, error: str) -> None:
+        await self._set_state(job, "failed", error=error)
+        # A retry resumes from the verified bytes; a temporary folder with none of them is not kept.
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(self._drop_empty_temp, job, limiter=self._threads)
 
     async def _transfer(self, job: _Job) -> None:
         temp = self._temp(job)
@@ -283,7 +405,11 @@ class DownloadManager:
     async def _fetch_with_retries(
         self, job: _Job, item: PlannedFile, target: Path, headers: dict[str, str]
     ) -> None:
-        for attempt in range(1, _ATTEMPTS + 1):
+        # A dropped connection or a hub outage: back off and resume (Range) from what reached the disk,
+        # for as long as the window lasts; bytes arriving start the window again.
+        deadline = time.monotonic() + self._retry_window_s
+        pause, progress_at = self._retry_pause_s, job.done.get(item.path, 0)
+        while True:
             try:
                 await fetch_file(
                     self._http_client,
@@ -295,16 +421,29 @@ class DownloadManager:
                     threads=self._threads,
                 )
                 return
+            except SourceStalledError:
+                raise  # a drip-fed source would hold the job's slot for the whole window: it fails now
             except SourceUnavailableError as exc:
-                # A dropped connection or a hub hiccup: resume (Range) from what reached the disk.
-                if attempt == _ATTEMPTS:
-                    raise
-                logger.warning("download %s: %s; retry %d of %d", job.view.id, exc, attempt, _ATTEMPTS - 1)
-                await anyio.sleep(_RETRY_PAUSE_S * attempt)
+                now = time.monotonic()
+                if job.done.get(item.path, 0) > progress_at:
+                    deadline, pause = now + self._retry_window_s, self._retry_pause_s
+                    progress_at = job.done.get(item.path, 0)
+                if now + pause > deadline:
+                    raise SourceUnavailableError(
+                        f"{exc} (retried for {self._retry_window_s:.0f} s, the retry window)"
+                    ) from None
+                logger.warning("download %s: %s; retrying in %.1f s", job.view.id, exc, pause)
+                await anyio.sleep(pause)
+                pause = min(pause * 2, _LONGEST_PAUSE_S)
 
     def _progress(self, job: _Job, item: PlannedFile) -> Callable[[int], None]:
         def update(written: int) -> None:
             job.done[item.path] = written
+            total = sum(job.done.values())
+            if total - job.checked_at_bytes >= CHECK_EVERY_BYTES:
+                # A statvfs between chunks: cheap, and it stops the transfer before the disk fills.
+                job.checked_at_bytes = total
+                self._check_space(job, job.remaining_bytes())
 
         return update
 
@@ -315,7 +454,11 @@ class DownloadManager:
             if not path.is_file() or path.stat().st_size != item.size:
                 raise DownloadVerificationError(item.path, "missing or changed before the folder was placed")
         if target.exists():
-            raise DownloadConflictError(f"{target} appeared while downloading; the files stay in {temp}")
+            raise DownloadConflictError(
+                f"{job.view.folder} appeared in model root {job.view.root} while downloading; the files stay "
+                f"in {temp.name} (retry once it is gone)",
+                field="folder",
+            )
         temp.rename(target)
         self._records.forget_token(job.view.id)
 
@@ -326,15 +469,80 @@ class DownloadManager:
             raise DownloadRefusedError("root", f"this node has no model root {index}")
         return self.roots[index]
 
-    def _check_target(self, root: Path, folder: str) -> None:
+    def _check_target(self, root: Path, folder: str, *, ignore: _Job | None = None) -> None:
         target = root / folder
         if target.parent != root or target.name != folder:
             raise DownloadRefusedError("folder", "must be one folder name directly under the model root")
+        index = self.roots.index(root)
+        # The messages name the root by index: the node's absolute paths are not the caller's business.
         if target.exists():
-            raise DownloadConflictError(f"folder: {target} already exists")
+            raise DownloadConflictError(f"{folder} already exists in model root {index}", field="folder")
         for job in self._jobs.values():
-            if job.view.state in _ACTIVE and self._target(job) == target:
-                raise DownloadConflictError(f"folder: download {job.view.id} is writing {target}")
+            if job is not ignore and job.view.state in _ACTIVE and self._target(job) == target:
+                raise DownloadConflictError(
+                    f"download {job.view.id} is writing {folder} in model root {index}", field="folder"
+                )
+
+    def _check_space(self, job: _Job, needed: int, reserved: list[int] | None = None) -> None:
+        root = self.roots[job.view.root]
+        reserved = self._reserved(job) if reserved is None else reserved
+        self._space.check(root, needed, reserved, label=f"model root {job.view.root}")
+
+    async def _check_space_in_thread(self, job: _Job, needed: int) -> None:
+        # The reservations are summed here, in the event loop that changes the jobs; only the probe blocks.
+        reserved = self._reserved(job)
+        await anyio.to_thread.run_sync(self._check_space, job, needed, reserved, limiter=self._threads)
+
+    def _reserved(self, job: _Job) -> list[int]:
+        """The remaining bytes of the other unfinished jobs on ``job``'s root's file system."""
+        device = file_system_of(self.roots[job.view.root])
+        return [
+            other.remaining_bytes()
+            for other in self._jobs.values()
+            if other is not job
+            and other.view.state in _ACTIVE
+            and file_system_of(self.roots[other.view.root]) == device
+        ]
+
+    def _adoptable(self, job: _Job) -> _Job | None:
+        """A stopped job of the same source, revision, root and folder whose files ``job`` can take."""
+        for other in self._jobs.values():
+            if (
+                other.view.state in _RETRYABLE
+                and (other.view.kind, other.view.source, other.view.revision)
+                == (job.view.kind, job.view.source, job.view.revision)
+                and (other.view.root, other.view.folder) == (job.view.root, job.view.folder)
+                and other.plan.files == job.plan.files
+            ):
+                return other
+        return None
+
+    def _bytes_in(self, job: _Job) -> int:
+        temp = self._temp(job)
+        return sum(on_disk_bytes(temp / item.path) for item in job.plan.files)
+
+    def _adopt(self, old: _Job, new: _Job) -> None:
+        source = self._temp(old)
+        if source.is_dir():
+            source.rename(self._temp(new))
+        self._records.delete(old.view.id)
+        self._jobs.pop(old.view.id, None)
+        logger.info("download %s adopts the files of %s", new.view.id, old.view.id)
+
+    def _drop_empty_temp(self, job: _Job) -> None:
+        temp = self._temp(job)
+        if temp.is_dir() and self._bytes_in(job) == 0:
+            shutil.rmtree(temp, ignore_errors=True)
+
+    def _sweep_orphans(self) -> None:
+        """Delete the temporary folders no job owns (a job removed while its agent was killed)."""
+        owned = {self._temp(job) for job in self._jobs.values()}
+        for root in self.roots:
+            with contextlib.suppress(OSError):
+                for path in root.glob(f"{TEMP_PREFIX}*"):
+                    if path not in owned and path.is_dir():
+                        logger.info("removing %s: no download job owns it", path)
+                        shutil.rmtree(path, ignore_errors=True)
 
     def _target(self, job: _Job) -> Path:
         return self.roots[job.view.root] / job.view.folder
@@ -383,7 +591,10 @@ class DownloadManager:
             revision=plan.revision,
             root=request.root,
             folder=request.folder,
-            files=[DownloadFile(path=f.path, size_bytes=f.size, sha256=f.sha256) for f in plan.files],
+            files=[
+                DownloadFile(path=f.path, size_bytes=f.size, sha256=f.sha256, git_sha1=f.git_sha1)
+                for f in plan.files
+            ],
             total_bytes=sum(f.size for f in plan.files),
             created_at=now,
             updated_at=now,
@@ -400,16 +611,29 @@ class DownloadManager:
         )
         with anyio.CancelScope(shield=True):
             # On disk first: a reader who sees the new state finds its record already written.
-            await self._persist(job, view)
+            try:
+                await self._persist(job, view)
+            except OSError as exc:
+                # A full disk must not leave the job "running" for ever: the state changes in memory, and
+                # the next change (or the agent's next start) writes the record again.
+                logger.warning("download %s: its record could not be written: %s", job.view.id, exc)
         job.view = view
 
     async def _persist(self, job: _Job, view: DownloadJob | None = None) -> None:
         record = JobRecord(view or job.view, job.request, job.plan)
         await anyio.to_thread.run_sync(self._records.write, record, limiter=self._threads)
 
+    def _forget_record(self, job: _Job) -> None:
+        try:
+            self._records.delete(job.view.id)
+        except OSError as exc:
+            logger.warning("download %s: its record could not be deleted: %s", job.view.id, exc)
+
     def _delete_files(self, job: _Job) -> None:
+        # The files first, and nothing written: on a full disk this is what frees it.
         shutil.rmtree(self._temp(job), ignore_errors=True)
-        self._records.delete(job.view.id)
+        # The job is forgotten all the same; a record left behind loads as a stopped job without files.
+        self._forget_record(job)
 
     def _job(self, download_id: str) -> _Job:
         try:

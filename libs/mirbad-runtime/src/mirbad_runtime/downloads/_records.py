@@ -44,7 +44,8 @@ class JobRecords:
     def write(self, record: JobRecord) -> None:
         """Replace the record of ``record.view.id`` atomically."""
         files = [
-            {"path": f.path, "url": f.url, "size": f.size, "sha256": f.sha256} for f in record.plan.files
+            {"path": f.path, "url": f.url, "size": f.size, "sha256": f.sha256, "git_sha1": f.git_sha1}
+            for f in record.plan.files
         ]
         content = {"job": record.view.to_wire(), "request": record.request, "files": files}
         self._folder()

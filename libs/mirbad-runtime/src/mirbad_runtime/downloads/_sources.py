@@ -24,6 +24,7 @@ from mirbad_runtime.exceptions import (
     SourceUnavailableError,
 )
 
+from ._digests import check_git_sha1, check_sha256
 from ._network import NetworkLimits, read_capped
 
 if TYPE_CHECKING:
@@ -50,8 +51,7 @@ OLLAMA_LAYER_FILES: Final = {
 }
 """The layers kept, by media type, and the file each lands as in the job's folder."""
 _MODEL_LAYER: Final = "application/vnd.ollama.image.model"
-_DIGEST: Final = re.compile(r"^sha256:([0-9a-f]{64})$")
-_SHA256: Final = re.compile(r"^[0-9a-f]{64}$")
+_DIGEST: Final = re.compile(r"sha256:([0-9a-f]{64})")  # fullmatch: "$" lets a newline through
 # Headers of the streamed answer that no longer describe the (decoded, complete) body handed on.
 _ENCODING_HEADERS: Final = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
@@ -64,13 +64,15 @@ class PlannedFile:
         path: its path inside the job's folder (``/`` separated, checked by :func:`check_file_path`).
         url: where its bytes are.
         size: the size the source announced.
-        sha256: the digest to verify (LFS files, Ollama blobs); None: verified by size alone.
+        sha256: the digest to verify (LFS files, Ollama blobs).
+        git_sha1: the git blob id to verify (Hugging Face files outside LFS), when there is no sha256.
     """
 
     path: str
     url: str
     size: int
     sha256: str | None = None
+    git_sha1: str | None = None
 
 
 @dataclass(frozen=True)
@@ -230,11 +232,18 @@ def _hf_file(repo_id: str, commit: str, endpoint: str, sibling: object) -> Plann
     size = getattr(lfs, "size", None) if lfs is not None else getattr(sibling, "size", None)
     if not isinstance(size, int) or size < 0:
         raise SourceUnavailableError(f"the hub did not give the size of {name}")
-    sha256 = getattr(lfs, "sha256", None) if lfs is not None else None
-    if sha256 is not None and not _SHA256.match(sha256):
-        raise SourceUnavailableError(f"the hub gave an invalid sha256 for {name}")
+    # Every file is verified: LFS files by their sha256, the others by the git blob id the hub announces.
+    sha256 = git_sha1 = None
+    if lfs is not None:
+        sha256 = check_sha256(getattr(lfs, "sha256", None))
+        if sha256 is None:
+            raise SourceUnavailableError(f"the hub gave no valid sha256 for {name}")
+    else:
+        git_sha1 = check_git_sha1(getattr(sibling, "blob_id", None))
+        if git_sha1 is None:
+            raise SourceUnavailableError(f"the hub gave no valid git blob id for {name}")
     url = hf_hub_url(repo_id, name, revision=commit, endpoint=endpoint)
-    return PlannedFile(path=name, url=url, size=size, sha256=sha256)
+    return PlannedFile(path=name, url=url, size=size, sha256=sha256, git_sha1=git_sha1)
 
 
 async def plan_ollama(
@@ -283,7 +292,7 @@ async def plan_ollama(
 
 def _ollama_file(base: str, name: str, layer: dict[str, object]) -> PlannedFile:
     digest, size = layer["digest"], layer["size"]
-    match = _DIGEST.match(digest) if isinstance(digest, str) else None
+    match = _DIGEST.fullmatch(digest) if isinstance(digest, str) else None
     if match is None or not isinstance(size, int) or size < 0:
         raise ValueError(f"a layer with digest {digest!r} and size {size!r}")
     path = OLLAMA_LAYER_FILES[str(layer["mediaType"])]

@@ -1,7 +1,7 @@
 """One file's transfer: resumed with HTTP Range from what is on disk, hashed as it streams, verified.
 
-The bytes go to ``<file>.partial``; only a file whose size (and sha256, where the source gives one)
-matches is renamed to its real name, so a later resume trusts a file without the suffix and re-reads
+The bytes go to ``<file>.partial``; only a file whose size and digest (:mod:`._digests`) match is
+renamed to its real name, so a later resume trusts a file without the suffix and re-reads
 (hashes) only the prefix of a partial one. A transfer that falls below the rate floor of its
 :class:`NetworkLimits` (a drip-fed or silent body) ends as a stall, and its file work runs on the
 caller's thread limiter, never anyio's shared one.
@@ -10,7 +10,6 @@ caller's thread limiter, never anyio's shared one.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -25,9 +24,11 @@ from mirbad_runtime.exceptions import (
     DownloadVerificationError,
     SourceNeedsTokenError,
     SourceNotFoundError,
+    SourceStalledError,
     SourceUnavailableError,
 )
 
+from ._digests import FileDigest
 from ._network import NetworkLimits, RateFloor
 from ._sources import PlannedFile
 
@@ -36,7 +37,7 @@ __all__ = ["PARTIAL_SUFFIX", "fetch_file", "on_disk_bytes"]
 PARTIAL_SUFFIX: Final = ".partial"
 """The suffix of a file still being written."""
 _CHUNK: Final = 1024 * 1024
-_CONTENT_RANGE: Final = re.compile(r"^bytes (\d+)-\d+/(?:\d+|\*)$")
+_CONTENT_RANGE: Final = re.compile(r"bytes (\d+)-\d+/(?:\d+|\*)")
 
 Progress = Callable[[int], None]
 """Told the number of bytes on disk of the file being fetched, after every chunk."""
@@ -72,7 +73,8 @@ async def fetch_file(
         threads: the limiter of the blocking file work (anyio's shared one when None).
 
     Raises:
-        DownloadVerificationError: the size or sha256 does not match (the partial file is removed).
+        DownloadVerificationError: the size or digest does not match (the partial file is removed), or the
+            plan names no digest to check.
         SourceNotFoundError, SourceNeedsTokenError: the source refused.
         SourceUnavailableError: the source failed, broke off, or stalled below the rate floor.
     """
@@ -81,7 +83,7 @@ async def fetch_file(
         return
     partial = target.with_name(target.name + PARTIAL_SUFFIX)
     await anyio.to_thread.run_sync(lambda: partial.parent.mkdir(parents=True, exist_ok=True), limiter=threads)
-    offset, digest = await anyio.to_thread.run_sync(_prefix, partial, planned.size, limiter=threads)
+    offset, digest = await anyio.to_thread.run_sync(_prefix, partial, planned, limiter=threads)
     if offset < planned.size:
         floor = RateFloor(limits.min_bytes_per_second, limits.rate_window_s)
         with floor.scope:
@@ -89,7 +91,7 @@ async def fetch_file(
                 http, planned, partial, offset, digest, dict(headers or {}), progress, limits, floor, threads
             )
         if floor.stalled:
-            raise SourceUnavailableError(f"{planned.path}: {floor.reason()}")
+            raise SourceStalledError(f"{planned.path}: {floor.reason()}")
     await anyio.to_thread.run_sync(_verify_and_place, planned, partial, target, digest, limiter=threads)
 
 
@@ -98,11 +100,18 @@ def _verified(target: Path, size: int) -> bool:
     return target.is_file() and target.stat().st_size == size
 
 
-def _prefix(partial: Path, size: int) -> tuple[int, hashlib._Hash]:
-    digest = hashlib.sha256()
+def _digest(planned: PlannedFile) -> FileDigest:
+    try:
+        return FileDigest(planned.size, planned.sha256, planned.git_sha1)
+    except ValueError as exc:
+        raise DownloadVerificationError(planned.path, str(exc)) from None
+
+
+def _prefix(partial: Path, planned: PlannedFile) -> tuple[int, FileDigest]:
+    digest = _digest(planned)
     if not partial.is_file():
         return 0, digest
-    if partial.stat().st_size > size:
+    if partial.stat().st_size > planned.size:
         partial.unlink()  # longer than announced: nothing of it can be trusted
         return 0, digest
     with partial.open("rb") as handle:
@@ -116,13 +125,13 @@ async def _stream(
     planned: PlannedFile,
     partial: Path,
     offset: int,
-    digest: hashlib._Hash,
+    digest: FileDigest,
     headers: dict[str, str],
     progress: Progress | None,
     limits: NetworkLimits,
     floor: RateFloor,
     threads: anyio.CapacityLimiter | None,
-) -> hashlib._Hash:
+) -> FileDigest:
     if offset:
         headers["Range"] = f"bytes={offset}-"
     try:
@@ -133,7 +142,7 @@ async def _stream(
             if offset and response.status_code == 200:
                 # The server ignored the range: start over rather than append a second copy (with a
                 # fresh digest, which the caller verifies against: hence the return).
-                offset, digest = 0, hashlib.sha256()
+                offset, digest = 0, _digest(planned)
             elif offset and not _starts_at(response, offset):
                 raise SourceUnavailableError(f"{planned.path}: the server resumed at the wrong offset")
             # The file work runs on the download threads: a slow disk holds no thread the agent needs.
@@ -184,17 +193,17 @@ def _check_status(response: httpx.Response, planned: PlannedFile) -> None:
 
 
 def _starts_at(response: httpx.Response, offset: int) -> bool:
-    match = _CONTENT_RANGE.match(response.headers.get("content-range", ""))
+    match = _CONTENT_RANGE.fullmatch(response.headers.get("content-range", ""))
     return response.status_code == 206 and match is not None and int(match.group(1)) == offset
 
 
-def _verify_and_place(planned: PlannedFile, partial: Path, target: Path, digest: hashlib._Hash) -> None:
+def _verify_and_place(planned: PlannedFile, partial: Path, target: Path, digest: FileDigest) -> None:
     size = partial.stat().st_size if partial.is_file() else 0
     reason = None
     if size != planned.size:
         reason = f"{size} bytes arrived, the source announced {planned.size}"
-    elif planned.sha256 is not None and digest.hexdigest() != planned.sha256:
-        reason = f"sha256 {digest.hexdigest()} does not match the announced {planned.sha256}"
+    else:
+        reason = digest.mismatch()
     if reason is not None:
         with contextlib.suppress(OSError):
             partial.unlink()
