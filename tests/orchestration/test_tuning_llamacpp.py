@@ -38,6 +38,7 @@ from mirbad_protocol import (
     ModelDefinition,
     ModelState,
     ModelStatus,
+    PresetSizes,
     ProcessLaunch,
 )
 from mirbad_router import UPSTREAM_KEEPALIVE_S
@@ -166,3 +167,28 @@ async def test_a_quick_run_tunes_llama_server_for_real(tmp_path: Path, driver: P
     assert (await driver.status(tuning_id("tiny"))).state is ModelState.STOPPED
     assert await driver.list_statuses() == []
     assert _files(registry_dir) == before
+
+
+async def test_an_embedding_models_baseline_fits_the_products_inputs_to_its_context(
+    tmp_path: Path, driver: ProcessDriver
+) -> None:
+    # The README's embedding example: a 256-token slot, far shorter than the product's longest input
+    # (256 words). Quick tuning's baseline failed there with llama-server's bare 500 (issue 24 item 2).
+    pooling = ["--threads", "1", "--embeddings", "--pooling", "mean"]
+    embedding = SAVED.model_copy(update={"extra_args": pooling})
+    sizes = PresetSizes(embedding_levels=[1, 2], repetitions=1)
+    async with httpx.AsyncClient(trust_env=False, timeout=60) as client:
+        runner = InstanceCandidateRunner(
+            DriverInstances(driver, client), startup_timeout_s=60, cleanup_timeout_s=30, embeddings=sizes
+        )
+        handle = await runner.start(embedding)
+        try:
+            measurement = await runner.measure(handle)
+        finally:
+            await runner.remove(handle)
+
+    assert sizes.embedding_input_words == [8, 32, 96, 256]
+    assert measurement.error_rate == 0.0
+    assert measurement.single_tok_s > 0
+    assert measurement.many_tok_s > 0
+    assert await driver.list_statuses() == []

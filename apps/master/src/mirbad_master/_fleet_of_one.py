@@ -381,7 +381,7 @@ class FleetOfOne:
             if build is not None:
                 tasks.start_soon(build.run)
                 self._announce(
-                    "  llama-server is being built in the background (about 7 min on 2 cores; the "
+                    "  llama-server is being built in the background (15 to 38 min on 2 cores; the "
                     f"portal works meanwhile): progress on {self.settings.base_url}/nodes, "
                     f"output in {build.log_path}"
                 )

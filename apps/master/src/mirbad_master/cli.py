@@ -1,4 +1,4 @@
-"""The ``mirbad`` command line: ``up`` (a fleet of one), ``admin reset-password`` and ``args``."""
+"""The ``mirbad`` command line: ``up`` (a fleet of one), ``demo``, ``admin reset-password`` and ``args``."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from mirbad_router import run_event_loop
 from ._admin_auth import AdminAuth
 from ._app import UiInstaller
 from ._data_dir import INITIAL_PASSWORD_FILE
+from ._demo_command import add_demo, run_demo
 from ._fleet_of_one import FleetOfOne
 from ._log_chatter import quiet_websocket_chatter
 from ._settings import DEFAULT_ENROLL_PORT, DEFAULT_PORT, load_master_settings
@@ -73,6 +74,7 @@ def _parser() -> argparse.ArgumentParser:
         help="with --parse: the logical executable (llama.cpp, MLX)",
     )
     _add_up(commands)
+    add_demo(commands, _add_data_dir)
     _add_admin(commands)
     return parser
 
@@ -289,6 +291,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run_up(ns)
         elif ns.command == "admin":
             _run_admin(ns)
+        elif ns.command == "demo":
+            return run_demo(ns, _given_password, _fail)
     except InvalidFieldError as exc:
         _fail(f"{exc.field}: {exc.reason}")
     except MirbadError as exc:

@@ -320,6 +320,7 @@ class EmbeddingsResult(WireModel):
         shape_detail: what was wrong, when something was.
         dimension: the vectors' dimension.
         unit_length: whether every vector was unit length (normalized).
+        input_note: how the inputs were shortened to fit the model's input limit, when they were.
     """
 
     levels: list[EmbeddingLevel] = Field(default_factory=list)
@@ -327,6 +328,7 @@ class EmbeddingsResult(WireModel):
     shape_detail: str = ""
     dimension: int | None = None
     unit_length: bool | None = None
+    input_note: str = ""
 
 
 class PresetWorkloads(WireModel):

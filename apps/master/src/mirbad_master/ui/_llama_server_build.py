@@ -37,8 +37,6 @@ def render_llama_server_build(build: LlamaServerBuild | None) -> None:
         line = ui.label(status.describe()).classes(f"text-body2 {BUILD_COLOURS[status.state]}")
         testid(line, BUILD_LINE_ID)
     if status.state == "building":
-        # An estimate, never full: a build slower than usual stays just short of the end.
-        share = min(status.elapsed_s / status.expected_s, 0.95) if status.expected_s > 0 else 0.0
-        ui.linear_progress(share, show_value=False).props("rounded color=info")
+        ui.linear_progress(status.share, show_value=False).props("rounded color=info")
     elif status.state == "failed" and status.log_tail:
         code_block("\n".join(status.log_tail), language=None).classes("w-full")

@@ -9,7 +9,7 @@ keeps each result as ``{data}/benchmarks/{modelId}/{yyyyMMddTHHmmssZ}.json``. Th
 """
 
 from ._checks import OBJECTIVE_QUESTIONS, TOOL_CALL_REQUEST, ObjectiveQuestion, score_tool_call
-from ._embeddings import EmbeddingsSuite, check_embeddings
+from ._embeddings import EmbeddingsSuite, InputLimit, check_embeddings, embedding_input_limit
 from ._load import ChatEndpoint, StreamedChat, measure_run, post_chat, stream_chat
 from ._pooling import is_pooling, reranker_reason
 from ._preset_suite import PROMPT_SETS, CacheCounter, PresetOutcome, PresetSuite, preset_levels
@@ -51,6 +51,7 @@ __all__ = [
     "ClassicSuite",
     "EmbeddingsSuite",
     "GuardInputs",
+    "InputLimit",
     "NoiseCheck",
     "ObjectiveQuestion",
     "PresetOutcome",
@@ -66,6 +67,7 @@ __all__ = [
     "check_embeddings",
     "check_guards",
     "check_tool_call",
+    "embedding_input_limit",
     "is_pooling",
     "measure_run",
     "median",

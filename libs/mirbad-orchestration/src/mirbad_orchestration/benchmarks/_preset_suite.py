@@ -37,7 +37,7 @@ from mirbad_protocol import (
 )
 
 from ._checks import OBJECTIVE_QUESTIONS
-from ._embeddings import EmbeddingsSuite
+from ._embeddings import EmbeddingsSuite, InputLimit
 from ._load import ChatEndpoint, StreamedChat, measure_run, post_chat, stream_chat
 from ._presets import WorkloadPreset
 from ._score import GuardInputs
@@ -133,6 +133,7 @@ class PresetSuite:
             per-request ``timings.cache_n``, else unavailable).
         progress: told each phase.
         noise: asked after every timed short-chat run.
+        input_limit: the longest input the instance embeds (the embeddings preset fits its inputs to it).
     """
 
     def __init__(
@@ -146,7 +147,9 @@ class PresetSuite:
         cache_counter: CacheCounter = _no_counter,
         progress: Progress | None = None,
         noise: NoiseCheck = _quiet,
+        input_limit: InputLimit | None = None,
     ) -> None:
+        self._input_limit = input_limit
         self._endpoint = endpoint
         self._preset = preset
         self._sizes = sizes
@@ -190,7 +193,11 @@ class PresetSuite:
 
     async def _embeddings(self) -> PresetOutcome:
         suite = EmbeddingsSuite(
-            self._endpoint, self._sizes, max_num_seqs=self._max_num_seqs, progress=self._progress
+            self._endpoint,
+            self._sizes,
+            max_num_seqs=self._max_num_seqs,
+            progress=self._progress,
+            input_limit=self._input_limit,
         )
         result = await suite.run()
         by_n = {level.concurrency: level for level in result.levels}

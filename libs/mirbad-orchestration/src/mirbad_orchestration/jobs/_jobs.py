@@ -33,6 +33,7 @@ from mirbad_orchestration.benchmarks import (
     Progress,
     WorkloadPreset,
     check_guards,
+    embedding_input_limit,
     is_pooling,
     preset_guards,
     preset_levels,
@@ -397,6 +398,8 @@ class BenchmarkJobs:
             cache_counter=self._cache_counter(target.model_id),
             progress=progress,
             noise=lambda: self._other_models_busy(target),
+            # Read from the arguments the instance runs with: its context and batch, as launched.
+            input_limit=embedding_input_limit(target.runtime, target.settings, target.max_model_len),
         )
         outcome = await suite.run()
         # The portal plots the shortest output's levels the way it plots a classic run's.

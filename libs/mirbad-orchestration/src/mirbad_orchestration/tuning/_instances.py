@@ -23,10 +23,12 @@ from mirbad_orchestration.benchmarks import (
     ChatEndpoint,
     ClassicSuite,
     EmbeddingsSuite,
+    InputLimit,
     PresetSuite,
     WorkloadPreset,
+    embedding_input_limit,
 )
-from mirbad_orchestration.commandline import DEFAULT_TOTAL_GIB, TUNING_LABEL, launch_spec_for
+from mirbad_orchestration.commandline import DEFAULT_TOTAL_GIB, TUNING_LABEL, build_args, launch_spec_for
 from mirbad_orchestration.exceptions import (
     CandidateFailedError,
     ModelNotOnNodeError,
@@ -261,13 +263,20 @@ class InstanceCandidateRunner(CandidateRunner):
             if self._preset is not None:
                 return await self._measure_preset(endpoint, definition, started)
             if self._embeddings is not None:
-                result = await EmbeddingsSuite(endpoint, self._embeddings, max_num_seqs=None).run()
+                limit = self._input_limit(definition)
+                embeddings = EmbeddingsSuite(endpoint, self._embeddings, max_num_seqs=None, input_limit=limit)
+                result = await embeddings.run()
                 return measurement_from_embeddings(result, seconds=time.monotonic() - started)
             suite = ClassicSuite(endpoint, self._sizes, max_model_len=definition.max_model_len)
             outcome = await suite.run()
         except (MirbadError, httpx.HTTPError) as exc:
             raise CandidateFailedError(f"the benchmark failed: {exc}") from exc
         return measurement_from_outcome(outcome, seconds=time.monotonic() - started)
+
+    def _input_limit(self, definition: ModelDefinition) -> InputLimit | None:
+        """The candidate's longest embeddings input, from the arguments it was launched with."""
+        argv = build_args(definition, total_gib=self._total_gib)
+        return embedding_input_limit(definition.runtime, argv, definition.max_model_len)
 
     async def _measure_preset(
         self, endpoint: ChatEndpoint, definition: ModelDefinition, started: float
@@ -279,6 +288,7 @@ class InstanceCandidateRunner(CandidateRunner):
             self._preset_sizes,
             max_model_len=definition.max_model_len,
             max_num_seqs=definition.max_num_seqs,
+            input_limit=self._input_limit(definition),
         )
         outcome = await suite.run()
         components = outcome.components
