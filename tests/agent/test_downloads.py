@@ -50,11 +50,6 @@ class Node:
     root: Path
 
 
-@pytest.fixture(scope="module")
-def gguf_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
-    return write_tiny_gguf(tmp_path_factory.mktemp("gguf") / "tiny.gguf").read_bytes()
-
-
 def _services(root: Path, downloads: DownloadManager | None) -> AgentServices:
     return AgentServices(
         runtimes=NodeRuntimes([]),
