@@ -7,8 +7,13 @@ from syrupy.assertion import SnapshotAssertion
 from syrupy.extensions.json import JSONSnapshotExtension
 from tests._support.real_parts import PROBES, required_parts
 
-# Shared fixtures of the real-component tiers (docker_client, image), and the parallel run's order.
-pytest_plugins = ["tests._support.docker_image", "tests._support.scheduling"]
+# Shared fixtures of the real-component tiers (docker_client, image), the download tests' loopback
+# sources (gguf_bytes, servers), and the parallel run's order.
+pytest_plugins = [
+    "tests._support.docker_image",
+    "tests._support.download_sources",
+    "tests._support.scheduling",
+]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

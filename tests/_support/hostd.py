@@ -13,7 +13,6 @@ import grp
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from typing import Any, Final
 
 import httpx
 from tests._support.polling import until
+from tests._support.processes import stop_gently
 
 SUPPORT = Path(__file__).parent
 FAKE_SYSTEMCTL = SUPPORT / "fake_systemctl.py"
@@ -254,13 +254,7 @@ def running_hostd(layout: HostdLayout) -> Iterator[RunningHostd]:
         yield RunningHostd(process, client, log_path)
     finally:
         client.close()
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=5)
+        stop_gently(process, grace_s=15, kill_wait_s=5)
 
 
 def refused_start(layout: HostdLayout) -> tuple[int, str]:

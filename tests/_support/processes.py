@@ -6,7 +6,9 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 from pathlib import Path
+from typing import Any
 
 from mirbad_runtime import ProcessRecord
 from mirbad_runtime._process_host_posix import _reap, linux_identity
@@ -25,6 +27,20 @@ def kill_recorded_processes(records_path: Path) -> None:
             # Collect the exit of a model this test process spawned itself, or it lingers as a zombie
             # (and its Popen warns when the worker exits).
             _reap(record.pid, grace_s=5)
+
+
+def stop_gently(process: subprocess.Popen[Any], *, grace_s: float = 30, kill_wait_s: float = 30) -> None:
+    """SIGTERM a child a test started, give it ``grace_s`` to exit, then SIGKILL it; always reap it.
+
+    A child that already exited is only reaped, so the test never signals a recycled pid.
+    """
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=kill_wait_s)
 
 
 def write_exec_wrapper(path: Path, target: str | Path) -> Path:

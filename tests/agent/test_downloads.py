@@ -50,11 +50,6 @@ class Node:
     root: Path
 
 
-@pytest.fixture(scope="module")
-def gguf_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
-    return write_tiny_gguf(tmp_path_factory.mktemp("gguf") / "tiny.gguf").read_bytes()
-
-
 def _services(root: Path, downloads: DownloadManager | None) -> AgentServices:
     return AgentServices(
         runtimes=NodeRuntimes([]),
@@ -130,6 +125,16 @@ async def test_start_follow_and_list_a_hugging_face_download(node: Node) -> None
     assert [item.id for item in listed.downloads] == [job.id]
 
 
+async def _held_gguf_download(node: Node) -> tuple[str, Hold]:
+    """Start the GGUF's download through the route and wait until the hub holds it 32 KiB in."""
+    node.sources.hub.hold = hold = Hold("weights/tiny.gguf", after_bytes=32 * 1024)
+    body = {"kind": "huggingface", "repoId": REPO, "folder": "tiny", "allowPatterns": ["*.gguf"]}
+    job_id = (await node.client.post("/downloads", json=body)).json()["id"]
+    with anyio.fail_after(WAIT_S):
+        await hold.reached.wait()
+    return job_id, hold
+
+
 async def test_start_an_ollama_download(node: Node) -> None:
     started = await node.client.post("/downloads", json={"kind": "ollama", "model": "tiny", "folder": "olla"})
     assert started.status_code == 202, started.text
@@ -139,11 +144,7 @@ async def test_start_an_ollama_download(node: Node) -> None:
 
 
 async def test_cancel_then_remove_through_the_routes(node: Node) -> None:
-    node.sources.hub.hold = hold = Hold("weights/tiny.gguf", after_bytes=32 * 1024)
-    body = {"kind": "huggingface", "repoId": REPO, "folder": "tiny", "allowPatterns": ["*.gguf"]}
-    job_id = (await node.client.post("/downloads", json=body)).json()["id"]
-    with anyio.fail_after(WAIT_S):
-        await hold.reached.wait()
+    job_id, _held = await _held_gguf_download(node)
     cancelled = await node.client.post(f"/downloads/{job_id}/cancel")
     assert (cancelled.status_code, cancelled.json()["state"]) == (200, "cancelled")
     assert _error(await node.client.post(f"/downloads/{job_id}/cancel"))[:2] == (409, "download_conflict")
@@ -220,11 +221,7 @@ async def test_not_json_is_refused(node: Node) -> None:
 
 
 async def test_retry_resumes_a_cancelled_job_through_the_route(node: Node) -> None:
-    node.sources.hub.hold = hold = Hold("weights/tiny.gguf", after_bytes=32 * 1024)
-    body = {"kind": "huggingface", "repoId": REPO, "folder": "tiny", "allowPatterns": ["*.gguf"]}
-    job_id = (await node.client.post("/downloads", json=body)).json()["id"]
-    with anyio.fail_after(WAIT_S):
-        await hold.reached.wait()
+    job_id, hold = await _held_gguf_download(node)
     with anyio.fail_after(WAIT_S):
         # Polled by design: the agent's GET is how a client sees bytes reach the disk.
         while not DownloadJob.from_wire((await node.client.get(f"/downloads/{job_id}")).json()).done_bytes:  # noqa: ASYNC110

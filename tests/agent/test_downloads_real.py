@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
@@ -21,10 +20,9 @@ import pytest
 from anyio.abc import Process
 from tests._support.agent_fleet import Fleet, create_fleet
 from tests._support.asgi_server import free_port
-from tests._support.model_hub import REPO, Hold, Sources, loopback_sources
+from tests._support.model_hub import REPO, Hold, Sources
 from tests._support.polling import eventually
 from tests._support.real_parts import llama_server_path
-from tests._support.tiny_gguf import write_tiny_gguf
 
 from mirbad_protocol import DownloadJob, OllamaDownload
 from mirbad_runtime.downloads import PARTIAL_SUFFIX, TEMP_PREFIX, DownloadManager
@@ -44,18 +42,7 @@ WAIT_S = 30.0
 HELD_AT = 96 * 1024
 
 
-@pytest.fixture(scope="module")
-def gguf_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
-    return write_tiny_gguf(tmp_path_factory.mktemp("gguf") / "tiny.gguf").read_bytes()
-
-
-@pytest.fixture
-async def sources(gguf_bytes: bytes) -> AsyncIterator[Sources]:
-    async with loopback_sources(gguf_bytes) as served:
-        yield served
-
-
-def _config(tmp_path: Path, sources: Sources, port: int) -> Path:
+def _config(tmp_path: Path, servers: Sources, port: int) -> Path:
     settings = {
         "node_name": "node-1",
         "state_dir": str(tmp_path / "state"),
@@ -66,7 +53,7 @@ def _config(tmp_path: Path, sources: Sources, port: int) -> Path:
         "graceful_shutdown_s": 2,
         "docker": {"enabled": False},
         "process": {"enabled": False},
-        "downloads": {"hf_endpoint": sources.hub_url, "ollama_registry": sources.registry_url},
+        "downloads": {"hf_endpoint": servers.hub_url, "ollama_registry": servers.registry_url},
     }
     path = tmp_path / "agent.json"
     path.write_text(json.dumps(settings))
@@ -116,13 +103,13 @@ def _client(fleet: Fleet, port: int) -> httpx.AsyncClient:
 
 
 async def test_a_sigkilled_agent_resumes_the_download_from_the_bytes_on_disk(
-    tmp_path: Path, sources: Sources
+    tmp_path: Path, servers: Sources
 ) -> None:
     fleet, port = create_fleet(), free_port()
     fleet.save_agent(tmp_path / "state")
     (tmp_path / "models").mkdir()
-    config, log = _config(tmp_path, sources, port), tmp_path / "agent.log"
-    sources.hub.hold = hold = Hold("weights/tiny.gguf", after_bytes=HELD_AT)
+    config, log = _config(tmp_path, servers, port), tmp_path / "agent.log"
+    servers.hub.hold = hold = Hold("weights/tiny.gguf", after_bytes=HELD_AT)
     async with _client(fleet, port) as client:
         first = await _start_agent(config, log, client)
         try:
@@ -152,18 +139,18 @@ async def test_a_sigkilled_agent_resumes_the_download_from_the_bytes_on_disk(
             second.terminate()
             with anyio.fail_after(WAIT_S):
                 await second.wait()
-    assert ("weights/tiny.gguf", f"bytes={HELD_AT}-") in sources.hub.requests
-    assert (tmp_path / "models" / "tiny" / "weights" / "tiny.gguf").read_bytes() == sources.gguf
-    assert job.revision == sources.commit
+    assert ("weights/tiny.gguf", f"bytes={HELD_AT}-") in servers.hub.requests
+    assert (tmp_path / "models" / "tiny" / "weights" / "tiny.gguf").read_bytes() == servers.gguf
+    assert job.revision == servers.commit
 
 
 @pytest.mark.llamacpp
-async def test_llama_server_serves_the_downloaded_ollama_gguf(tmp_path: Path, sources: Sources) -> None:
+async def test_llama_server_serves_the_downloaded_ollama_gguf(tmp_path: Path, servers: Sources) -> None:
     root = tmp_path / "models"
     root.mkdir()
     async with anyio.create_task_group() as group:
         manager = DownloadManager(
-            [root], tmp_path / "state", hf_endpoint=sources.hub_url, ollama_registry=sources.registry_url
+            [root], tmp_path / "state", hf_endpoint=servers.hub_url, ollama_registry=servers.registry_url
         )
         await group.start(manager.run)
         job = await manager.start(OllamaDownload(model="tiny", folder="tiny-ollama"))

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ import httpx
 import pytest
 from tests._support.asgi_server import free_port
 from tests._support.hostd import HostdLayout, hostd_layout, running_hostd, unit
+from tests._support.processes import stop_gently
 from tests._support.real_parts import CHROMIUM, CHROMIUM_ARGS, llama_server_path
 from tests._support.tiny_gguf import TINY_MODEL_PATH, write_tiny_gguf
 
@@ -115,12 +115,7 @@ def _wait_until_serving(process: subprocess.Popen[bytes], url: str, log: Path) -
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
     # SIGTERM: the master stops its models, then its agent; nothing is left running.
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=STOP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=STOP_TIMEOUT_S)
+    stop_gently(process, grace_s=STOP_TIMEOUT_S, kill_wait_s=STOP_TIMEOUT_S)
 
 
 @contextlib.contextmanager

@@ -101,24 +101,30 @@ def downloading_master(
         _stop(process)
 
 
+def _start_held_download(page: Page, master: RunningMaster, registry: Registry, folder: str) -> Hold:
+    """Start the tiny Ollama model's download from the Models page; return once the registry holds it."""
+    hold = registry.portal.call(lambda: Hold(_gguf_digest(registry.sources), after_bytes=HELD_AT))
+    registry.sources.registry.hold = hold
+    sign_in(page, master, "/models")
+    page.get_by_test_id("download-source").fill("tiny")
+    page.get_by_test_id("download-folder").fill(folder)
+    page.get_by_test_id("download-start").click()
+    registry.portal.call(_reached, hold)
+    return hold
+
+
 def test_a_download_from_the_box_is_seen_below_then_at_100_percent(
     page: Page, downloading_master: RunningMaster, registry: Registry, tmp_path: Path
 ) -> None:
     from playwright.sync_api import expect
 
     master = downloading_master
-    hold = registry.portal.call(lambda: Hold(_gguf_digest(registry.sources), after_bytes=HELD_AT))
-    registry.sources.registry.hold = hold
     with master.api() as api:
         # The Download box is offered once the monitor read the node's feature flags.
         features = api.get("/nodes/local").json()["info"]["features"]
     assert "downloads.ollama" in features
 
-    sign_in(page, master, "/models")
-    page.get_by_test_id("download-source").fill("tiny")
-    page.get_by_test_id("download-folder").fill("tiny-from-portal")
-    page.get_by_test_id("download-start").click()
-    registry.portal.call(_reached, hold)
+    hold = _start_held_download(page, master, registry, "tiny-from-portal")
     percent = page.locator('[data-testid^="download-percent-"]')
     expect(percent).to_have_text(BELOW_100)
     shots = DOCS_SCREENSHOTS if os.environ.get("MIRBAD_UPDATE_SCREENSHOTS") == "1" else tmp_path
@@ -137,13 +143,7 @@ def test_a_cancelled_download_is_retried_and_resumes_to_100_percent(
     from playwright.sync_api import expect
 
     master = downloading_master
-    hold = registry.portal.call(lambda: Hold(_gguf_digest(registry.sources), after_bytes=HELD_AT))
-    registry.sources.registry.hold = hold
-    sign_in(page, master, "/models")
-    page.get_by_test_id("download-source").fill("tiny")
-    page.get_by_test_id("download-folder").fill("tiny-retried")
-    page.get_by_test_id("download-start").click()
-    registry.portal.call(_reached, hold)
+    hold = _start_held_download(page, master, registry, "tiny-retried")
     cancel = page.locator('[data-testid^="download-cancel-"]')
     expect(cancel).to_have_count(1)
     job_id = (cancel.get_attribute("data-testid") or "").removeprefix("download-cancel-")

@@ -9,10 +9,6 @@ tests); its state and restart policy are read back from Docker.
 
 from __future__ import annotations
 
-import shlex
-import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -20,9 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from tests._support.asgi_server import free_port
 from tests._support.docker_image import service_container
 from tests._support.hostd import HostdLayout
+from tests._support.older_node import enrolled_older_agent
 from tests.browser._portal import sign_in
 
 from mirbad_master.ui._services import HOSTD_INSTALL, SYSTEM_LABEL
@@ -216,46 +212,18 @@ def test_the_discovered_tab_lists_and_a_container_is_added_stopped_started_and_a
     _wait_docker(name, lambda c: c["HostConfig"]["RestartPolicy"]["Name"] == "always", "got `always` back")
 
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
 @pytest.fixture
 def hostless_node(master: RunningMaster, tmp_path: Path) -> Iterator[str]:
     """A second node whose agent has no hostd (tests/_support/older_agent.py: the real agent app,
     enrolled with a join token, serving mutual TLS); removed after the test."""
     name = f"nohostd-{uuid.uuid4().hex[:6]}"
-    port = free_port()
     with master.api() as api:
-        issued = api.post(
-            "/nodes/enrollment-tokens", json={"nodeName": name, "agentUrl": f"https://127.0.0.1:{port}"}
-        )
-        assert issued.status_code == 201, issued.text
-        command = shlex.split(issued.json()["installCommand"])
-        enroll_url = command[command.index("--master") + 1]
-        arguments = [enroll_url, issued.json()["token"], name, str(tmp_path / "agent"), str(port), "0.0.9"]
-        logged = tmp_path / "agent.log"
-        with logged.open("wb") as log:
-            child = subprocess.Popen(
-                [sys.executable, "-m", "tests._support.older_agent", *arguments],
-                cwd=ROOT,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        try:
 
-            def reachable() -> bool:
-                return any(node["id"] == name and node["reachable"] for node in api.get("/nodes").json())
+        def reachable() -> bool:
+            return any(node["id"] == name and node["reachable"] for node in api.get("/nodes").json())
 
-            _until(reachable, logged.read_text)
+        with enrolled_older_agent(api, name, "0.0.9", tmp_path, ready=reachable, timeout_s=WAIT_S):
             yield name
-        finally:
-            child.send_signal(signal.SIGTERM)
-            try:
-                child.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait(timeout=30)
-            api.delete(f"/nodes/{name}")
 
 
 def test_a_node_without_hostd_says_so_with_the_line_that_installs_it(

@@ -13,11 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shlex
-import signal
-import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import docker
 import pytest
-from tests._support.asgi_server import free_port
+from tests._support.older_node import enrolled_older_agent
 from tests._support.registry import StandInRegistry, running_registry
 from tests.browser._portal import sign_in
 
@@ -46,36 +41,19 @@ WAIT_MS = round(WAIT_S * 1000)
 def older_node(master: RunningMaster, tmp_path: Path) -> Iterator[str]:
     """A second node whose agent reports :data:`OLDER_VERSION`, enrolled for this test and removed after."""
     name = f"old-{uuid.uuid4().hex[:6]}"
-    port = free_port()
-    with master.api() as api:
-        issued = api.post(
-            "/nodes/enrollment-tokens", json={"nodeName": name, "agentUrl": f"https://127.0.0.1:{port}"}
-        )
-        assert issued.status_code == 201, issued.text
-        command = shlex.split(issued.json()["installCommand"])
-        enroll_url = command[command.index("--master") + 1]
-        token = issued.json()["token"]
-        arguments = [enroll_url, token, name, str(tmp_path / "agent"), str(port), OLDER_VERSION]
-        log = (tmp_path / "older-agent.log").open("wb")
-        child = subprocess.Popen(
-            [sys.executable, "-m", "tests._support.older_agent", *arguments],
-            cwd=ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            logged = tmp_path / "older-agent.log"
-            _until(lambda: _version_of(api, name) == OLDER_VERSION, logged.read_text)
-            yield name
-        finally:
-            child.send_signal(signal.SIGTERM)
-            try:
-                child.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait(timeout=30)
-            log.close()
-            api.delete(f"/nodes/{name}")
+    with (
+        master.api() as api,
+        enrolled_older_agent(
+            api,
+            name,
+            OLDER_VERSION,
+            tmp_path,
+            ready=lambda: _version_of(api, name) == OLDER_VERSION,
+            timeout_s=WAIT_S,
+            log_name="older-agent.log",
+        ),
+    ):
+        yield name
 
 
 @pytest.fixture
@@ -94,14 +72,6 @@ def _version_of(api: Any, node: str) -> str | None:
     agents = {entry["nodeId"]: entry for entry in api.get("/releases").json().get("agents", [])}
     version: str | None = agents.get(node, {}).get("version")
     return version
-
-
-def _until(condition: Any, what: Any) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {WAIT_S:g} s: {what()[-3000:]}")
-        time.sleep(0.2)
 
 
 def test_versions_builds_images_a_pull_with_progress_and_the_changelog(

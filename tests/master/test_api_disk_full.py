@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,14 +22,21 @@ from mirbad_protocol import AgentErrorCode, write_json_atomic
 pytestmark = pytest.mark.anyio
 
 
-async def test_with_the_disk_full_a_stop_reaches_the_node_and_is_507_naming_the_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _full_disk_for(file_name: str) -> Callable[..., None]:
+    """A ``write_json_atomic`` that fails with ENOSPC for ``file_name`` and writes every other file."""
+
     def full_disk(path: Path, value: object, **options: Any) -> None:
-        if path.name == RECOVERY_FILE_NAME:
+        if path.name == file_name:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
         write_json_atomic(path, value, **options)
 
+    return full_disk
+
+
+async def test_with_the_disk_full_a_stop_reaches_the_node_and_is_507_naming_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    full_disk = _full_disk_for(RECOVERY_FILE_NAME)
     async with running_master(tmp_path) as master:
         await create(master, QWEN)
         await master.admin.post("/api/models/qwen/start")
@@ -47,11 +55,7 @@ async def test_with_the_disk_full_a_stop_reaches_the_node_and_is_507_naming_the_
 async def test_with_the_disk_full_deleting_a_model_stops_it_and_is_507_naming_the_registry(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def full_disk(path: Path, value: object, **options: Any) -> None:
-        if path.name == REGISTRY_FILE_NAME:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
-        write_json_atomic(path, value, **options)
-
+    full_disk = _full_disk_for(REGISTRY_FILE_NAME)
     async with running_master(tmp_path) as master:
         await create(master, QWEN)
         await master.admin.post("/api/models/qwen/start")
@@ -70,11 +74,7 @@ async def test_with_the_disk_full_creating_a_key_is_507_naming_the_key_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Issue 31 item 18: the key store's write failure carried no disk-full mark, so it read as a 500.
-    def full_disk(path: Path, value: object, **options: Any) -> None:
-        if path.name == API_KEYS_FILE:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
-        write_json_atomic(path, value, **options)
-
+    full_disk = _full_disk_for(API_KEYS_FILE)
     async with running_master(tmp_path) as master:
         monkeypatch.setattr(_api_key_file, "write_json_atomic", full_disk)
         created = await master.admin.post("/api/keys", json={"name": "ci"})

@@ -66,10 +66,8 @@ def layout(tmp_path: Path) -> Iterator[HostdLayout]:
         yield made
 
 
-@pytest.fixture
-async def master(layout: HostdLayout, tmp_path: Path) -> AsyncIterator[Master]:
-    layout.root.mkdir(parents=True, exist_ok=True)
-    gateway = HostServicesGateway(layout.socket)
+def _local_agent(gateway: HostServicesGateway) -> tuple[AgentServices, Any]:
+    """Node "local": the real agent app reaching hostd through ``gateway``, and the master's client of it."""
     services = AgentServices(
         runtimes=NodeRuntimes([]),
         memory=MemoryProbe(linux=False, fake_total_gib=16.0),
@@ -77,7 +75,14 @@ async def master(layout: HostdLayout, tmp_path: Path) -> AsyncIterator[Master]:
         version="0.0.test",
         host_services=gateway,
     )
-    agent: Any = _RealAgent(create_app(services, background=False))
+    return services, _RealAgent(create_app(services, background=False))
+
+
+@pytest.fixture
+async def master(layout: HostdLayout, tmp_path: Path) -> AsyncIterator[Master]:
+    layout.root.mkdir(parents=True, exist_ok=True)
+    gateway = HostServicesGateway(layout.socket)
+    services, agent = _local_agent(gateway)
     with running_hostd(layout):
         # The agent's lifespan probes hostd; the in-process app has none, so the flag is probed here.
         assert await gateway.probe()
@@ -90,14 +95,7 @@ async def master(layout: HostdLayout, tmp_path: Path) -> AsyncIterator[Master]:
 async def hostless_master(tmp_path: Path) -> AsyncIterator[Master]:
     """A master whose "local" agent looks for hostd at a socket where none listens (hostd not installed)."""
     gateway = HostServicesGateway(tmp_path / "no-hostd" / "hostd.sock")
-    services = AgentServices(
-        runtimes=NodeRuntimes([]),
-        memory=MemoryProbe(linux=False, fake_total_gib=16.0),
-        node_name="local",
-        version="0.0.test",
-        host_services=gateway,
-    )
-    agent: Any = _RealAgent(create_app(services, background=False))
+    services, agent = _local_agent(gateway)
     assert not await gateway.probe()
     async with services, running_master(tmp_path, agent=lambda node_id: agent) as running:
         await eventually(lambda: running.services.cache.node("local") is not None, timeout_s=10)

@@ -32,7 +32,7 @@ from tests._support.asgi_server import free_port
 from tests._support.docker_image import ensure_test_image
 from tests._support.mirbad_up import WAIT_S, Admin, Up, mirbad_up, port_block
 from tests._support.polling import until
-from tests._support.processes import kill_recorded_processes, write_exec_wrapper
+from tests._support.processes import kill_recorded_processes, stop_gently, write_exec_wrapper
 from tests._support.real_parts import llama_server_path
 from tests._support.tiny_gguf import TINY, TINY_MODEL_PATH, write_tiny_gguf
 
@@ -442,12 +442,7 @@ def _second_node(admin: Admin, tmp_path: Path, name: str) -> Iterator[Path]:
         )
         yield state
     finally:
-        child.send_signal(signal.SIGTERM)
-        try:
-            child.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait(timeout=30)
+        stop_gently(child)
         log.close()
         kill_recorded_processes(state / "processes.json")
 

@@ -151,13 +151,18 @@ def test_a_failed_request_releases_its_whole_reservation_and_settling_twice_coun
     assert isinstance(again, TokenReservation)
 
 
-def test_an_unknown_or_oversized_bound_takes_what_is_left() -> None:
-    clock = FakeMonotonic(1000.0)
-    limiter = RateLimiter(clock=clock)
+def _ten_of_fifty_used() -> tuple[RateLimiter, KeyGrant]:
+    """A limiter whose key may use 50 tokens a minute and has settled a request of 10 this minute."""
+    limiter = RateLimiter(clock=FakeMonotonic(1000.0))
     grant = _grant(tpm=50)
     used = limiter.reserve(grant, 10)
     assert isinstance(used, TokenReservation)
     used.settle(10)
+    return limiter, grant
+
+
+def test_an_unknown_or_oversized_bound_takes_what_is_left() -> None:
+    limiter, grant = _ten_of_fifty_used()
     rest = limiter.reserve(grant, None)
     assert isinstance(rest, TokenReservation)
     assert rest.tokens == 40
@@ -194,12 +199,7 @@ def test_settled_and_held_tokens_never_pass_the_limit_when_bounds_hold(
 
 
 def test_a_request_needs_its_least_free_and_one_needing_more_than_the_limit_is_never_admitted() -> None:
-    clock = FakeMonotonic(1000.0)
-    limiter = RateLimiter(clock=clock)
-    grant = _grant(tpm=50)
-    first = limiter.reserve(grant, 10)
-    assert isinstance(first, TokenReservation)
-    first.settle(10)
+    limiter, grant = _ten_of_fifty_used()
     assert limiter.reserve(grant, None, least=41) == LimitExceeded("tokens", 50, 60.0)
     rest = limiter.reserve(grant, None, least=40)
     assert isinstance(rest, TokenReservation)

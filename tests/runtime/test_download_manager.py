@@ -18,10 +18,8 @@ from tests._support.model_hub import (
     Drop,
     Hold,
     Sources,
-    loopback_sources,
 )
 from tests._support.polling import eventually
-from tests._support.tiny_gguf import write_tiny_gguf
 
 from mirbad_protocol import DownloadJob, HuggingFaceDownload, OllamaDownload
 from mirbad_runtime.downloads import PARTIAL_SUFFIX, TEMP_PREFIX, DownloadManager
@@ -38,17 +36,6 @@ from mirbad_runtime.exceptions import (
 pytestmark = pytest.mark.anyio
 
 WAIT_S = 30.0
-
-
-@pytest.fixture(scope="module")
-def gguf_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
-    return write_tiny_gguf(tmp_path_factory.mktemp("gguf") / "tiny.gguf").read_bytes()
-
-
-@pytest.fixture
-async def servers(gguf_bytes: bytes) -> AsyncIterator[Sources]:
-    async with loopback_sources(gguf_bytes) as sources:
-        yield sources
 
 
 def _manager(
@@ -85,6 +72,17 @@ async def _ended(manager: DownloadManager, job: DownloadJob) -> DownloadJob:
 
 def _hf(folder: str = "tiny", **values: object) -> HuggingFaceDownload:
     return HuggingFaceDownload.model_validate({"repo_id": REPO, "folder": folder, **values})
+
+
+async def _ended_in_an_outage(tmp_path: Path, servers: Sources, *, retry_window_s: float) -> DownloadJob:
+    """Run the GGUF's download to its end on a manager with a short retry window while the hub drops it."""
+    servers.hub.drop = Drop("weights/tiny.gguf", after_bytes=0, times=10_000)
+    async with anyio.create_task_group() as group:
+        short = _manager(tmp_path, servers, retry_window_s=retry_window_s)
+        await group.start(short.run)
+        job = await _ended(short, await short.start(_hf(allow_patterns=["*.gguf"])))
+        group.cancel_scope.cancel()
+    return job
 
 
 async def test_a_hugging_face_folder_lands_whole_and_verified(
@@ -302,12 +300,7 @@ async def test_an_outage_longer_than_a_few_attempts_is_ridden_out_within_the_win
 async def test_a_source_that_stays_down_fails_once_the_window_is_over(
     tmp_path: Path, servers: Sources
 ) -> None:
-    servers.hub.drop = Drop("weights/tiny.gguf", after_bytes=0, times=10_000)
-    async with anyio.create_task_group() as group:
-        short = _manager(tmp_path, servers, retry_window_s=0.3)
-        await group.start(short.run)
-        job = await _ended(short, await short.start(_hf(allow_patterns=["*.gguf"])))
-        group.cancel_scope.cancel()
+    job = await _ended_in_an_outage(tmp_path, servers, retry_window_s=0.3)
     assert job.state == "failed"
     assert "retry window" in (job.error or "")
     assert 1 < len(_gguf_ranges(servers)) < 10_000
@@ -408,12 +401,7 @@ async def test_a_corrupt_file_outside_lfs_never_completes(
 async def test_a_failed_job_with_nothing_verified_leaves_no_temporary_folder(
     tmp_path: Path, servers: Sources
 ) -> None:
-    servers.hub.drop = Drop("weights/tiny.gguf", after_bytes=0, times=10_000)
-    async with anyio.create_task_group() as group:
-        short = _manager(tmp_path, servers, retry_window_s=0.2)
-        await group.start(short.run)
-        job = await _ended(short, await short.start(_hf(allow_patterns=["*.gguf"])))
-        group.cancel_scope.cancel()
+    job = await _ended_in_an_outage(tmp_path, servers, retry_window_s=0.2)
     assert job.state == "failed"
     assert list((tmp_path / "models").iterdir()) == []
 

@@ -20,12 +20,10 @@ from tests._support.model_hub import (
     Hold,
     Lies,
     Sources,
-    loopback_sources,
     refused_endpoint,
     silent_endpoint,
 )
 from tests._support.polling import eventually
-from tests._support.tiny_gguf import write_tiny_gguf
 
 from mirbad_protocol import DownloadJob, HuggingFaceDownload, OllamaDownload
 from mirbad_runtime.downloads import (
@@ -49,17 +47,6 @@ QUICK = NetworkLimits(
     min_bytes_per_second=4096,
     rate_window_s=0.5,
 )
-
-
-@pytest.fixture(scope="module")
-def gguf_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
-    return write_tiny_gguf(tmp_path_factory.mktemp("gguf") / "tiny.gguf").read_bytes()
-
-
-@pytest.fixture
-async def servers(gguf_bytes: bytes) -> AsyncIterator[Sources]:
-    async with loopback_sources(gguf_bytes) as sources:
-        yield sources
 
 
 async def _start(

@@ -6,14 +6,13 @@ from __future__ import annotations
 import contextlib
 import shutil
 import subprocess
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import pytest
-from tests._support.model_hub import CONFIG, REPO, Hold, Sources, loopback_sources
+from tests._support.model_hub import CONFIG, REPO, Hold, Sources
 from tests._support.polling import eventually
-from tests._support.tiny_gguf import write_tiny_gguf
 
 from mirbad_protocol import DownloadJob, HuggingFaceDownload
 from mirbad_runtime.downloads import DownloadManager, SpaceGuard
@@ -26,16 +25,11 @@ BIG = bytes(range(256)) * (40 * 1024)  # 10 MiB: more than one free-space check 
 BIG_REPO = "mirbad/big"
 
 
-@pytest.fixture(scope="module")
-def gguf_bytes(tmp_path_factory: pytest.TempPathFactory) -> bytes:
-    return write_tiny_gguf(tmp_path_factory.mktemp("gguf") / "tiny.gguf").read_bytes()
-
-
 @pytest.fixture
-async def servers(gguf_bytes: bytes) -> AsyncIterator[Sources]:
-    async with loopback_sources(gguf_bytes) as sources:
-        sources.hub.add_repo(BIG_REPO, {"big.bin": BIG})
-        yield sources
+def servers(servers: Sources) -> Sources:
+    # The shared loopback sources, plus a repo big enough to span several free-space checks.
+    servers.hub.add_repo(BIG_REPO, {"big.bin": BIG})
+    return servers
 
 
 class Disk:

@@ -10,20 +10,17 @@ pywin32 implementation on Windows.
 
 from __future__ import annotations
 
-import contextlib
-import re
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Final
 
-from mirbad_protocol import MODEL_ID_PATTERN, write_bytes_atomic
+from mirbad_protocol import write_bytes_atomic
 
-from ._instance_keys import InstanceKeyProtector
+from ._instance_keys import _FolderKeyProtector
 from .exceptions import DpapiError, InstanceKeyError
 
 __all__ = ["Dpapi", "DpapiInstanceKeyProtector"]
 
-_MODEL_ID: Final = re.compile(MODEL_ID_PATTERN)
 _SUFFIX: Final = ".dpapi"
 _ENTROPY_PREFIX: Final = b"mirbad instance key\x00"
 
@@ -48,7 +45,7 @@ class Dpapi(ABC):
         """
 
 
-class DpapiInstanceKeyProtector(InstanceKeyProtector):
+class DpapiInstanceKeyProtector(_FolderKeyProtector):
     """One DPAPI-sealed file per model (``{model_id}.dpapi``) in a folder of the agent's state.
 
     Args:
@@ -57,18 +54,12 @@ class DpapiInstanceKeyProtector(InstanceKeyProtector):
     """
 
     def __init__(self, folder: Path, dpapi: Dpapi) -> None:
-        self._folder = folder
+        super().__init__(folder, _SUFFIX)
         self._dpapi = dpapi
-
-    @property
-    def folder(self) -> Path:
-        """The folder holding the sealed keys."""
-        return self._folder
 
     def save(self, model_id: str, key: str) -> None:
         """Seal ``key`` and write it atomically, replacing the model's previous one."""
-        if not key or key.strip() != key or "\n" in key:
-            raise InstanceKeyError(model_id, "a key must be non-blank text without surrounding whitespace")
+        self._check_key(model_id, key)
         path = self._path(model_id)
         try:
             blob = self._dpapi.protect(key.encode("utf-8"), _entropy(model_id))
@@ -91,21 +82,7 @@ class DpapiInstanceKeyProtector(InstanceKeyProtector):
         except DpapiError as exc:
             # Another account's blob, a damaged file, or another model's: never use it.
             raise InstanceKeyError(model_id, f"{path} does not open with DPAPI: {exc}") from exc
-        key = data.decode("utf-8", errors="replace").strip()
-        if not key:
-            raise InstanceKeyError(model_id, f"{path} holds an empty key")
-        return key
-
-    def delete(self, model_id: str) -> None:
-        """Remove the model's sealed key if it exists."""
-        with contextlib.suppress(FileNotFoundError):
-            self._path(model_id).unlink()
-
-    def _path(self, model_id: str) -> Path:
-        # The id becomes a file name, so it must never be able to climb out of the folder.
-        if not _MODEL_ID.fullmatch(model_id):
-            raise InstanceKeyError(model_id, "not a model id")
-        return self._folder / f"{model_id}{_SUFFIX}"
+        return self._key_text(model_id, path, data)
 
 
 def _entropy(model_id: str) -> bytes:

@@ -59,7 +59,48 @@ class InstanceKeyProtector(ABC):
         """Forget the key of ``model_id``; forgetting a missing key does nothing."""
 
 
-class FileInstanceKeyProtector(InstanceKeyProtector):
+class _FolderKeyProtector(InstanceKeyProtector):
+    """What every one-file-per-model protector shares: the folder, file names, key checks, delete.
+
+    Subclasses say how a key is sealed on the way in and opened on the way out; the checks on the
+    model id (it becomes a file name) and on the key text are the same for all of them.
+    """
+
+    def __init__(self, folder: Path, suffix: str) -> None:
+        self._folder = folder
+        self._suffix = suffix
+
+    @property
+    def folder(self) -> Path:
+        """The folder holding the keys."""
+        return self._folder
+
+    def delete(self, model_id: str) -> None:
+        """Remove the model's key file if it exists."""
+        with contextlib.suppress(FileNotFoundError):
+            self._path(model_id).unlink()
+
+    def _path(self, model_id: str) -> Path:
+        # The id becomes a file name, so it must never be able to climb out of the folder.
+        if not _MODEL_ID.fullmatch(model_id):
+            raise InstanceKeyError(model_id, "not a model id")
+        return self._folder / f"{model_id}{self._suffix}"
+
+    @staticmethod
+    def _check_key(model_id: str, key: str) -> None:
+        # A key read back is stripped, so one with surrounding whitespace would not round-trip.
+        if not key or key.strip() != key or "\n" in key:
+            raise InstanceKeyError(model_id, "a key must be non-blank text without surrounding whitespace")
+
+    @staticmethod
+    def _key_text(model_id: str, path: Path, data: bytes) -> str:
+        key = data.decode("utf-8", errors="replace").strip()
+        if not key:
+            raise InstanceKeyError(model_id, f"{path} holds an empty key")
+        return key
+
+
+class FileInstanceKeyProtector(_FolderKeyProtector):
     """One owner-only (0600) file per model in an owner-only (0700) folder of the agent's state.
 
     On POSIX the file mode is the protection: only the agent's user (and root) can read the keys.
@@ -70,17 +111,11 @@ class FileInstanceKeyProtector(InstanceKeyProtector):
     """
 
     def __init__(self, folder: Path) -> None:
-        self._folder = folder
-
-    @property
-    def folder(self) -> Path:
-        """The folder holding the key files."""
-        return self._folder
+        super().__init__(folder, ".key")
 
     def save(self, model_id: str, key: str) -> None:
         """Write the key atomically to ``{model_id}.key`` with mode 0600."""
-        if not key or key.strip() != key or "\n" in key:
-            raise InstanceKeyError(model_id, "a key must be non-blank text without surrounding whitespace")
+        self._check_key(model_id, key)
         self._folder.mkdir(mode=_FOLDER_MODE, parents=True, exist_ok=True)
         write_bytes_atomic(self._path(model_id), key.encode("utf-8"), mode=_FILE_MODE)
 
@@ -98,18 +133,4 @@ class FileInstanceKeyProtector(InstanceKeyProtector):
         mode = stat.S_IMODE(info.st_mode)
         if os.name == "posix" and mode & 0o077:
             raise InstanceKeyError(model_id, f"{path} is open to other users (mode {mode:03o})")
-        key = data.decode("utf-8", errors="replace").strip()
-        if not key:
-            raise InstanceKeyError(model_id, f"{path} is empty")
-        return key
-
-    def delete(self, model_id: str) -> None:
-        """Remove ``{model_id}.key`` if it exists."""
-        with contextlib.suppress(FileNotFoundError):
-            self._path(model_id).unlink()
-
-    def _path(self, model_id: str) -> Path:
-        # The id becomes a file name, so it must never be able to climb out of the folder.
-        if not _MODEL_ID.fullmatch(model_id):
-            raise InstanceKeyError(model_id, "not a model id")
-        return self._folder / f"{model_id}.key"
+        return self._key_text(model_id, path, data)
