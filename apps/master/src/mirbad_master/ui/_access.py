@@ -13,8 +13,8 @@ from pydantic import ValidationError
 from mirbad_protocol import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, InvalidFieldError, KeyUsage, MirbadError
 
 from . import _actions as actions
-from ._format import count
 from ._fleet import fleet_snapshot
+from ._format import count
 from ._marks import code_block, testid
 from ._portal import Portal
 from ._snippets import JAVASCRIPT_FILE_NAME, SNIPPET_LANGUAGES, snippets

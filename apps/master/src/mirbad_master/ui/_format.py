@@ -21,8 +21,9 @@ __all__ = [
     "state_color",
 ]
 
+
 def count(number: int, noun: str, plural: str | None = None) -> str:
-    """``1 request``, ``2 requests``: the noun agrees with the number (``plural`` where it is not ``noun + s``)."""
+    """``1 request``, ``2 requests``: the noun agrees with its number (``plural`` if not ``noun + s``)."""
     return f"{number} {noun if number == 1 else plural or noun + 's'}"
 
 
