@@ -43,7 +43,7 @@ from ._marks import link_button, testid
 from ._model_dialogs import confirm_restart
 from ._portal import Portal
 
-__all__ = ["GOAL_LABELS", "chart_options", "render_tuning", "score_text"]
+__all__ = ["GOAL_LABELS", "baseline_median", "chart_options", "render_tuning", "score_text"]
 
 GOAL_LABELS: Final = {"balanced": "Balanced", "many-agents": "Many agents", "single-user": "Single user"}
 """The goal picker's entries (every goal the engine has)."""
@@ -71,26 +71,32 @@ def chart_options(run: TuningRun) -> dict[str, Any]:
 
     The search's candidates first, then the confirmation stage's re-measurements (``confirm: ...``,
     the stage that decides, with its ranges). A range is drawn as a stacked bar from its lowest to
-    its highest repetition (a transparent bar lifts it to the lowest), the median as a point, the
-    baseline (1.0 by definition) as a line.
+    its highest repetition (a transparent bar lifts it to the lowest), the median as a point, and the
+    baseline's own median as the line. Each repetition is scored against the median of the baseline's
+    measurements, metric by metric, so the baseline's median score is near 1.0 but not exactly it: a
+    line at 1.0 put the baseline's own point below (or above) it. The names under the axis are slanted
+    and cut to a width, so long candidate descriptions do not overlap.
     """
     search = [(c, _label(c)) for c in run.candidates if c.score is not None]
     confirm = [(c, f"confirm: {_label(c)}") for c in run.confirmation if c.score is not None]
     measured = [c for c, _ in search + confirm]
     lows = [c.score_min if c.score_min is not None else c.score for c in measured]
     highs = [c.score_max if c.score_max is not None else c.score for c in measured]
+    line = baseline_median(run)
     return {
         "title": {
-            "text": "Scores against the baseline (1.0): median and repetition range",
+            "text": "Scores against the baseline: median and repetition range",
             "textStyle": {"fontSize": 13},
         },
         "animation": False,  # drawn already when the page settles (and in screenshots)
         "tooltip": {"trigger": "axis"},
         "legend": {"data": ["median", "range"], "bottom": 0},
-        "grid": {"bottom": 60},
+        # containLabel: the slanted names get the room they need above the legend.
+        "grid": {"bottom": 40, "containLabel": True},
         "xAxis": {
             "type": "category",
-            "axisLabel": {"interval": 0},  # every candidate named, not every other one
+            # Every candidate named (not every other one), slanted and cut so neighbours do not overlap.
+            "axisLabel": {"interval": 0, "rotate": 30, "width": 140, "overflow": "truncate"},
             "data": [name for _, name in search + confirm],
         },
         "yAxis": {"type": "value", "scale": True},
@@ -123,12 +129,18 @@ def chart_options(run: TuningRun) -> dict[str, Any]:
                 ],
                 "markLine": {
                     "symbol": "none",
-                    "label": {"formatter": "baseline"},
-                    "data": [{"yAxis": 1.0}],
+                    "label": {"formatter": f"baseline {line:.3f}", "position": "insideEndTop"},
+                    "data": [{"yAxis": round(line, 4)}],
                 },
             },
         ],
     }
+
+
+def baseline_median(run: TuningRun) -> float:
+    """Where the plot's baseline line goes: the search baseline's median score (1.0 if none was measured)."""
+    base = next((c for c in run.candidates if c.step == "baseline" and c.score is not None), None)
+    return float(base.score) if base is not None and base.score is not None else 1.0
 
 
 def _outcome_color(candidate: TuningCandidate) -> str:
