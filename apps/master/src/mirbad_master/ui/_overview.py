@@ -26,6 +26,7 @@ from ._model_memory import (
     gpu_memory_text,
     model_memory_lines,
     service_memory_lines,
+    with_gaps,
 )
 from ._portal import Portal
 
@@ -79,13 +80,20 @@ def model_memory_chart_options(
     """The ECharts options of the memory per model: one line per model and kind, one per host service."""
     # Three decimals: a small model's few MiB would round to nothing. A lone sample (a model just
     # Ready) gets its symbol, since a line needs two points to be seen.
+    # A model's line breaks where it was stopped (no samples then), rather than bridging the stop.
     series = [
-        _points(line.name, line.points, digits=3)
+        _points(
+            line.name, with_gaps(line.points) if isinstance(line, ModelMemoryLine) else line.points, digits=3
+        )
         | {"showSymbol": len(line.points) == 1}
         | ({"lineStyle": {"type": "dashed"}} if line.dashed else {})
         for line in lines
     ]
     return _chart_options(series, dark=dark)
+
+
+def _drawn(line: ModelMemoryLine | ServiceMemoryLine) -> Sequence[tuple[datetime, float | None]]:
+    return with_gaps(line.points) if isinstance(line, ModelMemoryLine) else line.points
 
 
 def _chart_options(series: list[dict[str, Any]], *, dark: bool) -> dict[str, Any]:
@@ -130,12 +138,12 @@ def _line(name: str, samples: list[MemorySample], *, area: bool = False) -> dict
     return line
 
 
-def _points(name: str, points: list[tuple[datetime, float]], *, digits: int = 2) -> dict[str, Any]:
+def _points(name: str, points: Sequence[tuple[datetime, float | None]], *, digits: int = 2) -> dict[str, Any]:
     return {
         "name": name,
         "type": "line",
         "showSymbol": False,
-        "data": [[_ms(at), round(value, digits)] for at, value in points],
+        "data": [[_ms(at), None if value is None else round(value, digits)] for at, value in points],
     }
 
 
