@@ -18,6 +18,8 @@ from mirbad_orchestration.benchmarks import WORKLOAD_PRESETS
 from mirbad_protocol import BenchmarkJobView, BenchmarkResult, MirbadError
 
 from ._actions import ACTOR
+from ._chart_theme import themed_chart
+from ._layout import page_theme
 from ._marks import link_button, testid
 from ._portal import Portal
 
@@ -178,6 +180,13 @@ async def render_benchmarks(portal: Portal, model_id: str) -> None:
         jobs = [job for job in services.jobs.jobs() if job.model_id == model_id]
         return jobs[-1] if jobs else None
 
+    theme = page_theme()
+
+    def chart(options: dict[str, Any]) -> ui.echart:
+        # The header's switch changes the theme without a reload: the history is redrawn with it.
+        # SVG: its text is in the page, so the browser tier reads the colours the theme gave it.
+        return ui.echart(themed_chart(options, dark=bool(theme is not None and theme.value)), renderer="svg")
+
     async def refresh_history() -> None:
         listed = await services.benchmarks.list(model_id)
         results = listed.results
@@ -187,16 +196,16 @@ async def render_benchmarks(portal: Portal, model_id: str) -> None:
             if results:
                 with ui.row().classes("w-full no-wrap"):
                     testid(
-                        ui.echart(
+                        chart(
                             concurrency_chart(results, "aggregate_tokens_per_s", "Aggregate tok/s against N")
                         ),
                         "benchmark-chart-tokens",
                     ).classes("w-1/2 h-72")
                     testid(
-                        ui.echart(concurrency_chart(results, "ttft_p95_s", "TTFT p95 (s) against N")),
+                        chart(concurrency_chart(results, "ttft_p95_s", "TTFT p95 (s) against N")),
                         "benchmark-chart-ttft",
                     ).classes("w-1/2 h-72")
-                testid(ui.echart(_runs_chart(results)), "benchmark-chart-runs").classes("w-full h-64")
+                testid(chart(_runs_chart(results)), "benchmark-chart-runs").classes("w-full h-64")
         with history:
             ui.label("History").classes("text-h6")
             for name in listed.skipped:
@@ -273,5 +282,7 @@ async def render_benchmarks(portal: Portal, model_id: str) -> None:
 
     run.on_click(start)
     cancel.on_click(stop)
+    if theme is not None:
+        theme.on_value_change(refresh_history)
     ui.timer(_POLL_S, poll)
     await poll()

@@ -38,7 +38,9 @@ from mirbad_protocol import (
 
 from . import _actions as actions
 from ._actions import ACTOR
+from ._chart_theme import themed_chart
 from ._fleet import fleet_snapshot
+from ._layout import page_theme
 from ._marks import link_button, testid
 from ._model_dialogs import confirm_restart
 from ._portal import Portal
@@ -344,6 +346,8 @@ async def render_tuning(portal: Portal, model_id: str) -> None:
         jobs = [job for job in services.tuning.jobs() if job.model_id == model_id]
         return jobs[-1] if jobs else None
 
+    theme = page_theme()
+
     async def refresh_results() -> None:
         listed = await services.tuning_results.list(model_id)
         newest = listed.runs[0] if listed.runs else None
@@ -360,7 +364,9 @@ async def render_tuning(portal: Portal, model_id: str) -> None:
                 for note in newest.notes:
                     ui.label(note).classes("text-caption text-grey-7")
                 if any(c.score is not None for c in newest.candidates):
-                    testid(ui.echart(chart_options(newest)), "tuning-chart").classes("w-full h-72")
+                    dark = bool(theme is not None and theme.value)
+                    plot = ui.echart(themed_chart(chart_options(newest), dark=dark), renderer="svg")
+                    testid(plot, "tuning-chart").classes("w-full h-72")
                 # Wrapped cells: the notes and sentences are long, and every column stays in view.
                 table = ui.table(columns=_COLUMNS, rows=_candidate_rows(newest), row_key="key")
                 testid(table.props("wrap-cells").classes("w-full"), "tuning-candidates")
@@ -438,6 +444,8 @@ async def render_tuning(portal: Portal, model_id: str) -> None:
     steps.on_value_change(refresh_plan)
     run.on_click(start)
     cancel.on_click(stop)
+    if theme is not None:
+        theme.on_value_change(refresh_results)  # the plot follows the header's theme switch
     await show_plan(definition)
     ui.timer(_POLL_S, poll)
     await poll()
