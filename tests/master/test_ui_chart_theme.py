@@ -12,10 +12,11 @@ from mirbad_master.ui._benchmarks import concurrency_chart
 from mirbad_master.ui._chart_theme import (
     DARK_CARD,
     DARK_CHART,
-    DARK_CSS,
     DARK_TEXT_COLOURS,
     LIGHT_CARD,
     LIGHT_CHART,
+    LIGHT_TEXT_COLOURS,
+    THEME_CSS,
     contrast_ratio,
     themed_chart,
 )
@@ -71,7 +72,10 @@ def test_the_chart_palettes_and_the_dark_message_colours_are_readable() -> None:
     assert contrast_ratio(DARK_CHART.text, DARK_CARD) >= TEXT
     for name, colour in DARK_TEXT_COLOURS.items():
         assert contrast_ratio(colour, DARK_CARD) >= TEXT, name
-        assert f".{name} {{ color: {colour}" in DARK_CSS
+        assert f".{name} {{ color: {colour}" in THEME_CSS
+    for name, colour in LIGHT_TEXT_COLOURS.items():
+        assert contrast_ratio(colour, LIGHT_CARD) >= TEXT, name
+        assert f"body--light .{name} {{ color: {colour}" in THEME_CSS
     # Quasar's own negative red on the dark card: why the dark theme needs its own (it read as disabled).
     assert contrast_ratio("#c10015", DARK_CARD) < TEXT
 

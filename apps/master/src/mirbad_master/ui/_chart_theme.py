@@ -3,8 +3,9 @@
 ECharts draws its titles, legends and axes in dark grey whatever the page's theme, which on the dark
 theme's near-black cards cannot be read; :func:`themed_chart` gives a chart's options the theme's
 colours. Quasar's ``negative`` red and its grey captions are tuned for white: on ``#1d1d1d`` the red
-of an error line or of a flat Delete button reads as disabled, so :data:`DARK_CSS` lightens them in the
-dark theme only. Every pair is held to WCAG's contrast ratio (:func:`contrast_ratio`): 4.5:1 for text.
+of an error line or of a flat Delete button reads as disabled, so :data:`THEME_CSS` lightens them in the
+dark theme only (and its yellow, green and cyan, too pale on white, are darkened in the light theme).
+Every pair is held to WCAG's contrast ratio (:func:`contrast_ratio`): 4.5:1 for text.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from typing import Any, Final
 __all__ = [
     "DARK_CARD",
     "DARK_CHART",
-    "DARK_CSS",
     "DARK_TEXT_COLOURS",
     "LIGHT_CARD",
     "LIGHT_CHART",
+    "LIGHT_TEXT_COLOURS",
+    "THEME_CSS",
     "ChartColors",
     "contrast_ratio",
     "themed_chart",
@@ -53,6 +55,7 @@ DARK_CHART: Final = ChartColors(text="#e0e0e0", axis="#9e9e9e", grid="#3a3a3a", 
 """On the dark theme's cards: ECharts' own defaults are grey on grey there."""
 
 DARK_TEXT_COLOURS: Final = {
+    "text-primary": "#90caf9",
     "text-negative": "#ff8a80",
     "text-warning": "#ffd180",
     "text-positive": "#69f0ae",
@@ -62,10 +65,26 @@ DARK_TEXT_COLOURS: Final = {
 }
 """The dark theme's colour of each Quasar text class the portal uses for messages and captions."""
 
-DARK_CSS: Final = "\n".join(
-    f"body.body--dark .{name} {{ color: {colour} !important; }}" for name, colour in DARK_TEXT_COLOURS.items()
+LIGHT_TEXT_COLOURS: Final = {
+    "text-warning": "#8a5a00",
+    "text-positive": "#1b7a34",
+    "text-info": "#0b6e8a",
+}
+"""The light theme's colour of the Quasar text classes whose own colour is too pale on white."""
+
+THEME_CSS: Final = "\n".join(
+    [
+        *(
+            f"body.body--dark .{name} {{ color: {colour} !important; }}"
+            for name, colour in DARK_TEXT_COLOURS.items()
+        ),
+        *(
+            f"body.body--light .{name} {{ color: {colour} !important; }}"
+            for name, colour in LIGHT_TEXT_COLOURS.items()
+        ),
+    ]
 )
-"""The style sheet that applies :data:`DARK_TEXT_COLOURS` (flat ``color=negative`` buttons included)."""
+"""The style sheet of :data:`DARK_TEXT_COLOURS` and :data:`LIGHT_TEXT_COLOURS` (flat buttons included)."""
 
 
 def _luminance(colour: str) -> float:
