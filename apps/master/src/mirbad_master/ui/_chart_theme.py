@@ -74,6 +74,9 @@ LIGHT_TEXT_COLOURS: Final = {
 
 THEME_CSS: Final = "\n".join(
     [
+        # NiceGUI loads Quasar's !important colour classes in its last cascade layer, where an important
+        # rule beats every later or unlayered one; an important rule in the first layer ("theme") wins.
+        "@layer theme {",
         *(
             f"body.body--dark .{name} {{ color: {colour} !important; }}"
             for name, colour in DARK_TEXT_COLOURS.items()
@@ -82,6 +85,7 @@ THEME_CSS: Final = "\n".join(
             f"body.body--light .{name} {{ color: {colour} !important; }}"
             for name, colour in LIGHT_TEXT_COLOURS.items()
         ),
+        "}",
     ]
 )
 """The style sheet of :data:`DARK_TEXT_COLOURS` and :data:`LIGHT_TEXT_COLOURS` (flat buttons included)."""
