@@ -40,6 +40,7 @@ from . import _actions as actions
 from ._actions import ACTOR
 from ._chart_theme import themed_chart
 from ._fleet import fleet_snapshot
+from ._format import count
 from ._layout import page_theme
 from ._marks import link_button, testid
 from ._model_dialogs import confirm_restart
@@ -261,7 +262,7 @@ def _plan_preview(plan: TuningPlan, projection: EtaProjection | None = None) -> 
     total = projection.total if projection is not None else plan.candidates + 4
     testid(
         ui.label(
-            f"{total} candidates with the baseline and the confirmation stage, "
+            f"{count(total, 'candidate')} with the baseline and the confirmation stage, "
             f"{_eta_text(eta)} (from recent runs' times, else a first estimate; re-projected from the "
             "run's pace once it runs)"
         ).classes("text-caption"),
