@@ -308,3 +308,14 @@ def test_the_plots_baseline_line_goes_through_the_baselines_own_median_and_names
     assert labels["rotate"] > 0
     assert labels["overflow"] == "truncate"
     assert options["grid"]["containLabel"] is True
+
+
+async def test_with_no_run_the_view_says_so_once_and_cancel_is_disabled(master: Master) -> None:
+    async with portal_user(master) as user:
+        await master.admin.post("/api/models", json=QWEN)
+        await user.open("/models/qwen/tuning")
+        await user.should_see("No tuning run yet.")
+        (cancel,) = user.find(marker="tuning-cancel").elements
+
+    assert isinstance(cancel, ui.button)
+    assert not cancel.enabled

@@ -302,6 +302,7 @@ async def render_tuning(portal: Portal, model_id: str) -> None:
         steps.classes("min-w-[14rem]")
         run = testid(ui.button("Run", icon="tune"), "tuning-run")
         cancel = testid(ui.button("Cancel", icon="cancel").props("flat color=negative"), "tuning-cancel")
+        cancel.set_enabled(False)  # until a job runs: nothing to cancel
     message = testid(ui.label("").classes("text-caption text-negative"), "tuning-message")
     plan_box = ui.column().classes("w-full gap-1")
     bar = testid(
