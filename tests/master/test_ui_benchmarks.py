@@ -23,6 +23,7 @@ from mirbad_master.ui._benchmarks import (
     guards_text,
     levels_text,
     progress_bar,
+    runs_chart,
 )
 from mirbad_protocol import BenchmarkJobView, BenchmarkResult, ConcurrencyLevelResult, SloGuards
 
@@ -68,6 +69,14 @@ def test_the_n_axis_is_numeric_and_each_run_draws_its_own_points() -> None:
         [[1, 10.0], [2, 20.0], [16, 160.0]],
         [[1, 10.0], [4, 40.0]],  # no gap filled with None where the other run had a level
     ]
+
+
+def test_the_run_names_under_the_run_chart_do_not_overlap() -> None:
+    labels = runs_chart([_result([1]) for _ in range(12)])["xAxis"]["axisLabel"]
+
+    assert labels["interval"] == 0
+    assert labels["rotate"] > 0
+    assert labels["overflow"] == "truncate"
 
 
 def test_levels_are_listed_in_numeric_order() -> None:

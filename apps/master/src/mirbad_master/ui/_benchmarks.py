@@ -31,6 +31,7 @@ __all__ = [
     "levels_text",
     "progress_bar",
     "render_benchmarks",
+    "runs_chart",
 ]
 
 CLASSIC_LABEL: Final = "Classic suite"
@@ -118,7 +119,8 @@ def progress_bar(job: BenchmarkJobView | None) -> tuple[float, str]:
     return 0.0, "negative" if job.state == "failed" else "grey-7"
 
 
-def _runs_chart(results: list[BenchmarkResult]) -> dict[str, Any]:
+def runs_chart(results: list[BenchmarkResult]) -> dict[str, Any]:
+    """Run against run: each run's aggregate tok/s at its highest N, oldest first (noisy runs red)."""
     ordered = [result for result in reversed(results) if result.levels]
     points = []
     for result in ordered:
@@ -132,7 +134,13 @@ def _runs_chart(results: list[BenchmarkResult]) -> dict[str, Any]:
         },
         "animation": False,
         "tooltip": {"trigger": "axis"},
-        "xAxis": {"type": "category", "data": [_run_name(result) for result in ordered]},
+        # Every run named, slanted and cut to a width: neighbouring names do not overlap.
+        "grid": {"containLabel": True},
+        "xAxis": {
+            "type": "category",
+            "axisLabel": {"interval": 0, "rotate": 30, "width": 160, "overflow": "truncate"},
+            "data": [_run_name(result) for result in ordered],
+        },
         "yAxis": {"type": "value"},
         "series": [{"type": "bar", "data": points}],
     }
@@ -205,7 +213,7 @@ async def render_benchmarks(portal: Portal, model_id: str) -> None:
                         chart(concurrency_chart(results, "ttft_p95_s", "TTFT p95 (s) against N")),
                         "benchmark-chart-ttft",
                     ).classes("w-1/2 h-72")
-                testid(chart(_runs_chart(results)), "benchmark-chart-runs").classes("w-full h-64")
+                testid(chart(runs_chart(results)), "benchmark-chart-runs").classes("w-full h-64")
         with history:
             ui.label("History").classes("text-h6")
             for name in listed.skipped:
