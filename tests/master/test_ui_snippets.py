@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from tests._support.asgi_server import serve_asgi
 
-from mirbad_master.ui._snippets import snippets
+from mirbad_master.ui._snippets import JAVASCRIPT_FILE_NAME, snippets
 
 NOT_READY = "The model 'tiny' is not ready (state Stopped); retry later."
 RUN_TIMEOUT_S = 30.0
@@ -52,6 +52,22 @@ async def test_the_python_snippet_reports_a_refusal_at_once_without_retrying(tmp
 def test_the_javascript_snippet_is_a_valid_module(tmp_path: Path) -> None:
     script = tmp_path / "snippet.mjs"
     script.write_text(snippets("http://127.0.0.1:8080/v1", "tiny")["javascript"])
+    checked = subprocess.run(
+        ["node", "--check", str(script)], capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False
+    )
+    assert checked.returncode == 0, checked.stderr
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_the_javascript_snippet_runs_as_an_es_module_under_the_name_it_gives(tmp_path: Path) -> None:
+    # A CommonJS package around it, as a newcomer's project often is: a .js file with import and top-level
+    # await is a syntax error there; the name the snippet tells the user to save it as must still work.
+    (tmp_path / "package.json").write_text('{"type": "commonjs"}')
+    shown = snippets("http://127.0.0.1:8080/v1", "tiny")["javascript"]
+    assert JAVASCRIPT_FILE_NAME.endswith(".mjs")
+    assert JAVASCRIPT_FILE_NAME in shown.splitlines()[0]
+    script = tmp_path / JAVASCRIPT_FILE_NAME
+    script.write_text(shown)
     checked = subprocess.run(
         ["node", "--check", str(script)], capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False
     )

@@ -281,3 +281,41 @@ async def test_a_preset_run_shows_its_steps_eta_goals_and_runtime_notes(preset_m
     measured = [row for row in rows if row["outcome"] == "accepted"]
     assert all(row["notes"].startswith("max_num_scheduled_tokens is set to 8064") for row in measured)
     assert all(" + " in row["seconds"] for row in measured)  # the start and the benchmark
+
+
+def test_the_plots_baseline_line_goes_through_the_baselines_own_median_and_names_do_not_overlap() -> None:
+    # Each repetition is scored against the median of the baseline's measurements, so the baseline's own
+    # median score is near 1.0, not exactly it: a line at 1.0 drew the baseline's point below its line.
+    baseline = TuningCandidate(step="baseline", score=0.962, score_min=0.94, score_max=1.01)
+    long_name = "gpu_memory_utilization = 0.95, max_num_batched_tokens = 8192"
+    run = TuningRun(
+        model_id="m",
+        node_id="n",
+        runtime="vllm",
+        goal="balanced",
+        started_at=datetime(2026, 1, 1, tzinfo=UTC),
+        candidates=[baseline, TuningCandidate(step="batch", description=long_name, score=1.1)],
+    )
+
+    options = chart_options(run)
+
+    *_, median = options["series"]
+    assert median["markLine"]["data"] == [{"yAxis": 0.962}]
+    assert median["data"][0]["value"] == 0.962  # the baseline's point sits on its line
+    assert "0.962" in median["markLine"]["label"]["formatter"]
+    labels = options["xAxis"]["axisLabel"]
+    assert labels["interval"] == 0
+    assert labels["rotate"] > 0
+    assert labels["overflow"] == "truncate"
+    assert options["grid"]["containLabel"] is True
+
+
+async def test_with_no_run_the_view_says_so_once_and_cancel_is_disabled(master: Master) -> None:
+    async with portal_user(master) as user:
+        await master.admin.post("/api/models", json=QWEN)
+        await user.open("/models/qwen/tuning")
+        await user.should_see("No tuning run yet.")
+        (cancel,) = user.find(marker="tuning-cancel").elements
+
+    assert isinstance(cancel, ui.button)
+    assert not cancel.enabled

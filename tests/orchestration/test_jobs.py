@@ -35,6 +35,8 @@ from mirbad_orchestration.jobs import (
     MaintenanceState,
     NodeMaintenance,
     NodeModel,
+    estimate_seconds,
+    paced_eta,
 )
 from mirbad_protocol import BenchmarkSizes, GpuMemory, ModelMetrics, ModelState, PresetSizes
 
@@ -382,3 +384,31 @@ async def test_a_busy_gpu_while_a_model_of_the_node_starts_names_it(bench: Bench
 
     assert result.gpu == "busy"
     assert result.noisy == ["GPU busy while model 'loading' was starting (GPU 0: 55 % mean, 55 % max)"]
+
+
+async def test_the_eta_of_the_first_timed_run_comes_from_the_warm_ups_pace_not_the_first_guess(
+    bench: Bench,
+) -> None:
+    # Hold the warm-up, then let it go and hold the first timed run: its ETA is what the job shows.
+    await hold_chats(bench)
+    job = await bench.jobs.start("qwen")
+    await until_holding(bench)
+    warm_up, bench.server.hold = bench.server.hold, anyio.Event()
+    assert warm_up is not None
+    warm_up.set()
+    await eventually(
+        lambda: getattr(bench.jobs.job(job.id), "phase", None) == "concurrency", timeout_s=WAIT_S
+    )
+    shown = bench.jobs.job(job.id)
+    bench.server.hold.set()
+
+    assert shown is not None
+    assert shown.eta_s is not None
+    # The first guess assumes 20 tok/s and half a minute of extras; the fake server answers at once.
+    assert shown.eta_s < estimate_seconds(TINY)
+
+
+def test_the_paced_eta_counts_the_runs_left_and_the_parts_after_them() -> None:
+    assert paced_eta("concurrency", total_runs=10, finished_runs=4, per_run_s=2.0, first_estimate=600) == 18.0
+    assert paced_eta("questions", total_runs=10, finished_runs=10, per_run_s=2.0, first_estimate=600) == 2.0
+    assert paced_eta("warm-up", total_runs=10, finished_runs=0, per_run_s=None, first_estimate=600) == 600

@@ -34,6 +34,7 @@ from mirbad_protocol import (
 
 from ._composition import MasterServices
 from ._llama_server_build import refuse_llamacpp_start
+from ._memory_estimate import check_memory_estimate
 
 __all__ = [
     "MAX_TOKEN_TTL_S",
@@ -177,10 +178,12 @@ async def create_model(services: MasterServices, definition: ModelDefinition, ac
     Raises:
         ModelExistsError: the id is taken.
         InvalidFieldError: a field breaks a registry rule (``DuplicateServedNameError``: the served
-            name is taken).
+            name is taken), or a llama.cpp budget is below its memory estimate (``memoryBudgetGiB``).
         RegistryError: the registry cannot be written.
     """
     check_lifted_flags(definition)
+    # Outside the registry lock: it waits for the node to read the GGUF header.
+    await check_memory_estimate(services, definition)
     # The id check and the write are one step, whether the API or the portal asks (or both at once).
     async with services.registry_lock:
         if await _exists(services, definition.id):
@@ -197,10 +200,12 @@ async def update_model(services: MasterServices, definition: ModelDefinition, ac
     Raises:
         UnknownModelError: no model has the definition's id (an edit never creates one).
         ModelHeldByJobError: a tuning run holds the model (its restart would undo the edit).
-        InvalidFieldError: a field breaks a registry rule.
+        InvalidFieldError: a field breaks a registry rule, or a llama.cpp budget is below its memory
+            estimate (``memoryBudgetGiB``).
         RegistryError: the registry cannot be written.
     """
     check_lifted_flags(definition)
+    await check_memory_estimate(services, definition)
     async with services.registry_lock:  # a delete in between must not be undone by this write
         await services.models.get(definition.id)
         services.tuning.check_not_held(definition.id)

@@ -14,9 +14,10 @@ from mirbad_protocol import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, InvalidFiel
 
 from . import _actions as actions
 from ._fleet import fleet_snapshot
+from ._format import count
 from ._marks import code_block, testid
 from ._portal import Portal
-from ._snippets import SNIPPET_LANGUAGES, snippets
+from ._snippets import JAVASCRIPT_FILE_NAME, SNIPPET_LANGUAGES, snippets
 
 __all__ = [
     "KEY_FIELDS",
@@ -25,6 +26,7 @@ __all__ = [
     "render_access",
     "router_url",
     "snippet_model",
+    "usage_line",
     "usage_totals",
 ]
 
@@ -81,6 +83,11 @@ def key_request(values: Mapping[str, Any], now: datetime) -> tuple[ApiKeyCreate 
         errors.setdefault(exc.field, exc.reason)
         return None, errors
     return (None, errors) if errors else (request, errors)
+
+
+def usage_line(requests: int, tokens: int) -> str:
+    """A key's usage as its row says it: ``1 request · 12 tokens``."""
+    return f"{count(requests, 'request')} · {count(tokens, 'token')}"
 
 
 def usage_totals(usage: Iterable[KeyUsage]) -> dict[str, tuple[int, int]]:
@@ -152,7 +159,7 @@ def _keys(keys: list[ApiKeyInfo], totals: dict[str, tuple[int, int]], revoke: An
             with ui.column().classes("gap-0 grow"):
                 ui.label(f"{key.name} · {key.prefix}…").classes("text-weight-medium")
                 ui.label(_details(key)).classes("text-caption text-grey-7")
-            ui.label(f"{requests} requests · {tokens} tokens").classes("text-caption")
+            ui.label(usage_line(requests, tokens)).classes("text-caption")
             if state != "revoked":
                 button = ui.button("Revoke", icon="block", on_click=lambda key=key: revoke(key))
                 button.props("flat dense color=negative")
@@ -256,7 +263,11 @@ def _snippet_card(url: str, names: list[str], chosen: str) -> None:
             for name in SNIPPET_LANGUAGES:
                 ui.tab(
                     name,
-                    label={"curl": "curl", "python": "Python (openai)", "javascript": "JavaScript"}[name],
+                    label={
+                        "curl": "curl",
+                        "python": "Python (openai)",
+                        "javascript": f"JavaScript ({JAVASCRIPT_FILE_NAME})",
+                    }[name],
                 )
         codes: dict[str, ui.code] = {}
         with ui.tab_panels(tabs, value="curl").classes("w-full"):

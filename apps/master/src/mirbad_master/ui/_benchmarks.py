@@ -18,10 +18,21 @@ from mirbad_orchestration.benchmarks import WORKLOAD_PRESETS
 from mirbad_protocol import BenchmarkJobView, BenchmarkResult, MirbadError
 
 from ._actions import ACTOR
+from ._chart_theme import themed_chart
+from ._layout import page_theme
 from ._marks import link_button, testid
 from ._portal import Portal
 
-__all__ = ["CLASSIC_LABEL", "render_benchmarks"]
+__all__ = [
+    "CLASSIC_LABEL",
+    "components_text",
+    "concurrency_chart",
+    "guards_text",
+    "levels_text",
+    "progress_bar",
+    "render_benchmarks",
+    "runs_chart",
+]
 
 CLASSIC_LABEL: Final = "Classic suite"
 """The picker's entry for the classic suite (no preset)."""
@@ -42,17 +53,21 @@ def _noisy(result: BenchmarkResult) -> bool:
     return bool(result.noisy) or any(run.noisy for level in result.levels for run in level.runs)
 
 
-def _concurrency_chart(results: list[BenchmarkResult], metric: str, title: str) -> dict[str, Any]:
+def concurrency_chart(results: list[BenchmarkResult], metric: str, title: str) -> dict[str, Any]:
+    """One line per stored run of ``metric`` against N, on a numeric N axis.
+
+    Each point is ``[N, value]`` on a value axis, so a run measured at other levels than its neighbours
+    still draws its own line at the right places (a category axis joined it across the gaps).
+    """
     shown = results[:_HISTORY_SHOWN]
-    levels = sorted({level.concurrency for result in shown for level in result.levels})
     series = []
     for result in shown:
-        by_n = {level.concurrency: getattr(level, metric) for level in result.levels}
+        points = sorted((level.concurrency, getattr(level, metric)) for level in result.levels)
         series.append(
             {
                 "name": _run_name(result) + (" (noisy)" if _noisy(result) else ""),
                 "type": "line",
-                "data": [by_n.get(n) for n in levels],
+                "data": [[n, value] for n, value in points],
                 "lineStyle": {"type": "dashed"} if _noisy(result) else {},
             }
         )
@@ -62,13 +77,50 @@ def _concurrency_chart(results: list[BenchmarkResult], metric: str, title: str) 
         "tooltip": {"trigger": "axis"},
         "legend": {"type": "scroll", "bottom": 0},
         "grid": {"bottom": 60},
-        "xAxis": {"type": "category", "name": "N", "data": [str(n) for n in levels]},
+        "xAxis": {"type": "value", "name": "N", "minInterval": 1},
         "yAxis": {"type": "value"},
         "series": series,
     }
 
 
-def _runs_chart(results: list[BenchmarkResult]) -> dict[str, Any]:
+def levels_text(result: BenchmarkResult) -> str:
+    """A run's N levels, smallest first, as numbers (``1, 2, 16``, never ``1, 16, 2``)."""
+    return ", ".join(str(n) for n in sorted({level.concurrency for level in result.levels}))
+
+
+def components_text(result: BenchmarkResult) -> str:
+    """A preset run's score components (``key value``, by key); empty for the classic suite."""
+    return "; ".join(f"{key} {value:.3g}" for key, value in sorted(result.components.items()))
+
+
+def guards_text(result: BenchmarkResult) -> str:
+    """The guards a preset run was held to, the ones that are on, by wire name."""
+    if result.guards is None:
+        return ""
+    held = result.guards.model_dump(by_alias=True, exclude_none=True)
+    on = sorted((name, value) for name, value in held.items() if value is not False)
+    return "; ".join(name if value is True else f"{name} {value}" for name, value in on)
+
+
+def progress_bar(job: BenchmarkJobView | None) -> tuple[float, str]:
+    """The progress bar's fill and Quasar colour for ``job``.
+
+    Only a finished job is full; a failed or cancelled one is drawn empty in the colour of its ending,
+    so a failure never reads as a completed (full, blue) run.
+    """
+    if job is None:
+        return 0.0, "primary"
+    if job.state == "running":
+        if job.run is not None and job.runs:
+            return min(0.95, (job.run - 1) / job.runs), "primary"
+        return 0.0, "primary"
+    if job.state == "succeeded":
+        return 1.0, "positive"
+    return 0.0, "negative" if job.state == "failed" else "grey-7"
+
+
+def runs_chart(results: list[BenchmarkResult]) -> dict[str, Any]:
+    """Run against run: each run's aggregate tok/s at its highest N, oldest first (noisy runs red)."""
     ordered = [result for result in reversed(results) if result.levels]
     points = []
     for result in ordered:
@@ -82,7 +134,13 @@ def _runs_chart(results: list[BenchmarkResult]) -> dict[str, Any]:
         },
         "animation": False,
         "tooltip": {"trigger": "axis"},
-        "xAxis": {"type": "category", "data": [_run_name(result) for result in ordered]},
+        # Every run named, slanted and cut to a width: neighbouring names do not overlap.
+        "grid": {"containLabel": True},
+        "xAxis": {
+            "type": "category",
+            "axisLabel": {"interval": 0, "rotate": 30, "width": 160, "overflow": "truncate"},
+            "data": [_run_name(result) for result in ordered],
+        },
         "yAxis": {"type": "value"},
         "series": [{"type": "bar", "data": points}],
     }
@@ -105,7 +163,8 @@ async def render_benchmarks(portal: Portal, model_id: str) -> None:
     """Build the Benchmark view of ``model_id`` and keep its progress live while the page is open."""
     services = portal.services
     definition = await services.models.get(model_id)
-    state: dict[str, Any] = {"job": None, "shown": None}
+    # () is no key a poll makes: the first poll always draws the history, with or without a job.
+    state: dict[str, Any] = {"job": None, "shown": ()}
     with ui.row().classes("w-full items-center"):
         ui.label(f"Benchmarks of {definition.id}").classes("text-h5")
         ui.space()
@@ -115,6 +174,7 @@ async def render_benchmarks(portal: Portal, model_id: str) -> None:
         picker.classes("min-w-[14rem]")
         run = testid(ui.button("Run", icon="speed"), "benchmark-run")
         cancel = testid(ui.button("Cancel", icon="cancel").props("flat color=negative"), "benchmark-cancel")
+        cancel.set_enabled(False)  # until a job runs: nothing to cancel
     message = testid(ui.label("").classes("text-caption text-negative"), "benchmark-message")
     bar = testid(
         ui.linear_progress(value=0, show_value=False).props("instant-feedback").classes("w-full"),
@@ -128,6 +188,13 @@ async def render_benchmarks(portal: Portal, model_id: str) -> None:
         jobs = [job for job in services.jobs.jobs() if job.model_id == model_id]
         return jobs[-1] if jobs else None
 
+    theme = page_theme()
+
+    def chart(options: dict[str, Any]) -> ui.echart:
+        # The header's switch changes the theme without a reload: the history is redrawn with it.
+        # SVG: its text is in the page, so the browser tier reads the colours the theme gave it.
+        return ui.echart(themed_chart(options, dark=bool(theme is not None and theme.value)), renderer="svg")
+
     async def refresh_history() -> None:
         listed = await services.benchmarks.list(model_id)
         results = listed.results
@@ -137,20 +204,24 @@ async def render_benchmarks(portal: Portal, model_id: str) -> None:
             if results:
                 with ui.row().classes("w-full no-wrap"):
                     testid(
-                        ui.echart(
-                            _concurrency_chart(results, "aggregate_tokens_per_s", "Aggregate tok/s against N")
+                        chart(
+                            concurrency_chart(results, "aggregate_tokens_per_s", "Aggregate tok/s against N")
                         ),
                         "benchmark-chart-tokens",
                     ).classes("w-1/2 h-72")
                     testid(
-                        ui.echart(_concurrency_chart(results, "ttft_p95_s", "TTFT p95 (s) against N")),
+                        chart(concurrency_chart(results, "ttft_p95_s", "TTFT p95 (s) against N")),
                         "benchmark-chart-ttft",
                     ).classes("w-1/2 h-72")
-                testid(ui.echart(_runs_chart(results)), "benchmark-chart-runs").classes("w-full h-64")
+                testid(chart(runs_chart(results)), "benchmark-chart-runs").classes("w-full h-64")
         with history:
             ui.label("History").classes("text-h6")
+            for name in listed.skipped:
+                ui.label(f"skipped an unreadable result: {name}").classes("text-caption text-warning")
             if not results:
-                ui.label("No benchmark yet.").classes("text-grey-7")
+                # One message: an empty table beside it would say "No data available" a second time.
+                testid(ui.label("No benchmark yet.").classes("text-grey-7"), "benchmark-empty")
+                return
             rows = []
             for result in results:
                 top = max(result.levels, key=lambda level: level.concurrency) if result.levels else None
@@ -158,9 +229,11 @@ async def render_benchmarks(portal: Portal, model_id: str) -> None:
                     {
                         "run": _run_name(result),
                         "schema": result.schema_version,
-                        "levels": ", ".join(str(level.concurrency) for level in result.levels),
+                        "levels": levels_text(result),
                         "tokens": f"{top.aggregate_tokens_per_s:.1f}" if top else "",
                         "noisy": "; ".join(result.noisy) or ("runs" if _noisy(result) else ""),
+                        "components": components_text(result),
+                        "held": guards_text(result),
                         "guards": "; ".join(result.guard_violations),
                     }
                 )
@@ -172,27 +245,22 @@ async def render_benchmarks(portal: Portal, model_id: str) -> None:
                     ("levels", "N levels"),
                     ("tokens", "tok/s at top N"),
                     ("noisy", "Noisy"),
+                    ("components", "Score components"),
+                    ("held", "Guards"),
                     ("guards", "Guards broken"),
                 )
             ]
             testid(ui.table(columns=columns, rows=rows, row_key="run").classes("w-full"), "benchmark-history")
-            for name in listed.skipped:
-                ui.label(f"skipped an unreadable result: {name}").classes("text-caption text-warning")
 
     async def poll() -> None:
         job = current()
         running = job is not None and job.state == "running"
         run.set_enabled(not running)
         cancel.set_enabled(running)
-        if job is None:
-            progress.set_text("")
-            bar.set_value(0)
-        else:
-            progress.set_text(_progress_text(job))
-            done = (job.state != "running") or 0.0
-            if running and job.run is not None and job.runs:
-                done = min(0.95, (job.run - 1) / job.runs)
-            bar.set_value(1.0 if not running else float(done))
+        progress.set_text(_progress_text(job) if job else "")
+        fill, color = progress_bar(job)
+        bar.set_value(fill)
+        bar.props(f"color={color}")
         key = (job.id, job.state) if job else None
         if key != state["shown"]:
             state["shown"] = key
@@ -222,5 +290,7 @@ async def render_benchmarks(portal: Portal, model_id: str) -> None:
 
     run.on_click(start)
     cancel.on_click(stop)
+    if theme is not None:
+        theme.on_value_change(refresh_history)
     ui.timer(_POLL_S, poll)
     await poll()

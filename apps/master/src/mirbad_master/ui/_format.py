@@ -12,6 +12,7 @@ __all__ = [
     "DASH",
     "STATE_COLORS",
     "ago",
+    "count",
     "gib",
     "memory_in_use",
     "pause_text",
@@ -19,6 +20,12 @@ __all__ = [
     "percent",
     "state_color",
 ]
+
+
+def count(number: int, noun: str, plural: str | None = None) -> str:
+    """``1 request``, ``2 requests``: the noun agrees with its number (``plural`` if not ``noun + s``)."""
+    return f"{number} {noun if number == 1 else plural or noun + 's'}"
+
 
 DASH: Final = "—"
 """What a value nobody measured reads as."""

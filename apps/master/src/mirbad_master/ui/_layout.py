@@ -14,6 +14,7 @@ from typing import Final
 from fastapi import Request
 from nicegui import context, ui
 
+from ._chart_theme import THEME_CSS
 from ._fleet import fleet_snapshot
 from ._marks import testid
 from ._portal import Portal
@@ -84,6 +85,8 @@ def frame(portal: Portal, request: Request, current: str) -> Iterator[ui.column]
     """
     dark = apply_theme(request)
     ui.page_title("Mirbad")
+    # Quasar's red and grey captions are tuned for white: lightened on the dark theme's cards.
+    ui.add_css(THEME_CSS)
     with ui.header(elevated=True).classes("items-center gap-1 px-4 py-2 bg-primary"):
         ui.link("Mirbad", "/").classes("text-h6 text-white no-underline mr-4")
         for item in NAVIGATION:

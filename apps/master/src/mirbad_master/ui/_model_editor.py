@@ -18,6 +18,7 @@ from nicegui.elements.mixins.value_element import ValueElement
 from mirbad_master._composition import MasterServices
 from mirbad_orchestration.commandline import DEFAULT_TOTAL_GIB
 from mirbad_orchestration.fleet import launch_total_gib
+from mirbad_orchestration.registry import TAG_CATALOGUE, suggest_tags
 from mirbad_protocol import InvalidFieldError, MirbadError, ModelDefinition, ProcessRuntimeInfo
 
 from . import _actions as actions
@@ -36,6 +37,8 @@ __all__ = [
     "node_options",
     "render_model_editor",
     "saved_url",
+    "tag_options",
+    "tag_suggestions",
     "total_gib_for",
 ]
 
@@ -96,6 +99,23 @@ def executables_of(services: MasterServices) -> list[str]:
     return sorted(found)
 
 
+def tag_options(current: list[str]) -> dict[str, str]:
+    """The tags picker's entries: the catalogue's tags with their labels, then the model's own slugs."""
+    options = {info.slug: f"{info.label} ({info.slug})" for info in TAG_CATALOGUE}
+    return options | {tag: tag for tag in current if tag not in options}
+
+
+def tag_suggestions(definition: ModelDefinition | None, current: list[str]) -> list[str]:
+    """The catalogue tags the form's model suggests (:func:`suggest_tags`) that it does not carry yet."""
+    if definition is None:
+        return []
+    return [slug for slug in suggest_tags(definition) if slug not in current]
+
+
+_TAG_LABELS: Final = {info.slug: info.label for info in TAG_CATALOGUE}
+_TAG_HINTS: Final = {info.slug: info.description for info in TAG_CATALOGUE}
+
+
 def saved_url(model_id: str, tags: list[str] | None = None) -> str:
     """Where the editor goes after a save: the Models page with the saved model in focus.
 
@@ -154,6 +174,7 @@ async def render_model_editor(portal: Portal, model_id: str | None, tags: list[s
     with ui.card().classes("w-full"):
         with ui.grid(columns=2).classes("w-full gap-x-6 gap-y-1"):
             _inputs(inputs, values, base is not None, executables, nodes)
+        suggested = testid(ui.row().classes("items-center gap-1"), "tag-suggestions")
         if not any(exe.startswith("llama-server@") for exe in executables):
             missing = ui.label(f"No node catalogues a llama-server yet: {CATALOGUE_FIX}.")
             testid(missing.classes("text-caption text-warning"), "executable-hint")
@@ -181,12 +202,31 @@ async def render_model_editor(portal: Portal, model_id: str | None, tags: list[s
         for name, element in inputs.items():
             if isinstance(element, ValidationElement):
                 element.error = result.errors.get(name) if name in touched else None
+        show_suggestions(tag_suggestions(result.definition, list(inputs["tags"].value or [])))
         if result.command is not None:
             preview.set_content(result.command)
             hint.set_text("Exactly what the node runs (the program is resolved by the node).")
         else:
             hint.set_text("Fix the marked fields to see the command line.")
         return result
+
+    def show_suggestions(slugs: list[str]) -> None:
+        suggested.clear()
+        suggested.set_visibility(bool(slugs))
+        with suggested:
+            ui.label("Suggested tags:").classes("text-caption text-grey-8")
+            for slug in slugs:
+                chip = ui.chip(
+                    _TAG_LABELS.get(slug, slug), icon="add", on_click=lambda slug=slug: add_tag(slug)
+                )
+                chip.props("clickable outline dense").tooltip(_TAG_HINTS.get(slug, ""))
+                testid(chip, f"suggest-tag-{slug}")
+
+    def add_tag(slug: str) -> None:
+        tags_input = inputs["tags"]
+        current = list(tags_input.value or [])
+        if slug not in current:
+            tags_input.value = [*current, slug]  # the change re-checks the form, which redraws the row
 
     async def save() -> None:
         touched.update(inputs)
@@ -271,7 +311,12 @@ def _input(name: str, value: Any, executables: list[str], nodes: dict[str, str])
     elif name == "nodeId":
         element = ui.select(nodes, label=label, value=value or "")
     elif name == "tags":
-        element = ui.input_chips(label, value=list(value or []), new_value_mode="add-unique")
+        # The catalogue's tags to pick from (with their labels); a slug of one's own is typed in.
+        current = list(value or [])
+        element = ui.select(
+            tag_options(current), label=label, value=current, multiple=True, new_value_mode="add-unique"
+        )
+        element.props("use-chips use-input input-debounce=0")
     elif name in ("maxModelLen", "maxNumSeqs", "gpuLayers"):
         element = ui.number(label, value=value, precision=0)
     elif name == "memoryBudgetGiB":

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import pairwise
 from typing import Final, Literal, Protocol
 
 from mirbad_protocol import GPU_MEMORY_FROM_BUDGET, HostGpuSample, ModelMetrics
@@ -35,6 +36,7 @@ __all__ = [
     "gpu_memory_text",
     "model_memory_lines",
     "service_memory_lines",
+    "with_gaps",
 ]
 
 MemoryKind = Literal["GPU", "RAM", "budget"]
@@ -47,6 +49,9 @@ BUDGET: Final[MemoryKind] = "budget"
 """The model's budget, sent where its node has a GPU whose processes could not be listed (an estimate)."""
 
 _GIB: Final = 1024**3
+_GAP_SPACINGS: Final = 3
+"""A silence longer than this many of a line's usual sample spacings is a gap (the model did not run)."""
+_MIN_GAP_S: Final = 1.0
 
 
 class TelemetryHistory(Protocol):
@@ -148,6 +153,26 @@ def model_memory_lines(telemetry: TelemetryHistory, model_ids: Iterable[str]) ->
                 points[measured[0]].append((sample.at, measured[1] / _GIB))
         lines += [ModelMemoryLine(model_id, kind, found) for kind, found in points.items() if found]
     return lines
+
+
+def with_gaps(points: list[tuple[datetime, float]]) -> list[tuple[datetime, float | None]]:
+    """``points`` with a break (a None value, which ECharts does not join across) in each silence.
+
+    A model is sampled only while it runs, so a stopped period is a stretch without samples; drawn
+    as it is, the line would join the last value before the stop to the first after it, as if the model
+    had held memory all along. A silence is longer than :data:`_GAP_SPACINGS` times the line's median
+    spacing (at least a second), so it follows whatever cadence the telemetry has.
+    """
+    if len(points) < 3:
+        return list(points)
+    spacings = sorted((b[0] - a[0]).total_seconds() for a, b in pairwise(points))
+    gap_s = max(_GAP_SPACINGS * spacings[len(spacings) // 2], _MIN_GAP_S)
+    broken: list[tuple[datetime, float | None]] = [points[0]]
+    for before, after in pairwise(points):
+        if (after[0] - before[0]).total_seconds() > gap_s:
+            broken.append((before[0] + (after[0] - before[0]) / 2, None))
+        broken.append(after)
+    return broken
 
 
 def gpu_memory_text(sample: ModelMetrics | None) -> str:

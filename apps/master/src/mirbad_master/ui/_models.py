@@ -266,7 +266,8 @@ def _buttons(row: ModelRow, handlers: _Handlers) -> None:
             query = f"?{tags_param(handlers.tags)}" if page == "edit" and handlers.tags else ""
             link = link_button(label, f"/models/{quote(row.id)}/{page}{query}", icon=icon)
             testid(link.props("flat dense no-caps color=primary"), f"{page}-{row.id}")
-        _button("Delete", "delete", f"delete-{row.id}", lambda: handlers.delete(row), color="grey-7")
+        # Red, as the destructive action it is (grey read as a disabled button in the dark theme).
+        _button("Delete", "delete", f"delete-{row.id}", lambda: handlers.delete(row), color="negative")
 
 
 def _button(label: str, icon: str, name: str, on_click: Callable[[], object], color: str = "primary") -> None:

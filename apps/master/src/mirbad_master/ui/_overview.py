@@ -7,7 +7,6 @@ where the node could list them, else the runtime's measure.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
@@ -15,6 +14,7 @@ from nicegui import ui
 
 from mirbad_master._views import NodeSummary
 
+from ._chart_theme import DARK_CHART, LIGHT_CHART, ChartColors
 from ._fleet import STARTING_POLL_S, FleetSnapshot, ModelRow, fleet_snapshot, read_starting
 from ._format import DASH, gib, memory_in_use, pause_text, per_second, percent, state_color
 from ._layout import page_theme
@@ -26,6 +26,7 @@ from ._model_memory import (
     gpu_memory_text,
     model_memory_lines,
     service_memory_lines,
+    with_gaps,
 )
 from ._portal import Portal
 
@@ -43,29 +44,6 @@ REFRESH_S: Final = 3.0
 """How often the Overview reads the fleet again."""
 
 
-@dataclass(frozen=True)
-class ChartColors:
-    """The memory chart's colours for one theme.
-
-    Attributes:
-        text: legend, axis labels and the axis name.
-        axis: the axis lines.
-        grid: the split lines behind the data (faint, so the lines stand out).
-        tooltip: the tooltip's background.
-    """
-
-    text: str
-    axis: str
-    grid: str
-    tooltip: str
-
-
-LIGHT_CHART: Final = ChartColors(text="#333333", axis="#888888", grid="#e6e6e6", tooltip="#ffffff")
-"""On the light theme's white cards."""
-DARK_CHART: Final = ChartColors(text="#e0e0e0", axis="#9e9e9e", grid="#3a3a3a", tooltip="#2a2a2a")
-"""On the dark theme's cards (Quasar's ``#1d1d1d``): ECharts' own defaults are grey on grey there."""
-
-
 def history_chart_options(history: MemoryHistory, *, dark: bool = False) -> dict[str, Any]:
     """The ECharts options of the memory history: the fleet's used memory and each node's."""
     series = [_line("Fleet", history.series(FLEET), area=True)]
@@ -79,13 +57,20 @@ def model_memory_chart_options(
     """The ECharts options of the memory per model: one line per model and kind, one per host service."""
     # Three decimals: a small model's few MiB would round to nothing. A lone sample (a model just
     # Ready) gets its symbol, since a line needs two points to be seen.
+    # A model's line breaks where it was stopped (no samples then), rather than bridging the stop.
     series = [
-        _points(line.name, line.points, digits=3)
+        _points(
+            line.name, with_gaps(line.points) if isinstance(line, ModelMemoryLine) else line.points, digits=3
+        )
         | {"showSymbol": len(line.points) == 1}
         | ({"lineStyle": {"type": "dashed"}} if line.dashed else {})
         for line in lines
     ]
     return _chart_options(series, dark=dark)
+
+
+def _drawn(line: ModelMemoryLine | ServiceMemoryLine) -> Sequence[tuple[datetime, float | None]]:
+    return with_gaps(line.points) if isinstance(line, ModelMemoryLine) else line.points
 
 
 def _chart_options(series: list[dict[str, Any]], *, dark: bool) -> dict[str, Any]:
@@ -130,12 +115,12 @@ def _line(name: str, samples: list[MemorySample], *, area: bool = False) -> dict
     return line
 
 
-def _points(name: str, points: list[tuple[datetime, float]], *, digits: int = 2) -> dict[str, Any]:
+def _points(name: str, points: Sequence[tuple[datetime, float | None]], *, digits: int = 2) -> dict[str, Any]:
     return {
         "name": name,
         "type": "line",
         "showSymbol": False,
-        "data": [[_ms(at), round(value, digits)] for at, value in points],
+        "data": [[_ms(at), None if value is None else round(value, digits)] for at, value in points],
     }
 
 
@@ -157,7 +142,9 @@ async def render_overview(portal: Portal, *, dark: bool) -> None:
     live = ui.column().classes("w-full gap-4")
     with ui.card().classes("w-full"):
         ui.label("Memory in use").classes("text-subtitle1")
-        chart = ui.echart(history_chart_options(history, dark=is_dark_now())).classes("w-full h-64")
+        # SVG: its text is in the page, so the browser tier reads the colours the theme gave it.
+        chart = ui.echart(history_chart_options(history, dark=is_dark_now()), renderer="svg")
+        chart.classes("w-full h-64")
         testid(chart, "memory-chart")
     with ui.card().classes("w-full"):
         ui.label("Memory per model").classes("text-subtitle1")
@@ -167,7 +154,8 @@ async def render_overview(portal: Portal, *, dark: bool) -> None:
             "svc: a host service's GPU processes. Dashed budget: the model's budget, where the node's "
             "GPU processes could not be read."
         ).classes("text-caption text-grey-7")
-        per_model = ui.echart(model_memory_chart_options([], dark=is_dark_now())).classes("w-full h-64")
+        per_model = ui.echart(model_memory_chart_options([], dark=is_dark_now()), renderer="svg")
+        per_model.classes("w-full h-64")
         testid(per_model, "model-memory-chart")
     attention = ui.column().classes("w-full")
 

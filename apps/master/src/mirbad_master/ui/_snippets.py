@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Final
 
-__all__ = ["KEY_PLACEHOLDER", "SNIPPET_LANGUAGES", "SNIPPET_TIMEOUT_S", "snippets"]
+__all__ = ["JAVASCRIPT_FILE_NAME", "KEY_PLACEHOLDER", "SNIPPET_LANGUAGES", "SNIPPET_TIMEOUT_S", "snippets"]
 
 KEY_PLACEHOLDER: Final = "$MIRBAD_API_KEY"
 """What stands for the key in a snippet unless a real one is given (the secret is never stored)."""
@@ -16,6 +16,14 @@ SNIPPET_TIMEOUT_S: Final = 60
 The clients' defaults (ten minutes, and two retries that honour the router's ``Retry-After: 30``) make
 a request for a model that is not Ready hang for a minute before it fails; the snippets fail at once
 with the router's message instead, and give a slow answer a minute.
+"""
+
+JAVASCRIPT_FILE_NAME: Final = "mirbad-chat.mjs"
+"""The file the JavaScript snippet says to save it as.
+
+It uses ``import`` and a top-level ``await``: Node runs those only in an ES module, which a ``.mjs``
+file always is, whatever the ``package.json`` around it says (a ``.js`` file under a CommonJS package
+fails with a syntax error).
 """
 
 SNIPPET_LANGUAGES: Final = {"curl": "bash", "python": "python", "javascript": "javascript"}
@@ -62,6 +70,8 @@ def snippets(base_url: str, model: str, *, key: str | None = None) -> dict[str, 
         "print(reply.choices[0].message.content)"
     )
     javascript = (
+        f"// Save as {JAVASCRIPT_FILE_NAME} (an ES module: import and top-level await need one).\n"
+        f"// npm install openai && node {JAVASCRIPT_FILE_NAME}\n"
         'import OpenAI from "openai";\n\n'
         "const client = new OpenAI({\n"
         f'  baseURL: "{url}",\n'

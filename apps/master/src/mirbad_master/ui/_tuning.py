@@ -38,12 +38,15 @@ from mirbad_protocol import (
 
 from . import _actions as actions
 from ._actions import ACTOR
+from ._chart_theme import themed_chart
 from ._fleet import fleet_snapshot
+from ._format import count
+from ._layout import page_theme
 from ._marks import link_button, testid
 from ._model_dialogs import confirm_restart
 from ._portal import Portal
 
-__all__ = ["GOAL_LABELS", "chart_options", "render_tuning", "score_text"]
+__all__ = ["GOAL_LABELS", "baseline_median", "chart_options", "render_tuning", "score_text"]
 
 GOAL_LABELS: Final = {"balanced": "Balanced", "many-agents": "Many agents", "single-user": "Single user"}
 """The goal picker's entries (every goal the engine has)."""
@@ -71,26 +74,32 @@ def chart_options(run: TuningRun) -> dict[str, Any]:
 
     The search's candidates first, then the confirmation stage's re-measurements (``confirm: ...``,
     the stage that decides, with its ranges). A range is drawn as a stacked bar from its lowest to
-    its highest repetition (a transparent bar lifts it to the lowest), the median as a point, the
-    baseline (1.0 by definition) as a line.
+    its highest repetition (a transparent bar lifts it to the lowest), the median as a point, and the
+    baseline's own median as the line. Each repetition is scored against the median of the baseline's
+    measurements, metric by metric, so the baseline's median score is near 1.0 but not exactly it: a
+    line at 1.0 put the baseline's own point below (or above) it. The names under the axis are slanted
+    and cut to a width, so long candidate descriptions do not overlap.
     """
     search = [(c, _label(c)) for c in run.candidates if c.score is not None]
     confirm = [(c, f"confirm: {_label(c)}") for c in run.confirmation if c.score is not None]
     measured = [c for c, _ in search + confirm]
     lows = [c.score_min if c.score_min is not None else c.score for c in measured]
     highs = [c.score_max if c.score_max is not None else c.score for c in measured]
+    line = baseline_median(run)
     return {
         "title": {
-            "text": "Scores against the baseline (1.0): median and repetition range",
+            "text": "Scores against the baseline: median and repetition range",
             "textStyle": {"fontSize": 13},
         },
         "animation": False,  # drawn already when the page settles (and in screenshots)
         "tooltip": {"trigger": "axis"},
         "legend": {"data": ["median", "range"], "bottom": 0},
-        "grid": {"bottom": 60},
+        # containLabel: the slanted names get the room they need above the legend.
+        "grid": {"bottom": 40, "containLabel": True},
         "xAxis": {
             "type": "category",
-            "axisLabel": {"interval": 0},  # every candidate named, not every other one
+            # Every candidate named (not every other one), slanted and cut so neighbours do not overlap.
+            "axisLabel": {"interval": 0, "rotate": 30, "width": 140, "overflow": "truncate"},
             "data": [name for _, name in search + confirm],
         },
         "yAxis": {"type": "value", "scale": True},
@@ -123,12 +132,18 @@ def chart_options(run: TuningRun) -> dict[str, Any]:
                 ],
                 "markLine": {
                     "symbol": "none",
-                    "label": {"formatter": "baseline"},
-                    "data": [{"yAxis": 1.0}],
+                    "label": {"formatter": f"baseline {line:.3f}", "position": "insideEndTop"},
+                    "data": [{"yAxis": round(line, 4)}],
                 },
             },
         ],
     }
+
+
+def baseline_median(run: TuningRun) -> float:
+    """Where the plot's baseline line goes: the search baseline's median score (1.0 if none was measured)."""
+    base = next((c for c in run.candidates if c.step == "baseline" and c.score is not None), None)
+    return float(base.score) if base is not None and base.score is not None else 1.0
 
 
 def _outcome_color(candidate: TuningCandidate) -> str:
@@ -247,7 +262,7 @@ def _plan_preview(plan: TuningPlan, projection: EtaProjection | None = None) -> 
     total = projection.total if projection is not None else plan.candidates + 4
     testid(
         ui.label(
-            f"{total} candidates with the baseline and the confirmation stage, "
+            f"{count(total, 'candidate')} with the baseline and the confirmation stage, "
             f"{_eta_text(eta)} (from recent runs' times, else a first estimate; re-projected from the "
             "run's pace once it runs)"
         ).classes("text-caption"),
@@ -287,6 +302,7 @@ async def render_tuning(portal: Portal, model_id: str) -> None:
         steps.classes("min-w-[14rem]")
         run = testid(ui.button("Run", icon="tune"), "tuning-run")
         cancel = testid(ui.button("Cancel", icon="cancel").props("flat color=negative"), "tuning-cancel")
+        cancel.set_enabled(False)  # until a job runs: nothing to cancel
     message = testid(ui.label("").classes("text-caption text-negative"), "tuning-message")
     plan_box = ui.column().classes("w-full gap-1")
     bar = testid(
@@ -332,6 +348,8 @@ async def render_tuning(portal: Portal, model_id: str) -> None:
         jobs = [job for job in services.tuning.jobs() if job.model_id == model_id]
         return jobs[-1] if jobs else None
 
+    theme = page_theme()
+
     async def refresh_results() -> None:
         listed = await services.tuning_results.list(model_id)
         newest = listed.runs[0] if listed.runs else None
@@ -348,7 +366,9 @@ async def render_tuning(portal: Portal, model_id: str) -> None:
                 for note in newest.notes:
                     ui.label(note).classes("text-caption text-grey-7")
                 if any(c.score is not None for c in newest.candidates):
-                    testid(ui.echart(chart_options(newest)), "tuning-chart").classes("w-full h-72")
+                    dark = bool(theme is not None and theme.value)
+                    plot = ui.echart(themed_chart(chart_options(newest), dark=dark), renderer="svg")
+                    testid(plot, "tuning-chart").classes("w-full h-72")
                 # Wrapped cells: the notes and sentences are long, and every column stays in view.
                 table = ui.table(columns=_COLUMNS, rows=_candidate_rows(newest), row_key="key")
                 testid(table.props("wrap-cells").classes("w-full"), "tuning-candidates")
@@ -426,6 +446,8 @@ async def render_tuning(portal: Portal, model_id: str) -> None:
     steps.on_value_change(refresh_plan)
     run.on_click(start)
     cancel.on_click(stop)
+    if theme is not None:
+        theme.on_value_change(refresh_results)  # the plot follows the header's theme switch
     await show_plan(definition)
     ui.timer(_POLL_S, poll)
     await poll()

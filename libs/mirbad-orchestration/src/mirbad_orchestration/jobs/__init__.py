@@ -16,7 +16,14 @@ from ._gpu_check import (
     GpuSampler,
 )
 from ._host import JobHost, JobTarget, NodeModel
-from ._jobs import DEFAULT_COUNTER_WAIT_S, DEFAULT_DRAIN_TIMEOUT_S, PRESETS, BenchmarkJobs, estimate_seconds
+from ._jobs import (
+    DEFAULT_COUNTER_WAIT_S,
+    DEFAULT_DRAIN_TIMEOUT_S,
+    PRESETS,
+    BenchmarkJobs,
+    estimate_seconds,
+    paced_eta,
+)
 from ._maintenance import (
     MAINTENANCE_FILE_NAME,
     MaintenanceDocument,
@@ -49,4 +56,5 @@ __all__ = [
     "NodeModel",
     "Notice",
     "estimate_seconds",
+    "paced_eta",
 ]

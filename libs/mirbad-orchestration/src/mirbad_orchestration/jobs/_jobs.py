@@ -70,6 +70,7 @@ __all__ = [
     "PRESETS",
     "BenchmarkJobs",
     "estimate_seconds",
+    "paced_eta",
 ]
 
 PRESETS: Final = ("classic", *WORKLOAD_PRESETS)
@@ -91,6 +92,36 @@ def estimate_seconds(sizes: BenchmarkSizes) -> float:
     """The first estimate of a classic run: every timed run at a slow decode speed, plus the extras."""
     per_run = sizes.max_tokens / _ASSUMED_TOKENS_PER_S
     return (len(sizes.levels) * sizes.runs + 1) * per_run + _EXTRA_PARTS_S
+
+
+_EXTRA_RUNS: Final = {
+    "prefill": 3,
+    "tool-call": 2,
+    "tool-calls": 3,
+    "cold-prompts": 3,
+    "shared-prefix": 2,
+    "questions": 1,
+}
+"""The parts after the timed runs, each as so many runs' time."""
+
+
+def paced_eta(
+    phase: str, *, total_runs: int, finished_runs: int, per_run_s: float | None, first_estimate: float
+) -> float:
+    """The seconds a job still needs at its measured pace: the runs left and the parts after them.
+
+    Args:
+        phase: the suite's phase now.
+        total_runs: the timed runs of the whole job.
+        finished_runs: the timed runs done (all of them once past the timed phases).
+        per_run_s: the measured seconds of one run: the runs so far, else the warm-up's one request of a
+            run's size; None before anything was measured.
+        first_estimate: the job's estimate from its sizes, used until something was measured (it
+            assumes a slow decode, so it errs long: 668 s shown for a 23 s run on a small model).
+    """
+    if per_run_s is None:
+        return first_estimate
+    return max(0.0, (total_runs - finished_runs + _EXTRA_RUNS.get(phase, 3)) * per_run_s)
 
 
 def _preset_runs(preset: WorkloadPreset, sizes: PresetSizes, max_num_seqs: int | None) -> int:
@@ -122,6 +153,9 @@ class _Job:
     cancelled_by_user: bool = False
     runs_started: int = 0
     first_run_at: float | None = None
+    first_estimate: float = 0.0
+    warm_up_at: float | None = None
+    warm_up_s: float | None = None
 
     def update(self, **changes: object) -> None:
         self.view = self.view.model_copy(update=changes)
@@ -303,6 +337,7 @@ class BenchmarkJobs:
             preset=preset,
             guards=preset_guards(preset, guards) if preset else None,
             total_runs=total,
+            first_estimate=eta,
         )
 
     async def _run_job(self, job: _Job, target: JobTarget) -> None:
@@ -576,29 +611,34 @@ class BenchmarkJobs:
         _logger.info("benchmark job %s of %s ended %s%s", job.view.id, job.view.model_id, state, suffix)
 
     async def _report_progress(self, job: _Job, phase: str, concurrency: int | None, run: int | None) -> None:
+        now = time.monotonic()
+        if phase == "warm-up":
+            job.warm_up_at = now
         if phase in _TIMED_RUNS and run is not None:
             job.runs_started += 1
-            job.first_run_at = job.first_run_at or time.monotonic()
-        eta = self._eta(job, phase)
+            if job.first_run_at is None:
+                job.first_run_at = now
+                # The warm-up is one request of a timed run's size: the first measured pace.
+                if job.warm_up_at is not None:
+                    job.warm_up_s = now - job.warm_up_at
+        eta = self._eta(job, phase, now)
         job.update(phase=phase, concurrency=concurrency, run=run, eta_s=eta)
         await self._maintenance.update_node(job.view.node_id, _whole(eta))
 
-    def _eta(self, job: _Job, phase: str) -> float:
-        """Runs left at the pace of the runs so far, plus the parts after them."""
+    def _eta(self, job: _Job, phase: str, now: float) -> float:
+        """Runs left at the pace of the runs so far (the warm-up's before the first ends), plus the rest."""
         total = job.total_runs
         finished = total if phase not in (*_TIMED_RUNS, "warm-up", "draining") else job.runs_started - 1
-        if finished <= 0 or job.first_run_at is None:
-            return estimate_seconds(job.sizes)
-        per_run = (time.monotonic() - job.first_run_at) / finished
-        extras = {
-            "prefill": 3,
-            "tool-call": 2,
-            "tool-calls": 3,
-            "cold-prompts": 3,
-            "shared-prefix": 2,
-            "questions": 1,
-        }.get(phase, 3)
-        return max(0.0, (total - finished + extras) * per_run)
+        per_run = job.warm_up_s
+        if finished > 0 and job.first_run_at is not None:
+            per_run = (now - job.first_run_at) / finished
+        return paced_eta(
+            phase,
+            total_runs=total,
+            finished_runs=max(0, finished),
+            per_run_s=per_run,
+            first_estimate=job.first_estimate,
+        )
 
 
 class _JobProgress(Progress):
