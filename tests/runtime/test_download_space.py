@@ -195,3 +195,37 @@ async def test_a_start_whose_record_cannot_be_written_on_a_full_disk_is_refused_
         assert manager.jobs() == []
         group.cancel_scope.cancel()
     assert list((tmp_path / "models").iterdir()) == []
+
+
+class BrokenDisk(Disk):
+    """A probe that answers once (the start's check), then fails as a broken mount would."""
+
+    def __init__(self, free: int, failure: OSError) -> None:
+        super().__init__(free)
+        self.failure = failure
+        self.calls = 0
+
+    def __call__(self, root: Path) -> int:
+        self.calls += 1
+        if self.calls > 1:
+            raise self.failure
+        return super().__call__(root)
+
+
+async def test_an_unexpected_failure_says_what_failed_without_the_nodes_paths(
+    tmp_path: Path, servers: Sources
+) -> None:
+    partial = tmp_path / "models" / ".mirbad-partial-x" / "big.bin"
+    disk = BrokenDisk(10 * len(BIG), PermissionError(13, "Permission denied", str(partial)))
+    async with anyio.create_task_group() as group:
+        manager = _manager(tmp_path, servers, disk)
+        await group.start(manager.run)
+        job = await manager.start(HuggingFaceDownload(repo_id=BIG_REPO, folder="big"))
+        failed = await _ended(manager, job)
+        group.cancel_scope.cancel()
+
+    assert failed.state == "failed"
+    assert failed.error == (
+        "unexpected failure: Permission denied (EACCES) on model root 0: .mirbad-partial-x/big.bin"
+    )
+    assert str(tmp_path) not in (failed.error or "")
