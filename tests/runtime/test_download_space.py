@@ -11,12 +11,14 @@ from pathlib import Path
 
 import anyio
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from tests._support.model_hub import CONFIG, REPO, Hold, Sources, loopback_sources
 from tests._support.polling import eventually
 from tests._support.tiny_gguf import write_tiny_gguf
 
 from mirbad_protocol import DownloadJob, HuggingFaceDownload
-from mirbad_runtime.downloads import DownloadManager, SpaceGuard
+from mirbad_runtime.downloads import DownloadManager, SpaceGuard, unexpected_failure
 from mirbad_runtime.exceptions import InsufficientSpaceError, StateWriteError
 
 pytestmark = pytest.mark.anyio
@@ -229,3 +231,31 @@ async def test_an_unexpected_failure_says_what_failed_without_the_nodes_paths(
         "unexpected failure: Permission denied (EACCES) on model root 0: .mirbad-partial-x/big.bin"
     )
     assert str(tmp_path) not in (failed.error or "")
+
+
+_PART = st.text(
+    st.characters(codec="ascii", categories=["L", "N"]) | st.sampled_from("._-"), min_size=1, max_size=12
+)
+
+
+@given(
+    roots=st.lists(st.lists(_PART, min_size=1, max_size=3), min_size=1, max_size=3),
+    inside=st.lists(_PART, min_size=1, max_size=3),
+    outside=st.lists(_PART, min_size=2, max_size=3),
+)
+def test_no_absolute_path_survives_in_an_unexpected_failure(
+    roots: list[list[str]], inside: list[str], outside: list[str]
+) -> None:
+    paths = [Path("/", *parts) for parts in roots]
+    in_root = paths[-1].joinpath(*inside)
+    elsewhere = Path("/", "srv-cache", *outside)
+    failures: list[BaseException] = [
+        PermissionError(13, "Permission denied", str(in_root)),
+        OSError(5, "Input/output error", str(elsewhere), None, str(in_root)),
+        RuntimeError(f"cannot move {in_root} to '{elsewhere}'"),
+    ]
+    for failure in failures:
+        message = unexpected_failure(failure, paths)
+        assert message.startswith("unexpected failure: ")
+        assert str(in_root) not in message
+        assert str(elsewhere) not in message
