@@ -217,7 +217,7 @@ class BrokenDisk(Disk):
 async def test_an_unexpected_failure_says_what_failed_without_the_nodes_paths(
     tmp_path: Path, servers: Sources
 ) -> None:
-    partial = tmp_path / "models" / ".mirbad-partial-x" / "big.bin"
+    partial = tmp_path / "models" / ".mirbad-download-x" / "big.bin"
     disk = BrokenDisk(10 * len(BIG), PermissionError(13, "Permission denied", str(partial)))
     async with anyio.create_task_group() as group:
         manager = _manager(tmp_path, servers, disk)
@@ -228,7 +228,7 @@ async def test_an_unexpected_failure_says_what_failed_without_the_nodes_paths(
 
     assert failed.state == "failed"
     assert failed.error == (
-        "unexpected failure: Permission denied (EACCES) on model root 0: .mirbad-partial-x/big.bin"
+        "unexpected failure: Permission denied (EACCES) on model root 0: .mirbad-download-x/big.bin"
     )
     assert str(tmp_path) not in (failed.error or "")
 
