@@ -15,6 +15,7 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
+from starlette.types import Message
 from tests._support.master_server import serve_master_server
 from tests.master._stack import Master, running_master
 
@@ -104,3 +105,39 @@ async def test_signed_in_callers_and_signing_in_are_unchanged(served: tuple[Mast
     assert by_cookie.status_code == 204, by_cookie.text
     assert signed_out.status_code == 204
     assert "tiny" not in [model["definition"]["id"] for model in listed.json()]
+
+
+async def test_the_gate_never_asks_for_a_strangers_body(served: tuple[Master, str, int]) -> None:
+    """Called as an ASGI app: a stranger's write is answered without ``receive`` being called once."""
+    master, _, _ = served
+    app = create_master_app(master.services, master.auth)
+    asked: list[str] = []
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        asked.append("body")
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/api/models",
+        "raw_path": b"/api/models",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"master"), (b"content-length", b"10000000")],
+        "client": ("127.0.0.1", 40000),
+        "server": ("127.0.0.1", 8080),
+    }
+    with anyio.fail_after(WAIT_S):
+        await app(scope, receive, send)
+
+    assert asked == []
+    assert sent[0]["status"] == 401
