@@ -119,6 +119,21 @@ async def test_an_agent_refusal_keeps_its_code_and_field(
     assert "the node says no" in error["message"]
 
 
+async def test_a_node_whose_disk_is_full_is_a_507_in_the_admin_shape(master: Master) -> None:
+    """The agent cannot write the job's record (its disk is full): 507, not a 502 ``node_refused``."""
+    full = Refusal(507, AgentErrorCode.INSUFFICIENT_STORAGE, "downloads.json: no space left on device")
+    master.local.refusals["download_start"] = full
+
+    answer = await master.admin.post("/api/nodes/local/downloads", json=HF)
+    error = answer.json()["error"]
+    documented = (await master.admin.get("/openapi.json")).json()["paths"]["/api/nodes/{node_id}/downloads"]
+
+    assert answer.status_code == 507
+    assert (error["code"], error["nodeId"]) == ("insufficient_storage", "local")
+    assert "no space left" in error["message"]
+    assert "507" in documented["post"]["responses"]
+
+
 async def test_a_folder_taken_on_the_node_is_a_conflict(master: Master) -> None:
     assert (await master.admin.post("/api/nodes/local/downloads", json=OLLAMA)).status_code == 202
 

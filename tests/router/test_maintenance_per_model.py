@@ -1,13 +1,19 @@
-"""Maintenance of single models (a job holding one node): 503 before the key check, others serve."""
+"""Maintenance of single models (a job holding one node): 503 once the key is checked, others serve.
+
+The key check comes first even then (issue 31, item 2): the held-model gate reads the body, and a
+caller without a key must not make the router read one.
+"""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from urllib.parse import urlsplit
 
+import anyio
 import httpx
 import openai
 import pytest
-from tests.router._stack import KEY, Stack, chat, router_stack
+from tests.router._stack import KEY, WAIT_S, Stack, chat, router_stack
 
 pytestmark = pytest.mark.anyio
 
@@ -19,7 +25,7 @@ async def stack() -> AsyncIterator[Stack]:
         yield stack
 
 
-async def test_a_held_model_is_refused_before_the_key_check(stack: Stack) -> None:
+async def test_a_held_model_is_refused_after_the_key_check(stack: Stack) -> None:
     stack.gate.hold("tiny", "a benchmark of 'tiny' is running on node 'gpu-1'", 42)
     async with httpx.AsyncClient(base_url=stack.base_url) as http:
         keyless = await http.post("/v1/chat/completions", json={"model": "TINY", "messages": []})
@@ -32,9 +38,7 @@ async def test_a_held_model_is_refused_before_the_key_check(stack: Stack) -> Non
         stack.gate.release("tiny")
         after = await chat(client)
 
-    assert keyless.status_code == 503
-    assert keyless.headers["retry-after"] == "42"
-    assert keyless.json()["error"]["code"] == "maintenance"
+    assert keyless.status_code == 401
     assert other_keyless.status_code == 401
     assert held.value.code == "maintenance"
     assert "benchmark of 'tiny'" in held.value.message
@@ -57,3 +61,23 @@ async def test_while_a_model_is_held_other_requests_keep_their_refusals_in_order
     assert broken.status_code == 401  # and before the body's own refusals
     assert no_model.status_code == 400
     assert no_model.json()["error"]["code"] == "missing_required_parameter"
+
+
+async def test_a_keyless_request_for_a_held_model_is_refused_before_its_body_is_read(stack: Stack) -> None:
+    """Headers announcing 10 MB and a few bytes of them: the 401 comes without the rest being sent."""
+    stack.gate.hold("tiny", "held", 5)
+    address = urlsplit(stack.base_url)
+    assert address.hostname is not None
+    assert address.port is not None
+    head = (
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: router\r\nContent-Type: application/json\r\n"
+        "Content-Length: 10000000\r\n\r\n"
+    )
+    answer = b""
+    with anyio.fail_after(WAIT_S):
+        async with await anyio.connect_tcp(address.hostname, address.port) as sock:
+            await sock.send(head.encode() + b'{"model": "tiny", "messages": [')
+            while b"\r\n\r\n" not in answer:
+                answer += await sock.receive()
+
+    assert answer.startswith(b"HTTP/1.1 401 ")

@@ -11,11 +11,13 @@ from pathlib import Path
 
 import anyio
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from tests._support.model_hub import CONFIG, REPO, Hold, Sources
 from tests._support.polling import eventually
 
 from mirbad_protocol import DownloadJob, HuggingFaceDownload
-from mirbad_runtime.downloads import DownloadManager, SpaceGuard
+from mirbad_runtime.downloads import DownloadManager, SpaceGuard, unexpected_failure
 from mirbad_runtime.exceptions import InsufficientSpaceError, StateWriteError
 
 pytestmark = pytest.mark.anyio
@@ -189,3 +191,65 @@ async def test_a_start_whose_record_cannot_be_written_on_a_full_disk_is_refused_
         assert manager.jobs() == []
         group.cancel_scope.cancel()
     assert list((tmp_path / "models").iterdir()) == []
+
+
+class BrokenDisk(Disk):
+    """A probe that answers once (the start's check), then fails as a broken mount would."""
+
+    def __init__(self, free: int, failure: OSError) -> None:
+        super().__init__(free)
+        self.failure = failure
+        self.calls = 0
+
+    def __call__(self, root: Path) -> int:
+        self.calls += 1
+        if self.calls > 1:
+            raise self.failure
+        return super().__call__(root)
+
+
+async def test_an_unexpected_failure_says_what_failed_without_the_nodes_paths(
+    tmp_path: Path, servers: Sources
+) -> None:
+    partial = tmp_path / "models" / ".mirbad-download-x" / "big.bin"
+    disk = BrokenDisk(10 * len(BIG), PermissionError(13, "Permission denied", str(partial)))
+    async with anyio.create_task_group() as group:
+        manager = _manager(tmp_path, servers, disk)
+        await group.start(manager.run)
+        job = await manager.start(HuggingFaceDownload(repo_id=BIG_REPO, folder="big"))
+        failed = await _ended(manager, job)
+        group.cancel_scope.cancel()
+
+    assert failed.state == "failed"
+    assert failed.error == (
+        "unexpected failure: Permission denied (EACCES) on model root 0: .mirbad-download-x/big.bin"
+    )
+    assert str(tmp_path) not in (failed.error or "")
+
+
+_PART = st.text(
+    st.characters(codec="ascii", categories=["L", "N"]) | st.sampled_from("._-"), min_size=1, max_size=12
+)
+
+
+@given(
+    roots=st.lists(st.lists(_PART, min_size=1, max_size=3), min_size=1, max_size=3),
+    inside=st.lists(_PART, min_size=1, max_size=3),
+    outside=st.lists(_PART, min_size=2, max_size=3),
+)
+def test_no_absolute_path_survives_in_an_unexpected_failure(
+    roots: list[list[str]], inside: list[str], outside: list[str]
+) -> None:
+    paths = [Path("/", *parts) for parts in roots]
+    in_root = paths[-1].joinpath(*inside)
+    elsewhere = Path("/", "srv-cache", *outside)
+    failures: list[BaseException] = [
+        PermissionError(13, "Permission denied", str(in_root)),
+        OSError(5, "Input/output error", str(elsewhere), None, str(in_root)),
+        RuntimeError(f"cannot move {in_root} to '{elsewhere}'"),
+    ]
+    for failure in failures:
+        message = unexpected_failure(failure, paths)
+        assert message.startswith("unexpected failure: ")
+        assert str(in_root) not in message
+        assert str(elsewhere) not in message

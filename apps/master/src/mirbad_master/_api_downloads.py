@@ -4,7 +4,8 @@ A POST starts a job (202 with the job) on a node whose agent reports the feature
 kind (``downloads.hf-native`` for ``huggingface``, ``downloads.ollama`` for ``ollama``): a node without
 it is refused with 409 ``feature_missing`` before the agent is asked. The agent's own refusals keep
 their codes and fields (``source_not_found``, ``source_needs_token``, ``download_conflict``,
-``insufficient_space``, ``invalid_request``). GET lists the node's jobs with their progress, GET one
+``insufficient_space``, ``invalid_request``, and 507 ``insufficient_storage`` when the node's disk is
+too full to write the job's record). GET lists the node's jobs with their progress, GET one
 shows one, DELETE cancels (``?remove=true`` also deletes its partial files), POST ``.../retry`` runs a
 failed or cancelled job again from the verified bytes on the node. A download id that is not the
 agent's shape is a 400 naming ``downloadId``. A token in the request is forwarded to the agent and is
@@ -66,7 +67,7 @@ def downloads_router(services: MasterServices) -> APIRouter:
         status_code=202,
         response_model=DownloadJob,
         summary="Download a model from Hugging Face or an Ollama registry onto the node",
-        responses=refusals(400, 403, 404, 409, 502, 503, 504),
+        responses=refusals(400, 403, 404, 409, 502, 503, 504, 507),
     )
     async def start_download(node_id: str, body: _Start, request: Request) -> Response:
         job = await downloads.start_download(services, node_id, body, actor_of(request))
@@ -98,7 +99,7 @@ def downloads_router(services: MasterServices) -> APIRouter:
         "/{download_id}",
         response_model=DownloadJob,
         summary="Cancel a download job (remove=true: also delete its partial files; answers 204)",
-        responses=_REMOVED | refusals(400, 404, 409, 502, 503, 504),
+        responses=_REMOVED | refusals(400, 404, 409, 502, 503, 504, 507),
     )
     async def cancel_download(
         node_id: str, download_id: str, request: Request, remove: _Remove = False
@@ -112,7 +113,7 @@ def downloads_router(services: MasterServices) -> APIRouter:
         "/{download_id}/retry",
         response_model=DownloadJob,
         summary="Run a failed or cancelled download again, resuming from the verified bytes on the node",
-        responses=refusals(400, 404, 409, 502, 503, 504),
+        responses=refusals(400, 404, 409, 502, 503, 504, 507),
     )
     async def retry_download(node_id: str, download_id: str, request: Request) -> Response:
         job = await downloads.retry_download(services, node_id, download_id, actor_of(request))

@@ -169,6 +169,7 @@ _STATUS_DESCRIPTIONS: Final = {
     400: "`invalid_request`: a field is invalid or unknown; `field` names it (wire spelling)",
     403: "`source_needs_token`: the repository is private or gated; start again with a `token`",
     401: "`unauthorized`: no or a wrong administrator password or session",
+    413: "`request_too_large`: the body is over `max_api_body_bytes` (30,000,000 bytes by default)",
     404: "`model_not_found`, `node_not_found`, `key_not_found`, `job_not_found`, `download_not_found`, "
     "`source_not_found` (`field` names it) (or `route_not_found`)",
     409: "a conflict: `model_exists`, `served_name_taken`, `admission_refused` (retry with force=true), "

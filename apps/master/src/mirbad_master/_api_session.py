@@ -18,6 +18,7 @@ from mirbad_protocol import WireModel
 
 from ._admin_auth import ADMIN_USER, SESSION_COOKIE, SESSION_LIFETIME_S, AdminAuth, WrongPasswordError
 from ._api_errors import user_input
+from ._sign_in_gate import SIGNED_IN_BY_GATE
 
 __all__ = ["SignIn", "actor_of", "admin_guard", "client_address", "session_router", "set_session_cookie"]
 
@@ -45,6 +46,11 @@ def admin_guard(auth: AdminAuth) -> Callable[..., Awaitable[None]]:
         bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer_scheme)],
         session: Annotated[str | None, Depends(_cookie_scheme)],
     ) -> None:
+        if getattr(request.state, SIGNED_IN_BY_GATE, False):
+            # The sign-in gate in front of the app checked these credentials already (one throttled
+            # check per request, not two).
+            request.state.actor = _ACTOR
+            return
         if bearer is not None:
             signed_in = await auth.has_session(session)
             await auth.check_password(bearer.credentials, client_address(request), signed_in=signed_in)

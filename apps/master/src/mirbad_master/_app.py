@@ -7,7 +7,9 @@ after every other route. NiceGUI is never imported here, so the API runs and is 
 ``/healthz`` and ``/metrics`` need no sign-in: they carry no secret and monitoring has no password; the
 master listens on loopback unless told otherwise. :class:`OriginGuard` wraps everything: the session
 cookie does nothing state-changing for a page of another origin (another port of this host included);
-:class:`FrameGuard` outside it forbids every frame of the portal (clickjacking).
+:class:`FrameGuard` outside it forbids every frame of the portal (clickjacking). Inside them,
+:class:`SignInGate` refuses an unauthenticated ``/api`` write before its body is read, and
+:class:`BodyCap` caps every body but ``/v1``'s (413).
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ from mirbad_router import create_router_app
 from ._admin_auth import AdminAuth
 from ._api import api_fallback, api_router
 from ._api_errors import install_error_handlers, refusals
+from ._body_cap import BodyCap
 from ._composition import MasterServices
 from ._frame_guard import FrameGuard
 from ._metrics import METRICS_MEDIA_TYPE, collect_metrics, render_metrics
 from ._origin_guard import OriginGuard
+from ._sign_in_gate import SignInGate
 
 __all__ = ["UiInstaller", "create_master_app", "v1_first"]
 
@@ -67,6 +71,11 @@ def create_master_app(services: MasterServices, auth: AdminAuth, *, ui: UiInstal
         redoc_url=None,
     )
     install_error_handlers(app)
+    # Innermost first: the body cap counts what the app reads; the sign-in gate refuses strangers
+    # before anything of their body is read (FastAPI reads body parameters before the sign-in
+    # dependency runs).
+    app.add_middleware(BodyCap, max_bytes=services.settings.max_api_body_bytes)
+    app.add_middleware(SignInGate, auth=auth)
     app.add_middleware(OriginGuard)
     # Outermost, so the origin guard's refusals and the error handlers' answers carry it too.
     app.add_middleware(FrameGuard)
@@ -136,7 +145,8 @@ _FASTAPI_422: Final = "#/components/schemas/HTTPValidationError"
 def _document_refusals(app: FastAPI) -> None:
     """Make ``/openapi.json`` list what every ``/api`` route really refuses with, in the envelope.
 
-    Every route: 401 and 429 (sign-in); with parameters or a body: 400; with a path id: 404. A
+    Every route: 401 and 429 (sign-in); with parameters or a body: 400; with a path id: 404; with a
+    body: 413 (:class:`BodyCap`). A
     route's own refusals (409, 422, 5xx of a node) are declared on the route.
     """
     generate = app.openapi
@@ -174,6 +184,8 @@ def _add_refusals(method: str, path: str, operation: dict[str, Any]) -> None:
         statuses.append(400)
     if "{" in path:
         statuses.append(404)
+    if operation.get("requestBody"):
+        statuses.append(413)  # BodyCap
     for status, response in refusals(*statuses).items():
         documented = {key: value for key, value in response.items() if key != "model"}
         documented["content"] = {

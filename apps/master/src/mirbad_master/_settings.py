@@ -61,6 +61,7 @@ ENVIRONMENT: Final[Mapping[str, str]] = {
     "handshake_timeout_s": "MIRBAD_HANDSHAKE_TIMEOUT_S",
     "body_min_rate": "MIRBAD_BODY_MIN_RATE",
     "max_header_bytes": "MIRBAD_MAX_HEADER_BYTES",
+    "max_api_body_bytes": "MIRBAD_MAX_API_BODY_BYTES",
     "trusted_proxies": "MIRBAD_TRUSTED_PROXIES",
     "default_node": "MIRBAD_DEFAULT_NODE",
 }
@@ -111,6 +112,8 @@ class MasterSettings(BaseModel):
         body_min_rate: bytes per second a request body must average once its first 5 s are over (a
             small body ends within those seconds; a large one gets time in proportion to its size).
         max_header_bytes: a request line and header longer than this are answered 431.
+        max_api_body_bytes: the largest request body on every path but ``/v1`` (the admin API, the
+            portal); a larger one is answered 413 (``/v1`` has the router's own cap).
         trusted_proxies: addresses or networks of reverse proxies whose ``X-Forwarded-For`` and
             ``X-Forwarded-Proto`` are believed; none by default (a client's own headers are ignored,
             since the sign-in throttle counts by address).
@@ -144,6 +147,7 @@ class MasterSettings(BaseModel):
     handshake_timeout_s: _Seconds = 5.0
     body_min_rate: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1024.0
     max_header_bytes: Annotated[int, Field(ge=1024)] = 64 * 1024
+    max_api_body_bytes: Annotated[int, Field(ge=1024)] = 30_000_000  # the usual servers' default
     trusted_proxies: tuple[str, ...] = ()
     default_node: Annotated[str, Field(pattern=NODE_ID_PATTERN)] = LOCAL_NODE_ID
 

@@ -121,6 +121,12 @@ def _add_up(commands: Any) -> None:
         "--max-header-bytes", type=int, help="longest request header; longer ones get 431 (default 65536)"
     )
     up.add_argument(
+        "--max-api-body-bytes",
+        type=int,
+        help="largest request body outside /v1 (the admin API, the portal); larger ones get 413 "
+        "(default 30000000)",
+    )
+    up.add_argument(
         "--trusted-proxy",
         action="append",
         help="a reverse proxy (address or network) whose X-Forwarded-For is believed (repeatable; "
@@ -162,6 +168,7 @@ def _run_up(ns: argparse.Namespace) -> int:
         "handshake_timeout_s": ns.handshake_timeout_s,
         "body_min_rate": ns.body_min_rate,
         "max_header_bytes": ns.max_header_bytes,
+        "max_api_body_bytes": ns.max_api_body_bytes,
         "trusted_proxies": ns.trusted_proxy,
     }
     settings = load_master_settings(os.environ, flags)

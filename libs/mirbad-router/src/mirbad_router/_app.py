@@ -145,8 +145,8 @@ class _Router:
         return JSONResponse(found[0]) if found else errors.model_not_found(only)
 
     async def _proxy(self, request: Request) -> Response:
-        early = await self._refuse_held_model(request)
         grant = await self._admit(request)
+        early = await self._refuse_held_model(request)
         try:
             path = checked_path_param(request)
         except UnsafeProxyPathError as error:
@@ -173,11 +173,12 @@ class _Router:
             raise
 
     async def _refuse_held_model(self, request: Request) -> RequestBody | Exception | None:
-        """While a job holds some models, refuse a request for one of them before the key check.
+        """While a job holds some models, refuse a request for one of them (503 maintenance).
 
-        The gate needs the model's name, so the body is read early; what that read found (the body,
-        or why it cannot be read) is answered later, in the gates' usual order. With no job holding
-        models the body is read at its usual place.
+        Runs after the key check: the gate needs the model's name, so the body is read early, and a
+        caller without a valid key must never make the router read a body (issue 31, item 2). What
+        that early read found (the body, or why it cannot be read) is answered later, in the gates'
+        usual order. With no job holding models the body is read at its usual place.
         """
         await self._refuse_in_maintenance(None)
         if not await self.maintenance.holds_models():

@@ -6,6 +6,7 @@ call to a source.
 """
 
 from ._digests import FileDigest, check_git_sha1, check_sha256
+from ._failures import unexpected_failure
 from ._manager import (
     DEFAULT_HF_ENDPOINT,
     DEFAULT_OLLAMA_REGISTRY,
@@ -57,4 +58,5 @@ __all__ = [
     "plan_huggingface",
     "plan_ollama",
     "read_capped",
+    "unexpected_failure",
 ]

@@ -51,6 +51,7 @@ from mirbad_runtime.exceptions import (
     StateWriteError,
 )
 
+from ._failures import unexpected_failure
 from ._network import NetworkLimits
 from ._records import JobRecord, JobRecords
 from ._sources import DownloadPlan, PlannedFile, plan_huggingface, plan_ollama
@@ -370,13 +371,13 @@ class DownloadManager:
             except OSError as exc:
                 if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                     logger.exception("download %s failed", job.view.id)
-                    await self._fail(job, f"unexpected failure: {exc}")
+                    await self._fail(job, unexpected_failure(exc, self.roots))
                     return
                 logger.warning("download %s: the disk is full: %s", job.view.id, exc)
                 await self._fail(job, f"insufficient space: the disk of model root {job.view.root} is full")
             except Exception as exc:
                 logger.exception("download %s failed", job.view.id)
-                await self._fail(job, f"unexpected failure: {exc}")
+                await self._fail(job, unexpected_failure(exc, self.roots))
 
     async def _fail(self, job: _Job, error: str) -> None:
         await self._set_state(job, "failed", error=error)
