@@ -113,6 +113,7 @@ async def test_the_plan_preview_lists_the_engines_steps_with_goal_tradeoff_and_e
     assert eta_s < planned_seconds(plan_for(definition, search="quick"))  # the product's 3 and 5
     assert quick_eta.startswith(f"{plan_for(definition).candidates + 4} candidates")
     assert f"about {round(eta_s / 60)} min" in quick_eta
+    assert "a first guess: nothing was measured on this model yet" in quick_eta
 
 
 async def test_a_run_from_the_page_shows_progress_results_the_plot_and_applies_the_best(
@@ -267,6 +268,11 @@ async def test_a_preset_run_shows_its_steps_eta_goals_and_runtime_notes(preset_m
         table = _table(user, "tuning-candidates")
         assert table is not None
         rows = table.rows
+        # Opened again after the run, the preview's estimate is made of that run's measured pace.
+        await user.open("/models/qwen/tuning")
+        _select(user, "tuning-preset").set_value("throughput")
+        await _until(lambda: "from the last runs' pace" in _text(user, "tuning-eta"))
+        measured_eta = _text(user, "tuning-eta")
 
     assert [row["step"] for row in plan.rows] == ["max_num_seqs", "speculative", "refine_max_num_seqs"]
     refine = plan.rows[-1]
@@ -274,6 +280,10 @@ async def test_a_preset_run_shows_its_steps_eta_goals_and_runtime_notes(preset_m
     assert refine["goal"]
     assert refine["tradeoff"]
     assert "candidates with the baseline and the confirmation stage" in eta
+    assert "a first guess" in eta  # before any run
+    # The stand-in runners' starts are measured; their benchmarks take no time, so that part stays a guess.
+    assert "from the last runs' pace: starts of recent runs" in measured_eta
+    assert "nothing was measured" not in measured_eta
     assert offered == list(PRESET_STEPS)
     assert "Throughput / batch" in winner
     searched = [row for row in rows if row["stage"] == "search" and row["candidate"] != "baseline"]

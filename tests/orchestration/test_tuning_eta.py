@@ -120,3 +120,31 @@ async def test_a_classic_run_stored_before_the_preset_search_loads_and_estimates
     basis = eta_basis([run], None)
     assert basis.start_s == EtaBasis().start_s  # no start was recorded: the default
     assert basis.repetition_s == pytest.approx(30.0)  # 90 s over the run's 3 repetitions
+
+
+def test_the_estimate_says_whether_it_was_measured_or_is_a_first_guess() -> None:
+    """Issue 24 item 9: "about 15 min" from the defaults must not read like a measured pace."""
+    guess = eta_basis([], None)
+    assert not guess.measured
+    assert guess.describe().startswith("a first guess")
+
+    recorded = [run("interactive", [40.0, 44.0], [30.0, 36.0])]
+    both = eta_basis(recorded, "interactive")
+    assert both.start_measured
+    assert both.repetition_measured
+    assert both.describe().startswith("from the last runs' pace")
+    assert "first guess" not in both.describe()
+
+    # Only the starts were measured (no run or benchmark with this preset): the benchmark is named a guess.
+    starts_only = eta_basis(recorded, "throughput")
+    assert starts_only.start_measured
+    assert not starts_only.repetition_measured
+    assert starts_only.describe().startswith("from the last runs' pace")
+    assert starts_only.describe().endswith("the benchmark time a first guess")
+
+    # A stored benchmark's measured time counts as measured.
+    benched = eta_basis([], "throughput", last_benchmark_s=8.0)
+    assert benched.repetition_measured
+    assert not benched.start_measured
+    assert benched.describe().endswith("the start time a first guess")
+    assert EtaProjection(benched, 3).basis == benched

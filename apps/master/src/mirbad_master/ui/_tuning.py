@@ -22,6 +22,7 @@ from mirbad_orchestration.benchmarks import WORKLOAD_PRESETS
 from mirbad_orchestration.tuning import (
     GOALS,
     PRESET_STEPS,
+    EtaBasis,
     EtaProjection,
     TuningPlan,
     plan_for,
@@ -260,11 +261,11 @@ def _plan_preview(plan: TuningPlan, projection: EtaProjection | None = None) -> 
     )
     eta = projection.planned() if projection is not None else planned_seconds(plan)
     total = projection.total if projection is not None else plan.candidates + 4
+    basis = projection.basis if projection is not None else EtaBasis()
     testid(
         ui.label(
             f"{count(total, 'candidate')} with the baseline and the confirmation stage, "
-            f"{_eta_text(eta)} (from recent runs' times, else a first estimate; re-projected from the "
-            "run's pace once it runs)"
+            f"{_eta_text(eta)} ({basis.describe()}; re-projected from the run's pace once it runs)"
         ).classes("text-caption"),
         "tuning-eta",
     )

@@ -50,6 +50,32 @@ class EtaBasis:
     start_s: float = DEFAULT_START_S
     repetition_s: float = DEFAULT_BENCHMARK_S / _DEFAULT_REPETITIONS
     source: str = "defaults"
+    start_measured: bool = False
+    repetition_measured: bool = False
+
+    @property
+    def measured(self) -> bool:
+        """Whether any of the times was measured on this model (else all are the defaults)."""
+        return self.start_measured or self.repetition_measured
+
+    def describe(self) -> str:
+        """Which the estimate is, in words: measured pace, partly guessed, or a first guess.
+
+        A newcomer reads "about 15 min" as a promise; saying it is a guess (and which part is)
+        keeps a defaults-only estimate from reading like a measurement (issue 24 item 9).
+        """
+        if not self.measured:
+            return "a first guess: nothing was measured on this model yet"
+        guessed = [
+            name
+            for name, measured in (
+                ("the start time", self.start_measured),
+                ("the benchmark time", self.repetition_measured),
+            )
+            if not measured
+        ]
+        text = f"from the last runs' pace: {self.source}"
+        return text + (f"; {' and '.join(guessed)} a first guess" if guessed else "")
 
 
 def eta_basis(
@@ -95,6 +121,8 @@ def eta_basis(
         start_s=start if start is not None else defaults.start_s,
         repetition_s=repetition if repetition is not None else defaults.repetition_s,
         source=", ".join(sources) or "defaults",
+        start_measured=start is not None,
+        repetition_measured=repetition is not None,
     )
 
 
@@ -123,6 +151,11 @@ class EtaProjection:
         self._confirmations = confirmations
         self._search_each = basis.start_s + basis.repetition_s * repetitions
         self._confirm_each = basis.start_s + basis.repetition_s * confirm_repetitions
+
+    @property
+    def basis(self) -> EtaBasis:
+        """The times the plan is made of (the page says whether they were measured)."""
+        return self._basis
 
     @property
     def total(self) -> int:
