@@ -76,6 +76,11 @@ def test_gpu_figures_and_the_runtimes_measure_go_on_separate_lines() -> None:
     assert [series["showSymbol"] for series in options["series"]] == [False, True, True]
     small = model_memory_chart_options([ModelMemoryLine("tiny", "RAM", [(T0, 21 / 1024)])])
     assert small["series"][0]["data"] == [[int(T0.timestamp() * 1000), 0.021]]
+    # ECharts spread a lone sample's time axis over two days, labelled by the hour: it spans a minute.
+    start = int(T0.timestamp() * 1000)
+    assert (small["xAxis"]["min"], small["xAxis"]["max"]) == (start, start + 60_000)
+    assert (options["xAxis"]["min"], options["xAxis"]["max"]) == (start, start + 60_000)
+    assert "min" not in model_memory_chart_options([])["xAxis"]
 
 
 def test_a_budget_sent_in_place_of_the_gpus_figure_gets_a_dashed_line_of_its_own() -> None:

@@ -93,6 +93,7 @@ def _chart_options(series: list[dict[str, Any]], *, dark: bool) -> dict[str, Any
             "axisLabel": {**text, "formatter": "{HH}:{mm}:{ss}"},
             "axisLine": axis,
             "splitLine": {"show": False},
+            **_time_extent(series),
         },
         "yAxis": {
             "type": "value",
@@ -105,6 +106,19 @@ def _chart_options(series: list[dict[str, Any]], *, dark: bool) -> dict[str, Any
         },
         "series": series,
     }
+
+
+_MIN_SPAN_MS: Final = 60_000
+"""The shortest time the x axis spans: ECharts spreads a lone sample over days, labelled by the hour."""
+
+
+def _time_extent(series: list[dict[str, Any]]) -> dict[str, int]:
+    """The x axis's bounds: from the first sample to the last, at least a minute."""
+    times = [point[0] for line in series for point in line["data"]]
+    if not times:
+        return {}
+    first, last = min(times), max(times)
+    return {"min": first, "max": max(last, first + _MIN_SPAN_MS)}
 
 
 def _line(name: str, samples: list[MemorySample], *, area: bool = False) -> dict[str, Any]:
