@@ -70,6 +70,7 @@ __all__ = [
     "error_response",
     "install_error_handlers",
     "refusal_of",
+    "refusal_response",
     "refusals",
     "user_input",
 ]
@@ -179,7 +180,8 @@ _STATUS_DESCRIPTIONS: Final = {
     "`insufficient_space`, `model_files_missing` (the model's files are not on its node)",
     422: "`spec_rejected`: the node cannot run this launch at all; `unknown_preset`: the message lists "
     "the presets; `preset_not_for_model`: a reranker, or a preset for the other kind of model",
-    429: "`too_many_attempts`: five wrong passwords within a minute; see `Retry-After`",
+    429: "`too_many_attempts`: too many wrong passwords from this address, or its checks queued too "
+    "long; see `Retry-After`",
     502: "`node_refused`, `bad_gateway`, `log_stream_failed`: the node answered oddly",
     503: "`node_unreachable`: the model's node does not answer",
     504: "`node_timeout`: the model's node did not answer in time",
@@ -274,14 +276,27 @@ def error_body(exc: Exception) -> dict[str, Any]:
     return AdminErrorBody(error=error).to_wire()
 
 
-async def _mirbad_error(request: Request, exc: Exception) -> Response:
+def refusal_response(exc: Exception, *, headers: dict[str, str] | None = None) -> JSONResponse:
+    """The whole answer ``/api`` gives ``exc``: its status, envelope and the headers the status documents.
+
+    Args:
+        exc: the refusal.
+        headers: more headers to send with it.
+    """
     refusal = refusal_of(exc)
-    headers = {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, TooManyAttemptsError) else None
+    sent = dict(headers or {})
+    if isinstance(exc, TooManyAttemptsError):
+        sent["Retry-After"] = str(exc.retry_after_s)
     if refusal.status == 401:
-        headers = {"WWW-Authenticate": 'Bearer realm="mirbad"'}
-    if refusal.status >= 500:
+        sent["WWW-Authenticate"] = 'Bearer realm="mirbad"'
+    return JSONResponse(error_body(exc), status_code=refusal.status, headers=sent or None)
+
+
+async def _mirbad_error(request: Request, exc: Exception) -> Response:
+    answer = refusal_response(exc)
+    if answer.status_code >= 500:
         _logger.warning("%s %s failed: %s", request.method, request.url.path, exc)
-    return JSONResponse(error_body(exc), status_code=refusal.status, headers=headers)
+    return answer
 
 
 async def _validation_error(request: Request, exc: Exception) -> Response:

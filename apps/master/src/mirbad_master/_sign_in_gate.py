@@ -20,8 +20,8 @@ from starlette.requests import cookie_parser
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ._admin_auth import SESSION_COOKIE, AdminAuth, NotSignedInError, TooManyAttemptsError, WrongPasswordError
-from ._api_errors import error_body, refusal_of
+from ._admin_auth import SESSION_COOKIE, AdminAuth, NotSignedInError, WrongPasswordError
+from ._api_errors import refusal_response
 
 __all__ = ["SIGNED_IN_BY_GATE", "SignInGate"]
 
@@ -80,11 +80,6 @@ def _gated(scope: Scope) -> bool:
 
 
 def _refusal(exc: NotSignedInError) -> JSONResponse:
-    """The answer the route's own refusal would have been (status, envelope, headers)."""
-    status = refusal_of(exc).status
-    headers = {"WWW-Authenticate": 'Bearer realm="mirbad"'} if status == 401 else {}
-    if isinstance(exc, TooManyAttemptsError):
-        headers["Retry-After"] = str(exc.retry_after_s)
+    """The answer the route's own refusal would have been, on a connection that ends with it."""
     # Nothing of the body was read: the connection cannot be reused for another request.
-    headers["Connection"] = "close"
-    return JSONResponse(error_body(exc), status_code=status, headers=headers)
+    return refusal_response(exc, headers={"Connection": "close"})
