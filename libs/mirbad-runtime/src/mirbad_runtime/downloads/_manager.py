@@ -219,13 +219,7 @@ class DownloadManager:
             self._check_target(root, request.folder)
             job = self._new_job(request, plan)
             adopted = self._adoptable(job)
-            on_disk = (
-                await anyio.to_thread.run_sync(self._bytes_in, adopted, limiter=self._threads)
-                if adopted
-                else 0
-            )
-            needed = max(0, job.view.total_bytes - on_disk)
-            await self._check_space_in_thread(job, needed)
+            await self._check_room(job, partial=adopted)
             try:
                 if token is not None:
                     await anyio.to_thread.run_sync(
@@ -272,9 +266,7 @@ class DownloadManager:
                 )
             root = self.roots[job.view.root]
             self._check_target(root, job.view.folder, ignore=job)
-            on_disk = await anyio.to_thread.run_sync(self._bytes_in, job, limiter=self._threads)
-            needed = max(0, job.view.total_bytes - on_disk)
-            await self._check_space_in_thread(job, needed)
+            await self._check_room(job, partial=job)
             job.cancel_requested = False
             job.scope = anyio.CancelScope()
             job.done.clear()
@@ -489,7 +481,12 @@ class DownloadManager:
         reserved = self._reserved(job) if reserved is None else reserved
         self._space.check(root, needed, reserved, label=f"model root {job.view.root}")
 
-    async def _check_space_in_thread(self, job: _Job, needed: int) -> None:
+    async def _check_room(self, job: _Job, *, partial: _Job | None) -> None:
+        """Check that ``job`` fits, less the verified bytes ``partial`` (adopted or resumed) holds on disk."""
+        on_disk = 0
+        if partial is not None:
+            on_disk = await anyio.to_thread.run_sync(self._bytes_in, partial, limiter=self._threads)
+        needed = max(0, job.view.total_bytes - on_disk)
         # The reservations are summed here, in the event loop that changes the jobs; only the probe blocks.
         reserved = self._reserved(job)
         await anyio.to_thread.run_sync(self._check_space, job, needed, reserved, limiter=self._threads)
