@@ -35,6 +35,7 @@ from ._settings import MasterSettings
 
 __all__ = [
     "AGENT_FOLDER",
+    "AGENT_PID_FILE",
     "AGENT_SETTINGS_FILE",
     "LLAMA_SERVER_NAME",
     "AgentProbe",
@@ -49,9 +50,11 @@ __all__ = [
 ]
 
 AGENT_FOLDER: Final = "agent"
+"""The local agent's state folder inside the data directory."""
 AGENT_SETTINGS_FILE: Final = "agent.json"
 """The local agent's settings in its folder (its command line names it: how a left-behind one is known)."""
-"""The local agent's state folder inside the data directory."""
+AGENT_PID_FILE: Final = "agent.pid"
+"""The running local agent's pid, in its folder (how a left-behind one is found)."""
 LLAMA_SERVER_NAME: Final = "llama-server"
 """The logical executable name the local llama-server is catalogued under."""
 
@@ -223,7 +226,7 @@ class LocalAgent:
                 start_new_session=True,
                 env=agent_environment(os.environ),
             )
-        (self._state_dir / "agent.pid").write_text(f"{self._process.pid}\n")
+        (self._state_dir / AGENT_PID_FILE).write_text(f"{self._process.pid}\n")
 
     async def wait_until_answering(self, client: AgentProbe, timeout_s: float) -> None:
         """Wait until the agent answers over mutual TLS.
@@ -262,7 +265,7 @@ class LocalAgent:
             await process.wait()
         await process.aclose()
         with contextlib.suppress(FileNotFoundError):
-            (self._state_dir / "agent.pid").unlink()
+            (self._state_dir / AGENT_PID_FILE).unlink()
         return process.returncode
 
     def log_tail(self, lines: int = 20) -> str:
@@ -287,7 +290,7 @@ async def stop_left_behind_agent(state_dir: Path, settings_path: Path | None = N
     agent.
     """
     settings_path = settings_path or state_dir / AGENT_SETTINGS_FILE
-    pid_file = state_dir / "agent.pid"
+    pid_file = state_dir / AGENT_PID_FILE
     try:
         pid = int(pid_file.read_text().strip())
     except (OSError, ValueError):
