@@ -2,7 +2,7 @@
 
 Each block the README marks ``<!-- first-model: … -->`` runs verbatim in bash against a real
 ``mirbad up`` (its master, its agent and the real llama-server); only the README's port 8080 becomes the
-test's port, and ``PW``, ``MIRBAD_DATA_DIR`` and ``MIRBAD_PORT`` come from the environment as they would
+test's port and its ``.venv/bin/`` the running environment's, and ``PW``, ``MIRBAD_DATA_DIR`` and ``MIRBAD_PORT`` come from the environment as they would
 in the reader's shell. The network block downloads from a loopback stand-in hub named by the agent's
 documented ``[downloads] hf_endpoint``; it serves the tiny demo GGUF under the README's repository and
 file name. The offline block needs nothing but ``mirbad demo``.
@@ -35,6 +35,7 @@ pytestmark = [
 
 ROOT = Path(__file__).resolve().parents[2]
 README_PORT = "127.0.0.1:8080"
+README_BIN = ".venv/bin/"
 BLOCK_TIMEOUT_S = 120
 
 
@@ -58,7 +59,10 @@ def agent_config(hf_endpoint: str) -> dict[str, Any]:
 
 async def run_block(up: Up, password: str, block: str) -> list[str]:
     """Run ``block`` as the reader would, in the repository root; return its output lines."""
-    script = block.replace(README_PORT, f"127.0.0.1:{up.port}")
+    # The README's ``.venv/bin/`` is where ``dev.py`` puts the environment; CI keeps it elsewhere
+    # (UV_PROJECT_ENVIRONMENT), so the block runs the commands of the environment running this test.
+    bin_dir = f"{Path(sys.executable).parent}/"
+    script = block.replace(README_PORT, f"127.0.0.1:{up.port}").replace(README_BIN, bin_dir)
     env = {
         **os.environ,
         "PW": password,
