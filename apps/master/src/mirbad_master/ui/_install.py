@@ -20,7 +20,8 @@ from mirbad_master._composition import MasterServices
 from ._access import render_access
 from ._benchmarks import render_benchmarks
 from ._fleet import parse_tags
-from ._layout import frame, is_dark
+from ._guarded_page import guarded_page
+from ._layout import is_dark
 from ._login import render_login
 from ._logs import render_logs
 from ._model_editor import render_model_editor
@@ -86,98 +87,50 @@ def _pages(portal: Portal) -> None:
         render_login(request, error, retry, next)
         return None
 
-    @ui.page("/")
-    async def overview(request: Request) -> Response | None:
-        if (refused := await portal.guard(request)) is not None:
-            return refused
-        with frame(portal, request, "/"):
-            await render_overview(portal, dark=is_dark(request))
-        return None
+    @guarded_page(portal, "/", section="/")
+    async def overview(request: Request) -> None:
+        await render_overview(portal, dark=is_dark(request))
 
-    @ui.page("/models")
-    async def models(request: Request, tags: str = "", focus: str = "") -> Response | None:
-        if (refused := await portal.guard(request)) is not None:
-            return refused
-        with frame(portal, request, "/models"):
-            await render_models(portal, parse_tags(tags), focus or None)
-        return None
+    @guarded_page(portal, "/models", section="/models")
+    async def models(request: Request, tags: str = "", focus: str = "") -> None:
+        await render_models(portal, parse_tags(tags), focus or None)
 
-    @ui.page("/models/new")
-    async def new_model(request: Request) -> Response | None:
-        if (refused := await portal.guard(request)) is not None:
-            return refused
-        with frame(portal, request, "/models"):
-            await render_model_editor(portal, None)
-        return None
+    @guarded_page(portal, "/models/new", section="/models")
+    async def new_model(request: Request) -> None:
+        await render_model_editor(portal, None)
 
-    @ui.page("/models/{model_id}/edit")
-    async def edit_model(request: Request, model_id: str, tags: str = "") -> Response | None:
-        if (refused := await portal.guard(request)) is not None:
-            return refused
-        with frame(portal, request, "/models"):
-            await render_model_editor(portal, model_id, parse_tags(tags))
-        return None
+    @guarded_page(portal, "/models/{model_id}/edit", section="/models")
+    async def edit_model(request: Request, model_id: str, tags: str = "") -> None:
+        await render_model_editor(portal, model_id, parse_tags(tags))
 
-    @ui.page("/models/{model_id}/logs")
-    async def model_logs(request: Request, model_id: str) -> Response | None:
-        if (refused := await portal.guard(request)) is not None:
-            return refused
-        with frame(portal, request, "/models"):
-            await render_logs(portal, model_id)
-        return None
+    @guarded_page(portal, "/models/{model_id}/logs", section="/models")
+    async def model_logs(request: Request, model_id: str) -> None:
+        await render_logs(portal, model_id)
 
-    @ui.page("/models/{model_id}/benchmarks")
-    async def model_benchmarks(request: Request, model_id: str) -> Response | None:
-        if (refused := await portal.guard(request)) is not None:
-            return refused
-        with frame(portal, request, "/models"):
-            await render_benchmarks(portal, model_id)
-        return None
+    @guarded_page(portal, "/models/{model_id}/benchmarks", section="/models")
+    async def model_benchmarks(request: Request, model_id: str) -> None:
+        await render_benchmarks(portal, model_id)
 
-    @ui.page("/models/{model_id}/tuning")
-    async def model_tuning(request: Request, model_id: str) -> Response | None:
-        if (refused := await portal.guard(request)) is not None:
-            return refused
-        with frame(portal, request, "/models"):
-            await render_tuning(portal, model_id)
-        return None
+    @guarded_page(portal, "/models/{model_id}/tuning", section="/models")
+    async def model_tuning(request: Request, model_id: str) -> None:
+        await render_tuning(portal, model_id)
 
-    @ui.page("/playground")
-    async def playground(request: Request) -> Response | None:
-        if (refused := await portal.guard(request)) is not None:
-            return refused
-        with frame(portal, request, "/playground"):
-            await render_playground(portal)
-        return None
+    @guarded_page(portal, "/playground", section="/playground")
+    async def playground(request: Request) -> None:
+        await render_playground(portal)
 
-    @ui.page("/access")
-    async def access(request: Request) -> Response | None:
-        if (refused := await portal.guard(request)) is not None:
-            return refused
-        with frame(portal, request, "/access"):
-            await render_access(portal, request)
-        return None
+    @guarded_page(portal, "/access", section="/access")
+    async def access(request: Request) -> None:
+        await render_access(portal, request)
 
-    @ui.page("/nodes")
-    async def nodes(request: Request) -> Response | None:
-        if (refused := await portal.guard(request)) is not None:
-            return refused
-        with frame(portal, request, "/nodes"):
-            await render_nodes(portal)
-        return None
+    @guarded_page(portal, "/nodes", section="/nodes")
+    async def nodes(request: Request) -> None:
+        await render_nodes(portal)
 
-    @ui.page("/services")
-    async def host_services(request: Request) -> Response | None:
-        if (refused := await portal.guard(request)) is not None:
-            return refused
-        with frame(portal, request, "/services"):
-            await render_services(portal)
-        return None
+    @guarded_page(portal, "/services", section="/services")
+    async def host_services(request: Request) -> None:
+        await render_services(portal)
 
-    @ui.page("/releases")
-    async def releases(request: Request) -> Response | None:
-        if (refused := await portal.guard(request)) is not None:
-            return refused
-        with frame(portal, request, "/releases"):
-            await render_releases(portal)
-        return None
+    @guarded_page(portal, "/releases", section="/releases")
+    async def releases(request: Request) -> None:
+        await render_releases(portal)
