@@ -1,11 +1,11 @@
 """The README's two ways to a first chat model, run as written (issue 24 item 1).
 
-Each block the README marks ``<!-- first-model: … -->`` runs verbatim in bash against a real
-``mirbad up`` (its master, its agent and the real llama-server); only the README's port 8080 becomes the
-test's port and its ``.venv/bin/`` the running environment's, and ``PW``, ``MIRBAD_DATA_DIR`` and ``MIRBAD_PORT`` come from the environment as they would
-in the reader's shell. The network block downloads from a loopback stand-in hub named by the agent's
-documented ``[downloads] hf_endpoint``; it serves the tiny demo GGUF under the README's repository and
-file name. The offline block needs nothing but ``mirbad demo``.
+Each block the README marks ``<!-- first-model: … -->`` runs verbatim in bash against a real ``mirbad up``
+(its master, its agent and the real llama-server); only the README's port 8080 becomes the test's port and
+its ``.venv/bin/`` the running environment's, and ``PW``, ``MIRBAD_DATA_DIR`` and ``MIRBAD_PORT`` come
+from the environment as they would in the reader's shell. The network block downloads from a loopback
+stand-in hub named by the agent's documented ``[downloads] hf_endpoint``; it serves the tiny demo GGUF
+under the README's repository and file name. The offline block needs nothing but ``mirbad demo``.
 """
 
 from __future__ import annotations
