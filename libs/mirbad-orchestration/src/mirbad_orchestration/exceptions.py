@@ -14,9 +14,6 @@ __all__ = [
     "AgentRequestError",
     "AgentStartConflictError",
     "ApiKeyError",
-    "ApiKeyExpiredError",
-    "ApiKeyRefusedError",
-    "ApiKeyRevokedError",
     "ApiKeyStoreError",
     "BenchmarkRequestError",
     "CandidateFailedError",
@@ -199,44 +196,6 @@ class UnknownApiKeyError(ApiKeyError, KeyError):
 
     def __str__(self) -> str:
         return f"no API key with id {self.key_id!r}"
-
-
-class ApiKeyRefusedError(ApiKeyError):
-    """A key that exists but may not authenticate now; the message says why, never the secret.
-
-    Attributes:
-        key_id: the key's id.
-        name: the key's name.
-    """
-
-    def __init__(self, key_id: str, name: str, message: str) -> None:
-        super().__init__(message)
-        self.key_id = key_id
-        self.name = name
-
-
-class ApiKeyRevokedError(ApiKeyRefusedError):
-    """A revoked key.
-
-    Attributes:
-        revoked_at: when it was revoked.
-    """
-
-    def __init__(self, key_id: str, name: str, revoked_at: datetime) -> None:
-        super().__init__(key_id, name, f"API key {name!r} was revoked at {revoked_at.isoformat()}")
-        self.revoked_at = revoked_at
-
-
-class ApiKeyExpiredError(ApiKeyRefusedError):
-    """A key presented after its expiry.
-
-    Attributes:
-        expired_at: when it stopped being valid.
-    """
-
-    def __init__(self, key_id: str, name: str, expired_at: datetime) -> None:
-        super().__init__(key_id, name, f"API key {name!r} expired at {expired_at.isoformat()}")
-        self.expired_at = expired_at
 
 
 # ---------------------------------------------------------------- nodes and their agents
