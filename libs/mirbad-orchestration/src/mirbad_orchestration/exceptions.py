@@ -1,4 +1,63 @@
-"""The exceptions of mirbad_orchestration."""
+"""The exceptions of mirbad_orchestration.
+
+The tree of its exceptions, each under its first base here (one with more bases names them all)::
+
+    MirbadOrchestrationError(MirbadError)
+    ├── UnreadableFlagError(InvalidFieldError, MirbadOrchestrationError)
+    ├── StoreFileError
+    │   ├── EnrollmentStoreError(StoreFileError, EnrollmentError)
+    │   ├── ApiKeyStoreError(StoreFileError, ApiKeyError)
+    │   ├── NodeRegistryError
+    │   ├── StateFileError
+    │   └── HostServicesFileError(StoreFileError, HostServiceError)
+    ├── RegistryError
+    ├── UnknownModelError(MirbadOrchestrationError, KeyError)
+    ├── DuplicateServedNameError(InvalidFieldError, MirbadOrchestrationError)
+    ├── EnrollmentError
+    │   └── EnrollmentTokenError
+    │       ├── UnknownEnrollmentTokenError
+    │       ├── EnrollmentTokenUsedError
+    │       └── EnrollmentTokenExpiredError
+    ├── ApiKeyError
+    │   └── UnknownApiKeyError(ApiKeyError, KeyError)
+    ├── NodeError
+    │   ├── NodeFeatureMissingError
+    │   ├── UnknownNodeError(NodeError, KeyError)
+    │   ├── DuplicateNodeError
+    │   ├── NodeUnreachableError
+    │   │   └── NodeIdentityError
+    │   ├── NodeTimeoutError
+    │   ├── AgentProtocolError
+    │   ├── LogStreamError
+    │   └── AgentRequestError
+    │       ├── NodeConflictError
+    │       │   ├── NodeNotReadyToStartError
+    │       │   ├── AgentAdmissionRefusedError
+    │       │   └── AgentStartConflictError
+    │       ├── AgentLaunchRejectedError
+    │       └── ModelNotOnNodeError(AgentRequestError, UnknownModelError)
+    ├── StartLaneBusyError
+    ├── JobError
+    │   ├── JobConflictError
+    │   │   └── ModelHeldByJobError
+    │   ├── ModelNotReadyError
+    │   ├── UnknownPresetError(InvalidFieldError, JobError)
+    │   ├── PresetNotForModelError
+    │   ├── NoJobRunningError
+    │   ├── JobTargetLostError
+    │   ├── BenchmarkRequestError
+    │   ├── RejectedMeasurementError
+    │   └── TuningError
+    │       ├── UnknownTuningStepError(InvalidFieldError, TuningError)
+    │       │   └── NoTuningStepsError
+    │       ├── CandidateFailedError
+    │       ├── TuningInfrastructureError
+    │       └── NoTuningRunError
+    └── HostServiceError
+        ├── HostServiceConfirmError
+        ├── ContainerNotWhitelistedError
+        └── WhitelistChangeRefusedError
+"""
 
 from __future__ import annotations
 
