@@ -20,9 +20,6 @@ from syrupy.assertion import SnapshotAssertion
 
 from mirbad_orchestration.exceptions import (
     ApiKeyError,
-    ApiKeyExpiredError,
-    ApiKeyRefusedError,
-    ApiKeyRevokedError,
     ApiKeyStoreError,
     MirbadOrchestrationError,
     UnknownApiKeyError,
@@ -113,15 +110,22 @@ async def test_every_key_gets_its_own_secret_and_id(store: ApiKeyStore) -> None:
     assert [key.name for key in await store.list()] == [f"key {index}" for index in range(5)]
 
 
-async def test_a_secret_authenticates_its_key(store: ApiKeyStore, tmp_path: Path, clock: FakeClock) -> None:
+async def test_a_secret_finds_its_key_and_a_use_is_stamped_with_the_callers_time(
+    store: ApiKeyStore, tmp_path: Path, clock: FakeClock
+) -> None:
     created = await create(store)
-    await clock.advance(timedelta(minutes=3))
+    reopened_store = reopened(tmp_path, clock)
+    used_at = START + timedelta(minutes=3)  # the caller's (the router's) time, not the store's clock
 
-    info = await reopened(tmp_path, clock).authenticate(created.secret)
+    found = await reopened_store.find_by_secret(created.secret)
+    assert found is not None
+    assert found.last_used_at is None  # finding a key is not using it: the router decides that
+    reopened_store.mark_used(created.id, used_at)
+    info = await reopened_store.find_by_secret(created.secret)
 
     assert info is not None
     assert info.id == created.id
-    assert info.last_used_at == START + timedelta(minutes=3)
+    assert info.last_used_at == used_at
 
 
 async def test_a_forged_or_altered_secret_is_unknown(store: ApiKeyStore) -> None:
@@ -129,11 +133,11 @@ async def test_a_forged_or_altered_secret_is_unknown(store: ApiKeyStore) -> None
     altered = created.secret[:-1] + ("A" if created.secret[-1] != "A" else "B")
 
     for attempt in (altered, created.prefix, created.secret + "x", "", "mb-", "\ud800", "é" * 300):
-        assert await store.authenticate(attempt) is None
-    assert await store.authenticate(created.secret) is not None
+        assert await store.find_by_secret(attempt) is None
+    assert await store.find_by_secret(created.secret) is not None
 
 
-async def test_authenticate_compares_digests_with_every_key_in_constant_time(
+async def test_the_lookup_compares_digests_with_every_key_in_constant_time(
     store: ApiKeyStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     keys = [await create(store, f"key {index}") for index in range(3)]
@@ -150,7 +154,7 @@ async def test_authenticate_compares_digests_with_every_key_in_constant_time(
 
     for attempt in attempts:
         compared.clear()
-        await store.authenticate(attempt)
+        await store.find_by_secret(attempt)
 
         # Every stored hash is compared, whether the first, the last or no key matches ...
         assert len(compared) == len(keys)
@@ -163,32 +167,32 @@ async def test_authenticate_compares_digests_with_every_key_in_constant_time(
 # ---------------------------------------------------------------- refusals
 
 
-async def test_an_expired_key_is_refused_with_its_expiry(store: ApiKeyStore, clock: FakeClock) -> None:
+async def test_the_store_reports_an_expired_key_and_leaves_the_decision_to_the_router(
+    store: ApiKeyStore, clock: FakeClock
+) -> None:
     created = await create(store, expires_at=START + timedelta(hours=1))
-    await clock.advance(timedelta(hours=1) - timedelta(microseconds=1))
-    assert await store.authenticate(created.secret) is not None
+    await clock.advance(timedelta(hours=2))
 
-    await clock.advance(timedelta(microseconds=1))
+    info = await store.find_by_secret(created.secret)
 
-    with pytest.raises(ApiKeyExpiredError, match="expired") as refused:
-        await store.authenticate(created.secret)
-    assert refused.value.expired_at == START + timedelta(hours=1)
-    assert refused.value.key_id == created.id
-    assert created.secret not in str(refused.value)
+    assert info is not None
+    assert info.expires_at == START + timedelta(hours=1)
+    assert info.state(clock()) == "expired"
 
 
-async def test_a_revoked_key_is_refused_and_kept(store: ApiKeyStore, clock: FakeClock) -> None:
+async def test_a_revoked_key_is_reported_revoked_and_kept(store: ApiKeyStore, clock: FakeClock) -> None:
     created = await create(store, expires_at=START + timedelta(hours=1))
     await clock.advance(timedelta(minutes=5))
 
     revoked = await store.revoke(created.id)
-    await clock.advance(timedelta(hours=2))  # past the expiry too: revocation is the reason given
+    await clock.advance(timedelta(hours=2))  # past the expiry too: revocation is the state reported
 
     assert revoked.revoked_at == START + timedelta(minutes=5)
-    with pytest.raises(ApiKeyRevokedError, match="revoked") as refused:
-        await store.authenticate(created.secret)
-    assert refused.value.revoked_at == START + timedelta(minutes=5)
-    assert refused.value.name == "ci"
+    found = await store.find_by_secret(created.secret)
+    assert found is not None
+    assert found.revoked_at == START + timedelta(minutes=5)
+    assert found.name == "ci"
+    assert found.state(clock()) == "revoked"
     assert [key.id for key in await store.list()] == [created.id]
     assert (await store.revoke(created.id)).revoked_at == START + timedelta(minutes=5)
 
@@ -210,13 +214,10 @@ async def test_an_unknown_id_is_reported(store: ApiKeyStore, action: str) -> Non
     assert refused.value.key_id == "nope"
 
 
-def test_refusals_share_one_root() -> None:
-    assert issubclass(ApiKeyRevokedError, ApiKeyRefusedError)
-    assert issubclass(ApiKeyExpiredError, ApiKeyRefusedError)
-    for error in (ApiKeyRefusedError, ApiKeyStoreError, UnknownApiKeyError):
+def test_errors_share_one_root() -> None:
+    for error in (ApiKeyStoreError, UnknownApiKeyError):
         assert issubclass(error, ApiKeyError)
     assert issubclass(ApiKeyError, MirbadOrchestrationError)
-    assert not issubclass(ApiKeyStoreError, ApiKeyRefusedError)
 
 
 # ---------------------------------------------------------------- keys required
@@ -261,7 +262,7 @@ async def test_delete_forgets_the_key_and_its_usage(
     await store.aclose()
 
     assert deleted.id == gone.id
-    assert await store.authenticate(gone.secret) is None
+    assert await store.find_by_secret(gone.secret) is None
     document = json.loads((tmp_path / API_KEY_USAGE_FILE).read_text())
     assert {entry["keyId"] for entry in document["usage"]} == {kept.id}
     assert [entry.key_id for entry in await reopened(tmp_path, clock).usage()] == [kept.id]
@@ -281,7 +282,7 @@ async def test_concurrent_creates_lose_nothing(store: ApiKeyStore, tmp_path: Pat
     restarted = reopened(tmp_path, clock)
     assert sorted(key.id for key in await restarted.list()) == sorted(key.id for key in created)
     for key in created:
-        info = await restarted.authenticate(key.secret)
+        info = await restarted.find_by_secret(key.secret)
         assert info is not None
         assert info.id == key.id
 
@@ -328,7 +329,7 @@ async def test_usage_accumulates_across_concurrent_counts_and_flushes(
 async def test_usage_survives_a_restart_through_async_with(tmp_path: Path, clock: FakeClock) -> None:
     async with ApiKeyStore(tmp_path, clock=clock) as store:
         created = await create(store)
-        await store.authenticate(created.secret)
+        store.mark_used(created.id, clock())
         store.record_usage(created.id, "qwen", 120, 30)
         store.record_usage(created.id, "qwen", 80, 0)
 
@@ -440,7 +441,7 @@ async def test_a_corrupt_key_file_fails_closed_and_is_never_overwritten(
     path.write_text(content, encoding="utf-8")
 
     attempts: list[Callable[[], Awaitable[object]]] = [
-        lambda: store.authenticate("mb-anything"),
+        lambda: store.find_by_secret("mb-anything"),
         store.keys_required,
         lambda: store.create(ApiKeyCreate(name="new")),
         lambda: store.import_records([]),
@@ -465,11 +466,11 @@ async def test_a_repaired_key_file_is_read_again(
     good = path.read_bytes()
     path.write_text("{broken", encoding="utf-8")
     with pytest.raises(ApiKeyStoreError):
-        await store.authenticate(created.secret)
+        await store.find_by_secret(created.secret)
 
     path.write_bytes(good)
 
-    assert await store.authenticate(created.secret) is not None
+    assert await store.find_by_secret(created.secret) is not None
 
 
 async def test_a_corrupt_usage_file_blocks_usage_reports_not_requests(
@@ -479,7 +480,7 @@ async def test_a_corrupt_usage_file_blocks_usage_reports_not_requests(
     usage_path.write_text('{"schemaVersion": 1, "usage": "lots"}', encoding="utf-8")
     created = await create(store)
 
-    assert await store.authenticate(created.secret) is not None
+    assert await store.find_by_secret(created.secret) is not None
     store.record_usage(created.id, "qwen", 1, 1)
     for attempt in (store.usage, store.list, store.flush_usage):
         with pytest.raises(ApiKeyStoreError, match=re.escape(str(usage_path))):
@@ -501,7 +502,7 @@ async def test_exported_records_restore_working_keys_elsewhere(
     outcome = await elsewhere.import_records(records)
 
     assert outcome == ApiKeyImport(added=(created.id,))
-    restored = await elsewhere.authenticate(created.secret)
+    restored = await elsewhere.find_by_secret(created.secret)
     assert restored is not None
     assert restored.model_dump(exclude={"last_used_at"}) == created.model_dump(
         exclude={"secret", "last_used_at"}
@@ -556,7 +557,7 @@ async def test_file_shapes(
     await clock.advance(timedelta(minutes=1))
     revoked = await create(store, "old script")
     await store.revoke(revoked.id)
-    await store.authenticate(full.secret)
+    store.mark_used(full.id, clock())
     store.record_usage(full.id, "Qwen3-8B", 1200, 300)
     store.record_usage(full.id, "llama-3.1-8b", 50, 7)
     store.record_usage(minimal.id, "Qwen3-8B", 9, 1)

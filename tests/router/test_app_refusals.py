@@ -18,8 +18,8 @@ from tests.router._stack import KEY, WAIT_S, Stack, chat, router_stack
 from tests.router._upstream import WORDS
 
 from mirbad_protocol import MirbadError, ModelState
-from mirbad_router import StartDeferredError, Upstream, create_upstream_client
-from mirbad_router.testing import FakeResolver
+from mirbad_router import RouterStats, StartDeferredError, Upstream, create_router_app, create_upstream_client
+from mirbad_router.testing import FakeKeyStore, FakeMaintenanceGate, FakeResolver
 
 pytestmark = pytest.mark.anyio
 
@@ -364,3 +364,33 @@ async def test_a_lone_surrogate_in_the_model_is_400_in_the_openai_shape(stack: S
         assert answer.json()["error"]["code"] == "invalid_request_body"
         assert answer.json()["error"]["param"] == param
     assert stack.upstream.seen == []
+
+
+async def test_the_routers_clock_alone_decides_expiry_to_the_microsecond() -> None:
+    start = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    readings: list[datetime] = []
+    now = start
+
+    def clock() -> datetime:
+        readings.append(now)
+        return now
+
+    keys = FakeKeyStore()
+    grant = keys.add_key("sk-soon", expires_at=start + timedelta(hours=1))
+    router = create_router_app(FakeResolver(), keys, FakeMaintenanceGate(), RouterStats(), now=clock)
+    headers = {"Authorization": "Bearer sk-soon"}
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=router), base_url="http://router", headers=headers
+    ) as http:
+        now = start + timedelta(hours=1) - timedelta(microseconds=1)
+        before = await http.get("/models")
+        now = start + timedelta(hours=1)
+        at_expiry = await http.get("/models")
+
+    assert before.status_code == 200
+    assert at_expiry.status_code == 401
+    assert at_expiry.json()["error"]["code"] == "invalid_api_key"
+    assert "expired at" in at_expiry.json()["error"]["message"]
+    # One reading per request decides and stamps: the key's last use is that same instant.
+    assert readings == [start + timedelta(hours=1) - timedelta(microseconds=1), start + timedelta(hours=1)]
+    assert keys.used_at == {grant.key_id: start + timedelta(hours=1) - timedelta(microseconds=1)}

@@ -1,4 +1,19 @@
-"""The exceptions of mirbad_hostd; their HTTP mapping lives in ``_errors.py`` alone."""
+"""The exceptions of mirbad_hostd; their HTTP mapping lives in ``_errors.py`` alone.
+
+The tree of its exceptions, each under its first base here (one with more bases names them all)::
+
+    HostdError(MirbadError)
+    ├── HostdStartupError
+    │   └── InsecureHostdFileError
+    ├── UnitDeniedError
+    ├── ServiceNotFoundError
+    ├── ServiceExistsError
+    ├── UnitUnavailableError
+    ├── ConfirmationRequiredError
+    ├── SystemctlError
+    │   └── ActionFailedError
+    └── GpuQueryError
+"""
 
 from __future__ import annotations
 

@@ -3,8 +3,8 @@
 * :class:`FleetResolver`: served names through :class:`~mirbad_orchestration.fleet.AgentEndpointResolver`
   (registry + status cache, no waiting on a node), upstreams through each node's mutual-TLS client,
   and starts on request through ``ModelControl`` (supervision), so the start is listed, audited and watched.
-* :class:`ApiKeyGate`: the API key store; a revoked key is no key, an expired one is a grant the
-  router refuses (or ignores when keys are optional).
+* :class:`ApiKeyGate`: the API key store; a revoked key is no key, any other is a grant with its
+  expiry, which the router alone checks with its clock (refused, or ignored when keys are optional).
 * :class:`MasterStats`: the router's counters plus the time each model was last asked for, which the
   health monitor's idle unload reads.
 """
@@ -15,7 +15,7 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 
-from mirbad_orchestration import ApiKeyExpiredError, ApiKeyRevokedError, ApiKeyStore, NodeNotReadyToStartError
+from mirbad_orchestration import ApiKeyStore, NodeNotReadyToStartError
 from mirbad_orchestration.fleet import AgentEndpoint, AgentEndpointResolver, StatusCache
 from mirbad_protocol import MirbadError
 from mirbad_router import (
@@ -100,7 +100,8 @@ class FleetResolver(ModelResolver):
 class ApiKeyGate(KeyStore):
     """The router's key check over the master's :class:`~mirbad_orchestration.ApiKeyStore`.
 
-    The check itself is :func:`~mirbad_orchestration.keys.verify_api_key`, which the store calls.
+    The store reports the key as it stands (:meth:`~mirbad_orchestration.ApiKeyStore.find_by_secret`,
+    which reads no clock); this gate only drops a revoked key, and leaves expiry to the router.
     """
 
     def __init__(self, store: ApiKeyStore) -> None:
@@ -111,24 +112,22 @@ class ApiKeyGate(KeyStore):
         return await self._store.keys_required()
 
     async def authenticate(self, bearer: str) -> KeyGrant | None:
-        """The grant of ``bearer``; None for an unknown or revoked key."""
-        try:
-            info = await self._store.authenticate(bearer)
-        except ApiKeyRevokedError:
-            return None
-        except ApiKeyExpiredError as exc:
-            # The router says "expired" when keys are required and ignores the key otherwise.
-            return KeyGrant(exc.key_id, exc.name, expires_at=exc.expired_at)
-        if info is None:
+        """The grant of ``bearer``, expired or not; None for an unknown or revoked key."""
+        key = await self._store.find_by_secret(bearer)
+        if key is None or key.revoked_at is not None:
             return None
         return KeyGrant(
-            key_id=info.id,
-            name=info.name,
-            allowed_models=frozenset(info.allowed_models) or None,
-            expires_at=info.expires_at,
-            requests_per_minute=info.requests_per_minute,
-            tokens_per_minute=info.tokens_per_minute,
+            key_id=key.id,
+            name=key.name,
+            allowed_models=frozenset(key.allowed_models) or None,
+            expires_at=key.expires_at,
+            requests_per_minute=key.requests_per_minute,
+            tokens_per_minute=key.tokens_per_minute,
         )
+
+    async def mark_used(self, grant: KeyGrant, at: datetime) -> None:
+        """Stamp the key's last use with the router's time of admission (in memory; flushed with usage)."""
+        self._store.mark_used(grant.key_id, at)
 
     async def record_usage(
         self, grant: KeyGrant, served_name: str, prompt_tokens: int, completion_tokens: int

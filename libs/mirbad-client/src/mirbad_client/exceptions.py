@@ -1,5 +1,29 @@
 """The exceptions of mirbad_client: one class per error code of the master's admin API.
 
+The tree of its exceptions, each under its first base here (one with more bases names them all)::
+
+    MirbadClientError(MirbadError)
+    ├── AdminConnectionError
+    ├── ModelFailedError
+    └── AdminApiError
+        ├── AdminAuthError
+        ├── InvalidRequestError(AdminApiError, InvalidFieldError)
+        ├── ServedNameTakenError(AdminApiError, InvalidFieldError)
+        ├── NoSuchModelError
+        ├── NoSuchNodeError
+        ├── NoSuchApiKeyError
+        ├── NodeExistsError
+        └── FleetNodeError
+            ├── NodeOfflineError
+            ├── NodeTimedOutError
+            ├── NodeBadAnswerError
+            ├── LogFollowError
+            └── NodeRefusedError
+                ├── LaunchSpecRejectedError
+                └── StartRefusedError
+                    ├── AdmissionRefusedError
+                    └── StartBlockedError
+
 Every refusal is an :class:`AdminApiError` (its HTTP status, code, message and the ids it names), so
 ``except AdminApiError`` catches them all; its subclasses say what happened. Which class each code of
 :class:`mirbad_protocol.AdminErrorCode` becomes:

@@ -1,4 +1,63 @@
-"""The exceptions of mirbad_orchestration."""
+"""The exceptions of mirbad_orchestration.
+
+The tree of its exceptions, each under its first base here (one with more bases names them all)::
+
+    MirbadOrchestrationError(MirbadError)
+    ├── UnreadableFlagError(InvalidFieldError, MirbadOrchestrationError)
+    ├── StoreFileError
+    │   ├── EnrollmentStoreError(StoreFileError, EnrollmentError)
+    │   ├── ApiKeyStoreError(StoreFileError, ApiKeyError)
+    │   ├── NodeRegistryError
+    │   ├── StateFileError
+    │   └── HostServicesFileError(StoreFileError, HostServiceError)
+    ├── RegistryError
+    ├── UnknownModelError(MirbadOrchestrationError, KeyError)
+    ├── DuplicateServedNameError(InvalidFieldError, MirbadOrchestrationError)
+    ├── EnrollmentError
+    │   └── EnrollmentTokenError
+    │       ├── UnknownEnrollmentTokenError
+    │       ├── EnrollmentTokenUsedError
+    │       └── EnrollmentTokenExpiredError
+    ├── ApiKeyError
+    │   └── UnknownApiKeyError(ApiKeyError, KeyError)
+    ├── NodeError
+    │   ├── NodeFeatureMissingError
+    │   ├── UnknownNodeError(NodeError, KeyError)
+    │   ├── DuplicateNodeError
+    │   ├── NodeUnreachableError
+    │   │   └── NodeIdentityError
+    │   ├── NodeTimeoutError
+    │   ├── AgentProtocolError
+    │   ├── LogStreamError
+    │   └── AgentRequestError
+    │       ├── NodeConflictError
+    │       │   ├── NodeNotReadyToStartError
+    │       │   ├── AgentAdmissionRefusedError
+    │       │   └── AgentStartConflictError
+    │       ├── AgentLaunchRejectedError
+    │       └── ModelNotOnNodeError(AgentRequestError, UnknownModelError)
+    ├── StartLaneBusyError
+    ├── JobError
+    │   ├── JobConflictError
+    │   │   └── ModelHeldByJobError
+    │   ├── ModelNotReadyError
+    │   ├── UnknownPresetError(InvalidFieldError, JobError)
+    │   ├── PresetNotForModelError
+    │   ├── NoJobRunningError
+    │   ├── JobTargetLostError
+    │   ├── BenchmarkRequestError
+    │   ├── RejectedMeasurementError
+    │   └── TuningError
+    │       ├── UnknownTuningStepError(InvalidFieldError, TuningError)
+    │       │   └── NoTuningStepsError
+    │       ├── CandidateFailedError
+    │       ├── TuningInfrastructureError
+    │       └── NoTuningRunError
+    └── HostServiceError
+        ├── HostServiceConfirmError
+        ├── ContainerNotWhitelistedError
+        └── WhitelistChangeRefusedError
+"""
 
 from __future__ import annotations
 
@@ -14,9 +73,6 @@ __all__ = [
     "AgentRequestError",
     "AgentStartConflictError",
     "ApiKeyError",
-    "ApiKeyExpiredError",
-    "ApiKeyRefusedError",
-    "ApiKeyRevokedError",
     "ApiKeyStoreError",
     "BenchmarkRequestError",
     "CandidateFailedError",
@@ -199,44 +255,6 @@ class UnknownApiKeyError(ApiKeyError, KeyError):
 
     def __str__(self) -> str:
         return f"no API key with id {self.key_id!r}"
-
-
-class ApiKeyRefusedError(ApiKeyError):
-    """A key that exists but may not authenticate now; the message says why, never the secret.
-
-    Attributes:
-        key_id: the key's id.
-        name: the key's name.
-    """
-
-    def __init__(self, key_id: str, name: str, message: str) -> None:
-        super().__init__(message)
-        self.key_id = key_id
-        self.name = name
-
-
-class ApiKeyRevokedError(ApiKeyRefusedError):
-    """A revoked key.
-
-    Attributes:
-        revoked_at: when it was revoked.
-    """
-
-    def __init__(self, key_id: str, name: str, revoked_at: datetime) -> None:
-        super().__init__(key_id, name, f"API key {name!r} was revoked at {revoked_at.isoformat()}")
-        self.revoked_at = revoked_at
-
-
-class ApiKeyExpiredError(ApiKeyRefusedError):
-    """A key presented after its expiry.
-
-    Attributes:
-        expired_at: when it stopped being valid.
-    """
-
-    def __init__(self, key_id: str, name: str, expired_at: datetime) -> None:
-        super().__init__(key_id, name, f"API key {name!r} expired at {expired_at.isoformat()}")
-        self.expired_at = expired_at
 
 
 # ---------------------------------------------------------------- nodes and their agents

@@ -76,7 +76,7 @@ def create_router_app(
         startup_timeout_s: how long a request waits for a model it started to become Ready.
         poll_interval_s: how often the resolver is asked about a starting model.
         limiter: the per-key request and token limits (a fresh one by default).
-        now: the current time, for key expiry.
+        now: the current time: the one clock that decides key expiry (and stamps a key's last use).
         owned_by: the ``owned_by`` of each listed model.
         max_body_bytes: the largest request body accepted (64 MiB; larger ones get 413).
     """
@@ -211,7 +211,10 @@ class _Router:
         token = _bearer(request.headers.get("authorization"))
         grant = await self.keys.authenticate(token) if token else None
         required = await self.keys.keys_required()
-        if grant is not None and grant.expired(self.now()):
+        # The one reading of the one clock that decides expiry: the store only reports the key's
+        # state, so a key expires at the same instant whoever stores it.
+        now = self.now()
+        if grant is not None and grant.expired(now):
             if required:
                 expired_at = grant.expires_at.isoformat() if grant.expires_at else "?"
                 raise _Refused(errors.unauthorized(f"The API key '{grant.name}' expired at {expired_at}."))
@@ -219,6 +222,8 @@ class _Router:
         if grant is None and required:
             reason = "No API key was sent" if token is None else "The API key is not valid"
             raise _Refused(errors.unauthorized(f"{reason}: send 'Authorization: Bearer <key>'."))
+        if grant is not None:
+            await self.keys.mark_used(grant, now)
         return grant
 
     async def _read_body(self, request: Request) -> RequestBody:

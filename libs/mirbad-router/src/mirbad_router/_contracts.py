@@ -162,7 +162,14 @@ class KeyStore(ABC):
 
     @abstractmethod
     async def authenticate(self, bearer: str) -> KeyGrant | None:
-        """The grant of the key ``bearer``, expired or not (the router checks expiry), or None."""
+        """The grant of the key ``bearer``, expired or not, or None for no (or a revoked) key.
+
+        A store reads no clock here: the router alone decides expiry, with its own ``now``, so a key
+        expires at the same instant for every check.
+        """
+
+    async def mark_used(self, grant: KeyGrant, at: datetime) -> None:  # noqa: B027 - an optional hook
+        """Note that the router let ``grant``'s key in at ``at`` (the router's clock); by default nothing."""
 
     @abstractmethod
     async def record_usage(

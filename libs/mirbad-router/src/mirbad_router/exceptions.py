@@ -1,5 +1,17 @@
 """The exceptions of mirbad_router.
 
+The tree of its exceptions, each under its first base here (one with more bases names them all)::
+
+    MirbadRouterError(MirbadError)
+    ├── RequestTooLargeError
+    ├── StartDeferredError
+    ├── UpstreamError
+    │   ├── UpstreamConnectError
+    │   ├── UpstreamTimeoutError
+    │   └── UpstreamResponseError
+    ├── InvalidRequestBodyError(MirbadRouterError, ValueError)
+    └── UnsafeProxyPathError(MirbadRouterError, ValueError)
+
 The forwarding core raises these before a response has started, so the embedding app (the master's
 router, the agent's proxy) can answer with its own error shape and status: it owns the HTTP mapping.
 """

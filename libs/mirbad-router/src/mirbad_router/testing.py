@@ -128,11 +128,13 @@ class FakeKeyStore(KeyStore):
 
     Attributes:
         usage: every usage the router recorded, in order.
+        used_at: when the router last let each key in (key id -> the router's time).
     """
 
     def __init__(self, *, required: bool = True) -> None:
         self.required = required
         self.usage: list[UsageRecord] = []
+        self.used_at: dict[str, datetime] = {}
         self._grants: list[tuple[bytes, KeyGrant]] = []
 
     def add_key(
@@ -169,6 +171,10 @@ class FakeKeyStore(KeyStore):
             if hmac.compare_digest(digest, offered):
                 found = grant
         return found
+
+    async def mark_used(self, grant: KeyGrant, at: datetime) -> None:
+        """Remember the router's time of the key's last admission in :attr:`used_at`."""
+        self.used_at[grant.key_id] = at
 
     async def record_usage(
         self, grant: KeyGrant, served_name: str, prompt_tokens: int, completion_tokens: int

@@ -1,4 +1,41 @@
-"""The exceptions of mirbad_runtime."""
+"""The exceptions of mirbad_runtime.
+
+The tree of its exceptions, each under its first base here (one with more bases names them all)::
+
+    MirbadRuntimeError(MirbadError)
+    ├── StateWriteError
+    ├── GgufFormatError(MirbadRuntimeError, ValueError)
+    ├── RuntimeUnavailableError
+    ├── HostContainerNotFoundError(MirbadRuntimeError, LookupError)
+    ├── LaunchRejectedError
+    │   ├── UnknownExecutableError(LaunchRejectedError, LookupError)
+    │   ├── ExecutableIntegrityError
+    │   └── ModelPathRejectedError
+    ├── ImagePullError
+    ├── ImagePullConflictError
+    ├── ImagePullNotFoundError(MirbadRuntimeError, LookupError)
+    ├── ModelNotFoundError(MirbadRuntimeError, LookupError)
+    ├── MeminfoFormatError(MirbadRuntimeError, ValueError)
+    ├── GpuProbeError
+    ├── MetricsReadError
+    ├── MemoryAdmissionError
+    ├── StartConflictError
+    ├── DuplicateExecutableError(MirbadRuntimeError, ValueError)
+    ├── DpapiError
+    ├── InstanceKeyError
+    ├── DownloadError
+    │   ├── DownloadRefusedError(DownloadError, ValueError)
+    │   ├── SourceNotFoundError
+    │   ├── SourceNeedsTokenError
+    │   ├── SourceUnavailableError
+    │   │   └── SourceStalledError
+    │   ├── InsufficientSpaceError
+    │   ├── DownloadConflictError
+    │   ├── DownloadNotFoundError(DownloadError, KeyError)
+    │   └── DownloadVerificationError
+    ├── HostdUnavailableError
+    └── HostdRefusedError
+"""
 
 from __future__ import annotations
 

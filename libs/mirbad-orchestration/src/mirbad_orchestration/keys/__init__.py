@@ -1,7 +1,7 @@
 """API keys for ``/v1``: the key store, its usage ledger, and the check every request goes through.
 
-:func:`verify_api_key` (``keys/_verification.py``) is the router's API-key check: it turns a request's
-bearer secret into its stored key or a refusal; that module tells the whole path. :class:`ApiKeyStore`
+:func:`find_api_key` (``keys/_verification.py``) turns a request's bearer secret into its stored key,
+whatever its state (the router alone decides expiry); that module tells the whole path. :class:`ApiKeyStore`
 keeps the keys (only SHA-256 digests of their secrets) in ``api-keys.json`` and counts their use in a
 separate usage file.
 """
@@ -9,7 +9,7 @@ separate usage file.
 from ._api_key_file import API_KEYS_FILE, ApiKeyImport, secret_sha256
 from ._api_key_usage import API_KEY_USAGE_FILE, DEFAULT_MAX_MODELS_PER_KEY, OTHER_MODELS
 from ._api_keys import DEFAULT_USAGE_FLUSH_SECONDS, ApiKeyStore
-from ._verification import verify_api_key
+from ._verification import find_api_key
 
 __all__ = [
     "API_KEYS_FILE",
@@ -19,6 +19,6 @@ __all__ = [
     "OTHER_MODELS",
     "ApiKeyImport",
     "ApiKeyStore",
+    "find_api_key",
     "secret_sha256",
-    "verify_api_key",
 ]

@@ -54,7 +54,7 @@ from ._api_key_file import (
 )
 from ._api_key_ledger import UsageLedger
 from ._api_key_usage import API_KEY_USAGE_FILE, DEFAULT_MAX_MODELS_PER_KEY
-from ._verification import verify_api_key
+from ._verification import find_api_key
 
 __all__ = ["DEFAULT_USAGE_FLUSH_SECONDS", "ApiKeyStore"]
 
@@ -207,23 +207,28 @@ class ApiKeyStore:
             self._ledger.forget(key_id)
         return record.info(last_used)
 
-    async def authenticate(self, secret: str) -> ApiKeyInfo | None:
-        """Return the key whose secret is ``secret``, or None when no key has it.
+    async def find_by_secret(self, secret: str) -> ApiKeyInfo | None:
+        """Return the key whose secret is ``secret`` as it stands (revoked or expired alike), or None.
 
-        The check itself is :func:`verify_api_key` (``keys/_verification.py``); a success marks the key
-        used now.
+        The lookup is :func:`find_api_key` (``keys/_verification.py``). It reads no clock and refuses
+        nothing: whether the key may be used now is its caller's decision (the router's, for expiry),
+        made with the caller's clock, which then reports the use through :meth:`mark_used`.
 
         Raises:
-            ApiKeyRevokedError: the key was revoked (checked before expiry).
-            ApiKeyExpiredError: the key's expiry has passed.
             ApiKeyStoreError: the key file cannot be read.
         """
-        now = self._clock()
-        record = verify_api_key((await self._document()).keys, secret, now)
+        record = find_api_key((await self._document()).keys, secret)
         if record is None:
             return None
-        self._ledger.touch(record.id, now)
-        return record.info(now)
+        return record.info(self._ledger.known_last_use(record.id))
+
+    def mark_used(self, key_id: str, at: datetime) -> None:
+        """Record that ``key_id`` was let in at ``at`` (in memory, no I/O; saved with the usage).
+
+        A key that does not exist (deleted meanwhile) is not marked.
+        """
+        if key_id in self._by_id:
+            self._ledger.touch(key_id, at)
 
     async def keys_required(self) -> bool:
         """Say whether /v1 requests must carry a key (see the module docstring).

@@ -1,10 +1,11 @@
-"""The API-key check of ``/v1``: a request's bearer secret in, the key it belongs to (or a refusal) out.
+"""The API-key lookup of ``/v1``: a request's bearer secret in, the stored key it belongs to out.
 
-This is the one function behind the router's key check. The path of a request's key, end to end: the
-router (``mirbad_router``) asks its ``KeyStore`` to authenticate the bearer; in the master that is the
-``ApiKeyGate`` adapter, which calls :meth:`ApiKeyStore.authenticate`, which reads the stored records
-and calls :func:`verify_api_key`. The store then marks the key used; the adapter turns the record into
-the router's grant (allowed models, expiry, rate limits).
+The path of a request's key, end to end: the router (``mirbad_router``) asks its ``KeyStore`` for the
+bearer's grant; in the master that is the ``ApiKeyGate`` adapter, which calls
+:meth:`ApiKeyStore.find_by_secret`, which reads the stored records and calls :func:`find_api_key`. The
+lookup returns the key as stored (revoked or not, expired or not) and reads no clock: the gate drops
+a revoked key, and the router alone decides expiry, with its own clock, and then has the key marked
+used at that same instant (:meth:`ApiKeyStore.mark_used`).
 
 The secret is hashed (:func:`secret_sha256`, the only form in which a secret is stored) and compared
 with every stored hash in constant time, so the answer's timing reveals nothing about stored keys.
@@ -14,36 +15,22 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Sequence
-from datetime import datetime
 
-from mirbad_orchestration.exceptions import ApiKeyExpiredError, ApiKeyRevokedError
 from mirbad_protocol import ApiKeyRecord
 
 from ._api_key_file import secret_sha256
 
-__all__ = ["verify_api_key"]
+__all__ = ["find_api_key"]
 
 
-def verify_api_key(records: Sequence[ApiKeyRecord], secret: str, now: datetime) -> ApiKeyRecord | None:
-    """Return the record whose secret is ``secret``, or None when no stored key has it.
+def find_api_key(records: Sequence[ApiKeyRecord], secret: str) -> ApiKeyRecord | None:
+    """Return the record whose secret is ``secret``, whatever its state, or None when no key has it.
 
     Args:
         records: the stored keys.
         secret: the bearer secret a request carries.
-        now: the current time, aware; a key whose expiry is at or before it is refused.
-
-    Raises:
-        ApiKeyRevokedError: the key was revoked (checked before expiry).
-        ApiKeyExpiredError: the key's expiry has passed.
     """
-    record = find_by_digest(records, secret_sha256(secret))
-    if record is None:
-        return None
-    if record.revoked_at is not None:
-        raise ApiKeyRevokedError(record.id, record.name, record.revoked_at)
-    if record.expires_at is not None and now >= record.expires_at:
-        raise ApiKeyExpiredError(record.id, record.name, record.expires_at)
-    return record
+    return find_by_digest(records, secret_sha256(secret))
 
 
 def find_by_digest(records: Sequence[ApiKeyRecord], digest: str) -> ApiKeyRecord | None:
