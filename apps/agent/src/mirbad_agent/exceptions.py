@@ -1,4 +1,16 @@
-"""The exceptions of mirbad_agent."""
+"""The exceptions of mirbad_agent.
+
+The tree of its exceptions, each under its first base here (one with more bases names them all)::
+
+    MirbadAgentError(MirbadError)
+    ├── AgentConfigError(MirbadAgentError, ValueError)
+    ├── RequestRefusedError
+    │   └── ProxyPathError
+    ├── PathRefusedError(MirbadAgentError, PermissionError)
+    ├── PathNotFoundError(MirbadAgentError, FileNotFoundError)
+    ├── ServiceUnsupportedError
+    └── EnrollFailedError
+"""
 
 from __future__ import annotations
 
