@@ -21,10 +21,11 @@ from mirbad_orchestration.registry import filter_by_tags
 from mirbad_protocol import AdminErrorCode, MirbadError, ModelDefinition
 
 from . import _changes as changes
-from ._api_errors import ApiError, error_body, refusals, user_input
+from ._api_errors import error_body, refusals, user_input
 from ._api_session import actor_of
 from ._composition import MasterServices
 from ._views import ModelView, dump, model_view
+from .exceptions import ApiError
 
 __all__ = ["MAX_LOG_TAIL", "models_router"]
 

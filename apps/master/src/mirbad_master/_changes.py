@@ -25,8 +25,6 @@ from mirbad_protocol import (
     ApiKeyCreated,
     ApiKeyInfo,
     EnrollmentTokenIssued,
-    InvalidFieldError,
-    MirbadError,
     ModelDefinition,
     ModelStatus,
     WireModel,
@@ -35,15 +33,12 @@ from mirbad_protocol import (
 from ._composition import MasterServices
 from ._llama_server_build import refuse_llamacpp_start
 from ._memory_estimate import check_memory_estimate
+from .exceptions import LocalNodeError, ModelExistsError, NodeHasModelsError
 
 __all__ = [
     "MAX_TOKEN_TTL_S",
-    "ChangeRefusedError",
     "EnrollmentTokenRequest",
-    "LocalNodeError",
-    "ModelExistsError",
     "NodeCreate",
-    "NodeHasModelsError",
     "add_node",
     "check_lifted_flags",
     "create_key",
@@ -63,46 +58,6 @@ __all__ = [
 
 MAX_TOKEN_TTL_S: Final = 7 * 24 * 3600
 """The longest an enrollment token may be valid."""
-
-
-class ChangeRefusedError(MirbadError):
-    """A change the master itself refuses (not a library's rule): the base of the errors below."""
-
-
-class ModelExistsError(InvalidFieldError, ChangeRefusedError):
-    """A new model's id is taken (HTTP 409 ``model_exists``, field ``id``).
-
-    Attributes:
-        model_id: the id.
-    """
-
-    def __init__(self, model_id: str) -> None:
-        super().__init__("id", f"a model with id {model_id!r} exists")
-        self.model_id = model_id
-
-
-class LocalNodeError(ChangeRefusedError):
-    """The master's own node cannot be removed (HTTP 409 ``local_node``).
-
-    Attributes:
-        node_id: the node.
-    """
-
-    def __init__(self, node_id: str, message: str) -> None:
-        super().__init__(message)
-        self.node_id = node_id
-
-
-class NodeHasModelsError(ChangeRefusedError):
-    """Models are placed on the node to remove, and their placement was not to be cleared (HTTP 409).
-
-    Attributes:
-        node_id: the node.
-    """
-
-    def __init__(self, node_id: str, message: str) -> None:
-        super().__init__(message)
-        self.node_id = node_id
 
 
 class EnrollmentTokenRequest(WireModel):

@@ -58,8 +58,9 @@ from ._llama_server_build import LlamaServerBuild, refuse_llamacpp_start
 from ._local_pki import master_names_refused
 from ._maintenance import MaintenanceMode
 from ._master_runtime import MasterRuntime
-from ._router_adapters import ApiKeyGate, FleetResolver, MasterStats, StartPausedError
+from ._router_adapters import ApiKeyGate, FleetResolver, MasterStats
 from ._settings import MasterSettings
+from .exceptions import StartPausedError
 
 __all__ = ["ON_REQUEST_ACTOR", "SHUTDOWN_ACTOR", "MasterServices"]
 
