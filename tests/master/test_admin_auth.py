@@ -16,9 +16,6 @@ from mirbad_master import _admin_auth
 from mirbad_master._admin_auth import (
     SESSION_LIFETIME_S,
     AdminAuth,
-    NotSignedInError,
-    TooManyAttemptsError,
-    WrongPasswordError,
 )
 from mirbad_master._sign_in_throttle import (
     ADDRESS_LOCK_CAP_S,
@@ -31,6 +28,7 @@ from mirbad_master._sign_in_throttle import (
     throttled_address,
 )
 from mirbad_master.cli import main
+from mirbad_master.exceptions import NotSignedInError, TooManyAttemptsError, WrongPasswordError
 
 pytestmark = pytest.mark.anyio
 

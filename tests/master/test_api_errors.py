@@ -7,9 +7,15 @@ from typing import Any
 
 from syrupy.assertion import SnapshotAssertion
 
-from mirbad_master._admin_auth import TooManyAttemptsError, WrongPasswordError
-from mirbad_master._api_errors import ApiError, error_body, refusal_of
-from mirbad_master._changes import LocalNodeError, ModelExistsError, NodeHasModelsError
+from mirbad_master._api_errors import error_body, refusal_of
+from mirbad_master.exceptions import (
+    ApiError,
+    LocalNodeError,
+    ModelExistsError,
+    NodeHasModelsError,
+    TooManyAttemptsError,
+    WrongPasswordError,
+)
 from mirbad_orchestration import (
     AgentAdmissionRefusedError,
     AgentLaunchRejectedError,

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from tests.master._stack import running_master
 
-from mirbad_master._changes import user_definition
+from mirbad_master.models.actions import user_definition
 from mirbad_orchestration.registry import SEED_MODEL
 from mirbad_protocol import InvalidFieldError
 

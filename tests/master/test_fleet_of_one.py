@@ -15,13 +15,14 @@ from mirbad_agent import AgentSettings
 from mirbad_master._data_dir import INITIAL_PASSWORD_FILE, prepare_data_dir, write_initial_password
 from mirbad_master._fleet_of_one import DUPLICATE_SIGNAL_S, StopSignals, banner, goodbye
 from mirbad_master._llama_server_build import LLAMA_SERVER_BUILD_ENV
-from mirbad_master._local_agent import LocalAgentError, agent_environment, is_enrolled, write_agent_settings
+from mirbad_master._local_agent import agent_environment, is_enrolled, write_agent_settings
 from mirbad_master._local_pki import (
     enroll_listener_names,
     load_or_create_authority,
     load_or_issue_master_identity,
 )
 from mirbad_master._settings import MasterSettings
+from mirbad_master.exceptions import LocalAgentError
 from mirbad_protocol import ModelState, ModelStatus, certificates_to_pem, spki_pin
 
 

@@ -26,10 +26,10 @@ from mirbad_master._api_errors import error_body, refusal_of
 from mirbad_master._llama_server_build import (
     LLAMA_SERVER_BUILD_ENV,
     LlamaServerBuild,
-    LlamaServerNotBuiltError,
     build_command_from_env,
     refuse_llamacpp_start,
 )
+from mirbad_master.exceptions import LlamaServerNotBuiltError
 from mirbad_orchestration.registry import ModelRegistry
 from mirbad_protocol import InvalidFieldError, ModelDefinition
 

@@ -19,7 +19,7 @@ from tests.master.test_api import error_of
 from tests.master.test_ui_pages import portal_user
 from tests.orchestration._fake_agent import FakeAgent
 
-from mirbad_master._memory_estimate import ESTIMATE_SLACK_GIB, estimated_gib
+from mirbad_master.models._memory_estimate import ESTIMATE_SLACK_GIB, estimated_gib
 from mirbad_protocol import FeatureFlag, GgufInfo, ModelDefinition
 from mirbad_runtime import read_gguf_info
 

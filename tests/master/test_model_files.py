@@ -17,7 +17,7 @@ from tests.master._stack import Master, running_master
 from tests.master.test_ui_missing_files import QWEN, agent, model, polled
 from tests.orchestration._fake_agent import FakeAgent, Refusal
 
-from mirbad_master._model_files import MissingFiles, missing_model_files
+from mirbad_master.models._model_files import MissingFiles, missing_model_files
 from mirbad_protocol import AgentErrorCode, ModelState, ModelView
 
 pytestmark = pytest.mark.anyio

@@ -10,9 +10,13 @@ import anyio
 import pytest
 from tests.master._stack import Master, running_master
 
-from mirbad_master.ui import _actions as actions
+from mirbad_master.keys import actions as keys
+from mirbad_master.models import actions as models
+from mirbad_master.nodes import actions as nodes
+from mirbad_master.nodes.page import enrollment_request, node_request
 from mirbad_master.ui._fleet import FleetSnapshot, fleet_snapshot, parse_tags
 from mirbad_master.ui._format import pause_text
+from mirbad_master.ui._refusals import PORTAL_ACTOR
 from mirbad_orchestration import AgentAdmissionRefusedError
 from mirbad_orchestration.supervision import RestartPause
 from mirbad_protocol import ApiKeyCreate, InvalidFieldError, ModelDefinition, ModelState
@@ -45,10 +49,10 @@ async def audit_actions(master: Master) -> list[tuple[str, str, str]]:
 
 async def test_saving_a_model_stores_it_refreshes_the_router_names_and_audits(tmp_path: Path) -> None:
     async with running_master(tmp_path) as master:
-        stored = await actions.save_model(master.services, definition("qwen", "Chat"), new=True)
+        stored = await models.create_model(master.services, definition("qwen", "Chat"), PORTAL_ACTOR)
         with pytest.raises(InvalidFieldError) as taken:
-            await actions.save_model(master.services, definition("qwen"), new=True)
-        await actions.save_model(master.services, definition("qwen", "chat", maxNumSeqs=8), new=False)
+            await models.create_model(master.services, definition("qwen"), PORTAL_ACTOR)
+        await models.update_model(master.services, definition("qwen", "chat", maxNumSeqs=8), PORTAL_ACTOR)
         saved = await master.services.models.get("qwen")
         entries = await audit_actions(master)
 
@@ -61,13 +65,13 @@ async def test_saving_a_model_stores_it_refreshes_the_router_names_and_audits(tm
 
 async def test_start_stop_and_delete_go_through_the_health_monitor(tmp_path: Path) -> None:
     async with running_master(tmp_path) as master:
-        await actions.save_model(master.services, definition("qwen"), new=True)
-        await actions.start_model(master.services, "qwen")
+        await models.create_model(master.services, definition("qwen"), PORTAL_ACTOR)
+        await models.start_model(master.services, "qwen", PORTAL_ACTOR)
         running = await snapshot_when(master, lambda s: s.models[-1].running)
         listed = await master.services.recovery.running("local")
-        await actions.stop_model(master.services, "qwen")
-        await actions.start_model(master.services, "qwen")
-        await actions.delete_model(master.services, "qwen")
+        await models.stop_model(master.services, "qwen", PORTAL_ACTOR)
+        await models.start_model(master.services, "qwen", PORTAL_ACTOR)
+        await models.delete_model(master.services, "qwen", PORTAL_ACTOR)
         remaining = [model.id for model in await master.services.models.list()]
         entries = await audit_actions(master)
 
@@ -88,10 +92,10 @@ async def test_start_stop_and_delete_go_through_the_health_monitor(tmp_path: Pat
 
 async def test_a_start_refused_for_memory_can_be_forced(tmp_path: Path) -> None:
     async with running_master(tmp_path) as master:
-        await actions.save_model(master.services, definition("huge", memoryBudgetGiB=120), new=True)
+        await models.create_model(master.services, definition("huge", memoryBudgetGiB=120), PORTAL_ACTOR)
         with pytest.raises(AgentAdmissionRefusedError):
-            await actions.start_model(master.services, "huge")
-        status = await actions.start_model(master.services, "huge", force=True)
+            await models.start_model(master.services, "huge", PORTAL_ACTOR)
+        status = await models.start_model(master.services, "huge", PORTAL_ACTOR, force=True)
 
     assert status.state in (ModelState.STARTING, ModelState.READY)
 
@@ -102,7 +106,7 @@ async def test_the_attention_list_names_pauses_failures_pending_restarts_and_los
     async with running_master(tmp_path, "local", "gpu-2") as master:
         services = master.services
         for model_id in ("paused", "failing", "changed"):
-            await actions.save_model(services, definition(model_id), new=True)
+            await models.create_model(services, definition(model_id), PORTAL_ACTOR)
         await services.pauses.pause(
             RestartPause(
                 model_id="paused",
@@ -112,11 +116,11 @@ async def test_the_attention_list_names_pauses_failures_pending_restarts_and_los
                 paused_at=datetime.now(UTC),
             )
         )
-        await actions.start_model(services, "failing")
-        await actions.start_model(services, "changed")
+        await models.start_model(services, "failing", PORTAL_ACTOR)
+        await models.start_model(services, "changed", PORTAL_ACTOR)
         await snapshot_when(master, lambda s: all(row.running for row in s.models if row.id in RUNNING))
         master.local.driver.set_state("failing", ModelState.FAILED, error="exit status 1")
-        await actions.save_model(services, definition("changed", maxNumSeqs=32), new=False)
+        await models.update_model(services, definition("changed", maxNumSeqs=32), PORTAL_ACTOR)
         master.agents.down.add("gpu-2")
         snapshot = await snapshot_when(master, lambda s: len(s.attention) == 4)
 
@@ -135,8 +139,8 @@ async def test_the_attention_list_names_pauses_failures_pending_restarts_and_los
 
 async def test_the_tag_filter_keeps_models_carrying_all_selected_tags(tmp_path: Path) -> None:
     async with running_master(tmp_path) as master:
-        await actions.save_model(master.services, definition("a", "alpha", "beta"), new=True)
-        await actions.save_model(master.services, definition("b", "alpha"), new=True)
+        await models.create_model(master.services, definition("a", "alpha", "beta"), PORTAL_ACTOR)
+        await models.create_model(master.services, definition("b", "alpha"), PORTAL_ACTOR)
         snapshot = await fleet_snapshot(master.services)
 
     assert [row.id for row in snapshot.with_tags(parse_tags("alpha,BETA"))] == ["a"]
@@ -152,9 +156,9 @@ def test_tags_in_the_url_are_lowercased_and_deduplicated() -> None:
 
 async def test_keys_are_created_once_and_revoked_with_an_audit_line(tmp_path: Path) -> None:
     async with running_master(tmp_path) as master:
-        created = await actions.create_key(master.services, ApiKeyCreate(name="notebook"))
-        revoked = await actions.revoke_key(master.services, created.id)
-        await actions.set_keys_required(master.services, False)
+        created = await keys.create_key(master.services, ApiKeyCreate(name="notebook"), PORTAL_ACTOR)
+        revoked = await keys.revoke_key(master.services, created.id, PORTAL_ACTOR)
+        await keys.set_keys_required(master.services, False, PORTAL_ACTOR)
         required = await master.services.keys.keys_required()
         entries = await audit_actions(master)
 
@@ -166,13 +170,17 @@ async def test_keys_are_created_once_and_revoked_with_an_audit_line(tmp_path: Pa
 
 async def test_an_enrollment_gives_the_exact_command_to_run_on_the_node(tmp_path: Path) -> None:
     async with running_master(tmp_path) as master:
-        issued = await actions.issue_enrollment(master.services, "gpu-7", timedelta(hours=1), "10.0.0.7")
+        issued = await nodes.issue_enrollment(
+            master.services, enrollment_request("gpu-7", timedelta(hours=1), "10.0.0.7"), PORTAL_ACTOR
+        )
         with pytest.raises(InvalidFieldError) as refused:
-            await actions.issue_enrollment(master.services, "bad name!", timedelta(hours=1))
+            await nodes.issue_enrollment(
+                master.services, enrollment_request("bad name!", timedelta(hours=1)), PORTAL_ACTOR
+            )
         enroll_url = master.services.settings.enroll_url
 
     assert issued.token.startswith("mbj1.")
-    assert issued.command == (
+    assert issued.install_command == (
         f"mirbad-agent enroll --master {enroll_url} --token {issued.token} --name gpu-7 --san 10.0.0.7"
     )
     assert refused.value.field == "nodeName"
@@ -181,9 +189,13 @@ async def test_an_enrollment_gives_the_exact_command_to_run_on_the_node(tmp_path
 async def test_an_added_node_is_polled_at_once(tmp_path: Path) -> None:
     async with running_master(tmp_path) as master:
         with pytest.raises(InvalidFieldError):
-            await actions.add_node(master.services, "gpu-2", "gpu-2", "http://not-tls:9443")
+            await nodes.add_node(
+                master.services, node_request("gpu-2", "gpu-2", "http://not-tls:9443"), PORTAL_ACTOR
+            )
         master.agents.down.add("gpu-2")
-        record = await actions.add_node(master.services, "gpu-2", "gpu-2", "https://gpu-2.lan:9443")
+        record, _state = await nodes.add_node(
+            master.services, node_request("gpu-2", "gpu-2", "https://gpu-2.lan:9443"), PORTAL_ACTOR
+        )
         state = master.services.cache.node("gpu-2")
 
     assert record.certificate_name == "gpu-2"

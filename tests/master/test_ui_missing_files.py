@@ -18,8 +18,8 @@ from tests.master._stack import Master, running_master
 from tests.master.test_ui_pages import portal_user
 from tests.orchestration._fake_agent import FakeAgent
 
-from mirbad_master._model_files import checked_paths, primary_source
-from mirbad_master.ui._missing_files import PrefilledDownload, prefilled_downloads
+from mirbad_master.models._missing_files import PrefilledDownload, prefilled_downloads
+from mirbad_master.models._model_files import checked_paths, primary_source
 from mirbad_protocol import ModelDefinition
 
 pytestmark = pytest.mark.anyio

@@ -10,7 +10,7 @@ from nicegui import ui
 from tests.master._stack import running_master
 from tests.master.test_ui_pages import portal_user
 
-from mirbad_master.ui._model_editor import tag_options, tag_suggestions
+from mirbad_master.models._editor import tag_options, tag_suggestions
 from mirbad_orchestration.registry import TAG_CATALOGUE
 from mirbad_protocol import ModelDefinition
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mirbad_master.ui._model_form import check_form, command_line, definition_from_form, form_from_definition
+from mirbad_master.models._form import check_form, command_line, definition_from_form, form_from_definition
 from mirbad_orchestration import build_args, normalize_definition
 from mirbad_protocol import ModelDefinition
 

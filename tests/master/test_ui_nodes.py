@@ -15,7 +15,7 @@ from tests._support.polling import eventually
 from tests.master._stack import Master, running_master
 from tests.master.test_ui_pages import portal_user
 
-from mirbad_master.ui._nodes import enrollment_target
+from mirbad_master.nodes.page import enrollment_target
 from mirbad_orchestration.fleet import ENROLLMENT_TOKENS_FILE
 from mirbad_protocol import InvalidFieldError
 

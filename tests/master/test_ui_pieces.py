@@ -10,17 +10,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mirbad_master._views import ModelView, SettingChangeView
-from mirbad_master.ui._access import key_request, snippet_model, usage_line, usage_totals
+from mirbad_master.keys._snippets import KEY_PLACEHOLDER, snippets
+from mirbad_master.keys.page import key_request, snippet_model, usage_line, usage_totals
+from mirbad_master.models._dialogs import change_line
+from mirbad_master.models._editor import models_url, saved_url
+from mirbad_master.models.page import tags_query
+from mirbad_master.nodes.page import runtime_text
+from mirbad_master.nodes.views import catalogue_hint, lacks_llama_server
 from mirbad_master.ui._fleet import ModelRow
 from mirbad_master.ui._format import ago, gib, memory_in_use, per_second, percent
 from mirbad_master.ui._memory_history import FLEET, MemoryHistory
-from mirbad_master.ui._model_dialogs import change_line
-from mirbad_master.ui._model_editor import models_url, saved_url
-from mirbad_master.ui._models import tags_query
-from mirbad_master.ui._nodes import catalogue_hint, lacks_llama_server, runtime_text
 from mirbad_master.ui._overview import DARK_CHART, LIGHT_CHART, _model_row, history_chart_options
 from mirbad_master.ui._playground import MAX_TOKENS_CAP, default_max_tokens
-from mirbad_master.ui._snippets import KEY_PLACEHOLDER, snippets
 from mirbad_orchestration.fleet import NodeState
 from mirbad_protocol import (
     MAX_KEY_RATE_LIMIT,

@@ -12,8 +12,9 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse, Response
 
-from mirbad_master._admin_auth import SESSION_COOKIE, AdminAuth, WrongPasswordError
+from mirbad_master._admin_auth import SESSION_COOKIE, AdminAuth
 from mirbad_master._origin_guard import OriginGuard
+from mirbad_master.exceptions import WrongPasswordError
 from mirbad_master.ui._login import login_message
 from mirbad_master.ui._session import install_session_routes, login_redirect, safe_next, signed_in
 

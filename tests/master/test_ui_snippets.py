@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from tests._support.asgi_server import serve_asgi
 
-from mirbad_master.ui._snippets import JAVASCRIPT_FILE_NAME, snippets
+from mirbad_master.keys._snippets import JAVASCRIPT_FILE_NAME, snippets
 
 NOT_READY = "The model 'tiny' is not ready (state Stopped); retry later."
 RUN_TIMEOUT_S = 30.0

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from tests._support.asgi_server import free_port
 
-from mirbad_master._serving import ServeError
-from mirbad_master._up_preflight import DataDirInUseError, bind_port, claim_data_dir, probe_port
+from mirbad_master._up_preflight import bind_port, claim_data_dir, probe_port
 from mirbad_master.cli import main
+from mirbad_master.exceptions import DataDirInUseError, ServeError
 
 
 @pytest.fixture

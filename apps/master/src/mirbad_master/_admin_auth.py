@@ -30,9 +30,10 @@ from typing import Final
 
 import anyio.to_thread
 
-from mirbad_protocol import MirbadError, write_json_atomic
+from mirbad_protocol import write_json_atomic
 
 from ._sign_in_throttle import SignInThrottle
+from .exceptions import NotSignedInError, TooManyAttemptsError, WrongPasswordError
 
 __all__ = [
     "ADMIN_FILE_NAME",
@@ -40,9 +41,6 @@ __all__ = [
     "SESSION_COOKIE",
     "SESSION_LIFETIME_S",
     "AdminAuth",
-    "NotSignedInError",
-    "TooManyAttemptsError",
-    "WrongPasswordError",
 ]
 
 ADMIN_FILE_NAME: Final = "admin.json"
@@ -62,30 +60,6 @@ _SCRYPT_R: Final = 8
 _SCRYPT_P: Final = 1
 _KEY_BYTES: Final = 32
 _PASSWORD_BYTES: Final = 18  # 24 URL-safe characters
-
-
-class NotSignedInError(MirbadError):
-    """The request is not signed in as the administrator (HTTP 401).
-
-    The master's side of a sign-in; :class:`mirbad_client.AdminAuthError` is the admin client's
-    view of the same refusal, hence the different name.
-    """
-
-
-class WrongPasswordError(NotSignedInError):
-    """No password, a wrong one, or an unknown session."""
-
-
-class TooManyAttemptsError(NotSignedInError):
-    """Too many wrong passwords from this client or for the account lately (HTTP 429).
-
-    Attributes:
-        retry_after_s: seconds until the client may try again.
-    """
-
-    def __init__(self, retry_after_s: int) -> None:
-        super().__init__(f"too many wrong passwords; try again in {retry_after_s} s")
-        self.retry_after_s = retry_after_s
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ from typing import Final
 
 import anyio
 
-from ._local_agent import AgentProbe, LocalAgent, LocalAgentError
+from ._local_agent import AgentProbe, LocalAgent
+from .exceptions import LocalAgentError
 
 __all__ = ["AgentSupervisor"]
 

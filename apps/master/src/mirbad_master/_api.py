@@ -20,15 +20,15 @@ from ._admin_auth import AdminAuth
 from ._api_benchmarks import benchmarks_router
 from ._api_downloads import downloads_router
 from ._api_errors import error_response
-from ._api_keys import keys_router
-from ._api_models import models_router
-from ._api_nodes import nodes_router
 from ._api_releases import releases_router
 from ._api_services import services_router
 from ._api_session import admin_guard, session_router
 from ._api_tuning import tuning_router
 from ._composition import MasterServices
 from ._views import StatusReport, dump, status_report
+from .keys.api import keys_router
+from .models.api import models_router
+from .nodes.api import nodes_router
 
 __all__ = ["api_fallback", "api_router"]
 

@@ -60,11 +60,16 @@ from mirbad_protocol import (
     admin_error_body,
 )
 
-from ._admin_auth import NotSignedInError, TooManyAttemptsError
-from ._changes import LocalNodeError, ModelExistsError, NodeHasModelsError
+from .exceptions import (
+    ApiError,
+    LocalNodeError,
+    ModelExistsError,
+    NodeHasModelsError,
+    NotSignedInError,
+    TooManyAttemptsError,
+)
 
 __all__ = [
-    "ApiError",
     "Refusal",
     "error_body",
     "error_response",
@@ -76,32 +81,6 @@ __all__ = [
 ]
 
 _logger = logging.getLogger("mirbad_master.api")
-
-
-class ApiError(MirbadError):
-    """A refusal of the admin API itself (a mismatched id ...).
-
-    Attributes:
-        status: the HTTP status.
-        code: the envelope's code.
-        field: the offending field, if one.
-        pattern: the deny pattern of a ``denied`` host-service refusal (the node's hostd named it).
-    """
-
-    def __init__(
-        self,
-        status: int,
-        code: AdminErrorCode,
-        message: str,
-        *,
-        field: str | None = None,
-        pattern: str | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.field = field
-        self.pattern = pattern
 
 
 _C = AdminErrorCode

@@ -24,9 +24,10 @@ from mirbad_protocol import (
 )
 
 from . import _releases as releases
-from ._api_errors import ApiError, refusals
+from ._api_errors import refusals
 from ._api_session import actor_of
 from ._composition import MasterServices
+from .exceptions import ApiError
 
 __all__ = ["releases_router"]
 

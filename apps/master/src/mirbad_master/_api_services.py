@@ -35,9 +35,10 @@ from mirbad_protocol import (
     service_name,
 )
 
-from ._api_errors import ApiError, refusals
+from ._api_errors import refusals
 from ._api_session import actor_of
 from ._composition import MasterServices
+from .exceptions import ApiError
 
 __all__ = ["services_router"]
 

@@ -16,9 +16,10 @@ from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBea
 
 from mirbad_protocol import WireModel
 
-from ._admin_auth import ADMIN_USER, SESSION_COOKIE, SESSION_LIFETIME_S, AdminAuth, WrongPasswordError
+from ._admin_auth import ADMIN_USER, SESSION_COOKIE, SESSION_LIFETIME_S, AdminAuth
 from ._api_errors import user_input
 from ._sign_in_gate import SIGNED_IN_BY_GATE
+from .exceptions import WrongPasswordError
 
 __all__ = ["SignIn", "actor_of", "admin_guard", "client_address", "session_router", "set_session_cookie"]
 

@@ -27,9 +27,9 @@ from mirbad_protocol import (
 
 from ._api_errors import refusals
 from ._api_session import actor_of
-from ._changes import update_model
 from ._composition import MasterServices
 from ._views import dump, model_view
+from .models.actions import update_model
 
 __all__ = ["apply_tuning_run", "tuning_router"]
 

@@ -58,8 +58,9 @@ from ._llama_server_build import LlamaServerBuild, refuse_llamacpp_start
 from ._local_pki import master_names_refused
 from ._maintenance import MaintenanceMode
 from ._master_runtime import MasterRuntime
-from ._router_adapters import ApiKeyGate, FleetResolver, MasterStats, StartPausedError
+from ._router_adapters import ApiKeyGate, FleetResolver, MasterStats
 from ._settings import MasterSettings
+from .exceptions import StartPausedError
 
 __all__ = ["ON_REQUEST_ACTOR", "SHUTDOWN_ACTOR", "MasterServices"]
 
@@ -93,7 +94,7 @@ class MasterServices:
         tuning_repetitions: the repetitions of the search and of the confirmation stage (3 and 5).
 
     Attributes:
-        registry_lock: held by the write path (``_changes``) around a model's id check and its write.
+        registry_lock: held by the models' actions (``models.actions``) around a model's id check and write.
         stopped_on_exit: the models stopped on the way out, as they were before (their pids).
         left_on_exit: the models that ran on the way out and could not be stopped.
         unlisted_on_exit: why the models could not even be listed on the way out, else None.
@@ -122,7 +123,7 @@ class MasterServices:
         self.authority = authority
         self.clients = clients
         self.models = ModelRegistry(data_dir)
-        # Held by the write path (_changes) around a model's id check and its write, so a create
+        # Held by the models' actions (models.actions) around a model's id check and its write, so a create
         # from the API and one from the portal at the same time cannot both succeed.
         self.registry_lock = anyio.Lock()
         self.nodes = NodeRegistry(data_dir)

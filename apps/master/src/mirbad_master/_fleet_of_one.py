@@ -55,7 +55,6 @@ from ._local_agent import (
     AGENT_FOLDER,
     LLAMA_SERVER_NAME,
     LocalAgent,
-    LocalAgentError,
     is_enrolled,
     stop_left_behind_agent,
     write_agent_settings,
@@ -69,6 +68,7 @@ from ._local_pki import (
 from ._serving import Server, free_loopback_port
 from ._settings import LOCAL_ADDRESSES, MasterSettings
 from ._up_preflight import bind_port, claim_data_dir, probe_port
+from .exceptions import LocalAgentError
 
 __all__ = [
     "BENCHMARK_SIZES_ENV",

@@ -40,11 +40,11 @@ from typing import BinaryIO, Final, Literal
 import anyio
 from anyio.abc import Process
 
-from mirbad_orchestration import NodeConflictError, NodeNotReadyToStartError
 from mirbad_orchestration.fleet import LOCAL_NODE_ID
 from mirbad_protocol import InvalidFieldError, ModelDefinition
 
 from ._build_progress import BuildProgress, parse_build_progress
+from .exceptions import LlamaServerBuildingError, LlamaServerNotBuiltError
 
 __all__ = [
     "BUILD_LOG_NAME",
@@ -54,8 +54,6 @@ __all__ = [
     "BuildState",
     "LlamaServerBuild",
     "LlamaServerBuildStatus",
-    "LlamaServerBuildingError",
-    "LlamaServerNotBuiltError",
     "build_command_from_env",
     "build_environment",
     "refuse_llamacpp_start",
@@ -77,18 +75,6 @@ _STOP_GRACE_S: Final = 10.0
 
 BuildState = Literal["building", "ready", "failed"]
 """Where the build is."""
-
-
-class LlamaServerNotBuiltError(NodeConflictError):
-    """A llama.cpp model was started on node ``local`` before its llama-server was built (HTTP 409)."""
-
-
-class LlamaServerBuildingError(LlamaServerNotBuiltError, NodeNotReadyToStartError):
-    """The build is still under way: the start will be possible once it is ready (try again later).
-
-    The health monitor retries such a start without counting a crash; ``/v1`` answers 503 with
-    ``Retry-After`` as for a model still starting.
-    """
 
 
 @dataclass(frozen=True)

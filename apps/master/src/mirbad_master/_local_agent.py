@@ -32,6 +32,7 @@ from mirbad_protocol import MirbadError, certificates_from_pem, spki_pin, write_
 
 from ._llama_server_build import LLAMA_SERVER_BUILD_ENV
 from ._settings import MasterSettings
+from .exceptions import LocalAgentError
 
 __all__ = [
     "AGENT_FOLDER",
@@ -40,7 +41,6 @@ __all__ = [
     "LLAMA_SERVER_NAME",
     "AgentProbe",
     "LocalAgent",
-    "LocalAgentError",
     "agent_command",
     "agent_environment",
     "agent_log_level",
@@ -69,10 +69,6 @@ _AGENT_LOG_LEVELS: Final = (
 _AGENT_TLS_STEM: Final = "agent"  # what `mirbad-agent enroll` writes: agent.key, agent.crt, agent-ca.crt
 _ENROLL_TIMEOUT_S: Final = 60.0
 _STOP_GRACE_S: Final = 15.0
-
-
-class LocalAgentError(MirbadError):
-    """The local agent could not be enrolled or started; the message says why (with its log's tail)."""
 
 
 class AgentProbe(Protocol):

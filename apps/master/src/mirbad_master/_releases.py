@@ -29,8 +29,8 @@ from mirbad_protocol import (
     ReleasesView,
 )
 
-from ._api_errors import ApiError
 from ._composition import MasterServices
+from .exceptions import ApiError
 
 __all__ = [
     "SKEW_RULE",

@@ -17,7 +17,6 @@ from datetime import UTC, datetime
 
 from mirbad_orchestration import ApiKeyStore, NodeNotReadyToStartError
 from mirbad_orchestration.fleet import AgentEndpoint, AgentEndpointResolver, StatusCache
-from mirbad_protocol import MirbadError
 from mirbad_router import (
     KeyGrant,
     KeyStore,
@@ -29,14 +28,10 @@ from mirbad_router import (
     Upstream,
 )
 
-__all__ = ["ApiKeyGate", "FleetResolver", "MasterStats", "StartPausedError"]
+__all__ = ["ApiKeyGate", "FleetResolver", "MasterStats"]
 
 StartOnRequest = Callable[[str], Awaitable[None]]
 """``model_id -> None``: start the model because a request asked for it."""
-
-
-class StartPausedError(MirbadError):
-    """A request asked for a model whose automatic restarts are paused after repeated crashes."""
 
 
 class FleetResolver(ModelResolver):

@@ -18,7 +18,6 @@ import anyio
 from anyio.abc import TaskGroup
 from starlette.types import ASGIApp
 
-from mirbad_protocol import MirbadError
 from mirbad_router import (
     ACCEPT_BURST,
     LISTEN_QUEUE,
@@ -28,14 +27,12 @@ from mirbad_router import (
     install_accept_error_log,
 )
 
-__all__ = ["ServeError", "Server", "bind", "free_loopback_port"]
+from .exceptions import ServeError
+
+__all__ = ["Server", "bind", "free_loopback_port"]
 
 _STARTUP_TIMEOUT_S: Final = 30.0
 _GRACEFUL_SHUTDOWN_S: Final = 5
-
-
-class ServeError(MirbadError):
-    """A server of the master could not listen on its port or did not start."""
 
 
 def bind(host: str, port: int, purpose: str) -> socket.socket:

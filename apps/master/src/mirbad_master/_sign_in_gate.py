@@ -20,8 +20,9 @@ from starlette.requests import cookie_parser
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ._admin_auth import SESSION_COOKIE, AdminAuth, NotSignedInError, WrongPasswordError
+from ._admin_auth import SESSION_COOKIE, AdminAuth
 from ._api_errors import refusal_response
+from .exceptions import NotSignedInError, WrongPasswordError
 
 __all__ = ["SIGNED_IN_BY_GATE", "SignInGate"]
 

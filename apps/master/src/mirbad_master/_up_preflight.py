@@ -17,18 +17,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
-from ._serving import ServeError, bind
+from ._serving import bind
 from ._settings import ENVIRONMENT
+from .exceptions import DataDirInUseError, ServeError
 
-__all__ = ["DataDirInUseError", "bind_port", "claim_data_dir", "probe_port"]
+__all__ = ["bind_port", "claim_data_dir", "probe_port"]
 
 LOCK_FILE: Final = "up.lock"
 
 _FLAGS: Final = {"port": "--port", "enroll_port": "--enroll-port", "agent_port": "--agent-port"}
-
-
-class DataDirInUseError(ServeError):
-    """Another ``mirbad up`` runs on this data directory."""
 
 
 def bind_port(host: str, port: int, purpose: str, setting: str) -> socket.socket:

@@ -17,11 +17,11 @@ from mirbad_master._api_benchmarks import start_benchmark_job
 from mirbad_orchestration.benchmarks import WORKLOAD_PRESETS
 from mirbad_protocol import BenchmarkJobView, BenchmarkResult, MirbadError
 
-from ._actions import ACTOR
 from ._chart_theme import themed_chart
 from ._layout import page_theme
 from ._marks import link_button, testid
 from ._portal import Portal
+from ._refusals import PORTAL_ACTOR as ACTOR
 
 __all__ = [
     "CLASSIC_LABEL",

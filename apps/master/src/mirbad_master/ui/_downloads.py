@@ -27,9 +27,9 @@ from mirbad_protocol import (
     check_download_folder,
 )
 
-from ._actions import ACTOR
 from ._marks import testid
 from ._portal import Portal
+from ._refusals import PORTAL_ACTOR as ACTOR
 
 __all__ = [
     "PANEL_REFRESH_S",

@@ -16,17 +16,16 @@ from nicegui import background_tasks, ui
 
 from mirbad_master._admin_auth import AdminAuth
 from mirbad_master._composition import MasterServices
+from mirbad_master.keys.page import render_keys
+from mirbad_master.models.page import render_model_editor, render_models
+from mirbad_master.nodes.page import render_nodes
 
-from ._access import render_access
 from ._benchmarks import render_benchmarks
 from ._fleet import parse_tags
 from ._guarded_page import guarded_page
 from ._layout import is_dark
 from ._login import render_login
 from ._logs import render_logs
-from ._model_editor import render_model_editor
-from ._models import render_models
-from ._nodes import render_nodes
 from ._overview import render_overview
 from ._playground import render_playground
 from ._portal import Portal
@@ -121,7 +120,7 @@ def _pages(portal: Portal) -> None:
 
     @guarded_page(portal, "/access", section="/access")
     async def access(request: Request) -> None:
-        await render_access(portal, request)
+        await render_keys(portal, request)
 
     @guarded_page(portal, "/nodes", section="/nodes")
     async def nodes(request: Request) -> None:

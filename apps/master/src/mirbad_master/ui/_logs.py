@@ -7,6 +7,7 @@ from typing import Final
 
 from nicegui import background_tasks, ui
 
+from mirbad_master._api_errors import refusal_of
 from mirbad_master._composition import MasterServices
 from mirbad_protocol import MirbadError
 
@@ -38,8 +39,8 @@ async def render_logs(portal: Portal, model_id: str) -> None:
         status.set_text("following…")
         try:
             await _follow(services, model_id, log)
-        except MirbadError as exc:
-            status.set_text(f"stopped: {exc}")
+        except MirbadError as exc:  # said on the page's status line, in the API's words
+            status.set_text(f"stopped: {refusal_of(exc).message}")
         else:
             status.set_text("the model's process ended")
         finally:

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Awaitable
-from typing import Final, Literal, TypeVar
+from collections.abc import Awaitable, Mapping
+from typing import Any, Final, Literal, TypeVar
 
 from nicegui import ui
+from nicegui.elements.mixins.validation_element import ValidationElement
 
 from mirbad_master._admin_auth import ADMIN_USER
 from mirbad_master._api_errors import refusal_of
-from mirbad_protocol import AdminErrorCode
+from mirbad_protocol import AdminErrorCode, InvalidFieldError
 
-__all__ = ["PORTAL_ACTOR", "REFUSED", "Refused", "act", "show_refusal"]
+__all__ = ["PORTAL_ACTOR", "REFUSED", "Refused", "act", "show_refusal", "show_under_field"]
 
 PORTAL_ACTOR: Final = f"user:{ADMIN_USER}"
 """Who the audit log says acted for every portal action: the signed-in administrator."""
@@ -61,3 +62,19 @@ async def act(action: Awaitable[_T], *, done: str | None = None) -> _T | Literal
     if done is not None:
         ui.notify(done, type="positive")
     return result
+
+
+def show_under_field(exc: Exception, fields: Mapping[str, Any], *, fallback: Any = None) -> None:
+    """Draw an invalid field's reason under its input in the form; any other refusal as :func:`show_refusal`.
+
+    Args:
+        exc: the refusal.
+        fields: the form's inputs by the wire name of the field each fills in.
+        fallback: the input that takes a field the form has no input for (else it is notified).
+    """
+    if isinstance(exc, InvalidFieldError):
+        target = fields.get(exc.field, fallback)
+        if isinstance(target, ValidationElement):
+            target.error = exc.reason
+            return
+    show_refusal(exc)

@@ -19,9 +19,9 @@ from mirbad_master._composition import MasterServices
 from mirbad_master._llama_server_build import LlamaServerBuild as BuildJob
 from mirbad_protocol import ImagePull, LlamaServerBuild, MirbadError, NodeReleases
 
-from ._actions import ACTOR
 from ._marks import testid
 from ._portal import Portal
+from ._refusals import PORTAL_ACTOR as ACTOR
 
 __all__ = [
     "PULL_REFRESH_S",

@@ -32,10 +32,10 @@ from mirbad_protocol import (
     WhitelistAdd,
 )
 
-from ._actions import ACTOR
 from ._format import gib
 from ._marks import code_block, testid
 from ._portal import Portal
+from ._refusals import PORTAL_ACTOR as ACTOR
 
 __all__ = [
     "DISCOVERY_REFRESH_S",

@@ -18,10 +18,9 @@ from fastapi.responses import RedirectResponse, Response
 from mirbad_master._admin_auth import (
     SESSION_COOKIE,
     AdminAuth,
-    NotSignedInError,
-    TooManyAttemptsError,
 )
 from mirbad_master._api_session import client_address, set_session_cookie
+from mirbad_master.exceptions import NotSignedInError, TooManyAttemptsError
 
 __all__ = ["LOGIN_PATH", "LOGOUT_PATH", "install_session_routes", "login_redirect", "safe_next", "signed_in"]
 

@@ -18,6 +18,8 @@ from typing import Any, Final
 from nicegui import ui
 
 from mirbad_master._api_tuning import apply_tuning_run, start_tuning_job
+from mirbad_master.models import actions as model_actions
+from mirbad_master.models._dialogs import confirm_restart
 from mirbad_orchestration.benchmarks import WORKLOAD_PRESETS
 from mirbad_orchestration.tuning import (
     GOALS,
@@ -37,15 +39,13 @@ from mirbad_protocol import (
     TuningRun,
 )
 
-from . import _actions as actions
-from ._actions import ACTOR
 from ._chart_theme import themed_chart
 from ._fleet import fleet_snapshot
 from ._format import count
 from ._layout import page_theme
 from ._marks import link_button, testid
-from ._model_dialogs import confirm_restart
 from ._portal import Portal
+from ._refusals import PORTAL_ACTOR as ACTOR
 
 __all__ = ["GOAL_LABELS", "baseline_median", "chart_options", "render_tuning", "score_text"]
 
@@ -419,7 +419,7 @@ async def render_tuning(portal: Portal, model_id: str) -> None:
 
     async def restart() -> None:
         try:
-            await actions.restart_model(services, model_id)
+            await model_actions.restart_model(services, model_id, ACTOR)
         except MirbadError as exc:
             message.set_text(str(exc))
             return

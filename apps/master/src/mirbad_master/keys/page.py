@@ -10,20 +10,21 @@ from fastapi import Request
 from nicegui import ui
 from pydantic import ValidationError
 
-from mirbad_protocol import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, InvalidFieldError, KeyUsage, MirbadError
+from mirbad_master.ui._fleet import fleet_snapshot
+from mirbad_master.ui._format import count
+from mirbad_master.ui._marks import code_block, testid
+from mirbad_master.ui._portal import Portal
+from mirbad_master.ui._refusals import PORTAL_ACTOR, REFUSED, act, show_under_field
+from mirbad_protocol import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, InvalidFieldError, KeyUsage
 
-from . import _actions as actions
-from ._fleet import fleet_snapshot
-from ._format import count
-from ._marks import code_block, testid
-from ._portal import Portal
+from . import actions
 from ._snippets import JAVASCRIPT_FILE_NAME, SNIPPET_LANGUAGES, snippets
 
 __all__ = [
     "KEY_FIELDS",
     "SNIPPET_PLACEHOLDER_MODEL",
     "key_request",
-    "render_access",
+    "render_keys",
     "router_url",
     "snippet_model",
     "usage_line",
@@ -104,7 +105,7 @@ def router_url(request: Request) -> str:
     return str(request.base_url).rstrip("/") + "/v1"
 
 
-async def render_access(portal: Portal, request: Request) -> None:
+async def render_keys(portal: Portal, request: Request) -> None:
     """Build the Access page into the current container."""
     services = portal.services
     ui.label("Access").classes("text-h5")
@@ -124,7 +125,8 @@ async def render_access(portal: Portal, request: Request) -> None:
     async def toggle_required() -> None:
         if bool(required.value) == await services.keys.keys_required():
             return  # the page caught up with the store (the first key turns keys on)
-        await actions.set_keys_required(services, bool(required.value))
+        if await act(actions.set_keys_required(services, bool(required.value), PORTAL_ACTOR)) is REFUSED:
+            return
         ui.notify("Keys are required on /v1" if required.value else "/v1 answers without a key", type="info")
 
     required.on_value_change(toggle_required)
@@ -203,12 +205,11 @@ def _open_create(portal: Portal, dialogs: ui.element, refresh: Any) -> None:
             if request is None:
                 return
             try:
-                created = await actions.create_key(portal.services, request)
-            except InvalidFieldError as exc:
-                inputs.get(exc.field, inputs["name"]).error = exc.reason
-                return
-            except MirbadError as exc:
-                ui.notify(str(exc), type="negative", multi_line=True)
+                created = await actions.create_key(portal.services, request, PORTAL_ACTOR)
+            except (
+                Exception
+            ) as exc:  # under its field (the name's input for any other), else as /api words it
+                show_under_field(exc, inputs, fallback=inputs["name"])
                 return
             dialog.close()
             _show_secret(dialogs, created)
@@ -237,12 +238,13 @@ def _confirm_revoke(portal: Portal, dialogs: ui.element, key: ApiKeyInfo, refres
 
         async def revoke() -> None:
             dialog.close()
-            try:
-                await actions.revoke_key(portal.services, key.id)
-            except MirbadError as exc:
-                ui.notify(str(exc), type="negative")
+            if (
+                await act(
+                    actions.revoke_key(portal.services, key.id, PORTAL_ACTOR), done=f"{key.name} revoked"
+                )
+                is REFUSED
+            ):
                 return
-            ui.notify(f"{key.name} revoked", type="positive")
             await refresh()
 
         with ui.row().classes("w-full justify-end"):

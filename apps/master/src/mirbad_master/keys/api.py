@@ -11,13 +11,13 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse
 
+from mirbad_master._api_errors import refusals, user_input
+from mirbad_master._api_session import actor_of
+from mirbad_master._composition import MasterServices
+from mirbad_master._views import dump
 from mirbad_protocol import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, KeyUsage, WireModel
 
-from . import _changes as changes
-from ._api_errors import refusals, user_input
-from ._api_session import actor_of
-from ._composition import MasterServices
-from ._views import dump
+from . import actions
 
 __all__ = ["KeySettings", "keys_router"]
 
@@ -49,7 +49,7 @@ def keys_router(services: MasterServices) -> APIRouter:
         responses=refusals(507),
     )
     async def create_key(body: _KeyCreate, request: Request) -> Response:
-        created = await changes.create_key(services, body, actor_of(request))
+        created = await actions.create_key(services, body, actor_of(request))
         return JSONResponse(dump(created), status_code=201)
 
     @router.get(
@@ -69,7 +69,7 @@ def keys_router(services: MasterServices) -> APIRouter:
         "/settings", response_model=KeySettings, summary="Require a key on /v1, or stop requiring one"
     )
     async def put_settings(body: _KeySettings, request: Request) -> Response:
-        await changes.set_keys_required(services, body.require_keys, actor_of(request))
+        await actions.set_keys_required(services, body.require_keys, actor_of(request))
         return JSONResponse(dump(body))
 
     @router.get("/{key_id}", response_model=ApiKeyInfo, summary="One key")
@@ -78,12 +78,12 @@ def keys_router(services: MasterServices) -> APIRouter:
 
     @router.post("/{key_id}/revoke", response_model=ApiKeyInfo, summary="Revoke a key (its record stays)")
     async def revoke_key(key_id: str, request: Request) -> Response:
-        info = await changes.revoke_key(services, key_id, actor_of(request))
+        info = await actions.revoke_key(services, key_id, actor_of(request))
         return JSONResponse(dump(info))
 
     @router.delete("/{key_id}", status_code=204, summary="Delete a key and its usage")
     async def delete_key(key_id: str, request: Request) -> Response:
-        await changes.delete_key(services, key_id, actor_of(request))
+        await actions.delete_key(services, key_id, actor_of(request))
         return Response(status_code=204)
 
     return router

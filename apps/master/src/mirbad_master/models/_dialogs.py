@@ -9,9 +9,8 @@ from nicegui import ui
 from pydantic import JsonValue
 
 from mirbad_master._views import SettingChangeView
-
-from ._fleet import ModelRow
-from ._marks import testid
+from mirbad_master.ui._fleet import ModelRow
+from mirbad_master.ui._marks import testid
 
 __all__ = ["change_line", "confirm_delete", "confirm_force", "confirm_restart"]
 

@@ -1,7 +1,7 @@
 """A model card's "files missing" note and the Download dialog it opens, prefilled from the sources.
 
 The Models page reads, with every refresh, which stopped models miss a path on their node
-(:mod:`mirbad_master._model_files`); their cards name each missing path. Where the node's agent
+(:mod:`mirbad_master.models._model_files`); their cards name each missing path. Where the node's agent
 downloads, a Download button opens a dialog with one row per missing path: the source that fills it
 (the primary checkpoint for the ``modelPath``, an extra folder for the others) written as the
 search box takes it, its folder and its file patterns, all editable. A path no source names gets an
@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from nicegui import ui
 
 from mirbad_master import _downloads as downloads
-from mirbad_master._model_files import MissingFiles, missing_model_files, primary_source
-from mirbad_protocol import InvalidFieldError, MirbadError, ModelDefinition, ModelSource, ModelView
+from mirbad_master.ui._downloads import SEARCH_LABEL, download_nodes, parse_download
+from mirbad_master.ui._marks import testid
+from mirbad_master.ui._portal import Portal
+from mirbad_master.ui._refusals import PORTAL_ACTOR, show_under_field
+from mirbad_protocol import ModelDefinition, ModelSource, ModelView
 
-from ._actions import ACTOR
-from ._downloads import SEARCH_LABEL, download_nodes, parse_download
-from ._marks import testid
-from ._portal import Portal
+from ._model_files import MissingFiles, missing_model_files, primary_source
 
 __all__ = ["MissingFilesNotes", "PrefilledDownload", "prefilled_downloads"]
 
@@ -134,12 +134,9 @@ def _dialog(portal: Portal, definition: ModelDefinition, missing: MissingFiles) 
                         patterns=str(patterns.value or ""),
                         token=str(token.value or ""),
                     )
-                    job = await downloads.start_download(services, missing.node_id, request, ACTOR)
-                except InvalidFieldError as exc:
-                    (folder if exc.field == "folder" else source).error = exc.reason
-                    return
-                except MirbadError as exc:
-                    ui.notify(str(exc), type="negative", multi_line=True)
+                    job = await downloads.start_download(services, missing.node_id, request, PORTAL_ACTOR)
+                except Exception as exc:  # under the folder or the source, else as /api words it
+                    show_under_field(exc, {"folder": folder}, fallback=source)
                     return
                 started.append(f"{job.source} into {job.folder}")
                 rows.pop(0)

@@ -16,20 +16,29 @@ from urllib.parse import quote
 from nicegui import ui
 
 from mirbad_master._llama_server_build import LlamaServerBuild
+from mirbad_master.ui._downloads import render_models_downloads
+from mirbad_master.ui._fleet import (
+    STARTING_POLL_S,
+    FleetSnapshot,
+    ModelRow,
+    fleet_snapshot,
+    read_starting,
+    tags_param,
+)
+from mirbad_master.ui._format import DASH, gib, memory_in_use, pause_text, per_second, state_color
+from mirbad_master.ui._marks import link_button, testid
+from mirbad_master.ui._portal import Portal
+from mirbad_master.ui._refusals import PORTAL_ACTOR, REFUSED, act, show_refusal
 from mirbad_orchestration import AgentAdmissionRefusedError
-from mirbad_protocol import AgentInfo, MirbadError, ModelState
+from mirbad_protocol import AgentInfo, ModelState
 
-from . import _actions as actions
-from ._downloads import render_models_downloads
-from ._fleet import STARTING_POLL_S, FleetSnapshot, ModelRow, fleet_snapshot, read_starting, tags_param
-from ._format import DASH, gib, memory_in_use, pause_text, per_second, state_color
+from . import actions
+from ._dialogs import change_line, confirm_delete, confirm_force, confirm_restart
+from ._editor import render_model_editor
 from ._llama_server_hint import render_llama_server_hint
-from ._marks import link_button, testid
 from ._missing_files import MissingFilesNotes
-from ._model_dialogs import change_line, confirm_delete, confirm_force, confirm_restart
-from ._portal import Portal
 
-__all__ = ["FOCUSED_CLASS", "REFRESH_S", "render_models", "tags_query"]
+__all__ = ["FOCUSED_CLASS", "REFRESH_S", "render_model_editor", "render_models", "tags_query"]
 
 FOCUSED_CLASS: Final = "mirbad-focused ring-2 ring-primary"
 """The classes of the card ``?focus=`` names."""
@@ -63,29 +72,24 @@ async def render_models(portal: Portal, selected: list[str], focus: str | None =
     dialogs = ui.element("div")
     notes = MissingFilesNotes(portal, dialogs)
 
-    async def run(action: Callable[[], Awaitable[object]], done: str) -> None:
-        try:
-            await action()
-        except MirbadError as exc:
-            ui.notify(str(exc), type="negative", multi_line=True)
-            return
-        ui.notify(done, type="positive")
-        await refresh()
+    async def run(action: Awaitable[object], done: str) -> None:
+        if await act(action, done=done) is not REFUSED:
+            await refresh()
 
     async def start(row: ModelRow) -> None:
         try:
-            await actions.start_model(services, row.id)
-        except AgentAdmissionRefusedError as exc:
+            await actions.start_model(services, row.id, PORTAL_ACTOR)
+        except AgentAdmissionRefusedError as exc:  # offered again without the memory check
             forced = f"{row.id} is starting (memory check skipped)"
             with dialogs:
                 confirm_force(
                     row.id,
                     str(exc),
-                    lambda: run(lambda: actions.start_model(services, row.id, force=True), forced),
+                    lambda: run(actions.start_model(services, row.id, PORTAL_ACTOR, force=True), forced),
                 )
             return
-        except MirbadError as exc:
-            ui.notify(str(exc), type="negative", multi_line=True)
+        except Exception as exc:  # every other refusal, as /api words it
+            show_refusal(exc)
             return
         ui.notify(f"{row.id} is starting", type="positive")
         await refresh()
@@ -93,18 +97,19 @@ async def render_models(portal: Portal, selected: list[str], focus: str | None =
     def restart(row: ModelRow) -> None:
         with dialogs:
             confirm_restart(
-                row, lambda: run(lambda: actions.restart_model(services, row.id), f"{row.id} restarting")
+                row,
+                lambda: run(actions.restart_model(services, row.id, PORTAL_ACTOR), f"{row.id} restarting"),
             )
 
     def delete(row: ModelRow) -> None:
         with dialogs:
             confirm_delete(
-                row, lambda: run(lambda: actions.delete_model(services, row.id), f"{row.id} removed")
+                row, lambda: run(actions.delete_model(services, row.id, PORTAL_ACTOR), f"{row.id} removed")
             )
 
     handlers = _Handlers(
         start=start,
-        stop=lambda row: run(lambda: actions.stop_model(services, row.id), f"{row.id} stopped"),
+        stop=lambda row: run(actions.stop_model(services, row.id, PORTAL_ACTOR), f"{row.id} stopped"),
         restart=restart,
         delete=delete,
         tags=selected,

@@ -16,18 +16,19 @@ from nicegui.elements.mixins.validation_element import ValidationElement
 from nicegui.elements.mixins.value_element import ValueElement
 
 from mirbad_master._composition import MasterServices
+from mirbad_master.nodes.views import CATALOGUE_FIX
+from mirbad_master.ui._downloads import render_source_downloads
+from mirbad_master.ui._fleet import tags_param
+from mirbad_master.ui._marks import code_block, link_button, testid
+from mirbad_master.ui._portal import Portal
+from mirbad_master.ui._refusals import PORTAL_ACTOR, show_under_field
 from mirbad_orchestration.commandline import DEFAULT_TOTAL_GIB
 from mirbad_orchestration.fleet import launch_total_gib
 from mirbad_orchestration.registry import TAG_CATALOGUE, suggest_tags
-from mirbad_protocol import InvalidFieldError, MirbadError, ModelDefinition, ProcessRuntimeInfo
+from mirbad_protocol import ModelDefinition, ProcessRuntimeInfo
 
-from . import _actions as actions
-from ._downloads import render_source_downloads
-from ._fleet import tags_param
-from ._marks import code_block, link_button, testid
-from ._model_form import FORM_FIELDS, FormCheck, check_form, form_from_definition
-from ._nodes import CATALOGUE_FIX
-from ._portal import Portal
+from . import actions
+from ._form import FORM_FIELDS, FormCheck, check_form, form_from_definition
 
 __all__ = [
     "ANY_NODE",
@@ -234,17 +235,11 @@ async def render_model_editor(portal: Portal, model_id: str | None, tags: list[s
         if result.definition is None:
             ui.notify("Some fields are invalid: see the messages under them.", type="warning")
             return
+        save_it = actions.create_model if base is None else actions.update_model
         try:
-            stored = await actions.save_model(services, result.definition, new=base is None)
-        except InvalidFieldError as exc:
-            target = inputs.get(exc.field)
-            if isinstance(target, ValidationElement):
-                target.error = exc.reason
-            else:
-                ui.notify(str(exc), type="negative", multi_line=True)
-            return
-        except MirbadError as exc:
-            ui.notify(str(exc), type="negative", multi_line=True)
+            stored = await save_it(services, result.definition, PORTAL_ACTOR)
+        except Exception as exc:  # under its field where the form has one, else as /api words it
+            show_under_field(exc, inputs)
             return
         ui.notify(f"{stored.id} saved", type="positive")
         # Replace the editor's entry: Back then leaves the saved model rather than reopening its form.

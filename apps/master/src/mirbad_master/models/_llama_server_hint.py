@@ -11,12 +11,11 @@ from __future__ import annotations
 from nicegui import ui
 
 from mirbad_master._llama_server_build import LlamaServerBuild
+from mirbad_master.nodes.views import catalogue_hint, lacks_llama_server
+from mirbad_master.ui._llama_server_build import BUILD_COLOURS, BUILD_LINE_ID
+from mirbad_master.ui._marks import testid
 from mirbad_orchestration.fleet import LOCAL_NODE_ID
 from mirbad_protocol import AgentInfo, ModelDefinition
-
-from ._llama_server_build import BUILD_COLOURS, BUILD_LINE_ID
-from ._marks import testid
-from ._nodes import catalogue_hint, lacks_llama_server
 
 __all__ = ["render_llama_server_hint"]
 

@@ -15,31 +15,31 @@ from nicegui import ui
 
 from mirbad_master._llama_server_build import LlamaServerBuild
 from mirbad_master._views import NodeSummary, node_summary
+from mirbad_master.ui._downloads import render_nodes_downloads
+from mirbad_master.ui._format import ago, gib, percent
+from mirbad_master.ui._llama_server_build import render_llama_server_build
+from mirbad_master.ui._marks import code_block, testid
+from mirbad_master.ui._portal import Portal
+from mirbad_master.ui._refusals import PORTAL_ACTOR, show_under_field
 from mirbad_orchestration.fleet import agent_url_for
 from mirbad_protocol import (
     DEFAULT_AGENT_PORT,
-    AgentInfo,
     ContainerRuntimeInfo,
     InvalidFieldError,
-    MirbadError,
     ProcessRuntimeInfo,
     RuntimeInfo,
 )
 
-from . import _actions as actions
-from ._downloads import render_nodes_downloads
-from ._format import ago, gib, percent
-from ._llama_server_build import render_llama_server_build
-from ._marks import code_block, testid
-from ._portal import Portal
+from . import actions
+from .actions import EnrollmentTokenRequest, NodeCreate
+from .views import catalogue_hint, lacks_llama_server
 
 __all__ = [
-    "CATALOGUE_FIX",
     "REFRESH_S",
     "TOKEN_LIFETIMES",
-    "catalogue_hint",
+    "enrollment_request",
     "enrollment_target",
-    "lacks_llama_server",
+    "node_request",
     "render_nodes",
     "runtime_text",
 ]
@@ -52,29 +52,6 @@ TOKEN_LIFETIMES: Final = {
     "7 days": timedelta(days=7),
 }
 """The join token lifetimes offered."""
-
-
-CATALOGUE_FIX: Final = (
-    "run `mirbad-agent executables add PATH` on the node (a fleet of one: `mirbad up` catalogues "
-    "the llama-server on its PATH or in MIRBAD_LLAMA_SERVER; a first `dev.py up` builds one in the "
-    "background, its progress on the Nodes page)"
-)
-"""How a node's empty llama-server catalogue is filled."""
-
-
-def lacks_llama_server(info: AgentInfo | None) -> bool:
-    """Whether a node that answered catalogues no llama-server, so no llama.cpp model can start there."""
-    if info is None:
-        return False  # not read yet: nothing is known to be missing
-    return not any(
-        isinstance(runtime, ProcessRuntimeInfo) and runtime.runtime == "llamacpp" and runtime.executables
-        for runtime in info.runtimes
-    )
-
-
-def catalogue_hint(node_id: str) -> str:
-    """What the portal says where a llama.cpp model meets a node without a llama-server."""
-    return f"Node {node_id} catalogues no llama-server: {CATALOGUE_FIX}."
 
 
 def enrollment_target(text: str) -> tuple[str | None, str | None]:
@@ -121,6 +98,37 @@ def _port(text: str) -> int:
             "address", f"{text!r} is not a port (1-65535; the agent's default is {DEFAULT_AGENT_PORT})"
         )
     return int(text)
+
+
+def enrollment_request(
+    node_name: str, ttl: timedelta, address: str | None = None, agent_url: str | None = None
+) -> EnrollmentTokenRequest:
+    """The enroll form's input as the API's body, validated as the API validates it.
+
+    Args:
+        node_name: the name the node's certificate will carry.
+        ttl: how long the token may be used.
+        address: the host the master reaches the agent at (goes into the certificate's names).
+        agent_url: where the agent answers, when not ``https://{address}:9443``.
+
+    Raises:
+        InvalidFieldError: the node name, the lifetime, the address or the agent URL is unusable
+            (``nodeName``, ``ttlSeconds``, ``address``, ``agentUrl``).
+    """
+    body: dict[str, object] = {"nodeName": node_name, "ttlSeconds": int(ttl.total_seconds())}
+    body["address"] = address or None
+    if agent_url is not None:
+        body["agentUrl"] = agent_url
+    return EnrollmentTokenRequest.from_user_input(body)
+
+
+def node_request(node_id: str, name: str, agent_url: str) -> NodeCreate:
+    """The add-node form's input as the API's body, validated as the API validates it.
+
+    Raises:
+        InvalidFieldError: the id, name or URL is invalid.
+    """
+    return NodeCreate.from_user_input({"id": node_id, "name": name, "agentUrl": agent_url})
 
 
 def runtime_text(runtime: RuntimeInfo) -> str:
@@ -219,29 +227,20 @@ def _enroll_card(portal: Portal) -> None:
                 shown.error = None
             try:
                 host, agent_url = enrollment_target(address.value or "")
-                issued = await actions.issue_enrollment(
-                    portal.services,
-                    (name.value or "").strip(),
-                    TOKEN_LIFETIMES[str(lifetime.value)],
-                    host,
-                    agent_url,
-                )
-            except InvalidFieldError as exc:
-                target = fields.get(exc.field)
-                if target is None:
-                    ui.notify(str(exc), type="negative")
-                else:
-                    target.error = exc.reason
-                return
-            except MirbadError as exc:
-                ui.notify(str(exc), type="negative")
+                ttl = TOKEN_LIFETIMES[str(lifetime.value)]
+                request = enrollment_request((name.value or "").strip(), ttl, host, agent_url)
+                issued = await actions.issue_enrollment(portal.services, request, PORTAL_ACTOR)
+            except Exception as exc:  # under its field where the form has one, else as /api words it
+                show_under_field(exc, fields)
                 return
             result.clear()
             with result:
                 ui.label(
                     f"Valid once until {issued.expires_at:%Y-%m-%d %H:%M} UTC; shown this once."
                 ).classes("text-warning")
-                testid(code_block(issued.command, language="bash").classes("w-full"), "enroll-command")
+                testid(
+                    code_block(issued.install_command, language="bash").classes("w-full"), "enroll-command"
+                )
                 ui.label("Then start it: mirbad-agent serve --model-root /srv/models").classes("text-caption")
                 ui.label(
                     "For llama.cpp models, catalogue a llama-server there first: "
@@ -264,17 +263,10 @@ def _register_card(portal: Portal, refresh: object) -> None:
             for element in fields.values():
                 element.error = None
             try:
-                record = await actions.add_node(
-                    portal.services,
-                    (node_id.value or "").strip(),
-                    (name.value or "").strip(),
-                    (url.value or "").strip(),
-                )
-            except InvalidFieldError as exc:
-                fields.get(exc.field.split(".")[0], url).error = exc.reason
-                return
-            except MirbadError as exc:
-                ui.notify(str(exc), type="negative", multi_line=True)
+                node = node_request(*((field.value or "").strip() for field in (node_id, name, url)))
+                record, _state = await actions.add_node(portal.services, node, PORTAL_ACTOR)
+            except Exception as exc:  # under its field (the URL's input for any other), else as /api words it
+                show_under_field(exc, fields, fallback=url)
                 return
             ui.notify(f"node {record.id} added", type="positive")
             if callable(refresh):

@@ -16,11 +16,12 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from mirbad_master._changes import user_definition
 from mirbad_orchestration import DuplicateServedNameError, build_args, normalize_definition
 from mirbad_orchestration.commandline import DEFAULT_TOTAL_GIB
 from mirbad_orchestration.registry import check_served_name, prepare_definition
 from mirbad_protocol import InvalidFieldError, ModelDefinition
+
+from .actions import user_definition
 
 __all__ = [
     "FORM_FIELDS",

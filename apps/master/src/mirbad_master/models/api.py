@@ -1,9 +1,9 @@
 """``/api/models``: the registry, starts and stops by hand, and each model's log as server-sent events.
 
-Every change goes through the master's one write path (``_changes``), as the portal's do. Starts,
-stops and restarts go through :class:`~mirbad_orchestration.supervision.ModelControl`, so the recovery
-state, the crash count and the audit log follow them: a start by hand lifts a restart pause, a stop
-is never taken for a crash.
+Every change goes through the room's actions (:mod:`mirbad_master.models.actions`), as the portal's
+do. Starts, stops and restarts go through :class:`~mirbad_orchestration.supervision.ModelControl`, so
+the recovery state, the crash count and the audit log follow them: a start by hand lifts a restart
+pause, a stop is never taken for a crash.
 """
 
 from __future__ import annotations
@@ -16,15 +16,16 @@ from typing import Annotated, Any, Final
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from mirbad_master._api_errors import error_body, refusals, user_input
+from mirbad_master._api_session import actor_of
+from mirbad_master._composition import MasterServices
+from mirbad_master._views import ModelView, dump, model_view
+from mirbad_master.exceptions import ApiError
 from mirbad_orchestration.fleet import AgentClient
 from mirbad_orchestration.registry import filter_by_tags
 from mirbad_protocol import AdminErrorCode, MirbadError, ModelDefinition
 
-from . import _changes as changes
-from ._api_errors import ApiError, error_body, refusals, user_input
-from ._api_session import actor_of
-from ._composition import MasterServices
-from ._views import ModelView, dump, model_view
+from . import actions
 
 __all__ = ["MAX_LOG_TAIL", "models_router"]
 
@@ -77,7 +78,7 @@ def models_router(services: MasterServices) -> APIRouter:
         responses=refusals(409, 507),
     )
     async def create_model(definition: _Definition, request: Request) -> Response:
-        stored = await changes.create_model(services, definition, actor_of(request))
+        stored = await actions.create_model(services, definition, actor_of(request))
         answer = JSONResponse(dump(await model_view(services, stored)), status_code=201)
         answer.headers["Location"] = f"/api/models/{stored.id}"
         return answer
@@ -100,7 +101,7 @@ def models_router(services: MasterServices) -> APIRouter:
                 f"id: {definition.id!r} differs from the URL's {model_id!r}",
                 field="id",
             )
-        stored = await changes.update_model(services, definition, actor_of(request))
+        stored = await actions.update_model(services, definition, actor_of(request))
         return JSONResponse(dump(await model_view(services, stored)))
 
     @router.delete(
@@ -110,7 +111,7 @@ def models_router(services: MasterServices) -> APIRouter:
         responses=refusals(409, 502, 503, 504, 507),  # 409: a tuning run holds it
     )
     async def delete_model(model_id: str, request: Request) -> Response:
-        await changes.delete_model(services, model_id, actor_of(request))
+        await actions.delete_model(services, model_id, actor_of(request))
         return Response(status_code=204)
 
     @router.post(
@@ -120,7 +121,7 @@ def models_router(services: MasterServices) -> APIRouter:
         responses=_STARTING,
     )
     async def start_model(model_id: str, request: Request, force: _Force = False) -> Response:
-        await changes.start_model(services, model_id, actor_of(request), force=force)
+        await actions.start_model(services, model_id, actor_of(request), force=force)
         return await view_of(model_id)
 
     @router.post(
@@ -130,7 +131,7 @@ def models_router(services: MasterServices) -> APIRouter:
         responses=refusals(502, 503, 504, 507),
     )
     async def stop_model(model_id: str, request: Request) -> Response:
-        await changes.stop_model(services, model_id, actor_of(request))
+        await actions.stop_model(services, model_id, actor_of(request))
         return await view_of(model_id)
 
     @router.post(
@@ -140,7 +141,7 @@ def models_router(services: MasterServices) -> APIRouter:
         responses=_STARTING,
     )
     async def restart_model(model_id: str, request: Request, force: _Force = False) -> Response:
-        await changes.restart_model(services, model_id, actor_of(request), force=force)
+        await actions.restart_model(services, model_id, actor_of(request), force=force)
         return await view_of(model_id)
 
     @router.get(

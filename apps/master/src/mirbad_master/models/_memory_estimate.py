@@ -26,10 +26,9 @@ from typing import Final
 
 import anyio
 
+from mirbad_master._composition import MasterServices
 from mirbad_orchestration.commandline import estimate_llamacpp_definition_gib
 from mirbad_protocol import FeatureFlag, GgufInfo, InvalidFieldError, MirbadError, ModelDefinition
-
-from ._composition import MasterServices
 
 __all__ = ["BUDGET_FIELD", "ESTIMATE_SLACK_GIB", "ESTIMATE_WAIT_S", "check_memory_estimate", "estimated_gib"]
 

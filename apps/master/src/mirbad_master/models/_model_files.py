@@ -19,9 +19,8 @@ from typing import Final
 
 import anyio
 
+from mirbad_master._composition import MasterServices
 from mirbad_protocol import FeatureFlag, MirbadError, ModelDefinition, ModelSource, ModelState, ModelView
-
-from ._composition import MasterServices
 
 __all__ = [
     "MODEL_FILES_CONCURRENCY",

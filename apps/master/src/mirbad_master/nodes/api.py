@@ -14,16 +14,16 @@ from typing import Annotated
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
+from mirbad_master._api_errors import refusals, user_input
+from mirbad_master._api_session import actor_of
+from mirbad_master._composition import MasterServices
+from mirbad_master._views import NodeSummary, dump, node_summary
 from mirbad_protocol import EnrollmentTokenIssued
 
-from . import _changes as changes
-from ._api_errors import refusals, user_input
-from ._api_session import actor_of
-from ._changes import EnrollmentTokenRequest, NodeCreate
-from ._composition import MasterServices
-from ._views import NodeSummary, dump, node_summary
+from . import actions
+from .actions import EnrollmentTokenRequest, NodeCreate
 
-__all__ = ["EnrollmentTokenRequest", "NodeCreate", "nodes_router"]
+__all__ = ["nodes_router"]
 
 _NodeCreate = Annotated[NodeCreate, user_input(NodeCreate)]
 _TokenRequest = Annotated[EnrollmentTokenRequest, user_input(EnrollmentTokenRequest)]
@@ -46,7 +46,7 @@ def nodes_router(services: MasterServices) -> APIRouter:
         responses=refusals(409),
     )
     async def add_node(body: _NodeCreate, request: Request) -> Response:
-        record, state = await changes.add_node(services, body, actor_of(request))
+        record, state = await actions.add_node(services, body, actor_of(request))
         return JSONResponse(dump(node_summary(record, state)), status_code=201)
 
     @router.post(
@@ -57,7 +57,7 @@ def nodes_router(services: MasterServices) -> APIRouter:
         responses=refusals(404, 409),
     )
     async def issue_token(body: _TokenRequest, request: Request) -> Response:
-        issued = await changes.issue_enrollment(services, body, actor_of(request))
+        issued = await actions.issue_enrollment(services, body, actor_of(request))
         return JSONResponse(dump(issued), status_code=201)
 
     @router.get("/{node_id}", response_model=NodeSummary, summary="One node")
@@ -69,7 +69,7 @@ def nodes_router(services: MasterServices) -> APIRouter:
         "/{node_id}", status_code=204, summary="Remove a node from the fleet", responses=refusals(409)
     )
     async def remove_node(node_id: str, request: Request, unplace: bool = False) -> Response:
-        await changes.remove_node(services, node_id, actor_of(request), unplace=unplace)
+        await actions.remove_node(services, node_id, actor_of(request), unplace=unplace)
         return Response(status_code=204)
 
     return router

@@ -1,0 +1,169 @@
+"""The master's own exceptions, in one tree.
+
+The tree::
+
+    * MasterError
+      x ChangeRefusedError - a change the master itself refuses
+        + ModelExistsError (also mirbad_protocol's InvalidFieldError)
+        + LocalNodeError
+        + NodeHasModelsError
+      x ApiError - a refusal of the admin API itself
+      x NotSignedInError
+        + WrongPasswordError
+        + TooManyAttemptsError
+      x StartPausedError
+      x LlamaServerNotBuiltError (also mirbad_orchestration's NodeConflictError)
+        + LlamaServerBuildingError (also NodeNotReadyToStartError)
+      x LocalAgentError
+      x ServeError
+        + DataDirInUseError
+
+``MasterError`` is a :class:`~mirbad_protocol.MirbadError`, so the admin API's handler answers every one
+of them; ``_api_errors`` maps each to its status and code (the libraries' exceptions stay in their own
+trees and are mapped there too).
+"""
+
+from __future__ import annotations
+
+from mirbad_orchestration import NodeConflictError, NodeNotReadyToStartError
+from mirbad_protocol import AdminErrorCode, InvalidFieldError, MirbadError
+
+__all__ = [
+    "ApiError",
+    "ChangeRefusedError",
+    "DataDirInUseError",
+    "LlamaServerBuildingError",
+    "LlamaServerNotBuiltError",
+    "LocalAgentError",
+    "LocalNodeError",
+    "MasterError",
+    "ModelExistsError",
+    "NodeHasModelsError",
+    "NotSignedInError",
+    "ServeError",
+    "StartPausedError",
+    "TooManyAttemptsError",
+    "WrongPasswordError",
+]
+
+
+class MasterError(MirbadError):
+    """The base of every exception the master itself raises."""
+
+
+class ChangeRefusedError(MasterError):
+    """A change the master itself refuses (not a library's rule)."""
+
+
+class ModelExistsError(InvalidFieldError, ChangeRefusedError):
+    """A new model's id is taken (HTTP 409 ``model_exists``, field ``id``).
+
+    Attributes:
+        model_id: the id.
+    """
+
+    def __init__(self, model_id: str) -> None:
+        super().__init__("id", f"a model with id {model_id!r} exists")
+        self.model_id = model_id
+
+
+class LocalNodeError(ChangeRefusedError):
+    """The master's own node cannot be removed (HTTP 409 ``local_node``).
+
+    Attributes:
+        node_id: the node.
+    """
+
+    def __init__(self, node_id: str, message: str) -> None:
+        super().__init__(message)
+        self.node_id = node_id
+
+
+class NodeHasModelsError(ChangeRefusedError):
+    """Models are placed on the node to remove, and their placement was not to be cleared (HTTP 409).
+
+    Attributes:
+        node_id: the node.
+    """
+
+    def __init__(self, node_id: str, message: str) -> None:
+        super().__init__(message)
+        self.node_id = node_id
+
+
+class ApiError(MasterError):
+    """A refusal of the admin API itself (a mismatched id ...).
+
+    Attributes:
+        status: the HTTP status.
+        code: the envelope's code.
+        field: the offending field, if one.
+        pattern: the deny pattern of a ``denied`` host-service refusal (the node's hostd named it).
+    """
+
+    def __init__(
+        self,
+        status: int,
+        code: AdminErrorCode,
+        message: str,
+        *,
+        field: str | None = None,
+        pattern: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.field = field
+        self.pattern = pattern
+
+
+class NotSignedInError(MasterError):
+    """The request is not signed in as the administrator (HTTP 401).
+
+    The master's side of a sign-in; :class:`mirbad_client.AdminAuthError` is the admin client's
+    view of the same refusal, hence the different name.
+    """
+
+
+class WrongPasswordError(NotSignedInError):
+    """No password, a wrong one, or an unknown session."""
+
+
+class TooManyAttemptsError(NotSignedInError):
+    """Too many wrong passwords from this client or for the account lately (HTTP 429).
+
+    Attributes:
+        retry_after_s: seconds until the client may try again.
+    """
+
+    def __init__(self, retry_after_s: int) -> None:
+        super().__init__(f"too many wrong passwords; try again in {retry_after_s} s")
+        self.retry_after_s = retry_after_s
+
+
+class StartPausedError(MasterError):
+    """A request asked for a model whose automatic restarts are paused after repeated crashes."""
+
+
+class LlamaServerNotBuiltError(NodeConflictError, MasterError):
+    """A llama.cpp model was started on node ``local`` before its llama-server was built (HTTP 409)."""
+
+
+class LlamaServerBuildingError(LlamaServerNotBuiltError, NodeNotReadyToStartError):
+    """The build is still under way: the start will be possible once it is ready (try again later).
+
+    The health monitor retries such a start without counting a crash; ``/v1`` answers 503 with
+    ``Retry-After`` as for a model still starting.
+    """
+
+
+class LocalAgentError(MasterError):
+    """The local agent could not be enrolled or started; the message says why (with its log's tail)."""
+
+
+class ServeError(MasterError):
+    """A server of the master could not listen on its port or did not start."""
+
+
+class DataDirInUseError(ServeError):
+    """Another ``mirbad up`` runs on this data directory."""
