@@ -26,8 +26,8 @@ from tests.master._stack import Master, running_master
 
 from mirbad_master._admin_auth import SESSION_COOKIE
 from mirbad_master._llama_server_build import LlamaServerBuild
+from mirbad_master._pages import _pages
 from mirbad_master.ui import Portal
-from mirbad_master.ui._install import _pages
 from mirbad_master.ui._overview import DARK_CHART, LIGHT_CHART
 from mirbad_orchestration.supervision import RestartPause
 from mirbad_protocol import ModelState

@@ -1,22 +1,22 @@
 """The master's own exceptions, in one tree.
 
-The tree::
+The tree of its exceptions, each under its first base here (one with more bases names them all)::
 
-    * MasterError
-      x ChangeRefusedError - a change the master itself refuses
-        + ModelExistsError (also mirbad_protocol's InvalidFieldError)
-        + LocalNodeError
-        + NodeHasModelsError
-      x ApiError - a refusal of the admin API itself
-      x NotSignedInError
-        + WrongPasswordError
-        + TooManyAttemptsError
-      x StartPausedError
-      x LlamaServerNotBuiltError (also mirbad_orchestration's NodeConflictError)
-        + LlamaServerBuildingError (also NodeNotReadyToStartError)
-      x LocalAgentError
-      x ServeError
-        + DataDirInUseError
+    MasterError(MirbadError)
+    ├── ChangeRefusedError
+    │   ├── ModelExistsError(InvalidFieldError, ChangeRefusedError)
+    │   ├── LocalNodeError
+    │   └── NodeHasModelsError
+    ├── ApiError
+    ├── NotSignedInError
+    │   ├── WrongPasswordError
+    │   └── TooManyAttemptsError
+    ├── StartPausedError
+    ├── LlamaServerNotBuiltError(NodeConflictError, MasterError)
+    │   └── LlamaServerBuildingError(LlamaServerNotBuiltError, NodeNotReadyToStartError)
+    ├── LocalAgentError
+    └── ServeError
+        └── DataDirInUseError
 
 ``MasterError`` is a :class:`~mirbad_protocol.MirbadError`, so the admin API's handler answers every one
 of them; ``_api_errors`` maps each to its status and code (the libraries' exceptions stay in their own

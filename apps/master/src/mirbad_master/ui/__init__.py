@@ -1,10 +1,11 @@
-"""mirbad_master.ui: the portal, NiceGUI pages served by the master beside ``/api`` and ``/v1``.
+"""mirbad_master.ui: the portal's shared pieces, and the pages that belong to no feature's room.
 
-:func:`install_ui` attaches it to the master's app. Every page calls the master's services in-process;
-only the Playground talks to a router, an in-process one, so its chats meet what every client meets.
+The frame, the sign-in, the guarded page, the refusal display, formats and chart themes serve every
+room's ``page.py``; the Overview, the Playground, the fleet view and the logs live here. Every page calls
+the master's services in-process; only the Playground talks to a router, an in-process one, so its
+chats meet what every client meets. :mod:`mirbad_master._pages` gathers every page and installs them.
 """
 
-from ._install import install_portal, install_ui
 from ._portal import Portal
 
-__all__ = ["Portal", "install_portal", "install_ui"]
+__all__ = ["Portal"]

@@ -1,4 +1,7 @@
-"""Attach the portal to the master's app: the session routes, every page, then NiceGUI itself.
+"""Attach the portal to the master's app: the session routes, every room's pages, then NiceGUI itself.
+
+It sits beside the rooms rather than in ``ui/``: the rooms' pages build on ``ui/``'s shared pieces, so
+the one module that gathers every page cannot live in the package those pieces come from.
 
 NiceGUI keeps its pages in one process-wide app, so a process installs one portal. Its catch-all mount
 at ``/`` must come after every other route of the master (``/api``, ``/v1``, ``/healthz``), which is why
@@ -14,25 +17,24 @@ from fastapi.responses import RedirectResponse, Response
 from nicegui import app as nicegui_app
 from nicegui import background_tasks, ui
 
-from mirbad_master._admin_auth import AdminAuth
-from mirbad_master._composition import MasterServices
-from mirbad_master.keys.page import render_keys
-from mirbad_master.models.page import render_model_editor, render_models
-from mirbad_master.nodes.page import render_nodes
-
-from ._benchmarks import render_benchmarks
-from ._fleet import parse_tags
-from ._guarded_page import guarded_page
-from ._layout import is_dark
-from ._login import render_login
-from ._logs import render_logs
-from ._overview import render_overview
-from ._playground import render_playground
-from ._portal import Portal
-from ._releases import render_releases
-from ._services import render_services
-from ._session import LOGIN_PATH, install_session_routes, safe_next, signed_in
-from ._tuning import render_tuning
+from ._admin_auth import AdminAuth
+from ._composition import MasterServices
+from .keys.page import render_keys
+from .models.page import render_model_editor, render_models
+from .nodes.page import render_nodes
+from .ui._benchmarks import render_benchmarks
+from .ui._fleet import parse_tags
+from .ui._guarded_page import guarded_page
+from .ui._layout import is_dark
+from .ui._login import render_login
+from .ui._logs import render_logs
+from .ui._overview import render_overview
+from .ui._playground import render_playground
+from .ui._portal import Portal
+from .ui._releases import render_releases
+from .ui._services import render_services
+from .ui._session import LOGIN_PATH, install_session_routes, safe_next, signed_in
+from .ui._tuning import render_tuning
 
 __all__ = ["HISTORY_INTERVAL_S", "install_portal", "install_ui"]
 
