@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -13,16 +14,19 @@ from mirbad_orchestration.backups import (
     BackupDocumentV1,
     BackupDocumentV2,
     BackupSecrets,
+    FleetCaBackup,
     encode_backup,
     open_secrets,
     parse_backup,
 )
+from mirbad_orchestration.backups._crypto import encrypt_secrets
 from mirbad_orchestration.exceptions import (
     BackupFormatError,
     BackupNotEncryptedError,
     BackupPassphraseTooShortError,
     BackupVersionError,
 )
+from mirbad_protocol import CertificateAuthority, PkiError
 
 
 def _fixed_entropy(size: int) -> bytes:
@@ -168,3 +172,38 @@ def test_the_keys_in_a_backup_keep_their_hashes() -> None:
     raw = encode_backup(contents(), host="m", created_at=CREATED_AT, passphrase=PASSPHRASE)
     keys = open_secrets(parse_backup(raw), PASSPHRASE).api_keys
     assert keys == [key("k1aaaaaa", "a"), key("k2bbbbbb", "b", "ci")]
+
+
+def test_an_encrypted_version_1_document_opens_with_its_keys() -> None:
+    document: dict[str, object] = {
+        "schemaVersion": 1,
+        "createdAt": "2025-06-01T10:00:00Z",
+        "models": [model("legacy", placement=None).to_wire()],
+    }
+    encrypt_secrets(BackupSecrets(api_keys=[key("k1aaaaaa")]), PASSPHRASE, document)
+    backup = parse_backup(json.dumps(document))
+    assert backup.schema_version == 1
+    assert backup.encrypted
+    assert open_secrets(backup, PASSPHRASE).api_keys == [key("k1aaaaaa")]
+
+
+def test_the_fleet_ca_survives_a_backup() -> None:
+    authority = CertificateAuthority.create("Mirbad CA test")
+    secrets = BackupSecrets(ca=FleetCaBackup.of(authority))
+    written = replace(contents(), secrets=secrets)
+    raw = encode_backup(written, host="m", created_at=CREATED_AT, passphrase=PASSPHRASE)
+    restored = open_secrets(parse_backup(raw), PASSPHRASE).ca
+    assert restored is not None
+    again = restored.authority()
+    assert again.pin == authority.pin
+    assert again.certificate == authority.certificate
+
+
+def test_a_backup_ca_that_does_not_match_its_key_is_refused() -> None:
+    one, other = CertificateAuthority.create("one"), CertificateAuthority.create("other")
+    mixed = FleetCaBackup(
+        certificate_pem=FleetCaBackup.of(one).certificate_pem,
+        private_key_pem=FleetCaBackup.of(other).private_key_pem,
+    )
+    with pytest.raises(PkiError):
+        mixed.authority()

@@ -19,7 +19,17 @@ from pydantic import AwareDatetime, BeforeValidator, Field, PlainSerializer
 
 from mirbad_orchestration.fleet import NodeRecord
 from mirbad_orchestration.services import HostServicesDocument
-from mirbad_protocol import ApiKeyRecord, ModelDefinition, WireModel
+from mirbad_protocol import (
+    ApiKeyRecord,
+    CertificateAuthority,
+    ModelDefinition,
+    PkiError,
+    WireModel,
+    certificates_from_pem,
+    certificates_to_pem,
+    private_key_from_pem,
+    private_key_to_pem,
+)
 
 __all__ = [
     "BACKUP_SCHEMA_VERSION",
@@ -66,7 +76,7 @@ def _encode_base64(value: bytes) -> str:
 Base64 = Annotated[bytes, BeforeValidator(_decode_base64), PlainSerializer(_encode_base64, return_type=str)]
 """Bytes carried as standard base64 text (padded, no line breaks)."""
 
-HostName = Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[\x21-\x7e]+$")]
+HostName = Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[^\x00-\x1f\x7f]+$")]
 
 
 class MasterIdentity(WireModel):
@@ -103,6 +113,27 @@ class FleetCaBackup(WireModel):
 
     certificate_pem: Annotated[str, Field(min_length=1)]
     private_key_pem: Annotated[str, Field(min_length=1)]
+
+    @classmethod
+    def of(cls, authority: CertificateAuthority) -> FleetCaBackup:
+        """The backup form of the fleet's CA."""
+        return cls(
+            certificate_pem=certificates_to_pem([authority.certificate]).decode("ascii"),
+            private_key_pem=private_key_to_pem(authority.private_key).decode("ascii"),
+        )
+
+    def authority(self) -> CertificateAuthority:
+        """The CA again, checked: a CA certificate that belongs to the key.
+
+        Raises:
+            PkiError: the PEM text does not hold a matching CA certificate and key.
+        """
+        certificates = certificates_from_pem(self.certificate_pem.encode("utf-8"))
+        if len(certificates) != 1:
+            raise PkiError(f"the backup's CA holds {len(certificates)} certificates, not one")
+        return CertificateAuthority(
+            certificates[0], private_key_from_pem(self.private_key_pem.encode("utf-8"))
+        )
 
 
 class BackupSecrets(WireModel):
