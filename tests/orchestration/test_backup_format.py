@@ -207,3 +207,10 @@ def test_a_backup_ca_that_does_not_match_its_key_is_refused() -> None:
     )
     with pytest.raises(PkiError):
         mixed.authority()
+
+
+def test_a_number_beyond_a_float_is_refused() -> None:
+    raw = encode_backup(contents(), host="m", created_at=CREATED_AT).replace(b'"epoch": 3', b'"epoch": 1e400')
+    with pytest.raises(BackupFormatError) as refused:
+        parse_backup(raw)
+    assert refused.value.field == "(document)"

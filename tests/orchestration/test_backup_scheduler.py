@@ -242,3 +242,25 @@ async def test_the_loop_writes_once_a_day(build: FakeBuild, clock: FakeClock, tm
 def test_keep_must_leave_at_least_one() -> None:
     with pytest.raises(ValueError, match="keep"):
         BackupSettings(keep=0)
+
+
+async def test_two_backups_in_one_second_keep_both(
+    build: FakeBuild, clock: FakeClock, tmp_path: Path
+) -> None:
+    scheduler = _scheduler(build, clock, tmp_path)
+    first = await scheduler.back_up_now(PASSPHRASE)
+    second = await scheduler.back_up_now()
+    assert first.name != second.name
+    assert second.created_at - first.created_at == timedelta(seconds=1)
+    assert parse_backup((tmp_path / first.name).read_bytes()).encrypted
+    created = parse_backup((tmp_path / second.name).read_bytes()).document.created_at
+    assert created == second.created_at  # the document says the time its name says
+
+
+async def test_the_backup_just_written_survives_a_clock_set_back(
+    build: FakeBuild, clock: FakeClock, tmp_path: Path
+) -> None:
+    later = "mirbad-backup-master-box-20300101T000000Z.json"
+    (tmp_path / later).write_text("{}")
+    written = await _scheduler(build, clock, tmp_path, keep=1).back_up_now()
+    assert _names(tmp_path) == sorted([later, written.name])

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import stat
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from mirbad_orchestration.exceptions import BackupRunError
 from mirbad_protocol import write_bytes_atomic
 
-from ._names import parse_backup_file_name
+from ._names import backup_file_name, parse_backup_file_name
 
 __all__ = ["BackupFile", "list_backup_files"]
 
@@ -65,6 +65,18 @@ def list_backup_files(directory: Path, *, host: str | None = None) -> list[Backu
     return sorted(found, key=lambda file: (file.created_at, file.name), reverse=True)
 
 
+def free_backup_time(directory: Path, host: str, created_at: datetime) -> datetime:
+    """The first second from ``created_at`` on whose backup name is not taken in ``directory``.
+
+    Two backups within one second would otherwise share a name, and the second would replace the first
+    (an unencrypted one replacing the passphrase backup just made, say).
+    """
+    stamp = created_at.astimezone(UTC).replace(microsecond=0)
+    while (directory / backup_file_name(host, stamp)).exists():
+        stamp += timedelta(seconds=1)
+    return stamp
+
+
 def write_backup_file(directory: Path, name: str, data: bytes) -> BackupFile:
     """Write one backup atomically into an existing directory.
 
@@ -83,16 +95,25 @@ def write_backup_file(directory: Path, name: str, data: bytes) -> BackupFile:
     return BackupFile(name, parsed.host, parsed.created_at, len(data))
 
 
-def prune_backup_files(directory: Path, host: str, keep: int) -> list[str]:
+def prune_backup_files(directory: Path, host: str, keep: int, *, spare: str = "") -> list[str]:
     """Remove ``host``'s backups beyond the ``keep`` newest; return the names removed.
 
     A file that cannot be removed stays (the next prune tries again).
+
+    Args:
+        directory: the backup directory.
+        host: the host label whose backups are pruned.
+        keep: how many of the newest stay.
+        spare: a name never removed: the backup just written, even when the clock was set back and
+            older files carry later stamps.
 
     Raises:
         BackupRunError: the directory cannot be listed.
     """
     removed = []
     for old in list_backup_files(directory, host=host)[keep:]:
+        if old.name == spare:
+            continue
         try:
             (directory / old.name).unlink()
         except OSError:

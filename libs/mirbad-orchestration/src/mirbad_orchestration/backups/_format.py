@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -159,7 +160,7 @@ def open_secrets(backup: Backup, passphrase: str) -> BackupSecrets:
 
 def _load_json(raw: bytes | str) -> dict[str, object]:
     try:
-        data = json.loads(raw, parse_constant=_refuse_constant)
+        data = json.loads(raw, parse_constant=_refuse_constant, parse_float=_finite_float)
     except UnicodeDecodeError:
         raise BackupFormatError(_DOCUMENT, "not UTF-8 text") from None
     except ValueError as exc:
@@ -172,3 +173,11 @@ def _load_json(raw: bytes | str) -> dict[str, object]:
 def _refuse_constant(name: str) -> object:
     # NaN and the infinities are not JSON; Python's reader takes them unless told otherwise.
     raise ValueError(f"{name} is not a JSON value")
+
+
+def _finite_float(text: str) -> float:
+    # 1e400 reads as infinity, which no field takes and the canonical form cannot carry.
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is out of range")
+    return value

@@ -25,7 +25,13 @@ from mirbad_orchestration.exceptions import BackupRunError
 from mirbad_protocol import WireModel
 
 from ._crypto import Entropy, check_passphrase
-from ._directory import BackupFile, list_backup_files, prune_backup_files, write_backup_file
+from ._directory import (
+    BackupFile,
+    free_backup_time,
+    list_backup_files,
+    prune_backup_files,
+    write_backup_file,
+)
 from ._format import BackupContents, encode_backup
 from ._names import backup_file_name, backup_host_label
 
@@ -220,7 +226,8 @@ class BackupScheduler:
 
     async def _write(self, passphrase: str | None, *, scheduled: bool) -> BackupFile:
         directory = self._directory()
-        created_at = self._clock().astimezone(UTC).replace(microsecond=0)
+        now = self._clock()
+        created_at = await anyio.to_thread.run_sync(lambda: free_backup_time(directory, self._host, now))
         contents = await self._build(secrets=passphrase is not None)
         data = encode_backup(
             contents,
@@ -242,7 +249,7 @@ class BackupScheduler:
         self._state = self._state.model_copy(update={"last_backup": record})
         try:
             await anyio.to_thread.run_sync(
-                lambda: prune_backup_files(directory, self._label, self._settings.keep)
+                lambda: prune_backup_files(directory, self._label, self._settings.keep, spare=name)
             )
         except BackupRunError as exc:
             # The backup is written; a prune that failed is worth showing, not worth failing the run for.
