@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import pytest
 from syrupy.assertion import SnapshotAssertion
 from tests.orchestration._backups import CREATED_AT, PASSPHRASE, contents, key, model
 
@@ -13,7 +15,8 @@ from mirbad_orchestration.backups import (
     parse_backup,
     preview_restore,
 )
-from mirbad_protocol import ModelSource
+from mirbad_orchestration.keys import ApiKeyImport, ApiKeyStore
+from mirbad_protocol import ApiKeyRecord, ModelSource
 
 RAW = encode_backup(contents(), host="master-box", created_at=CREATED_AT, passphrase=PASSPHRASE)
 BACKUP = parse_backup(RAW)
@@ -21,7 +24,7 @@ BACKUP = parse_backup(RAW)
 
 def test_models_are_new_changed_or_identical() -> None:
     current = [model("qwen", max_num_seqs=32, tags=["chat"]), model("tiny", sources=[]), model("other")]
-    preview = preview_restore(BACKUP.document, current_models=current, current_keys=[])
+    preview = preview_restore(BACKUP.document, current_models=current)
     by_id = {entry.id: entry for entry in preview.models}
     assert [entry.id for entry in preview.models] == ["qwen", "tiny"]  # the backup's models, in order
     assert by_id["qwen"].change == "changed"
@@ -31,7 +34,7 @@ def test_models_are_new_changed_or_identical() -> None:
 
 
 def test_a_model_not_here_is_new() -> None:
-    preview = preview_restore(BACKUP.document, current_models=[], current_keys=[])
+    preview = preview_restore(BACKUP.document, current_models=[])
     assert {entry.change for entry in preview.models} == {"new"}
     assert preview.models[0].served_name == "qwen-chat"
 
@@ -40,7 +43,6 @@ def test_downloads_and_manual_steps_follow_the_folders_and_sources() -> None:
     preview = preview_restore(
         BACKUP.document,
         current_models=[],
-        current_keys=[],
         folders_present={"qwen": False, "tiny": False},
         download_sizes={"qwen": 4_000_000_000},
     )
@@ -59,7 +61,6 @@ def test_folders_present_need_neither_download_nor_manual_steps() -> None:
     preview = preview_restore(
         BACKUP.document,
         current_models=[],
-        current_keys=[],
         folders_present={"qwen": True, "tiny": True},
         download_sizes={"qwen": 123},
     )
@@ -71,7 +72,7 @@ def test_folders_present_need_neither_download_nor_manual_steps() -> None:
 
 
 def test_a_node_that_did_not_answer_leaves_the_folders_unknown() -> None:
-    preview = preview_restore(BACKUP.document, current_models=[], current_keys=[])
+    preview = preview_restore(BACKUP.document, current_models=[])
     qwen, tiny = preview.models
     assert qwen.folders_present is None
     assert qwen.download_bytes is None  # size unknown
@@ -79,25 +80,43 @@ def test_a_node_that_did_not_answer_leaves_the_folders_unknown() -> None:
     assert tiny.needs_manual_steps  # not known to be there, and nothing to download it from
 
 
-def test_new_keys_are_listed_without_their_hashes() -> None:
-    secrets = open_secrets(BACKUP, PASSPHRASE)
-    here = [key("k1aaaaaa", "a"), key("k9zzzzzz", "b", "clash")]  # k1 is the same key; k2's hash is taken
-    preview = preview_restore(
-        BACKUP.document, current_models=[], current_keys=here, backup_keys=secrets.api_keys
-    )
+async def _store_with(tmp_path: Path, *records: ApiKeyRecord) -> ApiKeyStore:
+    store = ApiKeyStore(tmp_path)
+    await store.import_records(records)
+    return store
+
+
+@pytest.mark.anyio
+async def test_new_keys_are_what_the_key_store_would_add_without_their_hashes(tmp_path: Path) -> None:
+    backup_keys = open_secrets(BACKUP, PASSPHRASE).api_keys
+    # k1aaaaaa is the same key here; k2bbbbbb's hash belongs to another key here.
+    async with await _store_with(tmp_path, key("k1aaaaaa", "a"), key("k9zzzzzz", "b", "clash")) as store:
+        outcome = await store.import_records(backup_keys, dry_run=True)
+        preview = preview_restore(
+            BACKUP.document, current_models=[], backup_keys=backup_keys, key_import=outcome
+        )
+        assert len(await store.list()) == 2  # the dry run changed nothing
     assert preview.api_keys_included
     assert preview.new_api_keys == []
     assert preview.conflicting_api_keys == ["k2bbbbbb"]
-    fresh = preview_restore(BACKUP.document, current_models=[], current_keys=[], backup_keys=secrets.api_keys)
-    assert [(k.id, k.name, k.prefix) for k in fresh.new_api_keys] == [
+
+
+@pytest.mark.anyio
+async def test_keys_unknown_here_are_listed_by_id_name_and_prefix(tmp_path: Path) -> None:
+    backup_keys = open_secrets(BACKUP, PASSPHRASE).api_keys
+    async with ApiKeyStore(tmp_path) as store:
+        outcome = await store.import_records(backup_keys, dry_run=True)
+    preview = preview_restore(BACKUP.document, current_models=[], backup_keys=backup_keys, key_import=outcome)
+    assert [(k.id, k.name, k.prefix) for k in preview.new_api_keys] == [
         ("k1aaaaaa", "notebook", "mb_k1aa"),
         ("k2bbbbbb", "ci", "mb_k2bb"),
     ]
-    assert "a" * 64 not in json.dumps(fresh.to_wire())
+    assert preview.conflicting_api_keys == []
+    assert "a" * 64 not in json.dumps(preview.to_wire())
 
 
 def test_without_the_keys_the_preview_says_so() -> None:
-    preview = preview_restore(BACKUP.document, current_models=[], current_keys=[key("k1aaaaaa")])
+    preview = preview_restore(BACKUP.document, current_models=[])
     assert not preview.api_keys_included
     assert preview.new_api_keys == []
 
@@ -111,7 +130,7 @@ def test_a_version_1_backup_previews_too() -> None:
         ],
     }
     raw = json.dumps(v1, default=lambda definition: definition.to_wire())
-    preview = preview_restore(parse_backup(raw).document, current_models=[], current_keys=[])
+    preview = preview_restore(parse_backup(raw).document, current_models=[])
     assert preview.schema_version == 1
     assert preview.host is None
     assert [(m.id, m.change) for m in preview.models] == [("legacy", "new")]
@@ -122,8 +141,8 @@ def test_the_preview_payload(snapshot_json: SnapshotAssertion) -> None:
     preview = preview_restore(
         BACKUP.document,
         current_models=[model("qwen", max_num_seqs=32)],
-        current_keys=[key("k1aaaaaa", "a")],
         backup_keys=secrets.api_keys,
+        key_import=ApiKeyImport(added=("k2bbbbbb",), unchanged=("k1aaaaaa",)),
         folders_present={"qwen": False, "tiny": True},
         download_sizes={"qwen": 4096},
     )

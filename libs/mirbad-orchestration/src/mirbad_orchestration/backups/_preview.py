@@ -1,9 +1,10 @@
 """The restore preview: what restoring a backup would do, computed without changing anything.
 
-A pure function over what the master has gathered: the backup, the registry's models, the key store's
-records, and per model of the backup whether its folders are on its node (the agent's model-files
-check) and how much is left to download (from the hub, through the node). The master asks the nodes;
-this module only compares.
+A pure function over what the master has gathered: the backup, the registry's models, what the key
+store would do with the backup's keys (``ApiKeyStore.import_records(..., dry_run=True)``, the same
+merge a restore runs), and per model of the backup whether its folders are on its node (the agent's
+model-files check) and how much is left to download (from the hub, through the node). The master asks
+the stores and the nodes; this module only compares.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Literal
 
 from pydantic import AwareDatetime, Field
 
-from mirbad_orchestration.keys import plan_import
+from mirbad_orchestration.keys import ApiKeyImport
 from mirbad_protocol import ApiKeyRecord, ModelDefinition, WireModel
 
 from ._document import BackupDocument
@@ -98,8 +99,8 @@ def preview_restore(
     document: BackupDocument,
     *,
     current_models: Sequence[ModelDefinition],
-    current_keys: Sequence[ApiKeyRecord],
-    backup_keys: Sequence[ApiKeyRecord] | None = None,
+    backup_keys: Sequence[ApiKeyRecord] = (),
+    key_import: ApiKeyImport | None = None,
     folders_present: Mapping[str, bool] | None = None,
     download_sizes: Mapping[str, int] | None = None,
 ) -> RestorePreview:
@@ -108,9 +109,9 @@ def preview_restore(
     Args:
         document: the backup.
         current_models: the registry's models.
-        current_keys: the key store's records.
-        backup_keys: the backup's key records (from its opened encrypted section); None when it was
-            not opened or has none.
+        backup_keys: the backup's key records (from its opened encrypted section).
+        key_import: what the key store would do with ``backup_keys`` (its dry run); None when the
+            backup's keys were not read (no passphrase, or no encrypted section).
         folders_present: per backup model id, whether all its folders are on its node (missing: unknown).
         download_sizes: per backup model id, the bytes its missing folders would download.
     """
@@ -127,17 +128,20 @@ def preview_restore(
         host=document.host,
         models=models,
     )
-    if backup_keys is None:
+    if key_import is None:
         return preview
-    outcome, added = plan_import(current_keys, backup_keys)
-    new_keys = [RestoreKeyPreview(id=key.id, name=key.name, prefix=key.prefix) for key in added]
-    return preview.model_copy(
-        update={
-            "api_keys_included": True,
-            "new_api_keys": new_keys,
-            "conflicting_api_keys": list(outcome.conflicts),
-        }
-    )
+    added = set(key_import.added)
+    new_keys = [
+        RestoreKeyPreview(id=key.id, name=key.name, prefix=key.prefix)
+        for key in backup_keys
+        if key.id in added
+    ]
+    update = {
+        "api_keys_included": True,
+        "new_api_keys": new_keys,
+        "conflicting_api_keys": list(key_import.conflicts),
+    }
+    return preview.model_copy(update=update)
 
 
 def _model_preview(

@@ -6,7 +6,7 @@ keeps the keys (only SHA-256 digests of their secrets) in ``api-keys.json`` and 
 separate usage file.
 """
 
-from ._api_key_file import API_KEYS_FILE, ApiKeyImport, plan_import, secret_sha256
+from ._api_key_file import API_KEYS_FILE, ApiKeyImport, secret_sha256
 from ._api_key_usage import API_KEY_USAGE_FILE, DEFAULT_MAX_MODELS_PER_KEY, OTHER_MODELS
 from ._api_keys import DEFAULT_USAGE_FLUSH_SECONDS, ApiKeyStore
 from ._verification import verify_api_key
@@ -19,7 +19,6 @@ __all__ = [
     "OTHER_MODELS",
     "ApiKeyImport",
     "ApiKeyStore",
-    "plan_import",
     "secret_sha256",
     "verify_api_key",
 ]

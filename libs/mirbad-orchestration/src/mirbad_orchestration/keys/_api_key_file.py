@@ -31,7 +31,7 @@ from mirbad_protocol import (
     write_json_atomic,
 )
 
-__all__ = ["API_KEYS_FILE", "ApiKeyImport", "plan_import", "secret_sha256"]
+__all__ = ["API_KEYS_FILE", "ApiKeyImport", "secret_sha256"]
 
 API_KEYS_FILE: Final = "api-keys.json"
 """The key store's file name in the master's data directory."""
