@@ -74,6 +74,13 @@ __all__ = [
     "AgentStartConflictError",
     "ApiKeyError",
     "ApiKeyStoreError",
+    "BackupError",
+    "BackupFormatError",
+    "BackupNotEncryptedError",
+    "BackupPassphraseError",
+    "BackupPassphraseTooShortError",
+    "BackupRunError",
+    "BackupVersionError",
     "BenchmarkRequestError",
     "CandidateFailedError",
     "ContainerNotWhitelistedError",
@@ -119,6 +126,7 @@ __all__ = [
     "UnknownPresetError",
     "UnknownTuningStepError",
     "UnreadableFlagError",
+    "WeakBackupKdfError",
     "WhitelistChangeRefusedError",
 ]
 
@@ -628,3 +636,74 @@ class TuningInfrastructureError(TuningError):
 
 class NoTuningRunError(TuningError):
     """No stored tuning run of that name, or one without tuned settings to apply (the baseline won)."""
+
+
+# ---------------------------------------------------------------- backups
+
+
+class BackupError(MirbadOrchestrationError):
+    """Root of the errors of backups: reading, opening and writing backup documents."""
+
+
+class BackupFormatError(InvalidFieldError, BackupError):
+    """Bytes that are not a backup this master reads: bad JSON, a wrong type, an unknown field.
+
+    ``field`` is the offending field's dotted wire path, or ``(document)`` when the bytes are not a JSON
+    object at all.
+    """
+
+
+class BackupVersionError(BackupFormatError):
+    """A backup of a schema version this master does not read (it reads 1 and 2).
+
+    Attributes:
+        version: the version the document declares (``None`` when it declares none).
+    """
+
+    def __init__(self, version: object) -> None:
+        super().__init__(
+            "schemaVersion", f"{version!r} is not a backup schema version this master reads (1, 2)"
+        )
+        self.version = version
+
+
+class WeakBackupKdfError(BackupFormatError):
+    """An encrypted section whose key derivation is weaker than the one this master writes.
+
+    Refused before any passphrase is tried, so a file crafted with a cheap KDF cannot make guessing
+    the passphrase cheap.
+    """
+
+
+class BackupPassphraseError(BackupError):
+    """The encrypted section did not open: the passphrase is wrong, or the backup was altered.
+
+    The two cannot be told apart (that is what authenticated encryption gives), and nothing of the
+    section is returned either way.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("the passphrase is wrong, or the backup was altered after it was written")
+
+
+class BackupPassphraseTooShortError(InvalidFieldError, BackupError):
+    """A passphrase shorter than the minimum offered to encrypt a backup (``field`` is ``passphrase``)."""
+
+
+class BackupNotEncryptedError(BackupError):
+    """A passphrase was given for a backup that has no encrypted section (nothing to open)."""
+
+    def __init__(self) -> None:
+        super().__init__("this backup has no encrypted section: it was written without a passphrase")
+
+
+class BackupRunError(BackupError):
+    """A backup could not be written (no such directory, a full disk, the document could not be built).
+
+    Attributes:
+        reason: what went wrong, for people (also what the backup state records).
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason

@@ -1,0 +1,92 @@
+"""Backups: the backup document, its encrypted section, the daily scheduler and the restore preview.
+
+:func:`encode_backup` writes a schema version 2 document from the :class:`BackupContents` the master
+composes, with an encrypted section (AES-256-GCM, PBKDF2-SHA256 at 600,000 iterations) when given a
+passphrase; :func:`parse_backup` reads versions 1 and 2 and :func:`open_secrets` opens the section,
+whole or not at all. :class:`BackupScheduler` writes one backup a day into the backup directory and
+one on demand; :func:`parse_backup_file_name` is the only way a file there is named. :func:`preview_restore`
+says what a restore would do.
+"""
+
+from ._crypto import MIN_PASSPHRASE_LENGTH, Entropy, check_passphrase
+from ._directory import BackupFile, list_backup_files
+from ._document import (
+    BACKUP_SCHEMA_VERSION,
+    KDF_ITERATIONS,
+    MAX_KDF_ITERATIONS,
+    BackupDocument,
+    BackupDocumentV1,
+    BackupDocumentV2,
+    BackupSecrets,
+    CipherParameters,
+    EncryptedSecrets,
+    FleetCaBackup,
+    HostServicesBackup,
+    KdfParameters,
+    MasterIdentity,
+)
+from ._format import Backup, BackupContents, encode_backup, open_secrets, parse_backup
+from ._names import (
+    BACKUP_NAME_PREFIX,
+    BackupName,
+    backup_file_name,
+    backup_host_label,
+    parse_backup_file_name,
+)
+from ._preview import ModelChange, ModelPreview, RestoreKeyPreview, RestorePreview, preview_restore
+from ._scheduler import (
+    BACKUP_INTERVAL,
+    DEFAULT_BACKUP_KEEP,
+    BackupFailure,
+    BackupRecord,
+    BackupScheduler,
+    BackupSettings,
+    BackupState,
+    BuildBackup,
+    Clock,
+)
+
+__all__ = [
+    "BACKUP_INTERVAL",
+    "BACKUP_NAME_PREFIX",
+    "BACKUP_SCHEMA_VERSION",
+    "DEFAULT_BACKUP_KEEP",
+    "KDF_ITERATIONS",
+    "MAX_KDF_ITERATIONS",
+    "MIN_PASSPHRASE_LENGTH",
+    "Backup",
+    "BackupContents",
+    "BackupDocument",
+    "BackupDocumentV1",
+    "BackupDocumentV2",
+    "BackupFailure",
+    "BackupFile",
+    "BackupName",
+    "BackupRecord",
+    "BackupScheduler",
+    "BackupSecrets",
+    "BackupSettings",
+    "BackupState",
+    "BuildBackup",
+    "CipherParameters",
+    "Clock",
+    "EncryptedSecrets",
+    "Entropy",
+    "FleetCaBackup",
+    "HostServicesBackup",
+    "KdfParameters",
+    "MasterIdentity",
+    "ModelChange",
+    "ModelPreview",
+    "RestoreKeyPreview",
+    "RestorePreview",
+    "backup_file_name",
+    "backup_host_label",
+    "check_passphrase",
+    "encode_backup",
+    "list_backup_files",
+    "open_secrets",
+    "parse_backup",
+    "parse_backup_file_name",
+    "preview_restore",
+]
