@@ -53,10 +53,18 @@ The tree of its exceptions, each under its first base here (one with more bases 
     │       ├── CandidateFailedError
     │       ├── TuningInfrastructureError
     │       └── NoTuningRunError
-    └── HostServiceError
-        ├── HostServiceConfirmError
-        ├── ContainerNotWhitelistedError
-        └── WhitelistChangeRefusedError
+    ├── HostServiceError
+    │   ├── HostServiceConfirmError
+    │   ├── ContainerNotWhitelistedError
+    │   └── WhitelistChangeRefusedError
+    └── BackupError
+        ├── BackupFormatError(InvalidFieldError, BackupError)
+        │   ├── BackupVersionError
+        │   └── WeakBackupKdfError
+        ├── BackupPassphraseError
+        ├── BackupPassphraseTooShortError(InvalidFieldError, BackupError)
+        ├── BackupNotEncryptedError
+        └── BackupRunError
 """
 
 from __future__ import annotations
