@@ -24,11 +24,11 @@ from ._api_keys import keys_router
 from ._api_models import models_router
 from ._api_nodes import nodes_router
 from ._api_releases import releases_router
-from ._api_services import services_router
 from ._api_session import admin_guard, session_router
 from ._api_tuning import tuning_router
 from ._composition import MasterServices
 from ._views import StatusReport, dump, status_report
+from .services.api import services_router
 
 __all__ = ["api_fallback", "api_router"]
 
