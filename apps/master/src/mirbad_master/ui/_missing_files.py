@@ -16,12 +16,12 @@ from dataclasses import dataclass
 
 from nicegui import ui
 
-from mirbad_master import _downloads as downloads
 from mirbad_master._model_files import MissingFiles, missing_model_files, primary_source
+from mirbad_master.downloads import actions as downloads
+from mirbad_master.downloads.page import SEARCH_LABEL, download_nodes, parse_download
 from mirbad_protocol import InvalidFieldError, MirbadError, ModelDefinition, ModelSource, ModelView
 
 from ._actions import ACTOR
-from ._downloads import SEARCH_LABEL, download_nodes, parse_download
 from ._marks import testid
 from ._portal import Portal
 

@@ -16,13 +16,13 @@ from nicegui.elements.mixins.validation_element import ValidationElement
 from nicegui.elements.mixins.value_element import ValueElement
 
 from mirbad_master._composition import MasterServices
+from mirbad_master.downloads.page import render_source_downloads
 from mirbad_orchestration.commandline import DEFAULT_TOTAL_GIB
 from mirbad_orchestration.fleet import launch_total_gib
 from mirbad_orchestration.registry import TAG_CATALOGUE, suggest_tags
 from mirbad_protocol import InvalidFieldError, MirbadError, ModelDefinition, ProcessRuntimeInfo
 
 from . import _actions as actions
-from ._downloads import render_source_downloads
 from ._fleet import tags_param
 from ._marks import code_block, link_button, testid
 from ._model_form import FORM_FIELDS, FormCheck, check_form, form_from_definition

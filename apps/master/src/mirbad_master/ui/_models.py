@@ -16,11 +16,11 @@ from urllib.parse import quote
 from nicegui import ui
 
 from mirbad_master._llama_server_build import LlamaServerBuild
+from mirbad_master.downloads.page import render_models_downloads
 from mirbad_orchestration import AgentAdmissionRefusedError
 from mirbad_protocol import AgentInfo, MirbadError, ModelState
 
 from . import _actions as actions
-from ._downloads import render_models_downloads
 from ._fleet import STARTING_POLL_S, FleetSnapshot, ModelRow, fleet_snapshot, read_starting, tags_param
 from ._format import DASH, gib, memory_in_use, pause_text, per_second, state_color
 from ._llama_server_hint import render_llama_server_hint

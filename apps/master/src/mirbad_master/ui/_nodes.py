@@ -15,6 +15,7 @@ from nicegui import ui
 
 from mirbad_master._llama_server_build import LlamaServerBuild
 from mirbad_master._views import NodeSummary, node_summary
+from mirbad_master.downloads.page import render_nodes_downloads
 from mirbad_orchestration.fleet import agent_url_for
 from mirbad_protocol import (
     DEFAULT_AGENT_PORT,
@@ -27,7 +28,6 @@ from mirbad_protocol import (
 )
 
 from . import _actions as actions
-from ._downloads import render_nodes_downloads
 from ._format import ago, gib, percent
 from ._llama_server_build import render_llama_server_build
 from ._marks import code_block, testid
