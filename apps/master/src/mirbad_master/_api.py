@@ -22,12 +22,12 @@ from ._api_errors import error_response
 from ._api_keys import keys_router
 from ._api_models import models_router
 from ._api_nodes import nodes_router
-from ._api_releases import releases_router
 from ._api_session import admin_guard, session_router
 from ._api_tuning import tuning_router
 from ._composition import MasterServices
 from ._views import StatusReport, dump, status_report
 from .downloads.api import downloads_router
+from .releases.api import releases_router
 from .services.api import services_router
 
 __all__ = ["api_fallback", "api_router"]

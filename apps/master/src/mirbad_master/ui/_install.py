@@ -16,6 +16,7 @@ from nicegui import background_tasks, ui
 
 from mirbad_master._admin_auth import AdminAuth
 from mirbad_master._composition import MasterServices
+from mirbad_master.releases.page import render_releases
 from mirbad_master.services.page import render_services
 
 from ._access import render_access
@@ -31,7 +32,6 @@ from ._nodes import render_nodes
 from ._overview import render_overview
 from ._playground import render_playground
 from ._portal import Portal
-from ._releases import render_releases
 from ._session import LOGIN_PATH, install_session_routes, safe_next, signed_in
 from ._tuning import render_tuning
 
