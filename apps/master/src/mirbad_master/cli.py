@@ -218,7 +218,7 @@ def _announce(message: str) -> None:
 
 def _portal() -> UiInstaller:
     """The portal's installer, imported only by ``up`` so other commands never load NiceGUI."""
-    from .ui import install_portal
+    from .ui._install import install_portal
 
     return install_portal
 
