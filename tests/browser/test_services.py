@@ -21,7 +21,7 @@ from tests._support.hostd import HostdLayout
 from tests._support.older_node import enrolled_older_agent
 from tests.browser._portal import sign_in
 
-from mirbad_master.ui._services import HOSTD_INSTALL, SYSTEM_LABEL
+from mirbad_master.services.page import HOSTD_INSTALL, SYSTEM_LABEL
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page

@@ -22,7 +22,7 @@ from tests._support.polling import eventually
 from tests.master._stack import Master, running_master
 from tests.orchestration._fake_agent import FakeAgent, Refusal
 
-from mirbad_master._releases import changelog_text, master_version, version_skew
+from mirbad_master.releases.actions import changelog_text, master_version, version_skew
 from mirbad_protocol import (
     AgentErrorCode,
     AgentInfo,

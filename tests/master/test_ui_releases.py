@@ -14,8 +14,8 @@ from tests.master.test_api_releases import _NOW, BUILD, IMAGE, VLLM, ReleasesAge
 from tests.master.test_ui_pages import portal_user
 
 from mirbad_master._llama_server_build import LlamaServerBuild as BuildJob
-from mirbad_master._releases import master_version
-from mirbad_master.ui._releases import build_text, byte_size, changelog_markdown, pull_text
+from mirbad_master.releases.actions import master_version
+from mirbad_master.releases.page import build_text, byte_size, changelog_markdown, pull_text
 from mirbad_protocol import ImagePull, LlamaServerBuild
 
 pytestmark = pytest.mark.anyio

@@ -27,7 +27,7 @@ from tests.master.test_api_services import _RealAgent
 from tests.master.test_ui_pages import portal_user
 
 from mirbad_agent import AgentServices, HostServicesGateway, NodeRuntimes, create_app
-from mirbad_master.ui._services import (
+from mirbad_master.services.page import (
     HOSTD_INSTALL,
     HOSTD_MISSING,
     SERVICES_REFRESH_S,

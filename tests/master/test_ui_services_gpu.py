@@ -24,7 +24,7 @@ from tests.master.test_api_services import _RealAgent
 from tests.master.test_ui_pages import portal_user
 
 from mirbad_agent import AgentServices, NodeRuntimes, create_app
-from mirbad_master.ui._services import service_nodes
+from mirbad_master.services.page import service_nodes
 from mirbad_runtime import ContainerServices, MemoryProbe, NvidiaSmiProcessProbe
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]

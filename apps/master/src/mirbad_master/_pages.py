@@ -22,6 +22,8 @@ from ._composition import MasterServices
 from .keys.page import render_keys
 from .models.page import render_model_editor, render_models
 from .nodes.page import render_nodes
+from .releases.page import render_releases
+from .services.page import render_services
 from .ui._benchmarks import render_benchmarks
 from .ui._fleet import parse_tags
 from .ui._guarded_page import guarded_page
@@ -31,8 +33,6 @@ from .ui._logs import render_logs
 from .ui._overview import render_overview
 from .ui._playground import render_playground
 from .ui._portal import Portal
-from .ui._releases import render_releases
-from .ui._services import render_services
 from .ui._session import LOGIN_PATH, install_session_routes, safe_next, signed_in
 from .ui._tuning import render_tuning
 

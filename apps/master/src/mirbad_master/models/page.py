@@ -16,7 +16,7 @@ from urllib.parse import quote
 from nicegui import ui
 
 from mirbad_master._llama_server_build import LlamaServerBuild
-from mirbad_master.ui._downloads import render_models_downloads
+from mirbad_master.downloads.page import render_models_downloads
 from mirbad_master.ui._fleet import (
     STARTING_POLL_S,
     FleetSnapshot,

@@ -16,6 +16,10 @@ from typing import Annotated, Any, Final
 from fastapi import APIRouter, Body, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
+from mirbad_master._api_errors import refusals
+from mirbad_master._api_session import actor_of
+from mirbad_master._composition import MasterServices
+from mirbad_master.exceptions import ApiError
 from mirbad_protocol import (
     AdminErrorCode,
     ImagePull,
@@ -23,11 +27,7 @@ from mirbad_protocol import (
     ReleasesView,
 )
 
-from . import _releases as releases
-from ._api_errors import refusals
-from ._api_session import actor_of
-from ._composition import MasterServices
-from .exceptions import ApiError
+from . import actions as releases
 
 __all__ = ["releases_router"]
 
@@ -90,8 +90,7 @@ def releases_router(services: MasterServices) -> APIRouter:
         responses=refusals(404, 502, 503, 504),
     )
     async def one_pull(node_id: str, pull_id: str) -> Response:
-        client = await services.client_of(node_id)
-        return JSONResponse((await client.image_pull(pull_id)).to_wire())
+        return JSONResponse((await releases.image_pull(services, node_id, pull_id)).to_wire())
 
     @router.delete(
         "/nodes/{node_id}/image-pulls/{pull_id}",

@@ -1,44 +1,32 @@
 """``/api/nodes/{node}/host/...``: host services (units through hostd, Docker containers) of one node.
 
-The checks that stay on the master run here and in :class:`~mirbad_orchestration.services.HostServiceManager`:
-the container whitelist, the typed-name confirmations of protected services and the principal of a
-whitelist change, which comes from the request's own session (the admin guard's), never from its JSON;
-a password field in a body is not read. hostd's refusals come back as the admin API's codes: ``confirm``
-and ``denied`` 403, an unknown service or action 404 ``service_not_found``, a bad field 422 naming it.
+Thin routes over :mod:`.actions`, which holds the checks that stay on the master, the refusals as the
+admin API's codes and the ``host.*`` audit lines. The principal of a whitelist change comes from the
+request's own session (the admin guard's), never from its JSON; a password field in a body is not read.
+A body that is not JSON, or a bad field, is a 422 naming it, as hostd answers the same mistakes.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Annotated, Any, Final, TypeVar
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse
 
-from mirbad_orchestration.exceptions import (
-    AgentRequestError,
-    ContainerNotWhitelistedError,
-    HostServiceConfirmError,
-    WhitelistChangeRefusedError,
-)
+from mirbad_master._api_errors import refusals
+from mirbad_master._api_session import actor_of
+from mirbad_master._composition import MasterServices
+from mirbad_master.exceptions import ApiError
 from mirbad_protocol import (
-    CONTAINER_ACTIONS,
-    HOSTD_ACTIONS,
     AdminErrorBody,
     AdminErrorCode,
     InvalidFieldError,
     WhitelistAdd,
     WhitelistUpdate,
     WireModel,
-    container_service_name,
-    service_name,
 )
 
-from ._api_errors import refusals
-from ._api_session import actor_of
-from ._composition import MasterServices
-from .exceptions import ApiError
+from . import actions
 
 __all__ = ["services_router"]
 
@@ -54,17 +42,6 @@ _RESPONSES: Final[dict[int | str, dict[str, Any]]] = {
         "description": "`confirm`, `denied` (`pattern` names the node's deny pattern), `not_whitelisted`, "
         "`whitelist_refused`: see the message",
     },
-}
-# hostd's and the agent's refusal codes, as the admin API's.
-_PASSED: Final = {
-    "confirm": AdminErrorCode.CONFIRM,
-    "denied": AdminErrorCode.DENIED,
-    "not_found": AdminErrorCode.SERVICE_NOT_FOUND,
-    "service_not_found": AdminErrorCode.SERVICE_NOT_FOUND,
-    "hostd_unavailable": AdminErrorCode.HOSTD_UNAVAILABLE,
-    "invalid_request": AdminErrorCode.INVALID_REQUEST,
-    "exists": AdminErrorCode.NODE_CONFLICT,
-    "unit_unavailable": AdminErrorCode.NODE_CONFLICT,
 }
 
 
@@ -95,7 +72,6 @@ class _Autostart(WireModel):
 def services_router(services: MasterServices) -> APIRouter:
     """The host-service routes over ``services``."""
     router = APIRouter(tags=["host services"])
-    manager = services.host_services
 
     @router.get(
         "/nodes/{node_id}/host/services",
@@ -105,8 +81,7 @@ def services_router(services: MasterServices) -> APIRouter:
     async def units(node_id: str, include: _Include = None) -> Response:
         if include not in (None, "all"):
             raise InvalidFieldError("include", "must be `all` or absent")
-        async with _refusals():
-            listing = await manager.units(node_id, include_all=include == "all")
+        listing = await actions.units(services, node_id, include_all=include == "all")
         return JSONResponse(listing.to_wire())
 
     @router.post(
@@ -118,12 +93,7 @@ def services_router(services: MasterServices) -> APIRouter:
     async def unit_action(
         node_id: str, name: str, action: str, request: Request, confirm: _Confirm = None
     ) -> Response:
-        _checked_name(name, service_name)
-        if action not in HOSTD_ACTIONS:
-            raise ApiError(404, AdminErrorCode.SERVICE_NOT_FOUND, f"no action {action!r}")
-        async with _refusals():
-            done = await manager.unit_action(node_id, name, action, confirm=confirm)
-        await services.audit.record(actor_of(request), f"host.unit.{action}", name, node_id=node_id)
+        done = await actions.unit_action(services, node_id, name, action, actor_of(request), confirm=confirm)
         return JSONResponse(done.to_wire(), status_code=202)
 
     @router.post(
@@ -131,9 +101,7 @@ def services_router(services: MasterServices) -> APIRouter:
     )
     async def add_unit(node_id: str, request: Request) -> Response:
         body = await _body(request, WhitelistAdd)
-        async with _refusals():
-            entry = await manager.add_unit(node_id, body, principal=_principal(request))
-        await services.audit.record(actor_of(request), "host.whitelist.add", entry.name, node_id=node_id)
+        entry = await actions.add_unit(services, node_id, body, _principal(request))
         return JSONResponse(entry.to_wire(), status_code=201)
 
     @router.patch(
@@ -141,9 +109,7 @@ def services_router(services: MasterServices) -> APIRouter:
     )
     async def update_unit(node_id: str, name: str, request: Request) -> Response:
         body = await _body(request, WhitelistUpdate)
-        async with _refusals():
-            entry = await manager.update_unit(node_id, name, body, principal=_principal(request))
-        await services.audit.record(actor_of(request), "host.whitelist.update", name, node_id=node_id)
+        entry = await actions.update_unit(services, node_id, name, body, _principal(request))
         return JSONResponse(entry.to_wire())
 
     @router.delete(
@@ -152,9 +118,7 @@ def services_router(services: MasterServices) -> APIRouter:
         responses=_RESPONSES,
     )
     async def remove_unit(node_id: str, name: str, request: Request) -> Response:
-        async with _refusals():
-            entry = await manager.remove_unit(node_id, name, principal=_principal(request))
-        await services.audit.record(actor_of(request), "host.whitelist.remove", name, node_id=node_id)
+        entry = await actions.remove_unit(services, node_id, name, _principal(request))
         return JSONResponse(entry.to_wire())
 
     @router.get(
@@ -163,8 +127,7 @@ def services_router(services: MasterServices) -> APIRouter:
         responses=_RESPONSES,
     )
     async def containers(node_id: str) -> Response:
-        async with _refusals():
-            entries, listing = await manager.containers(node_id)
+        entries, listing = await actions.containers(services, node_id)
         return JSONResponse(
             {
                 "whitelist": [entry.to_wire() for entry in entries],
@@ -180,17 +143,15 @@ def services_router(services: MasterServices) -> APIRouter:
     )
     async def add_container(node_id: str, request: Request) -> Response:
         body = await _body(request, _ContainerAdd)
-        _checked_name(body.name, container_service_name, field="name")
-        async with _refusals():
-            entry = await manager.add_container(
-                node_id,
-                body.name,
-                confirm=body.confirm,
-                principal=_principal(request),
-                display_name=body.display_name,
-                protected=body.protected,
-            )
-        await services.audit.record(actor_of(request), "host.containers.add", body.name, node_id=node_id)
+        entry = await actions.add_container(
+            services,
+            node_id,
+            body.name,
+            _principal(request),
+            confirm=body.confirm,
+            display_name=body.display_name,
+            protected=body.protected,
+        )
         return JSONResponse(entry.to_wire(), status_code=201)
 
     @router.patch(
@@ -200,16 +161,15 @@ def services_router(services: MasterServices) -> APIRouter:
     )
     async def update_container(node_id: str, name: str, request: Request) -> Response:
         body = await _body(request, _ContainerUpdate)
-        async with _refusals():
-            entry = await manager.update_container(
-                node_id,
-                name,
-                principal=_principal(request),
-                protected=body.protected,
-                display_name=body.display_name,
-                confirm=body.confirm,
-            )
-        await services.audit.record(actor_of(request), "host.containers.update", name, node_id=node_id)
+        entry = await actions.update_container(
+            services,
+            node_id,
+            name,
+            _principal(request),
+            protected=body.protected,
+            display_name=body.display_name,
+            confirm=body.confirm,
+        )
         return JSONResponse(entry.to_wire())
 
     @router.delete(
@@ -218,9 +178,7 @@ def services_router(services: MasterServices) -> APIRouter:
         responses=_RESPONSES,
     )
     async def remove_container(node_id: str, name: str, request: Request) -> Response:
-        async with _refusals():
-            entry = await manager.remove_container(node_id, name, principal=_principal(request))
-        await services.audit.record(actor_of(request), "host.containers.remove", name, node_id=node_id)
+        entry = await actions.remove_container(services, node_id, name, _principal(request))
         return JSONResponse(entry.to_wire())
 
     @router.post(
@@ -232,12 +190,9 @@ def services_router(services: MasterServices) -> APIRouter:
     async def container_action(
         node_id: str, name: str, action: str, request: Request, confirm: _Confirm = None
     ) -> Response:
-        _checked_name(name, container_service_name)
-        if action not in CONTAINER_ACTIONS:
-            raise ApiError(404, AdminErrorCode.SERVICE_NOT_FOUND, f"no action {action!r}")
-        async with _refusals():
-            done = await manager.container_action(node_id, name, action, confirm=confirm)
-        await services.audit.record(actor_of(request), f"host.container.{action}", name, node_id=node_id)
+        done = await actions.container_action(
+            services, node_id, name, action, actor_of(request), confirm=confirm
+        )
         return JSONResponse(done.to_wire(), status_code=202)
 
     @router.put(
@@ -246,23 +201,21 @@ def services_router(services: MasterServices) -> APIRouter:
         responses=_RESPONSES,
     )
     async def autostart(node_id: str, name: str, request: Request) -> Response:
-        _checked_name(name, container_service_name)
+        actions.checked_container_name(name)  # before the body, as hostd reads a path first
         body = await _body(request, _Autostart)
-        async with _refusals():
-            container = await manager.container_autostart(node_id, name, body.enabled, confirm=body.confirm)
-        action = "on" if body.enabled else "off"
-        await services.audit.record(
-            actor_of(request), f"host.container.autostart.{action}", name, node_id=node_id
+        container = await actions.container_autostart(
+            services, node_id, name, body.enabled, actor_of(request), confirm=body.confirm
         )
         return JSONResponse(container.to_wire())
 
     return router
 
 
-def _principal(request: Request) -> str | None:
-    # Set by the admin guard from this request's own session or password, never from its body.
+def _principal(request: Request) -> str:
+    # Set by the admin guard from this request's own session or password, never from its body; empty
+    # (refused by the whitelist's check) if it were ever missing.
     actor = getattr(request.state, "actor", None)
-    return actor if isinstance(actor, str) and actor else None
+    return actor if isinstance(actor, str) else ""
 
 
 async def _body(request: Request, model: type[_M]) -> _M:
@@ -282,29 +235,3 @@ def _without_passwords(body: Any) -> Any:
     if isinstance(body, dict):
         return {k: v for k, v in body.items() if "password" not in str(k).lower()}
     return body
-
-
-def _checked_name(name: str, check: Any, *, field: str = "name") -> None:
-    try:
-        check(name)
-    except ValueError as exc:
-        raise ApiError(422, AdminErrorCode.INVALID_REQUEST, f"{field}: {exc}", field=field) from None
-
-
-@asynccontextmanager
-async def _refusals() -> AsyncIterator[None]:
-    try:
-        yield
-    except HostServiceConfirmError as exc:
-        raise ApiError(403, AdminErrorCode.CONFIRM, str(exc), field="confirm") from None
-    except ContainerNotWhitelistedError as exc:
-        raise ApiError(403, AdminErrorCode.NOT_WHITELISTED, str(exc)) from None
-    except WhitelistChangeRefusedError as exc:
-        raise ApiError(403, AdminErrorCode.WHITELIST_REFUSED, str(exc)) from None
-    except AgentRequestError as exc:
-        code = _PASSED.get(exc.code or "")
-        if code is None:
-            raise
-        status = 422 if code is AdminErrorCode.INVALID_REQUEST else code.http_status
-        # The deny pattern travels as its own field (hostd -> agent -> here), not only in the prose.
-        raise ApiError(status, code, exc.message, field=exc.field, pattern=exc.pattern) from None

@@ -20,12 +20,12 @@ from fastapi import APIRouter, Body, Query, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BeforeValidator
 
+from mirbad_master._api_errors import refusals
+from mirbad_master._api_session import actor_of
+from mirbad_master._composition import MasterServices
 from mirbad_protocol import DownloadJob, DownloadList, HuggingFaceDownload, InvalidFieldError, OllamaDownload
 
-from . import _downloads as downloads
-from ._api_errors import refusals
-from ._api_session import actor_of
-from ._composition import MasterServices
+from . import actions as downloads
 
 __all__ = ["downloads_router", "read_download_request"]
 
@@ -91,9 +91,7 @@ def downloads_router(services: MasterServices) -> APIRouter:
         responses=refusals(400, 404, 502, 503, 504),
     )
     async def get_download(node_id: str, download_id: str) -> Response:
-        downloads.checked_download_id(download_id)
-        client = await services.client_of(node_id)
-        return JSONResponse((await client.download(download_id)).to_full_wire())
+        return JSONResponse((await downloads.node_download(services, node_id, download_id)).to_full_wire())
 
     @router.delete(
         "/{download_id}",

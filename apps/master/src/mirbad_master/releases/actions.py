@@ -1,4 +1,4 @@
-"""The master's side of the Releases page, shared by the admin API and the portal.
+"""Every read and change of the releases room, whoever asks (the admin API, the portal).
 
 Versions come from the node monitor's cache (each agent reports its version with its runtimes), so
 listing them asks no node. The skew rule: an agent whose major.minor differs from the master's gets a
@@ -17,6 +17,9 @@ import re
 from pathlib import Path
 from typing import Final
 
+from mirbad_master._composition import MasterServices
+from mirbad_master._llama_server_build import LlamaServerBuild
+from mirbad_master.exceptions import ApiError
 from mirbad_orchestration import NodeError, NodeFeatureMissingError
 from mirbad_protocol import (
     AdminErrorCode,
@@ -29,16 +32,16 @@ from mirbad_protocol import (
     ReleasesView,
 )
 
-from ._composition import MasterServices
-from .exceptions import ApiError
-
 __all__ = [
     "SKEW_RULE",
     "cancel_image_pull",
     "changelog_text",
+    "image_pull",
+    "image_pulls",
     "master_version",
     "node_releases",
     "read_pull_request",
+    "release_nodes",
     "releases_view",
     "start_image_pull",
     "version_skew",
@@ -82,6 +85,15 @@ def releases_view(services: MasterServices) -> ReleasesView:
             AgentVersion(node_id=state.node_id, version=version, reachable=state.reachable, skew=skew)
         )
     return ReleasesView(master_version=master, agents=agents, skew_rule=SKEW_RULE)
+
+
+async def release_nodes(services: MasterServices) -> list[tuple[str, LlamaServerBuild | None]]:
+    """Every node the monitor knows, in id order, with ``mirbad up``'s llama-server build on the local one."""
+    local = {record.id for record in await services.nodes.list() if record.local}
+    return [
+        (state.node_id, services.llama_server_build if state.node_id in local else None)
+        for state in sorted(services.cache.nodes(), key=lambda s: s.node_id)
+    ]
 
 
 async def node_releases(services: MasterServices, node_id: str) -> NodeReleases:
@@ -149,6 +161,16 @@ async def cancel_image_pull(services: MasterServices, node_id: str, pull_id: str
     job = await client.cancel_image_pull(pull_id)
     await services.audit.record(actor, "image.pull.cancel", pull_id, node_id=node_id, detail=job.image)
     return job
+
+
+async def image_pulls(services: MasterServices, node_id: str) -> list[ImagePull]:
+    """The node's image pulls with their progress."""
+    return await (await services.client_of(node_id)).image_pulls()
+
+
+async def image_pull(services: MasterServices, node_id: str, pull_id: str) -> ImagePull:
+    """One of the node's image pulls with its per-layer progress."""
+    return await (await services.client_of(node_id)).image_pull(pull_id)
 
 
 def changelog_text() -> str | None:

@@ -1,21 +1,23 @@
 """Downloads in the portal: the search box that starts one, the panel that follows them, the editor's sources.
 
-Every start and cancel goes through :mod:`mirbad_master._downloads`, the API's own path (the feature
-check, the audit line; a token is forwarded and never shown again). Only nodes whose agent reports a
+Every start, cancel, retry and removal goes through the room's :mod:`.actions` as the portal's
+administrator, the API's own path (the feature check, the audit line; a token is forwarded and never
+shown again), and a refusal is shown as ``/api`` words it. Only nodes whose agent reports a
 download feature flag are offered; the panel lists each such node's jobs with a progress bar per
 file and overall, the rate and the ETA, and a Cancel (Forget, once stopped) button.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable, Callable
 from typing import Final
 
 from nicegui import ui
 
-from mirbad_master import _downloads as downloads
 from mirbad_master._composition import MasterServices
+from mirbad_master.ui._marks import testid
+from mirbad_master.ui._portal import Portal
+from mirbad_master.ui._refusals import PORTAL_ACTOR, REFUSED, act, show_refusal
 from mirbad_protocol import (
     DownloadJob,
     HuggingFaceDownload,
@@ -23,13 +25,12 @@ from mirbad_protocol import (
     MirbadError,
     ModelDefinition,
     ModelSource,
-    OllamaDownload,
     check_download_folder,
 )
 
-from ._marks import testid
-from ._portal import Portal
-from ._refusals import PORTAL_ACTOR as ACTOR
+from . import actions as downloads
+from ._progress import byte_text, eta_text, progress_percent, rate_text
+from ._search import SEARCH_LABEL, default_folder, parse_download
 
 __all__ = [
     "PANEL_REFRESH_S",
@@ -49,69 +50,6 @@ __all__ = [
 
 PANEL_REFRESH_S: Final = 1.0
 """How often the panel reads the jobs again (their bytes move every second)."""
-SEARCH_LABEL: Final = "a Hugging Face repo or an Ollama model"
-"""The search box's label."""
-_HF_URL: Final = re.compile(r"^https?://(?:www\.)?(?:huggingface\.co|hf\.co)/(?P<repo>[^/?#]+/[^/?#]+)")
-_PREFIXES: Final = {"hf:": "huggingface", "huggingface:": "huggingface", "ollama:": "ollama"}
-_UNITS: Final = ("B", "KB", "MB", "GB", "TB")
-
-
-def _kind_and_name(text: str) -> tuple[str, str]:
-    value = text.strip()
-    for prefix, kind in _PREFIXES.items():
-        if value.lower().startswith(prefix):
-            return kind, value[len(prefix) :].strip()
-    url = _HF_URL.match(value)
-    if url is not None:
-        return "huggingface", url["repo"]
-    # owner/name is a Hugging Face repository; name[:tag] (or namespace/name:tag) an Ollama model.
-    if "/" in value and ":" not in value:
-        return "huggingface", value
-    return "ollama", value
-
-
-def default_folder(text: str) -> str:
-    """The folder a download lands in unless one is named: the model's name, made one plain name."""
-    kind, name = _kind_and_name(text)
-    name = name.split("@", 1)[0]
-    base = name.rsplit("/", 1)[-1] if kind == "huggingface" else name.removeprefix("library/")
-    folder = re.sub(r"[^A-Za-z0-9._-]+", "-", base).strip("-.").lower()
-    return folder or "model"
-
-
-def parse_download(
-    text: str, folder: str = "", *, patterns: str = "", token: str = ""
-) -> HuggingFaceDownload | OllamaDownload:
-    """The request the search box's text names.
-
-    ``owner/name[@revision]`` (or a huggingface.co URL, or ``hf:owner/name``) is a Hugging Face
-    repository; ``name[:tag]`` (or ``namespace/name:tag``, or ``ollama:…``) an Ollama model.
-
-    Args:
-        text: what was typed.
-        folder: the target folder; empty: :func:`default_folder`.
-        patterns: comma-separated glob patterns (Hugging Face only; empty takes every file).
-        token: a Hugging Face token for a private or gated repository (empty: none).
-
-    Raises:
-        InvalidFieldError: a field the API would refuse (``repoId``, ``model``, ``folder`` ...).
-    """
-    if not text.strip():
-        raise InvalidFieldError("source", f"name {SEARCH_LABEL}")
-    kind, name = _kind_and_name(text)
-    target = folder.strip() or default_folder(text)
-    if kind == "huggingface":
-        repo, _, revision = name.partition("@")
-        body: dict[str, object] = {"kind": kind, "repoId": repo, "folder": target}
-        if revision:
-            body["revision"] = revision
-        globs = [pattern.strip() for pattern in patterns.split(",") if pattern.strip()]
-        if globs:
-            body["allowPatterns"] = globs
-        if token.strip():
-            body["token"] = token.strip()
-        return HuggingFaceDownload.from_user_input(body)
-    return OllamaDownload.from_user_input({"kind": kind, "model": name, "folder": target})
 
 
 def download_nodes(services: MasterServices) -> dict[str, list[str]]:
@@ -122,41 +60,6 @@ def download_nodes(services: MasterServices) -> dict[str, list[str]]:
         if kinds:
             offered[state.node_id] = kinds
     return dict(sorted(offered.items()))
-
-
-def progress_percent(done: int, total: int) -> int:
-    """Whole percent done (100 only when all bytes are there; 0 for an empty total)."""
-    if total <= 0:
-        return 0
-    return 100 if done >= total else min(int(done * 100 / total), 99)
-
-
-def rate_text(bytes_per_second: float | None) -> str:
-    """``12.3 MB/s``; an em dash when not running."""
-    if bytes_per_second is None:
-        return "—"
-    return f"{_bytes(bytes_per_second)}/s"
-
-
-def eta_text(seconds: float | None) -> str:
-    """``ETA 1 h 02 min`` / ``ETA 42 s``; empty when unknown."""
-    if seconds is None:
-        return ""
-    whole = round(seconds)
-    if whole >= 3600:
-        return f"ETA {whole // 3600} h {whole % 3600 // 60:02d} min"
-    if whole >= 60:
-        return f"ETA {whole // 60} min {whole % 60:02d} s"
-    return f"ETA {whole} s"
-
-
-def _bytes(value: float) -> str:
-    amount = float(value)
-    for unit in _UNITS:
-        if amount < 1000 or unit == _UNITS[-1]:
-            return f"{amount:.0f} {unit}" if unit == "B" else f"{amount:.1f} {unit}"
-        amount /= 1000
-    raise AssertionError("unreachable")
 
 
 async def render_download_box(
@@ -199,12 +102,11 @@ async def render_download_box(
                     patterns=str(patterns.value or ""),
                     token=str(token.value or ""),
                 )
-                job = await downloads.start_download(services, str(node.value), request, ACTOR)
-            except InvalidFieldError as exc:
+            except InvalidFieldError as exc:  # shown under its field, not as a notification
                 fields.get(exc.field.split(".")[0], source).error = exc.reason
                 return
-            except MirbadError as exc:
-                ui.notify(str(exc), type="negative", multi_line=True)
+            job = await act(downloads.start_download(services, str(node.value), request, PORTAL_ACTOR))
+            if job is REFUSED:
                 return
             token.value = ""
             ui.notify(f"downloading {job.source} into {job.folder} on {node.value}", type="positive")
@@ -226,14 +128,9 @@ async def render_downloads_panel(portal: Portal, node_id: str | None = None) -> 
         ui.label(f"Downloads on {node_id}" if node_id else "Downloads").classes("text-h6")
         body = ui.column().classes("w-full gap-2")
 
-    async def act(action: Callable[[], Awaitable[object]], done: str) -> None:
-        try:
-            await action()
-        except MirbadError as exc:
-            ui.notify(str(exc), type="negative", multi_line=True)
-            return
-        ui.notify(done, type="positive")
-        await refresh()
+    async def run(action: Callable[[], Awaitable[object]], done: str) -> None:
+        if await act(action(), done=done) is not REFUSED:
+            await refresh()
 
     async def refresh() -> None:
         nodes = [node_id] if node_id is not None else list(download_nodes(services))
@@ -252,7 +149,7 @@ async def render_downloads_panel(portal: Portal, node_id: str | None = None) -> 
                     ui.label(jobs).classes("text-caption text-negative")
                     continue
                 for job in jobs:
-                    _job_row(node, job, act, services)
+                    _job_row(node, job, run, services)
 
     await refresh()
     ui.timer(PANEL_REFRESH_S, refresh, immediate=False)
@@ -262,7 +159,7 @@ async def render_downloads_panel(portal: Portal, node_id: str | None = None) -> 
 def _job_row(
     node_id: str,
     job: DownloadJob,
-    act: Callable[[Callable[[], Awaitable[object]], str], Awaitable[None]],
+    run: Callable[[Callable[[], Awaitable[object]], str], Awaitable[None]],
     services: MasterServices,
 ) -> None:
     row = testid(ui.column().classes("w-full gap-0"), f"download-{job.id}")
@@ -281,8 +178,9 @@ def _job_row(
                 cancel = ui.button(
                     "Cancel",
                     icon="cancel",
-                    on_click=lambda: act(
-                        lambda: downloads.cancel_download(services, node_id, job.id, ACTOR), "cancelled"
+                    on_click=lambda: run(
+                        lambda: downloads.cancel_download(services, node_id, job.id, PORTAL_ACTOR),
+                        "cancelled",
                     ),
                 ).props("flat dense color=negative")
                 testid(cancel, f"download-cancel-{job.id}")
@@ -291,8 +189,8 @@ def _job_row(
                     retry = ui.button(
                         "Retry",
                         icon="refresh",
-                        on_click=lambda: act(
-                            lambda: downloads.retry_download(services, node_id, job.id, ACTOR),
+                        on_click=lambda: run(
+                            lambda: downloads.retry_download(services, node_id, job.id, PORTAL_ACTOR),
                             "retried (it resumes from the files already on the node)",
                         ),
                     ).props("flat dense color=primary")
@@ -300,8 +198,10 @@ def _job_row(
                 forget = ui.button(
                     "Forget",
                     icon="delete",
-                    on_click=lambda: act(
-                        lambda: downloads.cancel_download(services, node_id, job.id, ACTOR, remove=True),
+                    on_click=lambda: run(
+                        lambda: downloads.cancel_download(
+                            services, node_id, job.id, PORTAL_ACTOR, remove=True
+                        ),
                         "forgotten (partial files deleted)",
                     ),
                 ).props("flat dense")
@@ -312,7 +212,9 @@ def _job_row(
             with ui.column().classes("w-full gap-0 pl-8"):
                 with ui.row().classes("w-full justify-between"):
                     ui.label(file.path).classes("text-caption")
-                    ui.label(f"{_bytes(file.done_bytes)} / {_bytes(file.size_bytes)}").classes("text-caption")
+                    ui.label(f"{byte_text(file.done_bytes)} / {byte_text(file.size_bytes)}").classes(
+                        "text-caption"
+                    )
                 ui.linear_progress(share / 100, show_value=False, size="6px")
         if job.error:
             ui.label(job.error).classes("text-caption text-negative")
@@ -355,9 +257,11 @@ def _source_row(services: MasterServices, node_id: str, index: int, source: Mode
             body["allowPatterns"] = source.allow_patterns
         try:
             request = HuggingFaceDownload.from_user_input(body)
-            job = await downloads.start_download(services, node_id, request, ACTOR)
-        except MirbadError as exc:
-            ui.notify(str(exc), type="negative", multi_line=True)
+        except InvalidFieldError as exc:
+            show_refusal(exc)
+            return
+        job = await act(downloads.start_download(services, node_id, request, PORTAL_ACTOR))
+        if job is REFUSED:
             return
         ui.notify(f"downloading {job.source} into {job.folder} on {node_id}", type="positive")
 

@@ -1,10 +1,11 @@
 """The Services page: each node's whitelisted units and containers, and what else runs on its host.
 
-Every action calls :class:`~mirbad_orchestration.services.HostServiceManager` in-process, as the other
-pages call their write paths; the manager (and the node's hostd after it) checks the whitelist and the
-typed-name confirmations, so the page only asks for the name and shows the refusal. A protected
-service's stop, restart and autostart-off open a dialog where the name is typed; a wrong or empty one
-is passed on as typed, and the manager's refusal is what the user sees.
+Every change goes through the room's :mod:`.actions` as the portal's administrator, the API's own
+write path (its refusals, its ``host.*`` audit line); the master (and the node's hostd after it) checks
+the whitelist and the typed-name confirmations, so the page only asks for the name and shows the
+refusal as ``/api`` words it. A protected service's stop, restart and autostart-off open a dialog
+where the name is typed; a wrong or empty one is passed on as typed, and the refusal is what the user
+sees.
 
 The Discovered tab asks the node for every unit (``include_all``), which is the costly call: it is
 loaded only while the tab is open and refreshed every :data:`DISCOVERY_REFRESH_S` seconds then.
@@ -17,11 +18,15 @@ the command that installs hostd, rather than an empty list that reads as "nothin
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Final, Literal
+from typing import Final
 
 from nicegui import ui
 
 from mirbad_master._composition import MasterServices
+from mirbad_master.ui._format import gib
+from mirbad_master.ui._marks import code_block, testid
+from mirbad_master.ui._portal import Portal
+from mirbad_master.ui._refusals import PORTAL_ACTOR, act
 from mirbad_orchestration.services import WhitelistedContainer
 from mirbad_protocol import (
     ContainerService,
@@ -32,10 +37,8 @@ from mirbad_protocol import (
     WhitelistAdd,
 )
 
-from ._format import gib
-from ._marks import code_block, testid
-from ._portal import Portal
-from ._refusals import PORTAL_ACTOR as ACTOR
+from . import actions
+from .actions import refusal_text
 
 __all__ = [
     "DISCOVERY_REFRESH_S",
@@ -67,7 +70,7 @@ _HOSTD_UNAVAILABLE: Final = "hostd_unavailable"
 _GIB: Final = 1024**3
 _MIB: Final = 1024**2
 
-_Act = Callable[[Callable[[], Awaitable[object]], str], Awaitable[None]]
+_Act = Callable[[Callable[[], Awaitable[object]] | None, str], Awaitable[None]]
 
 
 def service_nodes(services: MasterServices) -> dict[str, tuple[bool, bool]]:
@@ -91,19 +94,6 @@ def discovered_order(services: list[DiscoveredService]) -> list[DiscoveredServic
         return (service.memory_bytes or 0) + service.gpu_memory_mib * _MIB
 
     return sorted(services, key=lambda s: (-weight(s), s.unit))
-
-
-def refusal_text(exc: MirbadError) -> str:
-    """What the page shows for a refused call: the message, and a node's deny pattern when it named one.
-
-    hostd names the pattern in its own words too, but the field is what says it; the page must not
-    depend on another process's prose.
-    """
-    text = str(exc)
-    pattern = getattr(exc, "pattern", None)
-    if isinstance(pattern, str) and pattern and pattern not in text:
-        text += f" (deny pattern {pattern!r})"
-    return text
 
 
 def listing_failure(exc: MirbadError) -> str:
@@ -158,7 +148,6 @@ async def render_services(portal: Portal) -> None:
 
 
 async def _node_card(services: MasterServices, node: str, *, units: bool, containers: bool) -> None:
-    manager = services.host_services
     with testid(ui.card().classes("w-full gap-2"), f"services-{node}") as card:
         ui.label(node).classes("text-h6")
         if not units:
@@ -175,18 +164,12 @@ async def _node_card(services: MasterServices, node: str, *, units: bool, contai
             with ui.tab_panel(discovered_tab):
                 discovered = testid(ui.column().classes("w-full gap-1"), f"discovered-{node}")
 
-    async def act(action: Callable[[], Awaitable[object]], done: str) -> None:
-        kind: Literal["positive", "negative"] = "positive"
-        outcome = done  # a cancelled dialog's is empty: it only redraws
-        try:
-            await action()
-        except MirbadError as exc:
-            outcome, kind = refusal_text(exc), "negative"
+    async def run(action: Callable[[], Awaitable[object]] | None, done: str) -> None:
         # In the card's context, not the row's that called: a refresh during the action (the timer's,
         # another action's) deleted that row, and a notification in it failed and skipped the redraw.
         with card:
-            if outcome:
-                ui.notify(outcome, type=kind, multi_line=True)
+            if action is not None:  # None: a cancelled dialog, which only redraws
+                await act(action(), done=done)
             await refresh()
             if tabs.value in (discovered_tab, "Discovered"):
                 await load_discovered()
@@ -198,16 +181,16 @@ async def _node_card(services: MasterServices, node: str, *, units: bool, contai
         container_rows: list[tuple[WhitelistedContainer, ContainerService | None]] | str = []
         if units:
             try:
-                unit_rows = (await manager.units(node)).services
+                unit_rows = (await actions.units(services, node)).services
             except MirbadError as exc:
                 unit_rows = listing_failure(exc)
         if containers:
             try:
-                entries, listing = await manager.containers(node)
+                entries, listing = await actions.containers(services, node)
                 by_name = {c.name: c for c in listing.containers}
                 container_rows = [(entry, by_name.get(entry.name)) for entry in entries]
             except MirbadError as exc:
-                container_rows = str(exc)
+                container_rows = refusal_text(exc)
         if (unit_rows, container_rows) == drawn[0]:
             # Nothing changed: rebuilding the rows anyway would only lose a click that lands on one
             # while it is being replaced (the timer's refresh runs every few seconds).
@@ -220,10 +203,10 @@ async def _node_card(services: MasterServices, node: str, *, units: bool, contai
                     ui.label(rows).classes("text-caption text-negative")
             if isinstance(unit_rows, list):
                 for status in unit_rows:
-                    _unit_row(services, node, status, act)
+                    _unit_row(services, node, status, run)
             if isinstance(container_rows, list):
                 for entry, container in container_rows:
-                    _container_row(services, node, entry, container, act)
+                    _container_row(services, node, entry, container, run)
             if not unit_rows and not container_rows:
                 # Without hostd only containers can be whitelisted; the banner above says why.
                 what = "Nothing" if units else "No container"
@@ -236,7 +219,7 @@ async def _node_card(services: MasterServices, node: str, *, units: bool, contai
         errors: list[str] = []
         if units:
             try:
-                listing = await manager.units(node, include_all=True)
+                listing = await actions.units(services, node, include_all=True)
                 found = discovered_order(listing.discovered or [])
                 patterns = listing.deny_patterns or []
                 errors += [e.message for e in listing.discovery_errors or []]
@@ -244,14 +227,14 @@ async def _node_card(services: MasterServices, node: str, *, units: bool, contai
                 errors.append(listing_failure(exc))
         if containers:
             try:
-                entries, container_listing = await manager.containers(node)
+                entries, container_listing = await actions.containers(services, node)
                 listed = {e.name for e in entries}
                 candidates = sorted(
                     (c for c in container_listing.containers if c.name not in listed),
                     key=lambda c: (-(c.memory_bytes or 0), c.name),
                 )
             except MirbadError as exc:
-                errors.append(str(exc))
+                errors.append(refusal_text(exc))
         discovered.clear()
         with discovered:
             if not units:
@@ -261,9 +244,9 @@ async def _node_card(services: MasterServices, node: str, *, units: bool, contai
             for error in errors:
                 ui.label(error).classes("text-caption text-negative")
             for service in found:
-                _discovered_row(services, node, service, act)
+                _discovered_row(services, node, service, run)
             for container in candidates:
-                _candidate_container_row(services, node, container, act)
+                _candidate_container_row(services, node, container, run)
             if patterns:
                 ui.label("Deny list: " + ", ".join(patterns)).classes("text-caption text-grey-7")
 
@@ -282,8 +265,7 @@ async def _node_card(services: MasterServices, node: str, *, units: bool, contai
     ui.timer(DISCOVERY_REFRESH_S, tick, immediate=False)
 
 
-def _unit_row(services: MasterServices, node: str, status: HostServiceStatus, act: _Act) -> None:
-    manager = services.host_services
+def _unit_row(services: MasterServices, node: str, status: HostServiceStatus, perform: _Act) -> None:
     entry = status.entry
     name = entry.name
 
@@ -293,10 +275,10 @@ def _unit_row(services: MasterServices, node: str, status: HostServiceStatus, ac
             what = {"stop": "Stop", "restart": "Restart", "disable": "Turn autostart off for"}[action]
             confirm = await _typed_name(name, f"{what} {entry.label}", entry.risks)
             if confirm is None:
-                await act(_nothing, "")
+                await perform(None, "")
                 return
-        await act(
-            lambda: manager.unit_action(node, name, action, confirm=confirm),  # type: ignore[arg-type]
+        await perform(
+            lambda: actions.unit_action(services, node, name, action, PORTAL_ACTOR, confirm=confirm),
             f"{entry.label}: {action} queued",
         )
 
@@ -327,9 +309,8 @@ def _container_row(
     node: str,
     entry: WhitelistedContainer,
     container: ContainerService | None,
-    act: _Act,
+    perform: _Act,
 ) -> None:
-    manager = services.host_services
     name = entry.name
     label = entry.display_name or name
 
@@ -344,10 +325,10 @@ def _container_row(
         if action in ("stop", "restart"):
             go, confirm = await confirmation(action.capitalize())
             if not go:
-                await act(_nothing, "")
+                await perform(None, "")
                 return
-        await act(
-            lambda: manager.container_action(node, name, action, confirm=confirm),  # type: ignore[arg-type]
+        await perform(
+            lambda: actions.container_action(services, node, name, action, PORTAL_ACTOR, confirm=confirm),
             f"{label}: {action} done",
         )
 
@@ -356,10 +337,10 @@ def _container_row(
         if not enabled:
             go, confirm = await confirmation("Turn autostart off for")
             if not go:
-                await act(_nothing, "")
+                await perform(None, "")
                 return
-        await act(
-            lambda: manager.container_autostart(node, name, enabled, confirm=confirm),
+        await perform(
+            lambda: actions.container_autostart(services, node, name, enabled, PORTAL_ACTOR, confirm=confirm),
             f"{label}: autostart {'on' if enabled else 'off'}",
         )
 
@@ -388,7 +369,7 @@ def _container_row(
         switch.on_value_change(toggled)
 
 
-def _discovered_row(services: MasterServices, node: str, service: DiscoveredService, act: _Act) -> None:
+def _discovered_row(services: MasterServices, node: str, service: DiscoveredService, perform: _Act) -> None:
     with testid(ui.row().classes("w-full items-center gap-3"), f"discovered-unit-{service.unit}"):
         ui.label(service.unit).classes("font-medium min-w-40")
         if service.user:
@@ -411,8 +392,8 @@ def _discovered_row(services: MasterServices, node: str, service: DiscoveredServ
                 request = WhitelistAdd(
                     unit=service.unit, scope=service.scope, user=service.user, confirm=typed
                 )
-                await act(
-                    lambda: services.host_services.add_unit(node, request, principal=ACTOR),
+                await perform(
+                    lambda: actions.add_unit(services, node, request, PORTAL_ACTOR),
                     f"{service.unit} whitelisted",
                 )
 
@@ -422,7 +403,7 @@ def _discovered_row(services: MasterServices, node: str, service: DiscoveredServ
 
 
 def _candidate_container_row(
-    services: MasterServices, node: str, container: ContainerService, act: _Act
+    services: MasterServices, node: str, container: ContainerService, perform: _Act
 ) -> None:
     with testid(ui.row().classes("w-full items-center gap-3"), f"discovered-container-{container.name}"):
         ui.icon("inventory_2", size="xs")
@@ -436,10 +417,8 @@ def _candidate_container_row(
             typed = await _typed_name(container.name, f"Add container {container.name} to the whitelist")
             if typed is None:
                 return
-            await act(
-                lambda: services.host_services.add_container(
-                    node, container.name, confirm=typed, principal=ACTOR
-                ),
+            await perform(
+                lambda: actions.add_container(services, node, container.name, PORTAL_ACTOR, confirm=typed),
                 f"{container.name} whitelisted",
             )
 
@@ -447,7 +426,3 @@ def _candidate_container_row(
             ui.button("Add to whitelist", on_click=add).props("dense no-caps"),
             f"add-container-{container.name}",
         )
-
-
-async def _nothing() -> None:
-    return None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from mirbad_master._composition import MasterServices
 from mirbad_orchestration import NodeFeatureMissingError
 from mirbad_protocol import (
     AgentInfo,
@@ -23,8 +24,6 @@ from mirbad_protocol import (
     check_download_id,
 )
 
-from ._composition import MasterServices
-
 __all__ = [
     "DOWNLOAD_FEATURES",
     "RETRYABLE_STATES",
@@ -32,6 +31,7 @@ __all__ = [
     "cancel_download",
     "checked_download_id",
     "download_kinds",
+    "node_download",
     "node_downloads",
     "retry_download",
     "start_download",
@@ -103,6 +103,18 @@ async def start_download(
 async def node_downloads(services: MasterServices, node_id: str) -> list[DownloadJob]:
     """The node's download jobs, newest first, with their progress."""
     return await (await services.client_of(node_id)).downloads()
+
+
+async def node_download(services: MasterServices, node_id: str, download_id: str) -> DownloadJob:
+    """One of the node's download jobs with its per-file and overall progress.
+
+    Raises:
+        InvalidFieldError: ``downloadId`` is not a download id.
+        UnknownNodeError: no such node.
+        AgentRequestError: ``download_not_found``, or another refusal of the agent.
+    """
+    checked_download_id(download_id)
+    return await (await services.client_of(node_id)).download(download_id)
 
 
 async def cancel_download(

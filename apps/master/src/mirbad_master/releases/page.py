@@ -1,9 +1,10 @@
 """The Releases page: versions and skew warnings, each node's builds and images, image pulls, the changelog.
 
 The versions come from the node monitor's cache, so drawing them asks no node; each node's card asks
-its agent once for its llama-server builds, vLLM images and pulls. A pull is started through
-:func:`mirbad_master._releases.start_image_pull` (the API's own path, audited) and followed every
-:data:`PULL_REFRESH_S` seconds while one runs; when it ends the node's images are read again.
+its agent once for its llama-server builds, vLLM images and pulls. A pull is started and cancelled
+through the room's :mod:`.actions` (the API's own path, audited) as the portal's administrator, a
+refusal shown as ``/api`` words it; a pull is followed every :data:`PULL_REFRESH_S` seconds while one
+runs, and when it ends the node's images are read again.
 """
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ from typing import Final
 
 from nicegui import ui
 
-from mirbad_master import _releases as releases
 from mirbad_master._composition import MasterServices
 from mirbad_master._llama_server_build import LlamaServerBuild as BuildJob
+from mirbad_master.ui._marks import testid
+from mirbad_master.ui._portal import Portal
+from mirbad_master.ui._refusals import PORTAL_ACTOR, REFUSED, act
 from mirbad_protocol import ImagePull, LlamaServerBuild, MirbadError, NodeReleases
 
-from ._marks import testid
-from ._portal import Portal
-from ._refusals import PORTAL_ACTOR as ACTOR
+from . import actions as releases
 
 __all__ = [
     "PULL_REFRESH_S",
@@ -114,11 +115,8 @@ async def render_releases(portal: Portal) -> None:
     services = portal.services
     ui.label("Releases").classes("text-h5")
     _versions(services)
-    local = {record.id for record in await services.nodes.list() if record.local}
-    for state in sorted(services.cache.nodes(), key=lambda s: s.node_id):
-        await _node_card(
-            services, state.node_id, services.llama_server_build if state.node_id in local else None
-        )
+    for node, build in await releases.release_nodes(services):
+        await _node_card(services, node, build)
     _changelog()
 
 
@@ -178,7 +176,7 @@ async def _node_card(services: MasterServices, node: str, job: BuildJob | None) 
 
     async def follow() -> None:
         try:
-            pulls = await (await services.client_of(node)).image_pulls()
+            pulls = await releases.image_pulls(services, node)
         except MirbadError:
             return  # the next tick tries again; the card keeps what it showed
         was_running = timer.active
@@ -186,22 +184,18 @@ async def _node_card(services: MasterServices, node: str, job: BuildJob | None) 
         if was_running and not timer.active:
             await redraw()  # a finished pull brought a new image
 
+    # In the card's context: the pull rows (the cancel's) are redrawn while the action runs.
     async def start(image: str) -> None:
-        try:
-            await releases.start_image_pull(services, node, image.strip(), ACTOR)
-        except MirbadError as exc:
-            with card:
-                ui.notify(str(exc), type="negative", multi_line=True)
+        with card:
+            started = await act(releases.start_image_pull(services, node, image.strip(), PORTAL_ACTOR))
+        if started is REFUSED:
             return
         timer.active = True
         await follow()
 
     async def cancel(pull_id: str) -> None:
-        try:
-            await releases.cancel_image_pull(services, node, pull_id, ACTOR)
-        except MirbadError as exc:
-            with card:
-                ui.notify(str(exc), type="negative", multi_line=True)
+        with card:
+            await act(releases.cancel_image_pull(services, node, pull_id, PORTAL_ACTOR))
         await follow()
 
     timer.callback = follow
