@@ -78,7 +78,7 @@ from ._node_facts import FleetNodeFacts, NodeFacts, NodeFactsReader, hub_cache_f
 from ._outcome import EngineOutcome, Measured
 from ._preset_search import POOLING_STEPS, PRESET_QUICK, PRESET_STEPS, GateInputs, preset_plan, step_sentences
 from ._preset_simulator import PresetSimulatedRunner, SimulatedLog
-from ._results import TUNING_FOLDER_NAME, TuningResults
+from ._results import TUNING_FOLDER_NAME, TUNING_RUNS, TuningResults
 from ._runner import CandidateRunner
 from ._runtime_notes import AS_REQUESTED, RuntimeNotes, compare_with_request, parse_runtime_log
 from ._scoring import GoalScorer, PresetScorer, TuningScorer
@@ -103,6 +103,7 @@ __all__ = [
     "RECENT_RUNS",
     "RELATIVE_SLACK",
     "TUNING_FOLDER_NAME",
+    "TUNING_RUNS",
     "VLLM_MTP_ARCHITECTURES",
     "VLLM_MTP_VERSION",
     "VLLM_QUICK",
