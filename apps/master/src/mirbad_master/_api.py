@@ -17,7 +17,6 @@ from starlette.types import Receive, Scope, Send
 from mirbad_protocol import AdminErrorCode
 
 from ._admin_auth import AdminAuth
-from ._api_benchmarks import benchmarks_router
 from ._api_downloads import downloads_router
 from ._api_errors import error_response
 from ._api_keys import keys_router
@@ -26,9 +25,10 @@ from ._api_nodes import nodes_router
 from ._api_releases import releases_router
 from ._api_services import services_router
 from ._api_session import admin_guard, session_router
-from ._api_tuning import tuning_router
 from ._composition import MasterServices
 from ._views import StatusReport, dump, status_report
+from .benchmarks.api import benchmarks_router
+from .tuning.api import tuning_router
 
 __all__ = ["api_fallback", "api_router"]
 

@@ -16,9 +16,10 @@ from nicegui import background_tasks, ui
 
 from mirbad_master._admin_auth import AdminAuth
 from mirbad_master._composition import MasterServices
+from mirbad_master.benchmarks.page import render_benchmarks
+from mirbad_master.tuning.page import render_tuning
 
 from ._access import render_access
-from ._benchmarks import render_benchmarks
 from ._fleet import parse_tags
 from ._guarded_page import guarded_page
 from ._layout import is_dark
@@ -33,7 +34,6 @@ from ._portal import Portal
 from ._releases import render_releases
 from ._services import render_services
 from ._session import LOGIN_PATH, install_session_routes, safe_next, signed_in
-from ._tuning import render_tuning
 
 __all__ = ["HISTORY_INTERVAL_S", "install_portal", "install_ui"]
 
