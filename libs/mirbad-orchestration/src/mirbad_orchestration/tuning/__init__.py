@@ -73,7 +73,7 @@ from ._instances import (
     TuningInstances,
     tuning_id,
 )
-from ._jobs import RunnerFactory, TuningJobs, planned_candidates, planned_seconds
+from ._jobs import TUNING, RunnerFactory, TuningJobs, planned_candidates, planned_seconds
 from ._node_facts import FleetNodeFacts, NodeFacts, NodeFactsReader, hub_cache_folder
 from ._outcome import EngineOutcome, Measured
 from ._preset_search import POOLING_STEPS, PRESET_QUICK, PRESET_STEPS, GateInputs, preset_plan, step_sentences
@@ -102,6 +102,7 @@ __all__ = [
     "PRESET_STEPS",
     "RECENT_RUNS",
     "RELATIVE_SLACK",
+    "TUNING",
     "TUNING_FOLDER_NAME",
     "TUNING_RUNS",
     "VLLM_MTP_ARCHITECTURES",
