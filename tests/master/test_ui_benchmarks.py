@@ -17,7 +17,7 @@ from tests.master._stack import Master, running_master
 from tests.master.test_api_benchmarks import QWEN, chatty
 from tests.master.test_ui_pages import portal_user
 
-from mirbad_master.ui._benchmarks import (
+from mirbad_master.benchmarks.page import (
     components_text,
     concurrency_chart,
     guards_text,

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from tests.master.test_ui_benchmarks import _result
 
-from mirbad_master.ui._benchmarks import concurrency_chart
+from mirbad_master.benchmarks.page import concurrency_chart
+from mirbad_master.tuning.page import chart_options
 from mirbad_master.ui._chart_theme import (
     DARK_CARD,
     DARK_CHART,
@@ -20,7 +21,6 @@ from mirbad_master.ui._chart_theme import (
     contrast_ratio,
     themed_chart,
 )
-from mirbad_master.ui._tuning import chart_options
 from mirbad_protocol import TuningCandidate, TuningRun
 
 TEXT: float = 4.5

@@ -24,7 +24,7 @@ from tests.master.test_api_tuning import Runners, preset_truth
 from tests.master.test_ui_pages import portal_user
 from tests.orchestration.test_tuning_runtime_notes import SCHEDULED
 
-from mirbad_master.ui._tuning import chart_options, score_text
+from mirbad_master.tuning.page import chart_options, score_text
 from mirbad_orchestration.jobs import JobTarget
 from mirbad_orchestration.tuning import (
     PRESET_STEPS,

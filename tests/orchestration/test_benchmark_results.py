@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from mirbad_orchestration import UnknownModelError
-from mirbad_orchestration.benchmarks import BENCHMARKS_FOLDER_NAME, BenchmarkResults, result_stamp
+from mirbad_orchestration.benchmarks import BENCHMARKS_FOLDER_NAME, BenchmarkResults
+from mirbad_orchestration.stores import result_stamp
 from mirbad_protocol import BenchmarkResult
 
 pytestmark = pytest.mark.anyio

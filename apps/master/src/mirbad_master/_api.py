@@ -17,18 +17,18 @@ from starlette.types import Receive, Scope, Send
 from mirbad_protocol import AdminErrorCode
 
 from ._admin_auth import AdminAuth
-from ._api_benchmarks import benchmarks_router
 from ._api_errors import error_response
 from ._api_session import admin_guard, session_router
-from ._api_tuning import tuning_router
 from ._composition import MasterServices
 from ._views import StatusReport, dump, status_report
+from .benchmarks.api import benchmarks_router
 from .downloads.api import downloads_router
 from .keys.api import keys_router
 from .models.api import models_router
 from .nodes.api import nodes_router
 from .releases.api import releases_router
 from .services.api import services_router
+from .tuning.api import tuning_router
 
 __all__ = ["api_fallback", "api_router"]
 

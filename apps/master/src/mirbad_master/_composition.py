@@ -32,7 +32,7 @@ from mirbad_orchestration.fleet import (
     RemoteTelemetryCollector,
     StatusCache,
 )
-from mirbad_orchestration.jobs import DEFAULT_DRAIN_TIMEOUT_S, DEFAULT_GPU_SAMPLE_S, BenchmarkJobs
+from mirbad_orchestration.jobs import DEFAULT_DRAIN_TIMEOUT_S, DEFAULT_GPU_SAMPLE_S, BenchmarkJobs, NodeJobs
 from mirbad_orchestration.services import HostServiceManager, HostServicesStore
 from mirbad_orchestration.stores import AuditLog
 from mirbad_orchestration.supervision import HealthMonitor, RecoveryState, RestartPauses, StartLanes
@@ -189,7 +189,8 @@ class MasterServices:
             runtime=self.runtime,
             restart_pending=self.restart_pending,
         )
-        # One job at a time per node; a job holds its node through the maintenance state.
+        # One job at a time per node, whatever its kind; a job holds its node through the maintenance state.
+        self.job_runner = NodeJobs(job_host, self.maintenance.state)
         self.jobs = BenchmarkJobs(
             job_host,
             self.benchmarks,
@@ -199,10 +200,9 @@ class MasterServices:
             drain_timeout_s=drain_timeout_s,
             gpu_sample_s=gpu_sample_s,
             poll_s=min(1.0, settings.health_poll_s),
-            busy=self._tuning_on,
+            runner=self.job_runner,
         )
         self.tuning_results = TuningResults(data_dir)
-        # Tuning shares the node's one job at a time with the benchmarks.
         self.tuning = TuningJobs(
             job_host,
             self.models.get,
@@ -217,7 +217,7 @@ class MasterServices:
                 preset_sizes=preset_sizes,
                 definition=self.models.get,
             ),
-            busy=self._benchmark_on,
+            runner=self.job_runner,
             benchmarks=self.benchmarks,
             repetitions=tuning_repetitions[0],
             confirm_repetitions=tuning_repetitions[1],
@@ -318,8 +318,7 @@ class MasterServices:
         # The first node poll fills the cache before the health monitor looks at it.
         await tasks.start(self.node_monitor.run)
         await tasks.start(self.health.run)
-        await tasks.start(self.jobs.run)
-        await tasks.start(self.tuning.run)
+        await tasks.start(self.job_runner.run)
         tasks.start_soon(self._recover_tuning)
         tasks.start_soon(self.telemetry.run)
         tasks.start_soon(self.keys.run_usage_flusher)
@@ -335,17 +334,9 @@ class MasterServices:
         except (MirbadError, TimeoutError) as exc:
             _logger.warning("cannot look for leftover tuning instances: %s", exc)
 
-    def _tuning_on(self, node_id: str) -> tuple[str, str] | None:
-        running = self.tuning.running_on(node_id)
-        return (running.id, running.model_id) if running is not None else None
-
     def _node_cores(self, node_id: str) -> int | None:
         state = self.cache.node(node_id)
         return state.info.cpu_count if state is not None and state.info is not None else None
-
-    def _benchmark_on(self, node_id: str) -> tuple[str, str] | None:
-        running = [job for job in self.jobs.jobs() if job.node_id == node_id and job.state == "running"]
-        return (running[0].id, running[0].model_id) if running else None
 
     async def client_of(self, node_id: str) -> AgentClient:
         """Node ``node_id``'s agent client as registered now (a changed address or identity gets a new one).

@@ -19,12 +19,13 @@ from nicegui import background_tasks, ui
 
 from ._admin_auth import AdminAuth
 from ._composition import MasterServices
+from .benchmarks.page import render_benchmarks
 from .keys.page import render_keys
 from .models.page import render_model_editor, render_models
 from .nodes.page import render_nodes
 from .releases.page import render_releases
 from .services.page import render_services
-from .ui._benchmarks import render_benchmarks
+from .tuning.page import render_tuning
 from .ui._fleet import parse_tags
 from .ui._guarded_page import guarded_page
 from .ui._layout import is_dark
@@ -34,7 +35,6 @@ from .ui._overview import render_overview
 from .ui._playground import render_playground
 from .ui._portal import Portal
 from .ui._session import LOGIN_PATH, install_session_routes, safe_next, signed_in
-from .ui._tuning import render_tuning
 
 __all__ = ["HISTORY_INTERVAL_S", "install_portal", "install_ui"]
 

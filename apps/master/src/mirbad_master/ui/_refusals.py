@@ -21,7 +21,7 @@ from mirbad_master._admin_auth import ADMIN_USER
 from mirbad_master._api_errors import refusal_of
 from mirbad_protocol import AdminErrorCode, InvalidFieldError
 
-__all__ = ["PORTAL_ACTOR", "REFUSED", "Refused", "act", "show_refusal", "show_under_field"]
+__all__ = ["PORTAL_ACTOR", "REFUSED", "Refused", "act", "refusal_text", "show_refusal", "show_under_field"]
 
 PORTAL_ACTOR: Final = f"user:{ADMIN_USER}"
 """Who the audit log says acted for every portal action: the signed-in administrator."""
@@ -40,12 +40,17 @@ REFUSED: Final = Refused.REFUSED
 """What :func:`act` returns when the action raised; test it with ``is``."""
 
 
-def show_refusal(exc: Exception) -> None:
-    """Notify the person of ``exc`` as ``/api`` would word it."""
+def refusal_text(exc: Exception) -> str:
+    """``exc`` as ``/api`` would word it, for a page that shows it beside the action (a job's message)."""
     refusal = refusal_of(exc)
     if refusal.code is AdminErrorCode.INTERNAL_ERROR:
         _logger.error("a portal action failed unexpectedly", exc_info=exc)
-    ui.notify(refusal.message, type="negative", multi_line=True)
+    return refusal.message
+
+
+def show_refusal(exc: Exception) -> None:
+    """Notify the person of ``exc`` as ``/api`` would word it."""
+    ui.notify(refusal_text(exc), type="negative", multi_line=True)
 
 
 async def act(action: Awaitable[_T], *, done: str | None = None) -> _T | Literal[Refused.REFUSED]:

@@ -22,7 +22,7 @@ from ._presets import (
     preset_guards,
     workload_preset,
 )
-from ._results import BENCHMARKS_FOLDER_NAME, BenchmarkResults, result_stamp
+from ._results import BENCHMARK_RESULTS, BENCHMARKS_FOLDER_NAME, BenchmarkResults
 from ._score import (
     GuardInputs,
     ScoredComponent,
@@ -37,6 +37,7 @@ from ._tools import PRESET_TOOL_CASES, ToolCase, check_tool_call
 
 __all__ = [
     "BENCHMARKS_FOLDER_NAME",
+    "BENCHMARK_RESULTS",
     "CLASSIC_PROMPTS",
     "COMPONENTS",
     "OBJECTIVE_QUESTIONS",
@@ -76,7 +77,6 @@ __all__ = [
     "preset_guards",
     "preset_levels",
     "reranker_reason",
-    "result_stamp",
     "score_components",
     "score_run",
     "score_tool_call",

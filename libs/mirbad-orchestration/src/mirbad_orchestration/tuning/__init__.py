@@ -73,12 +73,12 @@ from ._instances import (
     TuningInstances,
     tuning_id,
 )
-from ._jobs import RunnerFactory, TuningJobs, planned_candidates, planned_seconds
+from ._jobs import TUNING, RunnerFactory, TuningJobs, planned_candidates, planned_seconds
 from ._node_facts import FleetNodeFacts, NodeFacts, NodeFactsReader, hub_cache_folder
 from ._outcome import EngineOutcome, Measured
 from ._preset_search import POOLING_STEPS, PRESET_QUICK, PRESET_STEPS, GateInputs, preset_plan, step_sentences
 from ._preset_simulator import PresetSimulatedRunner, SimulatedLog
-from ._results import TUNING_FOLDER_NAME, TuningResults
+from ._results import TUNING_FOLDER_NAME, TUNING_RUNS, TuningResults
 from ._runner import CandidateRunner
 from ._runtime_notes import AS_REQUESTED, RuntimeNotes, compare_with_request, parse_runtime_log
 from ._scoring import GoalScorer, PresetScorer, TuningScorer
@@ -102,7 +102,9 @@ __all__ = [
     "PRESET_STEPS",
     "RECENT_RUNS",
     "RELATIVE_SLACK",
+    "TUNING",
     "TUNING_FOLDER_NAME",
+    "TUNING_RUNS",
     "VLLM_MTP_ARCHITECTURES",
     "VLLM_MTP_VERSION",
     "VLLM_QUICK",

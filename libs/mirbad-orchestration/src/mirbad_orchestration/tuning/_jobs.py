@@ -1,12 +1,12 @@
-"""Tuning jobs: one at a time per node (benchmarks included), the node in maintenance while it runs.
+"""Tuning jobs: the tuning kind of the node job runner, one job at a time per node (benchmarks included).
 
 :meth:`TuningJobs.start` refuses what cannot be tuned before anything starts: an unknown model, a
 reranker (422; an embedding model tunes its own dimensions on the embeddings suite), unknown steps
 (422 naming them), a model that is not Ready (409: the baseline needs it running) and a node that
-runs a job already (409). The run itself
-holds the node in maintenance, builds the model's candidate runner, runs the engine and stores the run as
-``{data}/tuning/{modelId}/{stamp}.json``; whatever happens the node leaves maintenance and the
-runner restores the saved settings. Cancelling always propagates.
+runs a job already (409). The runner (:class:`~mirbad_orchestration.jobs.NodeJobs`) holds the
+node in maintenance while the run builds the model's candidate runner and runs the engine; the run is
+stored as ``{data}/tuning/{modelId}/{stamp}.json``, stopped or not; whatever happens the node leaves
+maintenance and the candidate runner restores the saved settings. Cancelling always propagates.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import Final
 
 import anyio
 from anyio.abc import TaskStatus
@@ -30,17 +31,23 @@ from mirbad_orchestration.benchmarks import (
     workload_preset,
 )
 from mirbad_orchestration.exceptions import (
-    JobConflictError,
     MirbadOrchestrationError,
     ModelHeldByJobError,
     ModelNotReadyError,
-    NoJobRunningError,
     PresetNotForModelError,
 )
 from mirbad_orchestration.fleet import ModelRuntime
-from mirbad_orchestration.jobs import JobHost, JobTarget, JobTasks, MaintenanceState, NodeMaintenance
+from mirbad_orchestration.jobs import (
+    JobEnd,
+    JobHost,
+    JobKind,
+    JobTarget,
+    JobWork,
+    MaintenanceState,
+    NodeJobs,
+    RunningJob,
+)
 from mirbad_protocol import (
-    JobState,
     MirbadError,
     ModelDefinition,
     ModelState,
@@ -62,11 +69,15 @@ from ._runner import CandidateRunner
 from ._scoring import PresetScorer
 
 __all__ = [
+    "TUNING",
     "RunnerFactory",
     "TuningJobs",
     "planned_candidates",
     "planned_seconds",
 ]
+
+TUNING: Final = JobKind[TuningJobView](name="tuning", label="a tuning run", noun="tuning job")
+"""The tuning kind of job."""
 
 RunnerFactory = Callable[[JobTarget, ModelDefinition], Awaitable[CandidateRunner]]
 """Builds the candidate runner of one run (the model's node, its saved definition)."""
@@ -97,16 +108,25 @@ def _gates_from_tags(definition: ModelDefinition) -> GateInputs:
 
 
 @dataclass
-class _Job:
-    view: TuningJobView
-    request: TuningRequest = field(default_factory=TuningRequest)
-    projection: EtaProjection | None = None
-    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
-    done: anyio.Event = field(default_factory=anyio.Event)
-    cancelled_by_user: bool = False
+class _Job(JobWork[TuningJobView]):
+    """One tuning run: what it tunes, its plan and what it found so far."""
 
-    def update(self, **changes: object) -> None:
-        self.view = self.view.model_copy(update=changes)
+    jobs: TuningJobs
+    target: JobTarget
+    saved: ModelDefinition
+    plan: TuningPlan
+    request: TuningRequest
+    projection: EtaProjection
+    outcome: EngineOutcome = field(default_factory=EngineOutcome)
+
+    async def run(self, job: RunningJob[TuningJobView]) -> str | None:
+        """Tune (the run is stored by :meth:`conclude`, however it ends)."""
+        await self.jobs._tune(job, self)
+        return None
+
+    async def conclude(self, job: RunningJob[TuningJobView], end: JobEnd) -> str | None:
+        """Store the run as far as it got; returns its file's name."""
+        return await self.jobs._store(job, self, end)
 
 
 class TuningJobs:
@@ -118,7 +138,8 @@ class TuningJobs:
         results: where runs are stored.
         maintenance: the maintenance state the router and the health monitor read.
         runners: builds each run's candidate runner.
-        busy: another job (a benchmark) running on a node, as (job id, model id), else None.
+        runner: the node job runner shared with the other kinds (one job at a time per node, whatever
+            its kind); by default one of its own over ``host`` and ``maintenance``.
         repetitions: the suite's repetitions per candidate in the search.
         confirm_repetitions: those of the confirmation stage.
         cpu_count: the CPU cores assumed for a node that does not report its own.
@@ -144,7 +165,7 @@ class TuningJobs:
         maintenance: MaintenanceState,
         runners: RunnerFactory,
         *,
-        busy: Callable[[str], tuple[str, str] | None] = lambda node_id: None,
+        runner: NodeJobs | None = None,
         repetitions: int = 3,
         confirm_repetitions: int = 5,
         cpu_count: int = 2,
@@ -160,20 +181,20 @@ class TuningJobs:
         self._host = host
         self._definition = definition
         self._results = results
-        self._maintenance = maintenance
         self._runners = runners
-        self._busy = busy
         self._repetitions = repetitions
         self._confirm_repetitions = confirm_repetitions
         self._cpu_count = cpu_count
         self._node_cores = node_cores
         self._clock = clock or (lambda: datetime.now(UTC))
-        self._jobs: dict[str, _Job] = {}
-        self._tasks = JobTasks("the tuning jobs are not running (TuningJobs.run)")
+        self._runner = runner or NodeJobs(host, maintenance, clock=self._clock)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Hold the jobs' task group until cancelled (leaving cancels every running job)."""
-        await self._tasks.run(task_status=task_status)
+        """Run the job runner until cancelled (leaving cancels every running job).
+
+        Only for a runner of its own: a shared runner is run by whoever shares it.
+        """
+        await self._runner.run(task_status=task_status)
 
     async def recover(
         self, runtime: ModelRuntime, models: list[ModelDefinition], statuses: list[ModelStatus]
@@ -290,8 +311,14 @@ class TuningJobs:
 
     def running_on(self, node_id: str) -> TuningJobView | None:
         """The tuning job running on ``node_id``, if any."""
-        job = self._jobs.get(node_id)
-        return job.view if job is not None and job.view.state == "running" else None
+        return next(
+            (
+                job.view
+                for job in self._runner.jobs(TUNING)
+                if job.view.state == "running" and job.view.node_id == node_id
+            ),
+            None,
+        )
 
     def check_not_held(self, model_id: str) -> None:
         """Refuse a change to ``model_id`` while a tuning run holds it (stopped now, restarted at its end).
@@ -299,7 +326,7 @@ class TuningJobs:
         Raises:
             ModelHeldByJobError: naming the run, its model and its node (HTTP 409 ``job_conflict``).
         """
-        for job in self._jobs.values():
+        for job in self._runner.jobs(TUNING):
             if job.view.state == "running" and job.view.model_id == model_id:
                 raise ModelHeldByJobError(job.view.id, model_id, job.view.node_id)
 
@@ -316,10 +343,8 @@ class TuningJobs:
         plan = self.plan(saved, request, node_id=target.node_id, shape=shape, pooling=pooling, gates=gates)
         if not target.ready:
             raise ModelNotReadyError(model_id, target.state.value)
-        tasks = self._tasks.group()
-        self._check_free(target.node_id)
+        self._runner.check_free(target.node_id)
         projection = await self.estimate(model_id, plan, request.preset)
-        self._check_free(target.node_id)  # checked again: the estimate read the results
         view = TuningJobView(
             id=secrets.token_hex(6),
             model_id=model_id,
@@ -331,10 +356,9 @@ class TuningJobs:
             preset=None if preset is None else preset.name,
             started_at=self._clock(),
         )
-        job = _Job(view, request, projection)
-        self._jobs[target.node_id] = job  # no await since the last check: two starts cannot both pass
-        tasks.start_soon(self._run_job, job, target, saved, plan)
-        return job.view
+        work = _Job(self, target, saved, plan, request, projection)
+        # Checked again (the estimate read the results) and started with no await between.
+        return self._runner.launch(TUNING, view, work).view
 
     @staticmethod
     def _preset_for(model_id: str, request: TuningRequest, *, pooling: bool) -> WorkloadPreset | None:
@@ -347,148 +371,75 @@ class TuningJobs:
             raise PresetNotForModelError(model_id, f"preset {preset.name!r} is for {kind} model")
         return preset
 
-    def _check_free(self, node_id: str) -> None:
-        running = self.running_on(node_id)
-        if running is not None:
-            raise JobConflictError(running.id, running.model_id, node_id)
-        other = self._busy(node_id)
-        if other is not None:
-            raise JobConflictError(*other, node_id)
-
     def jobs(self) -> list[TuningJobView]:
         """Every node's running tuning job, else its last one, by node."""
-        return [self._jobs[node].view for node in sorted(self._jobs)]
+        return [job.view for job in self._runner.jobs(TUNING)]
 
     async def wait(self, job_id: str, *, timeout_s: float) -> TuningJobView:
         """Wait (bounded) for ``job_id`` to end (``NoJobRunningError``: no such job)."""
-        job = next((job for job in self._jobs.values() if job.view.id == job_id), None)
-        if job is None:
-            raise NoJobRunningError(f"no tuning job {job_id!r}")
-        with anyio.fail_after(timeout_s):
-            await job.done.wait()
-        return job.view
+        return await self._runner.wait(TUNING, job_id, timeout_s=timeout_s)
 
     async def cancel(self, node_id: str | None = None, *, timeout_s: float = 300.0) -> list[TuningJobView]:
         """Cancel the running tuning job(s); waits (bounded) until they ended and restored."""
-        running = [
-            job
-            for node, job in self._jobs.items()
-            if job.view.state == "running" and (node_id is None or node == node_id)
-        ]
-        if not running:
-            raise NoJobRunningError("no tuning job is running" + (f" on node {node_id!r}" if node_id else ""))
-        for job in running:
-            job.cancelled_by_user = True
-            job.scope.cancel()
-        with anyio.fail_after(timeout_s):
-            for job in running:
-                await job.done.wait()
-        return [job.view for job in running]
+        return await self._runner.cancel(TUNING, node_id, timeout_s=timeout_s)
 
-    async def _run_job(self, job: _Job, target: JobTarget, saved: ModelDefinition, plan: TuningPlan) -> None:
-        outcome = EngineOutcome()
-        state: JobState = "cancelled"
-        error: str | None = "cancelled"
-        try:
-            with job.scope:
-                await self._hold_and_tune(job, target, saved, plan, outcome)
-                state, error = "succeeded", None
-        except Exception as exc:
-            state, error = "failed", str(exc) or type(exc).__name__
-        finally:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(30):
-                await self._finish(job, target, saved, outcome, state, error)
+    async def _tune(self, job: RunningJob[TuningJobView], work: _Job) -> None:
+        runner = await self._runners(work.target, work.saved)
+        began = time.monotonic()
 
-    async def _hold_and_tune(
-        self, job: _Job, target: JobTarget, saved: ModelDefinition, plan: TuningPlan, outcome: EngineOutcome
-    ) -> None:
-        models = await self._host.node_models(target.node_id)
-        held = NodeMaintenance(
-            job_id=job.view.id,
-            message=f"a tuning run of {target.model_id!r} is running on node {target.node_id!r}",
-            retry_after_s=max(1, round(job.view.eta_s or 1)),
-            model_ids=[model.model_id for model in models],
-            served_names=[model.served_name for model in models],
-        )
-        await self._maintenance.enter_node(target.node_id, held)
-        try:
-            runner = await self._runners(target, saved)
-
-            began = time.monotonic()
-
-            async def progress(
-                phase: str, description: str, done: int, *, goal: str = "", tradeoff: str = ""
-            ) -> None:
-                # Re-projected from the run's own pace once a candidate has finished.
-                elapsed = time.monotonic() - began
-                if job.projection is not None:
-                    eta = job.projection.remaining(elapsed, done)
-                else:
-                    pace = elapsed / done if done else _PER_CANDIDATE_S
-                    eta = max(0, job.view.total - done) * pace
-                job.update(
-                    phase=phase,
-                    candidate=description,
-                    candidate_goal=goal or None,
-                    candidate_tradeoff=tradeoff or None,
-                    done=done,
-                    eta_s=eta,
-                )
-                await self._maintenance.update_node(target.node_id, max(1, round(eta)))
-
-            preset = None if job.request.preset is None else workload_preset(job.request.preset)
-            runner.select_preset(preset)
-            engine = TuningEngine(
-                runner,
-                job.view.goal,
-                scorer=None if preset is None else PresetScorer(preset),
-                repetitions=self._repetitions,
-                confirm_repetitions=self._confirm_repetitions,
-                rng=random.Random(secrets.randbits(32)),  # noqa: S311 - orders measurements, no secret
-                progress=progress,
+        async def progress(
+            phase: str, description: str, done: int, *, goal: str = "", tradeoff: str = ""
+        ) -> None:
+            # Re-projected from the run's own pace once a candidate has finished.
+            eta = work.projection.remaining(time.monotonic() - began, done)
+            await job.report(
+                phase=phase,
+                candidate=description,
+                candidate_goal=goal or None,
+                candidate_tradeoff=tradeoff or None,
+                done=done,
+                eta_s=eta,
             )
-            await engine.run(saved, plan, outcome)
-        finally:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(10):
-                await self._maintenance.leave_node(target.node_id)
 
-    async def _finish(
-        self,
-        job: _Job,
-        target: JobTarget,
-        saved: ModelDefinition,
-        outcome: EngineOutcome,
-        state: JobState,
-        error: str | None,
-    ) -> None:
+        preset = None if work.request.preset is None else workload_preset(work.request.preset)
+        runner.select_preset(preset)
+        engine = TuningEngine(
+            runner,
+            job.view.goal,
+            scorer=None if preset is None else PresetScorer(preset),
+            repetitions=self._repetitions,
+            confirm_repetitions=self._confirm_repetitions,
+            rng=random.Random(secrets.randbits(32)),  # noqa: S311 - orders measurements, no secret
+            progress=progress,
+        )
+        await engine.run(work.saved, work.plan, work.outcome)
+
+    async def _store(self, job: RunningJob[TuningJobView], work: _Job, end: JobEnd) -> str | None:
+        outcome, request = work.outcome, work.request
         run = TuningRun(
-            model_id=target.model_id,
-            node_id=target.node_id,
-            runtime=saved.runtime,
+            model_id=work.target.model_id,
+            node_id=work.target.node_id,
+            runtime=work.saved.runtime,
             goal=job.view.goal,
             steps=job.view.steps,
             repetitions=self._repetitions,
             confirm_repetitions=self._confirm_repetitions,
             started_at=job.view.started_at,
             finished_at=self._clock(),
-            state=state,
-            error=error,
+            state=end.state,
+            error=end.error,
             candidates=outcome.candidates,
             confirmation=outcome.confirmation,
             winner=outcome.winner,
             winner_is_baseline=outcome.winner_definition is None,
             best_definition=outcome.winner_definition,
             notes=outcome.notes,
-            preset=job.request.preset,
-            search=job.request.search if job.request.steps is None else None,
+            preset=request.preset,
+            search=request.search if request.steps is None else None,
         )
-        stored = None
+        job.update(finished_at=run.finished_at, phase="done")
         try:
-            stored = await self._results.save(run)
+            return await self._results.save(run)
         except (OSError, MirbadOrchestrationError) as exc:
-            _logger.warning("cannot store the tuning run of %s: %s", target.model_id, exc)
-        job.update(
-            state=state, error=error, result=stored, finished_at=run.finished_at, eta_s=0.0, phase="done"
-        )
-        job.done.set()
-        _logger.info("tuning job %s of %s ended %s", job.view.id, job.view.model_id, state)
+            _logger.warning("cannot store the tuning run of %s: %s", work.target.model_id, exc)
+            return None

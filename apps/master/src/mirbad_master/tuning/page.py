@@ -8,7 +8,9 @@ candidate and its goal, done of total, ETA) is read from the job every second. T
 shows its candidates (effective configuration, score with its repetition range, guards, goal and
 tradeoff, RuntimeNotes, start and benchmark seconds) and an ECharts plot of the scores against the
 baseline (1.0). Apply best is the API's apply path; a running model then offers the Models page's
-restart dialog. Refusals are shown as messages.
+restart dialog. Every change goes through the room's actions as the portal's administrator; a
+refusal is shown beside the buttons in the API's words, and the job is drawn by the job progress
+component every kind shares.
 """
 
 from __future__ import annotations
@@ -17,9 +19,16 @@ from typing import Any, Final
 
 from nicegui import ui
 
-from mirbad_master._api_tuning import apply_tuning_run, start_tuning_job
 from mirbad_master.models import actions as model_actions
 from mirbad_master.models._dialogs import confirm_restart
+from mirbad_master.ui._chart_theme import themed_chart
+from mirbad_master.ui._fleet import fleet_snapshot
+from mirbad_master.ui._format import count
+from mirbad_master.ui._job_progress import JobProgress
+from mirbad_master.ui._layout import page_theme
+from mirbad_master.ui._marks import link_button, testid
+from mirbad_master.ui._portal import Portal
+from mirbad_master.ui._refusals import PORTAL_ACTOR, refusal_text
 from mirbad_orchestration.benchmarks import WORKLOAD_PRESETS
 from mirbad_orchestration.tuning import (
     GOALS,
@@ -31,7 +40,6 @@ from mirbad_orchestration.tuning import (
     planned_seconds,
 )
 from mirbad_protocol import (
-    MirbadError,
     ModelDefinition,
     TuningCandidate,
     TuningJobView,
@@ -39,13 +47,7 @@ from mirbad_protocol import (
     TuningRun,
 )
 
-from ._chart_theme import themed_chart
-from ._fleet import fleet_snapshot
-from ._format import count
-from ._layout import page_theme
-from ._marks import link_button, testid
-from ._portal import Portal
-from ._refusals import PORTAL_ACTOR as ACTOR
+from .actions import apply_tuning_run, cancel_tuning, start_tuning
 
 __all__ = ["GOAL_LABELS", "baseline_median", "chart_options", "render_tuning", "score_text"]
 
@@ -306,11 +308,7 @@ async def render_tuning(portal: Portal, model_id: str) -> None:
         cancel.set_enabled(False)  # until a job runs: nothing to cancel
     message = testid(ui.label("").classes("text-caption text-negative"), "tuning-message")
     plan_box = ui.column().classes("w-full gap-1")
-    bar = testid(
-        ui.linear_progress(value=0, show_value=False).props("instant-feedback").classes("w-full"),
-        "tuning-progress",
-    )
-    progress = testid(ui.label("").classes("text-caption text-grey-8"), "tuning-status")
+    progress = JobProgress("tuning")
     results = ui.column().classes("w-full")
     dialogs = ui.element("div")  # outside the results, which are rebuilt
 
@@ -324,11 +322,11 @@ async def render_tuning(portal: Portal, model_id: str) -> None:
         try:
             plan = await services.tuning.preview(model_id, current, request())
             projection = await services.tuning.estimate(model_id, plan, request().preset)
-        except MirbadError as exc:
+        except Exception as exc:  # shown in place of the plan, in the API's words
             plan_box.clear()
             with plan_box:
                 ui.label("Plan").classes("text-h6")
-                ui.label(str(exc)).classes("text-negative")
+                ui.label(refusal_text(exc)).classes("text-negative")
             return
         plan_box.clear()
         with plan_box:
@@ -383,13 +381,8 @@ async def render_tuning(portal: Portal, model_id: str) -> None:
         running = job is not None and job.state == "running"
         run.set_enabled(not running)
         cancel.set_enabled(running)
-        if job is None:
-            progress.set_text("")
-            bar.set_value(0)
-        else:
-            progress.set_text(_progress_text(job))
-            done = min(0.95, job.done / job.total) if running and job.total else float(not running)
-            bar.set_value(done)
+        fraction = job.done / job.total if job is not None and job.total else None
+        progress.show(job, status=_progress_text(job) if job else "", fraction=fraction)
         key = (job.id, job.state) if job else None
         if key != state["shown"]:
             state["shown"] = key
@@ -400,9 +393,9 @@ async def render_tuning(portal: Portal, model_id: str) -> None:
         body = request()
         try:
             # The same start and audit line as the API's, naming the portal's administrator.
-            await start_tuning_job(services, model_id, body, ACTOR)
-        except MirbadError as exc:
-            message.set_text(str(exc))
+            await start_tuning(services, model_id, body, actor=PORTAL_ACTOR)
+        except Exception as exc:  # shown beside the buttons, in the API's words
+            message.set_text(refusal_text(exc))
         await poll()
 
     async def stop() -> None:
@@ -410,27 +403,25 @@ async def render_tuning(portal: Portal, model_id: str) -> None:
         if job is None:
             return
         try:
-            cancelled = await services.tuning.cancel(job.node_id)
-        except MirbadError as exc:
-            message.set_text(str(exc))
-        else:
-            await services.audit.record_jobs(ACTOR, "model.tune.cancel", cancelled)
+            await cancel_tuning(services, job.node_id, actor=PORTAL_ACTOR)
+        except Exception as exc:  # shown beside the buttons, in the API's words
+            message.set_text(refusal_text(exc))
         await poll()
 
     async def restart() -> None:
         try:
-            await model_actions.restart_model(services, model_id, ACTOR)
-        except MirbadError as exc:
-            message.set_text(str(exc))
+            await model_actions.restart_model(services, model_id, PORTAL_ACTOR)
+        except Exception as exc:  # shown beside the buttons, in the API's words
+            message.set_text(refusal_text(exc))
             return
         ui.notify(f"{model_id} restarting", type="positive")
 
     async def apply() -> None:
         message.set_text("")
         try:
-            stored = await apply_tuning_run(services, model_id, None, ACTOR)
-        except MirbadError as exc:
-            message.set_text(str(exc))
+            stored = await apply_tuning_run(services, model_id, None, actor=PORTAL_ACTOR)
+        except Exception as exc:  # shown beside the buttons, in the API's words
+            message.set_text(refusal_text(exc))
             return
         await show_plan(stored)
         snapshot = await fleet_snapshot(services)

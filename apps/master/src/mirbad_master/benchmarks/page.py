@@ -1,10 +1,12 @@
 """A model's Benchmark view (``/models/{id}/benchmarks``): run, cancel, live progress, history and plots.
 
 The preset picker offers "Classic suite" and the workload presets; a run starts the same job the API
-does (``BenchmarkJobs.start``), and cancel is the API's cancel. Progress (phase, N level, run, ETA) is
-read from the job every second. The plots are NiceGUI's ECharts: tok/s and TTFT p95 against
-concurrency (one line per stored run), and run against run (each run's aggregate tok/s at its highest
-level, noisy runs drawn red). Classic (v1) and preset (v2) results both carry ``levels``, so both plot.
+does (the room's actions, with the portal's administrator as the actor), and cancel is the API's
+cancel; a refusal is shown beside the buttons in the API's words. Progress (phase, N level, run, ETA)
+is read from the job every second and drawn by the job progress component every kind shares.
+The plots are NiceGUI's ECharts: tok/s and TTFT p95 against concurrency (one line per stored run),
+and run against run (each run's aggregate tok/s at its highest level, noisy runs drawn red). Classic
+(v1) and preset (v2) results both carry ``levels``, so both plot.
 """
 
 from __future__ import annotations
@@ -13,15 +15,16 @@ from typing import Any, Final
 
 from nicegui import ui
 
-from mirbad_master._api_benchmarks import start_benchmark_job
+from mirbad_master.ui._chart_theme import themed_chart
+from mirbad_master.ui._job_progress import JobProgress, progress_fill
+from mirbad_master.ui._layout import page_theme
+from mirbad_master.ui._marks import link_button, testid
+from mirbad_master.ui._portal import Portal
+from mirbad_master.ui._refusals import PORTAL_ACTOR, refusal_text
 from mirbad_orchestration.benchmarks import WORKLOAD_PRESETS
-from mirbad_protocol import BenchmarkJobView, BenchmarkResult, MirbadError
+from mirbad_protocol import BenchmarkJobView, BenchmarkResult
 
-from ._chart_theme import themed_chart
-from ._layout import page_theme
-from ._marks import link_button, testid
-from ._portal import Portal
-from ._refusals import PORTAL_ACTOR as ACTOR
+from .actions import cancel_benchmarks, start_benchmark
 
 __all__ = [
     "CLASSIC_LABEL",
@@ -103,20 +106,15 @@ def guards_text(result: BenchmarkResult) -> str:
 
 
 def progress_bar(job: BenchmarkJobView | None) -> tuple[float, str]:
-    """The progress bar's fill and Quasar colour for ``job``.
+    """The progress bar's fill and Quasar colour for ``job`` (see :func:`progress_fill`)."""
+    return progress_fill(job, _fraction(job))
 
-    Only a finished job is full; a failed or cancelled one is drawn empty in the colour of its ending,
-    so a failure never reads as a completed (full, blue) run.
-    """
-    if job is None:
-        return 0.0, "primary"
-    if job.state == "running":
-        if job.run is not None and job.runs:
-            return min(0.95, (job.run - 1) / job.runs), "primary"
-        return 0.0, "primary"
-    if job.state == "succeeded":
-        return 1.0, "positive"
-    return 0.0, "negative" if job.state == "failed" else "grey-7"
+
+def _fraction(job: BenchmarkJobView | None) -> float | None:
+    """How far a running job is: the runs of its level started before this one."""
+    if job is None or job.run is None or not job.runs:
+        return None
+    return (job.run - 1) / job.runs
 
 
 def runs_chart(results: list[BenchmarkResult]) -> dict[str, Any]:
@@ -176,11 +174,7 @@ async def render_benchmarks(portal: Portal, model_id: str) -> None:
         cancel = testid(ui.button("Cancel", icon="cancel").props("flat color=negative"), "benchmark-cancel")
         cancel.set_enabled(False)  # until a job runs: nothing to cancel
     message = testid(ui.label("").classes("text-caption text-negative"), "benchmark-message")
-    bar = testid(
-        ui.linear_progress(value=0, show_value=False).props("instant-feedback").classes("w-full"),
-        "benchmark-progress",
-    )
-    progress = testid(ui.label("").classes("text-caption text-grey-8"), "benchmark-status")
+    progress = JobProgress("benchmark")
     charts = ui.column().classes("w-full")
     history = ui.column().classes("w-full")
 
@@ -257,10 +251,7 @@ async def render_benchmarks(portal: Portal, model_id: str) -> None:
         running = job is not None and job.state == "running"
         run.set_enabled(not running)
         cancel.set_enabled(running)
-        progress.set_text(_progress_text(job) if job else "")
-        fill, color = progress_bar(job)
-        bar.set_value(fill)
-        bar.props(f"color={color}")
+        progress.show(job, status=_progress_text(job) if job else "", fraction=_fraction(job))
         key = (job.id, job.state) if job else None
         if key != state["shown"]:
             state["shown"] = key
@@ -271,9 +262,9 @@ async def render_benchmarks(portal: Portal, model_id: str) -> None:
         preset = picker.value if picker.value != "classic" else None
         try:
             # The same start and audit line as the API's, naming the portal's administrator.
-            await start_benchmark_job(services, model_id, ACTOR, preset=preset)
-        except MirbadError as exc:
-            message.set_text(str(exc))
+            await start_benchmark(services, model_id, preset=preset, actor=PORTAL_ACTOR)
+        except Exception as exc:  # shown beside the buttons, in the API's words
+            message.set_text(refusal_text(exc))
         await poll()
 
     async def stop() -> None:
@@ -281,11 +272,9 @@ async def render_benchmarks(portal: Portal, model_id: str) -> None:
         if job is None:
             return
         try:
-            cancelled = await services.jobs.cancel(job.node_id)
-        except MirbadError as exc:
-            message.set_text(str(exc))
-        else:
-            await services.audit.record_jobs(ACTOR, "model.benchmark.cancel", cancelled)
+            await cancel_benchmarks(services, job.node_id, actor=PORTAL_ACTOR)
+        except Exception as exc:  # shown beside the buttons, in the API's words
+            message.set_text(refusal_text(exc))
         await poll()
 
     run.on_click(start)

@@ -1,4 +1,4 @@
-"""Benchmark jobs: one at a time per node, with the node in maintenance while it runs.
+"""Benchmark jobs: the benchmark kind of the node job runner (:class:`~mirbad_orchestration.jobs.NodeJobs`).
 
 A job measures a Ready model with its current settings (no restart). It holds the model's node in
 maintenance (``/v1`` refuses the node's models with the job's estimate as Retry-After; other nodes keep
@@ -16,7 +16,7 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from typing import Final
@@ -40,9 +40,8 @@ from mirbad_orchestration.benchmarks import (
     reranker_reason,
 )
 from mirbad_orchestration.exceptions import (
-    JobConflictError,
+    MirbadOrchestrationError,
     ModelNotReadyError,
-    NoJobRunningError,
     PresetNotForModelError,
     UnknownModelError,
     UnknownPresetError,
@@ -61,10 +60,11 @@ from mirbad_protocol import (
 
 from ._gpu_check import DEFAULT_GPU_SAMPLE_INTERVAL_S, DEFAULT_GPU_SAMPLE_S, GpuSampler
 from ._host import JobHost, JobTarget
-from ._maintenance import MaintenanceState, NodeMaintenance
-from ._tasks import JobTasks
+from ._maintenance import MaintenanceState
+from ._runner import JobKind, JobWork, NodeJobs, RunningJob
 
 __all__ = [
+    "BENCHMARK",
     "DEFAULT_COUNTER_WAIT_S",
     "DEFAULT_DRAIN_TIMEOUT_S",
     "PRESETS",
@@ -140,25 +140,53 @@ def _preset_estimate(preset: WorkloadPreset, sizes: PresetSizes, max_num_seqs: i
     return (_preset_runs(preset, sizes, max_num_seqs) + 1) * per_run + 2 * _EXTRA_PARTS_S
 
 
+BENCHMARK: Final = JobKind[BenchmarkJobView](name="benchmark", label="a benchmark", noun="benchmark job")
+"""The benchmark kind of job."""
+
+
 @dataclass
-class _Job:
-    view: BenchmarkJobView
+class _Job(JobWork[BenchmarkJobView]):
+    """One benchmark: its plan, its measured pace, and the runner's job once it runs."""
+
+    jobs: BenchmarkJobs
+    target: JobTarget
     sizes: BenchmarkSizes
     preset: WorkloadPreset | None = None
     guards: SloGuards | None = None
     total_runs: int = 0
-    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
-    done: anyio.Event = field(default_factory=anyio.Event)
-    lost: str | None = None
-    cancelled_by_user: bool = False
     runs_started: int = 0
     first_run_at: float | None = None
     first_estimate: float = 0.0
     warm_up_at: float | None = None
     warm_up_s: float | None = None
+    running: RunningJob[BenchmarkJobView] | None = None
+
+    @property
+    def view(self) -> BenchmarkJobView:
+        return self._running().view
 
     def update(self, **changes: object) -> None:
-        self.view = self.view.model_copy(update=changes)
+        self._running().update(**changes)
+
+    async def report(self, **changes: object) -> None:
+        await self._running().report(**changes)
+
+    def fail(self, reason: str) -> None:
+        self._running().fail(reason)
+
+    async def run(self, job: RunningJob[BenchmarkJobView]) -> str | None:
+        """Measure and store the result; returns its file's name."""
+        self.running = job
+        return await self.jobs._measure_and_save(self)
+
+    async def failure(self, job: RunningJob[BenchmarkJobView], exc: Exception) -> str:
+        """Its model's loss when that is why the suite failed, else the error."""
+        return await self.jobs._loss_reason_of(self.target.model_id) or await super().failure(job, exc)
+
+    def _running(self) -> RunningJob[BenchmarkJobView]:
+        if self.running is None:
+            raise MirbadOrchestrationError("the benchmark job has not started")
+        return self.running
 
 
 class BenchmarkJobs:
@@ -178,7 +206,8 @@ class BenchmarkJobs:
         gpu_sample_s: how long the GPU check samples the node's GPUs (the spec's 5 s by default).
         gpu_interval_s: the wait between two GPU readings.
         clock: the wall clock (aware), for the job's and the result's times.
-        busy: another kind of job (a tuning run) running on a node, as (job id, model id), else None.
+        runner: the node job runner shared with the other kinds (one job at a time per node, whatever
+            its kind); by default one of its own over ``host`` and ``maintenance``.
     """
 
     def __init__(
@@ -195,10 +224,9 @@ class BenchmarkJobs:
         gpu_sample_s: float = DEFAULT_GPU_SAMPLE_S,
         gpu_interval_s: float = DEFAULT_GPU_SAMPLE_INTERVAL_S,
         clock: Callable[[], datetime] | None = None,
-        busy: Callable[[str], tuple[str, str] | None] = lambda node_id: None,
+        runner: NodeJobs | None = None,
     ) -> None:
         self._host = host
-        self._busy = busy
         self._results = results
         self._maintenance = maintenance
         self._sizes = sizes or BenchmarkSizes()
@@ -209,12 +237,14 @@ class BenchmarkJobs:
         self._gpu_sample_s = gpu_sample_s
         self._gpu_interval_s = gpu_interval_s
         self._clock = clock or (lambda: datetime.now(UTC))
-        self._jobs: dict[str, _Job] = {}  # by node: the running job, else the last one
-        self._tasks = JobTasks("the benchmark jobs are not running (BenchmarkJobs.run)")
+        self._runner = runner or NodeJobs(host, maintenance, clock=self._clock)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Hold the jobs' task group until cancelled (leaving cancels every running job)."""
-        await self._tasks.run(task_status=task_status)
+        """Run the job runner until cancelled (leaving cancels every running job).
+
+        Only for a runner of its own: a shared runner is run by whoever shares it.
+        """
+        await self._runner.run(task_status=task_status)
 
     async def start(
         self, model_id: str, *, preset: str | None = None, guards: SloGuards | None = None
@@ -240,26 +270,18 @@ class BenchmarkJobs:
         self._check_kind(target, chosen)
         if not target.ready:
             raise ModelNotReadyError(model_id, target.state.value)
-        tasks = self._tasks.group()
-        running = self._jobs.get(target.node_id)
-        if running is not None and running.view.state == "running":
-            raise JobConflictError(running.view.id, running.view.model_id, target.node_id)
-        other = self._busy(target.node_id)
-        if other is not None:
-            raise JobConflictError(*other, target.node_id)
-        # No await between the check above and this line: two starts cannot both pass it.
-        job = self._new_job(target, chosen, guards)
-        self._jobs[target.node_id] = job
-        tasks.start_soon(self._run_job, job, target)
-        return job.view
+        view, job = self._new_job(target, chosen, guards)
+        # The runner checks the node is free and starts the job with no await between.
+        return self._runner.launch(BENCHMARK, view, job).view
 
     def jobs(self) -> list[BenchmarkJobView]:
         """Every node's running job, else its last one, by node."""
-        return [self._jobs[node].view for node in sorted(self._jobs)]
+        return [job.view for job in self._runner.jobs(BENCHMARK)]
 
     def job(self, job_id: str) -> BenchmarkJobView | None:
         """The job ``job_id`` while it is running or the last of its node."""
-        return next((job.view for job in self._jobs.values() if job.view.id == job_id), None)
+        job = self._runner.find(BENCHMARK, job_id)
+        return None if job is None else job.view
 
     async def wait(self, job_id: str, *, timeout_s: float) -> BenchmarkJobView:
         """Wait (bounded) for ``job_id`` to end; returns how it ended.
@@ -268,12 +290,7 @@ class BenchmarkJobs:
             NoJobRunningError: no such job.
             TimeoutError: it did not end within ``timeout_s``.
         """
-        job = next((job for job in self._jobs.values() if job.view.id == job_id), None)
-        if job is None:
-            raise NoJobRunningError(f"no job {job_id!r}")
-        with anyio.fail_after(timeout_s):
-            await job.done.wait()
-        return job.view
+        return await self._runner.wait(BENCHMARK, job_id, timeout_s=timeout_s)
 
     async def cancel(self, node_id: str | None = None, *, timeout_s: float = 30.0) -> list[BenchmarkJobView]:
         """Cancel the running job of ``node_id`` (every running job without one); waits until they ended.
@@ -281,21 +298,7 @@ class BenchmarkJobs:
         Raises:
             NoJobRunningError: nothing runs there.
         """
-        running = [
-            job
-            for node, job in self._jobs.items()
-            if job.view.state == "running" and (node_id is None or node == node_id)
-        ]
-        if not running:
-            where = f" on node {node_id!r}" if node_id is not None else ""
-            raise NoJobRunningError(f"no benchmark job is running{where}")
-        for job in running:
-            job.cancelled_by_user = True
-            job.scope.cancel()
-        with anyio.fail_after(timeout_s):
-            for job in running:
-                await job.done.wait()
-        return [job.view for job in running]
+        return await self._runner.cancel(BENCHMARK, node_id, timeout_s=timeout_s)
 
     @staticmethod
     def _check_kind(target: JobTarget, preset: WorkloadPreset | None) -> None:
@@ -314,7 +317,9 @@ class BenchmarkJobs:
                 target.model_id, f"it is an embedding model: {what} measures chat; use the embeddings preset"
             )
 
-    def _new_job(self, target: JobTarget, preset: WorkloadPreset | None, guards: SloGuards | None) -> _Job:
+    def _new_job(
+        self, target: JobTarget, preset: WorkloadPreset | None, guards: SloGuards | None
+    ) -> tuple[BenchmarkJobView, _Job]:
         if preset is None:
             runs, eta = self._sizes.runs, estimate_seconds(self._sizes)
             total = len(self._sizes.levels) * self._sizes.runs
@@ -331,8 +336,9 @@ class BenchmarkJobs:
             runs=runs,
             eta_s=eta,
         )
-        return _Job(
-            view,
+        return view, _Job(
+            self,
+            target,
             self._sizes,
             preset=preset,
             guards=preset_guards(preset, guards) if preset else None,
@@ -340,47 +346,15 @@ class BenchmarkJobs:
             first_estimate=eta,
         )
 
-    async def _run_job(self, job: _Job, target: JobTarget) -> None:
-        # The job ends (and its waiters wake) only after its node left maintenance.
-        stored: str | None = None
-        try:
-            with job.scope:
-                stored = await self._hold_and_measure(job, target)
-        except Exception as exc:
-            reason = job.lost or await self._loss_reason(target) or str(exc) or type(exc).__name__
-            self._finish(job, "failed", error=reason)
-        else:
-            if job.lost is not None:
-                self._finish(job, "failed", error=job.lost)
-            elif stored is None or job.cancelled_by_user:
-                self._finish(job, "cancelled", error="cancelled")
-            else:
-                self._finish(job, "succeeded", result=stored)
-        finally:
-            if job.view.state == "running":  # the app itself is being cancelled
-                self._finish(job, "cancelled", error="the master stopped")
-
-    async def _hold_and_measure(self, job: _Job, target: JobTarget) -> str:
-        models = await self._host.node_models(target.node_id)
-        held = NodeMaintenance(
-            job_id=job.view.id,
-            message=f"a benchmark of {target.model_id!r} is running on node {target.node_id!r}",
-            retry_after_s=_whole(job.view.eta_s),
-            model_ids=[model.model_id for model in models],
-            served_names=[model.served_name for model in models],
-        )
-        await self._maintenance.enter_node(target.node_id, held)
-        try:
-            with single_errors():
-                async with anyio.create_task_group() as tasks:
-                    tasks.start_soon(self._watch, job, target.model_id)
-                    result = await self._measure(job, target)
-                    tasks.cancel_scope.cancel()
-            job.update(phase="saving")
-            return await self._results.save(result)
-        finally:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(10):
-                await self._maintenance.leave_node(target.node_id)
+    async def _measure_and_save(self, job: _Job) -> str:
+        target = job.target
+        with single_errors():
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(self._watch, job, target.model_id)
+                result = await self._measure(job, target)
+                tasks.cancel_scope.cancel()
+        job.update(phase="saving")
+        return await self._results.save(result)
 
     async def _measure(self, job: _Job, target: JobTarget) -> BenchmarkResult:
         assert target.endpoint is not None
@@ -582,12 +556,8 @@ class BenchmarkJobs:
             await anyio.sleep(self._poll_s)
             reason = await self._loss_reason_of(model_id)
             if reason is not None:
-                job.lost = reason
-                job.scope.cancel()
+                job.fail(reason)
                 return
-
-    async def _loss_reason(self, target: JobTarget) -> str | None:
-        return await self._loss_reason_of(target.model_id)
 
     async def _loss_reason_of(self, model_id: str) -> str | None:
         try:
@@ -602,14 +572,6 @@ class BenchmarkJobs:
         detail = f": {now.error}" if now.error else ""
         return f"model {model_id!r} went {now.state.value} during the benchmark{detail}"
 
-    def _finish(self, job: _Job, state: str, *, error: str | None = None, result: str | None = None) -> None:
-        if job.view.state != "running":
-            return
-        job.update(state=state, error=error, result=result, finished_at=self._clock(), eta_s=0.0)
-        job.done.set()
-        suffix = f": {error}" if error else ""
-        _logger.info("benchmark job %s of %s ended %s%s", job.view.id, job.view.model_id, state, suffix)
-
     async def _report_progress(self, job: _Job, phase: str, concurrency: int | None, run: int | None) -> None:
         now = time.monotonic()
         if phase == "warm-up":
@@ -622,8 +584,7 @@ class BenchmarkJobs:
                 if job.warm_up_at is not None:
                     job.warm_up_s = now - job.warm_up_at
         eta = self._eta(job, phase, now)
-        job.update(phase=phase, concurrency=concurrency, run=run, eta_s=eta)
-        await self._maintenance.update_node(job.view.node_id, _whole(eta))
+        await job.report(phase=phase, concurrency=concurrency, run=run, eta_s=eta)
 
     def _eta(self, job: _Job, phase: str, now: float) -> float:
         """Runs left at the pace of the runs so far (the warm-up's before the first ends), plus the rest."""
@@ -650,7 +611,3 @@ class _JobProgress(Progress):
     async def phase(self, name: str, *, concurrency: int | None = None, run: int | None = None) -> None:
         """Update the job's progress and its node's Retry-After."""
         await self._report(name, concurrency, run)
-
-
-def _whole(seconds: float | None) -> int:
-    return max(1, round(seconds or 1))
