@@ -16,7 +16,7 @@ from tests.master.test_api_downloads import HF, OLLAMA, agent
 from tests.orchestration._fake_agent import Refusal
 
 from mirbad_master.downloads import actions
-from mirbad_master.downloads.page import parse_download
+from mirbad_master.downloads.panels import parse_download
 from mirbad_master.ui._refusals import PORTAL_ACTOR
 from mirbad_protocol import AgentErrorCode, HuggingFaceDownload
 

@@ -17,7 +17,7 @@ from tests.master._stack import Master, running_master
 from tests.master.test_api_downloads import agent
 from tests.master.test_ui_pages import portal_user
 
-from mirbad_master.downloads.page import default_folder, eta_text, parse_download, progress_percent
+from mirbad_master.downloads.panels import default_folder, eta_text, parse_download, progress_percent
 from mirbad_protocol import DownloadFile, HuggingFaceDownload, InvalidFieldError, OllamaDownload
 
 pytestmark = pytest.mark.anyio

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from mirbad_master._views import ModelView, SettingChangeView
 from mirbad_master.keys._snippets import KEY_PLACEHOLDER, snippets
 from mirbad_master.keys.page import key_request, snippet_model, usage_line, usage_totals
-from mirbad_master.models._dialogs import change_line
+from mirbad_master.models.panels import change_line
 from mirbad_master.models._editor import models_url, saved_url
 from mirbad_master.models.page import tags_query
 from mirbad_master.nodes.page import runtime_text

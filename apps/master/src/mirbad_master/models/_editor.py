@@ -16,7 +16,7 @@ from nicegui.elements.mixins.validation_element import ValidationElement
 from nicegui.elements.mixins.value_element import ValueElement
 
 from mirbad_master._composition import MasterServices
-from mirbad_master.downloads.page import render_source_downloads
+from mirbad_master.downloads.panels import render_source_downloads
 from mirbad_master.nodes.views import CATALOGUE_FIX
 from mirbad_master.ui._fleet import tags_param
 from mirbad_master.ui._marks import code_block, link_button, testid

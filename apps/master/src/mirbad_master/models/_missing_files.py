@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from nicegui import ui
 
 from mirbad_master.downloads import actions as downloads
-from mirbad_master.downloads.page import SEARCH_LABEL, download_nodes, parse_download
+from mirbad_master.downloads.panels import SEARCH_LABEL, download_nodes, parse_download
 from mirbad_master.ui._marks import testid
 from mirbad_master.ui._portal import Portal
 from mirbad_master.ui._refusals import PORTAL_ACTOR, show_under_field

@@ -16,7 +16,7 @@ from urllib.parse import quote
 from nicegui import ui
 
 from mirbad_master._llama_server_build import LlamaServerBuild
-from mirbad_master.downloads.page import render_models_downloads
+from mirbad_master.downloads.panels import render_models_downloads
 from mirbad_master.ui._fleet import (
     STARTING_POLL_S,
     FleetSnapshot,
@@ -33,7 +33,7 @@ from mirbad_orchestration import AgentAdmissionRefusedError
 from mirbad_protocol import AgentInfo, ModelState
 
 from . import actions
-from ._dialogs import change_line, confirm_delete, confirm_force, confirm_restart
+from .panels import change_line, confirm_delete, confirm_force, confirm_restart
 from ._editor import render_model_editor
 from ._llama_server_hint import render_llama_server_hint
 from ._missing_files import MissingFilesNotes

@@ -15,7 +15,7 @@ from nicegui import ui
 
 from mirbad_master._llama_server_build import LlamaServerBuild
 from mirbad_master._views import NodeSummary, node_summary
-from mirbad_master.downloads.page import render_nodes_downloads
+from mirbad_master.downloads.panels import render_nodes_downloads
 from mirbad_master.ui._format import ago, gib, percent
 from mirbad_master.ui._llama_server_build import render_llama_server_build
 from mirbad_master.ui._marks import code_block, testid

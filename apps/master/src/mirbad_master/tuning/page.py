@@ -20,7 +20,7 @@ from typing import Any, Final
 from nicegui import ui
 
 from mirbad_master.models import actions as model_actions
-from mirbad_master.models._dialogs import confirm_restart
+from mirbad_master.models.panels import confirm_restart
 from mirbad_master.ui._chart_theme import themed_chart
 from mirbad_master.ui._fleet import fleet_snapshot
 from mirbad_master.ui._format import count

@@ -1,4 +1,8 @@
-"""The Models page's dialogs: start anyway after a memory refusal, restart with the changes, remove."""
+"""The Models page's dialogs: start anyway after a memory refusal, restart with the changes, remove.
+
+They are the room's public portal part (``panels``): the Tuning view offers the same restart once a
+result is applied, so other rooms may import these, never the room's page or private modules.
+"""
 
 from __future__ import annotations
 

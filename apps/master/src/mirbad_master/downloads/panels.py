@@ -1,5 +1,9 @@
 """Downloads in the portal: the search box that starts one, the panel that follows them, the editor's sources.
 
+The room has no page of its own: these panels are embedded by the Models and Nodes pages and the model
+editor, so they are the room's public portal part (``panels``), which other rooms may import; its
+``api`` and its private modules stay its own.
+
 Every start, cancel, retry and removal goes through the room's :mod:`.actions` as the portal's
 administrator, the API's own path (the feature check, the audit line; a token is forwarded and never
 shown again), and a refusal is shown as ``/api`` words it. Only nodes whose agent reports a
