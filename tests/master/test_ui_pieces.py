@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from mirbad_master._views import ModelView, SettingChangeView
 from mirbad_master.keys._snippets import KEY_PLACEHOLDER, snippets
 from mirbad_master.keys.page import key_request, snippet_model, usage_line, usage_totals
-from mirbad_master.models.panels import change_line
 from mirbad_master.models._editor import models_url, saved_url
 from mirbad_master.models.page import tags_query
+from mirbad_master.models.panels import change_line
 from mirbad_master.nodes.page import runtime_text
 from mirbad_master.nodes.views import catalogue_hint, lacks_llama_server
 from mirbad_master.ui._fleet import ModelRow

@@ -33,10 +33,10 @@ from mirbad_orchestration import AgentAdmissionRefusedError
 from mirbad_protocol import AgentInfo, ModelState
 
 from . import actions
-from .panels import change_line, confirm_delete, confirm_force, confirm_restart
 from ._editor import render_model_editor
 from ._llama_server_hint import render_llama_server_hint
 from ._missing_files import MissingFilesNotes
+from .panels import change_line, confirm_delete, confirm_force, confirm_restart
 
 __all__ = ["FOCUSED_CLASS", "REFRESH_S", "render_model_editor", "render_models", "tags_query"]
 
