@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """A stand-in ``mount`` and ``umount`` (stdlib only): the kernels here have neither cifs nor nfs.
 
-One script, two names: run as ``fake_umount.py`` (a symlink would do; the tests point hostd's
-``umount`` setting at the sibling file) it unmounts. Every call's argv is one JSON line in
-``MIRBAD_FAKE_MOUNT_LOG``. The fixture ``MIRBAD_FAKE_MOUNT_STATE`` is ``{"mount": {"exit": 0,
-"stderr": "", "owner": [uid, gid], "mode": "0770", "readonly": false}, "umount": {"busy": false}}``.
+One script, two commands: ``fake_umount.py`` beside it runs :func:`main` as ``umount``. Every call's
+argv is one JSON line in ``MIRBAD_FAKE_MOUNT_LOG``. The fixture ``MIRBAD_FAKE_MOUNT_STATE`` is
+``{"mount": {"exit": 0, "stderr": "", "owner": [uid, gid], "mode": "0770", "readonly": false},
+"umount": {"busy": false}}``.
 
 A mount that succeeds makes the real mount-point folder look as the mounted share's root would to
 the client: a cifs mount's ``uid=``, ``gid=`` and ``dir_mode=`` options (what mount.cifs presents),
@@ -31,7 +31,9 @@ def main(program: str, argv: list[str]) -> int:
         with open(log, "a", encoding="utf-8") as handle:
             handle.write(json.dumps([program, *argv]) + "\n")
     state_path = os.environ.get("MIRBAD_FAKE_MOUNT_STATE")
-    state: dict[str, Any] = json.loads(Path(state_path).read_text(encoding="utf-8")) if state_path else {}
+    state: dict[str, Any] = {}
+    if state_path and Path(state_path).exists():
+        state = json.loads(Path(state_path).read_text(encoding="utf-8"))
     if program == "umount":
         return _umount(state.get("umount", {}), argv)
     return _mount(state.get("mount", {}), argv)
@@ -76,4 +78,4 @@ def _table(folder: str, what: str, *, mounted: bool) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main("umount" if Path(sys.argv[0]).name.startswith("fake_umount") else "mount", sys.argv[1:]))
+    sys.exit(main("mount", sys.argv[1:]))
