@@ -16,6 +16,7 @@ from tests._support.hostd import BACKUP_UID
 from mirbad_hostd import (
     MANAGED_MARKER,
     escape_mountinfo,
+    load_settings,
     mount_at,
     mount_options,
     mount_source,
@@ -25,7 +26,7 @@ from mirbad_hostd import (
     render_credentials,
     render_mount_unit,
 )
-from mirbad_hostd.exceptions import MountProbeError
+from mirbad_hostd.exceptions import HostdStartupError, MountProbeError
 from mirbad_protocol import BackupShare
 
 TARGET = PurePosixPath("/srv/mirbad/backups")
@@ -173,3 +174,10 @@ def test_a_read_only_share_fails_the_probe(probe_folder: Path) -> None:
     os.chown(share, BACKUP_UID, BACKUP_UID)
     with pytest.raises(MountProbeError, match="Permission denied"):
         probe_write_as(share, BACKUP_UID, BACKUP_UID, timeout_s=10)
+
+
+@pytest.mark.parametrize("target", ["relative/backups", "/"])
+def test_the_target_setting_must_be_an_absolute_folder_below_root(target: str) -> None:
+    with pytest.raises(HostdStartupError, match="backup_target"):
+        load_settings(None, {"backup_target": target})
+    assert load_settings(None, {}).backup_target == Path("/srv/mirbad/backups")
