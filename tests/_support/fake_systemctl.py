@@ -17,6 +17,13 @@ The fixture (``MIRBAD_FAKE_SYSTEMCTL_STATE``) is ``{"managers": {"system": [unit
 the way systemd would, so a later ``show`` sees the new state. Every call's argv is appended as one
 JSON line to
 ``MIRBAD_FAKE_SYSTEMCTL_LOG``.
+
+Mount units (hostd's backup share): ``daemon-reload`` loads every ``*.mount`` file of
+``MIRBAD_FAKE_UNIT_DIR`` (its ``What=``, ``Where=``, ``Type=``) and unloads one whose file is gone;
+starting one appends its line to the mount table ``MIRBAD_FAKE_MOUNTINFO`` (proc(5)'s format), stopping
+it (``stop``, ``disable --now``) takes the line out, unless the unit is in the fixture's ``busy`` list:
+then the stop fails as systemd's does when umount finds the target busy. ``failing_actions`` may also
+name ``verb:unit`` to fail one verb only. ``reset-failed`` succeeds.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 _ACTIONS = {"start", "stop", "restart", "enable", "disable"}
+_MOUNT_ID = 900
 
 
 def main(argv: list[str]) -> int:
@@ -56,10 +64,16 @@ def main(argv: list[str]) -> int:
     if command == "show":
         print("\n\n".join(_show(units, name, _properties(rest)) for name in positional[1:]))
         return 0
+    if command == "daemon-reload":
+        _reload_mount_units(units)
+        state_path.write_text(json.dumps(state, indent=2), encoding="utf-8")
+        return 0
+    if command == "reset-failed":
+        return 0
     if command in state.get("hanging", []):
         time.sleep(3600)  # a wedged manager: hostd's bound has to end the call
     if command in _ACTIONS:
-        code = _act(state, units, command, positional[1:])
+        code = _act(state, units, command, positional[1:], now="--now" in rest)
         state_path.write_text(json.dumps(state, indent=2), encoding="utf-8")
         return code
     print(f"Unknown command verb {command}.", file=sys.stderr)
@@ -148,22 +162,63 @@ def _show(units: list[dict[str, Any]], name: str, wanted: list[str]) -> str:
     return "\n".join(f"{key}={value}" for key, value in values.items() if not wanted or key in wanted)
 
 
-def _act(state: dict[str, Any], units: list[dict[str, Any]], command: str, names: list[str]) -> int:
+def _act(
+    state: dict[str, Any], units: list[dict[str, Any]], command: str, names: list[str], *, now: bool = False
+) -> int:
     for name in names:
         unit = _find(units, name)
-        if unit is None or name in state.get("failing_actions", []):
+        failing = state.get("failing_actions", [])
+        if unit is None or name in failing or f"{command}:{name}" in failing:
             verb = {"start": "start", "stop": "stop", "restart": "restart"}.get(command, command)
             print(f"Failed to {verb} {name}: Unit {name} not found.", file=sys.stderr)
             return 5 if unit is None else 1
+        stopping = command == "stop" or (command == "disable" and now)
+        if "mount" in unit and stopping and name in state.get("busy", []):
+            print(f"Job for {name} failed. See 'journalctl -xeu {name}' for details.", file=sys.stderr)
+            return 1
+        if "mount" in unit and command in {"start", "restart"}:
+            _mount_table(unit["mount"], mounted=True)
+        elif "mount" in unit and stopping:
+            _mount_table(unit["mount"], mounted=False)
         if command in {"start", "restart"}:
             unit.update(active="active", sub="running", active_enter=1764590000)
-        elif command == "stop":
+        elif stopping:
             unit.update(active="inactive", sub="dead")
-        elif command == "enable":
+        if command == "enable":
             unit["file_state"] = "enabled"
-        else:
+        elif command == "disable":
             unit["file_state"] = "disabled"
     return 0
+
+
+def _reload_mount_units(units: list[dict[str, Any]]) -> None:
+    folder = os.environ.get("MIRBAD_FAKE_UNIT_DIR")
+    if not folder:
+        return
+    files = {path.name: path for path in Path(folder).glob("*.mount")}
+    units[:] = [u for u in units if "mount" not in u or u["unit"] in files]
+    for name, path in files.items():
+        keys = dict(
+            line.split("=", 1) for line in path.read_text(encoding="utf-8").splitlines() if "=" in line
+        )
+        mount = {"what": keys.get("What", ""), "where": keys.get("Where", ""), "type": keys.get("Type", "")}
+        unit = _find(units, name)
+        if unit is None:
+            unit = {"unit": name, "active": "inactive", "sub": "dead", "file_state": "disabled"}
+            units.append(unit)
+        unit.update(load="loaded", fragment=str(path), mount=mount, description="Mirbad backup share")
+
+
+def _mount_table(mount: dict[str, str], *, mounted: bool) -> None:
+    table = Path(os.environ["MIRBAD_FAKE_MOUNTINFO"])
+    lines = table.read_text(encoding="utf-8").splitlines() if table.exists() else []
+    where = mount["where"].replace("\\", "\\134").replace(" ", "\\040")
+    lines = [line for line in lines if line.split(" ")[4:5] != [where]]
+    if mounted:
+        lines.append(
+            f"{_MOUNT_ID} 1 0:99 / {where} rw,relatime shared:1 - {mount['type']} {mount['what']} rw"
+        )
+    table.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
 
 
 if __name__ == "__main__":

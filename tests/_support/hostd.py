@@ -29,7 +29,12 @@ from tests._support.processes import stop_gently
 SUPPORT = Path(__file__).parent
 FAKE_SYSTEMCTL = SUPPORT / "fake_systemctl.py"
 FAKE_NVIDIA_SMI = SUPPORT / "fake_nvidia_smi.py"
+FAKE_MOUNT = SUPPORT / "fake_mount.py"
+FAKE_UMOUNT = SUPPORT / "fake_umount.py"
+BACKUP_UID = 1654
+"""The backup account the tests give hostd (the issue's number; hostd's default is the image's 10001)."""
 CONTAINER_ID = "4f" * 32
+ROOT_MOUNT = "21 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
 
 
 # issue 31 item 13: each of these was whitelisted and started, enabled or stopped before.
@@ -137,6 +142,40 @@ class HostdLayout:
         return self.root / "nvidia-smi-argv.jsonl"
 
     @property
+    def unit_dir(self) -> Path:
+        return self.root / "etc" / "systemd" / "system"
+
+    @property
+    def backup_target(self) -> Path:
+        return self.root / "srv" / "backups"
+
+    @property
+    def probe_root(self) -> Path:
+        # Below /tmp and traversable: the probe writes as the backup account, which cannot enter
+        # pytest's 0700 folders.
+        return self.socket_dir / "probe"
+
+    @property
+    def mountinfo(self) -> Path:
+        return self.proc_root / "self" / "mountinfo"
+
+    @property
+    def mount_state(self) -> Path:
+        return self.root / "mount-state.json"
+
+    @property
+    def mount_log(self) -> Path:
+        return self.root / "mount-argv.jsonl"
+
+    @property
+    def backup_state(self) -> Path:
+        return self.state_dir / "backup-mount.json"
+
+    @property
+    def backup_credentials(self) -> Path:
+        return self.state_dir / "backup-share.credentials"
+
+    @property
     def settings_file(self) -> Path:
         return self.root / "hostd-settings.json"
 
@@ -173,13 +212,37 @@ class HostdLayout:
             "proc_root": str(self.proc_root),
             "show_batch": 2,  # small, so batching is exercised with a handful of units
             "require_root_owner": os.geteuid() == 0,
+            "backup_target": str(self.backup_target),
+            "unit_dir": str(self.unit_dir),
+            "mount": str(FAKE_MOUNT),
+            "umount": str(FAKE_UMOUNT),
+            "probe_root": str(self.probe_root),
+            "backup_uid": BACKUP_UID,
+            "backup_gid": BACKUP_UID,
         } | (settings or {})
+        for folder in (self.unit_dir, self.backup_target, self.mountinfo.parent):
+            folder.mkdir(parents=True, exist_ok=True)
+        self.probe_root.mkdir(exist_ok=True)
+        os.chmod(self.socket_dir, 0o711)
+        os.chmod(self.probe_root, 0o711)
+        if not self.mountinfo.exists():
+            self.mountinfo.write_text(ROOT_MOUNT)
         self.settings_file.write_text(json.dumps(values))
 
     def write_cgroup(self, pid: int, text: str) -> None:
         folder = self.proc_root / str(pid)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "cgroup").write_text(text)
+
+    def write_mount_fixture(
+        self, mount: dict[str, Any] | None = None, umount: dict[str, Any] | None = None
+    ) -> None:
+        self.mount_state.write_text(json.dumps({"mount": mount or {}, "umount": umount or {}}))
+
+    def mount_calls(self) -> list[list[str]]:
+        if not self.mount_log.exists():
+            return []
+        return [json.loads(line) for line in self.mount_log.read_text().splitlines()]
 
     def systemctl_calls(self) -> list[list[str]]:
         if not self.systemctl_log.exists():
@@ -197,6 +260,10 @@ class HostdLayout:
             "MIRBAD_FAKE_SYSTEMCTL_LOG": str(self.systemctl_log),
             "MIRBAD_FAKE_NVIDIA_SMI_STATE": str(self.gpu_state),
             "MIRBAD_FAKE_NVIDIA_SMI_LOG": str(self.gpu_log),
+            "MIRBAD_FAKE_UNIT_DIR": str(self.unit_dir),
+            "MIRBAD_FAKE_MOUNTINFO": str(self.mountinfo),
+            "MIRBAD_FAKE_MOUNT_STATE": str(self.mount_state),
+            "MIRBAD_FAKE_MOUNT_LOG": str(self.mount_log),
         }
 
     def command(self) -> list[str]:

@@ -9,7 +9,7 @@ from typing import cast
 import pytest
 from starlette.routing import Route
 
-from mirbad_hostd import HostServices, create_app
+from mirbad_hostd import BackupMount, HostServices, create_app
 
 DEPLOY = Path(__file__).parents[2] / "deploy" / "hostd"
 UNIT = DEPLOY / "mirbad-hostd.service"
@@ -27,7 +27,8 @@ HARDENING = [
     "ProtectSystem=strict",
     "ProtectHome=read-only",
     "PrivateTmp=yes",
-    "RestrictAddressFamilies=AF_UNIX AF_NETLINK",
+    "RestrictAddressFamilies=AF_UNIX AF_NETLINK AF_INET AF_INET6",
+    "ReadWritePaths=/etc/systemd/system",
     "ProtectKernelTunables=yes",
     "ProtectKernelModules=yes",
     "ProtectKernelLogs=yes",
@@ -42,16 +43,18 @@ def test_the_unit_carries_the_hardening_of_the_spec(line: str) -> None:
     assert line in UNIT.read_text().splitlines()
 
 
-def test_the_unit_grants_nothing_only_the_backup_mount_needs() -> None:
-    # issue 31 item 18: the inet families and the write paths served mounting the backup share, which
-    # hostd does not do yet; they come back with the route that mounts it, not before.
-    app = create_app(cast("HostServices", object()))
+def test_the_unit_grants_what_the_backup_mount_needs_only_with_its_routes() -> None:
+    # issue 31 item 18 kept the inet families and the unit folder's write path out until hostd mounted
+    # the backup share; issue 25 item 7 adds the routes that do, and with them exactly those grants.
+    app = create_app(cast("HostServices", object()), cast("BackupMount", object()))
     routes = {route.path for route in app.routes if isinstance(route, Route)}
-    assert not any("mount" in path or "backup" in path for path in routes), routes
+    assert {"/backup-mount", "/backup-mount/test"} <= routes
     lines = UNIT.read_text().splitlines()
     families = next(line for line in lines if line.startswith("RestrictAddressFamilies="))
-    assert "AF_INET" not in families
-    assert not any(line.startswith("ReadWritePaths=") for line in lines)
+    assert families.split("=", 1)[1].split() == ["AF_UNIX", "AF_NETLINK", "AF_INET", "AF_INET6"]
+    assert [line for line in lines if line.startswith("ReadWritePaths=")] == [
+        "ReadWritePaths=/etc/systemd/system"
+    ]
 
 
 def test_tmpfiles_creates_the_socket_folder_at_boot() -> None:

@@ -12,6 +12,7 @@ from starlette.routing import Route
 
 from mirbad_protocol import (
     HOSTD_ACTIONS,
+    BackupShare,
     HostdAction,
     HostdErrorCode,
     InvalidFieldError,
@@ -20,6 +21,7 @@ from mirbad_protocol import (
     WhitelistUpdate,
 )
 
+from ._backup_mount import BackupMount
 from ._errors import error_response, handle_exception
 from ._services import HostServices
 
@@ -29,8 +31,8 @@ MAX_BODY_BYTES: Final = 64 * 1024
 """The largest request body hostd reads; every real one is a few hundred bytes."""
 
 
-def create_app(services: HostServices) -> Starlette:
-    """The Starlette app of hostd over ``services``."""
+def create_app(services: HostServices, backup_mount: BackupMount | None = None) -> Starlette:
+    """The Starlette app of hostd over ``services``, with the backup share's routes when given one."""
 
     async def list_services(request: Request) -> Response:
         include = request.query_params.get("include")
@@ -67,6 +69,24 @@ def create_app(services: HostServices) -> Starlette:
         processes = await services.gpu_processes()
         return JSONResponse([process.to_wire() for process in processes])
 
+    async def mount_status(request: Request) -> Response:
+        assert backup_mount is not None
+        return JSONResponse((await backup_mount.status()).to_wire())
+
+    async def mount_apply(request: Request) -> Response:
+        assert backup_mount is not None
+        share = BackupShare.from_user_json(await _body(request))
+        return JSONResponse((await backup_mount.apply(share)).to_wire())
+
+    async def mount_test(request: Request) -> Response:
+        assert backup_mount is not None
+        share = BackupShare.from_user_json(await _body(request))
+        return JSONResponse((await backup_mount.test(share)).to_wire())
+
+    async def mount_remove(request: Request) -> Response:
+        assert backup_mount is not None
+        return JSONResponse((await backup_mount.remove()).to_wire())
+
     routes = [
         Route("/services", list_services, methods=["GET"]),
         # {name:path}: a name holding a slash reaches the name check (422 naming it), not a 404.
@@ -76,6 +96,13 @@ def create_app(services: HostServices) -> Starlette:
         Route("/whitelist/{name:path}", remove, methods=["DELETE"]),
         Route("/gpu-processes", gpu_processes, methods=["GET"]),
     ]
+    if backup_mount is not None:
+        routes += [
+            Route("/backup-mount", mount_status, methods=["GET"]),
+            Route("/backup-mount", mount_apply, methods=["PUT"]),
+            Route("/backup-mount", mount_remove, methods=["DELETE"]),
+            Route("/backup-mount/test", mount_test, methods=["POST"]),
+        ]
     # MirbadError by name: Starlette handles it in its exception middleware (no traceback logged);
     # only a bare Exception reaches the server-error handler.
     handlers = {HTTPException: handle_exception, MirbadError: handle_exception, Exception: handle_exception}

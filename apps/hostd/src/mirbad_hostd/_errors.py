@@ -12,9 +12,13 @@ from mirbad_protocol import HostdErrorCode, InvalidFieldError, hostd_error_body
 
 from .exceptions import (
     ActionFailedError,
+    BackupMountConflictError,
+    BackupMountNotConfiguredError,
     ConfirmationRequiredError,
     GpuQueryError,
     HostdError,
+    MountBusyError,
+    MountProbeError,
     ServiceExistsError,
     ServiceNotFoundError,
     UnitDeniedError,
@@ -34,6 +38,10 @@ _CODES: tuple[tuple[type[BaseException], HostdErrorCode], ...] = (
     (UnitUnavailableError, HostdErrorCode.UNIT_UNAVAILABLE),
     (ActionFailedError, HostdErrorCode.ACTION_FAILED),
     (GpuQueryError, HostdErrorCode.GPU_UNAVAILABLE),
+    (BackupMountConflictError, HostdErrorCode.MOUNT_CONFLICT),
+    (MountProbeError, HostdErrorCode.MOUNT_FAILED),
+    (MountBusyError, HostdErrorCode.MOUNT_BUSY),
+    (BackupMountNotConfiguredError, HostdErrorCode.NOT_FOUND),
 )
 _HTTP_CODES = {404: HostdErrorCode.NOT_FOUND, 405: HostdErrorCode.METHOD_NOT_ALLOWED}
 

@@ -21,6 +21,7 @@ import anyio
 import uvicorn
 
 from ._app import create_app
+from ._backup_mount import BackupMount
 from ._deny import load_deny_list
 from ._gpu import GpuProcesses
 from ._services import HostServices
@@ -37,7 +38,7 @@ _FOLDER_MODE = 0o750
 _SOCKET_MODE = 0o660
 
 
-def compose(settings: HostdSettings) -> HostServices:
+def compose(settings: HostdSettings) -> tuple[HostServices, BackupMount]:
     """Load the deny list, the seed and the whitelist (refusing insecure or malformed files).
 
     Raises:
@@ -60,7 +61,8 @@ def compose(settings: HostdSettings) -> HostServices:
         len(store.entries()),
         list(seed.discover_users),
     )
-    return HostServices(store, deny, systemctl, gpus, seed.discover_users, show_batch=settings.show_batch)
+    services = HostServices(store, deny, systemctl, gpus, seed.discover_users, show_batch=settings.show_batch)
+    return services, BackupMount(settings, systemctl)
 
 
 def bind_socket(path: Path, group: str) -> socket.socket:
@@ -98,13 +100,17 @@ def bind_socket(path: Path, group: str) -> socket.socket:
 async def run_hostd(settings: HostdSettings) -> None:
     """Compose hostd and serve it on its socket until SIGTERM or SIGINT."""
     # The trusted files are read once, off the event loop like every other blocking call.
-    services = await anyio.to_thread.run_sync(compose, settings)
+    services, backup_mount = await anyio.to_thread.run_sync(compose, settings)
     # The signal handlers come first: a stop that arrives as soon as the socket exists is graceful.
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         listener = bind_socket(settings.socket_path, settings.socket_group)
         with listener:
             config = uvicorn.Config(
-                create_app(services), lifespan="off", log_config=None, access_log=False, server_header=False
+                create_app(services, backup_mount),
+                lifespan="off",
+                log_config=None,
+                access_log=False,
+                server_header=False,
             )
             server = _Server(config)
             logger.info("hostd listening on %s", settings.socket_path)

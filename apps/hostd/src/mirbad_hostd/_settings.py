@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .exceptions import HostdStartupError
 
@@ -39,6 +39,17 @@ class HostdSettings(BaseModel):
         show_batch: units per ``systemctl show`` call.
         require_root_owner: refuse trusted files that root does not own (off only where tests cannot
             run as root).
+        backup_target: the fixed folder the backup share is mounted at (the host folder the master's
+            ``/backups`` is bound from, ``MIRBAD_BACKUPS_DIR``); requests never name it.
+        unit_dir: where the share's mount unit is written (``/etc/systemd/system``).
+        mount: the mount executable (a stand-in in tests).
+        umount: the umount executable (a stand-in in tests).
+        probe_root: where a share is mounted for its test (hostd's private ``/tmp``).
+        backup_uid: the account the master writes backups as (the image's ``mirbad`` user); the
+            probe writes as it, a cifs share presents its files as it.
+        backup_gid: that account's group.
+        mount_timeout_s: the bound of one probe mount, unmount or probe write.
+        mount_status_timeout_s: the bound of reading the share's free space.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -56,11 +67,42 @@ class HostdSettings(BaseModel):
     gpu_timeout_s: _Positive = 5.0
     show_batch: Annotated[int, Field(ge=1, le=500)] = 50
     require_root_owner: bool = True
+    backup_target: Path = Path("/srv/mirbad/backups")
+    unit_dir: Path = Path("/etc/systemd/system")
+    mount: str = "mount"
+    umount: str = "umount"
+    probe_root: Path = Path("/tmp")  # noqa: S108 - PrivateTmp=: hostd's own /tmp, no other account's
+    backup_uid: Annotated[int, Field(ge=1)] = 10001
+    backup_gid: Annotated[int, Field(ge=1)] = 10001
+    mount_timeout_s: _Positive = 30.0
+    mount_status_timeout_s: _Positive = 3.0
+
+    @field_validator("backup_target")
+    @classmethod
+    def _absolute_target(cls, value: Path) -> Path:
+        if not value.is_absolute() or value == Path("/"):
+            raise ValueError("must be an absolute folder below /")
+        return value
 
     @property
     def whitelist_file(self) -> Path:
         """The whitelist: ``{state_dir}/whitelist.json``."""
         return self.state_dir / "whitelist.json"
+
+    @property
+    def backup_state_file(self) -> Path:
+        """The backup share without its password: ``{state_dir}/backup-mount.json``."""
+        return self.state_dir / "backup-mount.json"
+
+    @property
+    def backup_credentials_file(self) -> Path:
+        """The cifs credentials (root, 0600): ``{state_dir}/backup-share.credentials``."""
+        return self.state_dir / "backup-share.credentials"
+
+    @property
+    def mountinfo_file(self) -> Path:
+        """Hostd's own mount table: ``{proc_root}/self/mountinfo``."""
+        return self.proc_root / "self" / "mountinfo"
 
 
 def load_settings(path: Path | None, overrides: Mapping[str, Any]) -> HostdSettings:

@@ -161,6 +161,21 @@ class Systemctl:
         except SystemctlError as exc:
             raise ActionFailedError(str(exc)) from None
 
+    async def manage_own(self, *argv: str) -> None:
+        """Run a system-manager command on hostd's own unit (the backup share's mount), or a reload.
+
+        Not for whitelisted services: the unit is the one hostd writes itself at a fixed target, so no
+        request can name another; the call blocks until systemd has done the job, within the action
+        bound, so a mount that fails is an error here.
+
+        Raises:
+            ActionFailedError: systemctl failed or did not answer in time.
+        """
+        try:
+            await self._run(["--system", *argv], self._action_timeout_s)
+        except SystemctlError as exc:
+            raise ActionFailedError(str(exc)) from None
+
     async def _query(self, argv: list[str]) -> str:
         return await self._run(argv, self._query_timeout_s)
 

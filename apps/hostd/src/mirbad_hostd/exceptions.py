@@ -23,11 +23,16 @@ from mirbad_protocol import MirbadError
 
 __all__ = [
     "ActionFailedError",
+    "BackupMountConflictError",
+    "BackupMountError",
+    "BackupMountNotConfiguredError",
     "ConfirmationRequiredError",
     "GpuQueryError",
     "HostdError",
     "HostdStartupError",
     "InsecureHostdFileError",
+    "MountBusyError",
+    "MountProbeError",
     "ServiceExistsError",
     "ServiceNotFoundError",
     "SystemctlError",
@@ -100,3 +105,23 @@ class ActionFailedError(SystemctlError):
 
 class GpuQueryError(HostdError):
     """nvidia-smi failed, hung, is missing or printed unreadable rows."""
+
+
+class BackupMountError(HostdError):
+    """The backup share could not be tested, applied or removed."""
+
+
+class BackupMountConflictError(BackupMountError):
+    """The target has a mount unit or automount hostd did not write, or a mount it did not make."""
+
+
+class MountProbeError(BackupMountError):
+    """The share did not mount, or the backup account could not write, read and delete a file on it."""
+
+
+class MountBusyError(BackupMountError):
+    """The share could not be unmounted (something uses it); nothing was removed."""
+
+
+class BackupMountNotConfiguredError(BackupMountError):
+    """No backup share is managed by hostd, so there is nothing to remove."""

@@ -325,6 +325,12 @@ class HostdErrorCode(StrEnum):
     """502: systemctl refused or failed the action (its message is passed on)."""
     GPU_UNAVAILABLE = "gpu_unavailable"
     """503: nvidia-smi failed, hung or is missing."""
+    MOUNT_CONFLICT = "mount_conflict"
+    """409: the backup target has a unit, an automount or a mount hostd did not make; nothing changed."""
+    MOUNT_FAILED = "mount_failed"
+    """422: the share could not be mounted, or the backup account could not write to it; nothing written."""
+    MOUNT_BUSY = "mount_busy"
+    """422: the share could not be unmounted (in use); nothing was removed."""
     INTERNAL_ERROR = "internal_error"
     """500: a fault in hostd itself (its journal has the details)."""
 
@@ -344,6 +350,9 @@ _HTTP_STATUS: Final = {
     HostdErrorCode.UNIT_UNAVAILABLE: 409,
     HostdErrorCode.ACTION_FAILED: 502,
     HostdErrorCode.GPU_UNAVAILABLE: 503,
+    HostdErrorCode.MOUNT_CONFLICT: 409,
+    HostdErrorCode.MOUNT_FAILED: 422,
+    HostdErrorCode.MOUNT_BUSY: 422,
     HostdErrorCode.INTERNAL_ERROR: 500,
 }
 
