@@ -12,7 +12,12 @@ The tree of its exceptions, each under its first base here (one with more bases 
     ├── ConfirmationRequiredError
     ├── SystemctlError
     │   └── ActionFailedError
-    └── GpuQueryError
+    ├── GpuQueryError
+    └── BackupMountError
+        ├── BackupMountConflictError
+        ├── MountProbeError
+        ├── MountBusyError
+        └── BackupMountNotConfiguredError
 """
 
 from __future__ import annotations
