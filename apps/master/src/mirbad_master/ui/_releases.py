@@ -17,7 +17,7 @@ from nicegui import ui
 from mirbad_master import _releases as releases
 from mirbad_master._composition import MasterServices
 from mirbad_master._llama_server_build import LlamaServerBuild as BuildJob
-from mirbad_protocol import ImagePull, LlamaServerBuild, MirbadError, NodeReleases
+from mirbad_protocol import ImagePull, LlamaServerBinary, MirbadError, NodeReleases
 
 from ._actions import ACTOR
 from ._marks import testid
@@ -55,7 +55,7 @@ def _reported_build(reported: str) -> tuple[int | None, str | None]:
     return build, commit
 
 
-def build_text(build: LlamaServerBuild) -> str:
+def build_text(build: LlamaServerBinary) -> str:
     """One line on a catalogued llama-server: the version launch specs name, then its llama.cpp build, once.
 
     The catalogue's version and the binary's own ``--version`` are two sources of one fact, merged
