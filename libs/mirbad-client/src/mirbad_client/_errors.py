@@ -44,7 +44,7 @@ from .exceptions import (
 __all__: list[str] = []
 
 _C = AdminErrorCode
-_Builder = Callable[["Refusal", AdminError], AdminApiError]
+_Builder = Callable[["ErrorAnswer", AdminError], AdminApiError]
 EXCEPTION_BY_CODE: Final[Mapping[str, type[AdminApiError]]] = {
     _C.INVALID_REQUEST: InvalidRequestError,
     _C.UNAUTHORIZED: AdminAuthError,
@@ -69,7 +69,7 @@ EXCEPTION_BY_CODE: Final[Mapping[str, type[AdminApiError]]] = {
 
 
 @dataclass(frozen=True)
-class Refusal:
+class ErrorAnswer:
     """One error answer of the admin API, read.
 
     Attributes:
@@ -96,40 +96,40 @@ class Refusal:
 
 
 def _common(kind: type[AdminApiError]) -> _Builder:
-    def build(refusal: Refusal, error: AdminError) -> AdminApiError:
+    def build(refusal: ErrorAnswer, error: AdminError) -> AdminApiError:
         return kind(refusal.status, error.code, error.message, error.field, **_ids(error))
 
     return build
 
 
-def _auth(refusal: Refusal, error: AdminError) -> AdminApiError:
+def _auth(refusal: ErrorAnswer, error: AdminError) -> AdminApiError:
     retry = refusal.retry_after_s
     return AdminAuthError(refusal.status, error.code, error.message, retry, field=error.field, **_ids(error))
 
 
-def _invalid_request(refusal: Refusal, error: AdminError) -> AdminApiError:
+def _invalid_request(refusal: ErrorAnswer, error: AdminError) -> AdminApiError:
     # FastAPI's own errors about the whole body name no field.
     field = error.field or "(document)"
     return InvalidRequestError(refusal.status, error.code, error.message, field, **_ids(error))
 
 
-def _served_name_taken(refusal: Refusal, error: AdminError) -> AdminApiError:
+def _served_name_taken(refusal: ErrorAnswer, error: AdminError) -> AdminApiError:
     # The envelope's model is the one already serving the name.
     name, owner = error.served_name or "", error.model_id or ""
     return ServedNameTakenError(refusal.status, error.code, error.message, name, owner, node_id=error.node_id)
 
 
-def _no_such_key(refusal: Refusal, error: AdminError) -> AdminApiError:
+def _no_such_key(refusal: ErrorAnswer, error: AdminError) -> AdminApiError:
     key_id, field = error.key_id or refusal.subject, error.field
     return NoSuchApiKeyError(refusal.status, error.code, error.message, key_id, field=field, **_ids(error))
 
 
-def _no_such_model(refusal: Refusal, error: AdminError) -> AdminApiError:
+def _no_such_model(refusal: ErrorAnswer, error: AdminError) -> AdminApiError:
     ids = _ids(error) | {"model_id": error.model_id or refusal.subject}
     return NoSuchModelError(refusal.status, error.code, error.message, error.field, **ids)
 
 
-def _no_such_node(refusal: Refusal, error: AdminError) -> AdminApiError:
+def _no_such_node(refusal: ErrorAnswer, error: AdminError) -> AdminApiError:
     ids = _ids(error) | {"node_id": error.node_id or refusal.subject}
     return NoSuchNodeError(refusal.status, error.code, error.message, error.field, **ids)
 
@@ -149,7 +149,7 @@ _BUILDERS: Final[Mapping[type[AdminApiError], _Builder]] = {
 }
 
 
-def admin_error(refusal: Refusal) -> AdminApiError:
+def admin_error(refusal: ErrorAnswer) -> AdminApiError:
     """The exception an error answer of the admin API stands for (see :data:`EXCEPTION_BY_CODE`)."""
     error = refusal.error
     if error is None:
@@ -158,16 +158,16 @@ def admin_error(refusal: Refusal) -> AdminApiError:
     return _BUILDERS.get(kind, _common(kind))(refusal, error)
 
 
-def read_refusal(answer: httpx.Response, subject: str = "") -> Refusal:
-    """Read an error answer (its body already read) into a :class:`Refusal`."""
+def read_refusal(answer: httpx.Response, subject: str = "") -> ErrorAnswer:
+    """Read an error answer (its body already read) into an :class:`ErrorAnswer`."""
     retry_after = answer.headers.get("retry-after")
     try:
         error = AdminErrorBody.model_validate_json(answer.content).error
     except ValidationError:
         text = answer.text.strip()[:200] or answer.reason_phrase
         message = f"HTTP {answer.status_code}: {text}"
-        return Refusal(answer.status_code, None, message, subject, retry_after)
-    return Refusal(answer.status_code, error, error.message, subject, retry_after)
+        return ErrorAnswer(answer.status_code, None, message, subject, retry_after)
+    return ErrorAnswer(answer.status_code, error, error.message, subject, retry_after)
 
 
 def connection_error(base_url: str, exc: httpx.HTTPError) -> AdminConnectionError:

@@ -1,8 +1,31 @@
 """mirbad_protocol: the wire contract shared by every Mirbad process.
 
-Pydantic models for model definitions, statuses, memory, metrics and launch specs (camelCase JSON on
-the wire, snake_case in Python, unknown fields tolerated, defaults omitted), the OpenAI error shape, and
-the exception root of every Mirbad library.
+Pydantic models (camelCase JSON on the wire, snake_case in Python, unknown fields tolerated, defaults
+omitted), the routes and envelopes of each conversation between processes, and the exception root of
+every Mirbad library.
+
+The root holds the core: what every side of the fleet speaks, whichever conversation it is in.
+
+- :class:`WireModel` and its field rules (:data:`USER_INPUT`, :func:`check_storable_text`, ...);
+- the model definition and its ids (:class:`ModelDefinition`, :data:`MODEL_ID_PATTERN`, ...);
+- what a node reports of a model (:class:`ModelState`, :class:`ModelStatus`, :class:`MemorySnapshot`,
+  :class:`ModelMetrics`, ...) and what a model runs as (:class:`LaunchSpec` and its two kinds);
+- the one exceptions tree (:class:`MirbadError` and below, also :mod:`mirbad_protocol.exceptions`).
+
+Everything else belongs to one conversation and is imported from its public submodule:
+:mod:`~mirbad_protocol.admin` (the master's ``/api``: refusals, views, API keys),
+:mod:`~mirbad_protocol.agent` (master and node agent), :mod:`~mirbad_protocol.hostd` (agent and
+hostd), :mod:`~mirbad_protocol.benchmarks`, :mod:`~mirbad_protocol.tuning`,
+:mod:`~mirbad_protocol.releases`, :mod:`~mirbad_protocol.downloads`, :mod:`~mirbad_protocol.pki`
+(certificates and enrollment) and :mod:`~mirbad_protocol.openai` (the ``/v1`` error shape). Helpers
+that every process shares but that are no part of the contract (atomic files, task groups, the
+nvidia-smi and cgroup readers) live in :mod:`mirbad_protocol.support`.
+
+The rule for a new name: it goes to the root only when every side uses it whatever it talks about;
+otherwise to the submodule of its conversation (a new conversation gets a new submodule). Each
+``_private`` module holds one concept and belongs to exactly one public home.
+
+Until every import names its submodule, the root also re-exports the submodules' names.
 """
 
 from ._admin_errors import AdminError, AdminErrorBody, AdminErrorCode, admin_error_body
@@ -81,13 +104,6 @@ from ._api_keys import (
     ApiKeyRecord,
     ApiKeyState,
     KeyUsage,
-)
-from ._atomic import (
-    DEFAULT_FILE_MODE,
-    BeforeReplace,
-    remove_stale_temp_files,
-    write_bytes_atomic,
-    write_json_atomic,
 )
 from ._backup_mount import (
     BACKUP_SHARE_KINDS,
@@ -182,7 +198,6 @@ from ._enroll import (
     enroll_error_body,
 )
 from ._gguf import GgufInfo
-from ._gpu_processes import COMPUTE_APPS_QUERY_ARGS, CgroupOwner, ComputeApp, cgroup_owner, read_compute_apps
 from ._host_telemetry import GPU_MEMORY_FROM_BUDGET, HostGpuSample, ServiceGpuMemory
 from ._hostd import (
     HOSTD_ACTIONS,
@@ -197,9 +212,9 @@ from ._hostd import (
     GpuProcess,
     HostdAction,
     HostdActionResult,
-    HostdError,
     HostdErrorBody,
     HostdErrorCode,
+    HostdErrorDetail,
     HostServiceStatus,
     ServiceList,
     ServiceScope,
@@ -270,7 +285,7 @@ from ._releases import (
     ImagePullRequest,
     ImagePullState,
     LayerProgress,
-    LlamaServerBuild,
+    LlamaServerBinary,
     LlamaServerBuildList,
     NodeReleases,
     ReleasesView,
@@ -278,7 +293,6 @@ from ._releases import (
     split_image_reference,
 )
 from ._status import GpuMemory, MemorySnapshot, ModelMetrics, ModelState, ModelStatus, RouterModelStats
-from ._task_groups import single_errors
 from ._tuning import (
     CandidateOutcome,
     TuningCandidate,
@@ -310,6 +324,19 @@ from .exceptions import (
     MirbadProtocolError,
     PinMismatchError,
     PkiError,
+)
+from .support import (
+    COMPUTE_APPS_QUERY_ARGS,
+    DEFAULT_FILE_MODE,
+    BeforeReplace,
+    CgroupOwner,
+    ComputeApp,
+    cgroup_owner,
+    read_compute_apps,
+    remove_stale_temp_files,
+    single_errors,
+    write_bytes_atomic,
+    write_json_atomic,
 )
 
 __all__ = [
@@ -454,9 +481,9 @@ __all__ = [
     "HostServiceStatus",
     "HostdAction",
     "HostdActionResult",
-    "HostdError",
     "HostdErrorBody",
     "HostdErrorCode",
+    "HostdErrorDetail",
     "HuggingFaceDownload",
     "ImageInfo",
     "ImageList",
@@ -474,7 +501,7 @@ __all__ = [
     "KeyUsage",
     "LaunchSpec",
     "LayerProgress",
-    "LlamaServerBuild",
+    "LlamaServerBinary",
     "LlamaServerBuildList",
     "LogEnd",
     "LogEvent",

@@ -62,6 +62,7 @@ __all__ = [
     "LogEvent",
     "LogLine",
     "LogTail",
+    "ModelConfigInfo",
     "ModelFile",
     "ModelFileList",
     "ModelFilesRequest",

@@ -31,9 +31,9 @@ __all__ = [
     "HostServiceStatus",
     "HostdAction",
     "HostdActionResult",
-    "HostdError",
     "HostdErrorBody",
     "HostdErrorCode",
+    "HostdErrorDetail",
     "ServiceList",
     "ServiceScope",
     "WhitelistAdd",
@@ -357,7 +357,7 @@ _HTTP_STATUS: Final = {
 }
 
 
-class HostdError(WireModel):
+class HostdErrorDetail(WireModel):
     """The inner object of a hostd refusal.
 
     Attributes:
@@ -376,12 +376,12 @@ class HostdError(WireModel):
 class HostdErrorBody(WireModel):
     """Every hostd error response: ``{"error": {"code", "message"[, "field"][, "pattern"]}}``."""
 
-    error: HostdError
+    error: HostdErrorDetail
 
 
 def hostd_error_body(
     code: HostdErrorCode, message: str, *, field: str | None = None, pattern: str | None = None
 ) -> dict[str, Any]:
     """The JSON body of a hostd refusal (send it with ``code.http_status``)."""
-    error = HostdError(code=code.value, message=message, field=field, pattern=pattern)
+    error = HostdErrorDetail(code=code.value, message=message, field=field, pattern=pattern)
     return HostdErrorBody(error=error).to_wire()

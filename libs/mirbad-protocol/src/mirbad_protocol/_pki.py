@@ -23,8 +23,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from ._atomic import write_bytes_atomic
 from .exceptions import InsecureKeyFileError, PkiError
+from .support import write_bytes_atomic
 
 __all__ = [
     "CertificateIdentity",

@@ -31,7 +31,7 @@ __all__ = [
     "ImagePullRequest",
     "ImagePullState",
     "LayerProgress",
-    "LlamaServerBuild",
+    "LlamaServerBinary",
     "LlamaServerBuildList",
     "NodeReleases",
     "ReleasesView",
@@ -96,7 +96,7 @@ def split_image_reference(reference: str) -> tuple[str, str]:
     return match["name"], match["digest"] or match["tag"] or "latest"
 
 
-class LlamaServerBuild(WireModel):
+class LlamaServerBinary(WireModel):
     """One catalogued llama-server and what the binary reports of itself.
 
     Attributes:
@@ -121,7 +121,7 @@ class LlamaServerBuild(WireModel):
 class LlamaServerBuildList(WireModel):
     """The answer of :data:`ROUTE_LLAMA_SERVER_BUILDS`, in catalogue order."""
 
-    builds: list[LlamaServerBuild] = Field(default_factory=list)
+    builds: list[LlamaServerBinary] = Field(default_factory=list)
 
 
 class ImageInfo(WireModel):
@@ -264,7 +264,7 @@ class NodeReleases(WireModel):
     """
 
     node_id: str
-    builds: list[LlamaServerBuild] = Field(default_factory=list)
+    builds: list[LlamaServerBinary] = Field(default_factory=list)
     images: list[ImageInfo] = Field(default_factory=list)
     pulls: list[ImagePull] = Field(default_factory=list)
     can_pull: bool = False

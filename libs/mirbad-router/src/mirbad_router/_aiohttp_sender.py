@@ -27,11 +27,8 @@ import httpcore
 import httpx
 import yarl
 
-# Imported when a transport asks for this sender, by which time the forwarding core is loaded: its
-# words for a connection closed before any answer (the stale retry's cue), its URL cache's size and
-# its record of whether an attempt opened a connection.
-from ._forward import _NO_RESPONSE, _PARSED_URLS, _Attempt
 from ._relay import UpstreamAnswer
+from ._send_attempt import NO_RESPONSE, PARSED_URLS, Attempt
 
 # Not re-exported by the package: importing this module imports aiohttp, which an agent never loads.
 # LeanTransport(forward_with="aiohttp") imports it when asked; its sender is LeanTransport.sender.
@@ -87,7 +84,7 @@ class AiohttpSender:
         headers: list[tuple[bytes, bytes]],
         content: bytes,
         timeout: Mapping[str, float | None],  # noqa: ASYNC109 (httpx's per-request timeouts, passed on)
-        attempt: _Attempt,
+        attempt: Attempt,
     ) -> UpstreamAnswer:
         """Send one request; its answer with the body unread (httpcore's errors when there is none).
 
@@ -155,13 +152,13 @@ def _send_error(exc: aiohttp.ClientError) -> Exception:
     if isinstance(exc, aiohttp.ClientConnectorError | aiohttp.InvalidURL):
         return httpcore.ConnectError(reason)
     if isinstance(exc, aiohttp.ServerDisconnectedError):
-        return httpcore.RemoteProtocolError(_NO_RESPONSE)
+        return httpcore.RemoteProtocolError(NO_RESPONSE)
     if isinstance(exc, aiohttp.ClientOSError):
         return httpcore.ReadError(reason)  # a reset: no answer came
     return httpcore.RemoteProtocolError(reason)  # the upstream answered, but not in HTTP
 
 
-@functools.lru_cache(maxsize=_PARSED_URLS)
+@functools.lru_cache(maxsize=PARSED_URLS)
 def _parsed_url(url: str) -> yarl.URL:
     # The forwarding core has percent-encoded the path already (join_upstream_url).
     return yarl.URL(url, encoded=True)

@@ -33,6 +33,7 @@ from ._headers import request_headers
 from ._paths import check_proxy_path
 from ._pool import ForwardingClient, LeanTransport, lean_transport
 from ._relay import CLIENT_CLOSED_REQUEST, TRANSPORT_FAILURES, UpstreamAnswer, UpstreamRelay
+from ._send_attempt import NO_RESPONSE, PARSED_URLS, Attempt
 from .exceptions import (
     RequestTooLargeError,
     UpstreamConnectError,
@@ -65,10 +66,6 @@ response". Well inside 5 s, a pooled connection is never the one being closed.
 CONNECT_TIMEOUT_S: Final = 10.0
 """How long to wait for a connection to the upstream (and for a free pooled connection)."""
 
-# httpcore's message for a connection closed before the first byte of a response.
-_NO_RESPONSE: Final = "Server disconnected without sending a response"
-# How many upstream URLs stay parsed (the least recently used go first; a query string makes its own).
-_PARSED_URLS: Final = 512
 # Characters left as they are when a decoded path is put back into a URL (RFC 3986 pchar and "/").
 _PATH_SAFE: Final = "/:@!$&'()*+,;=-._~"
 # How a send failed, from httpx (a client's own transport) or httpcore (the proxy's pool, sent to
@@ -241,7 +238,7 @@ class _Outgoing:
     content: bytes
     timeout: dict[str, float | None]
 
-    def build(self, attempt: _Attempt) -> httpx.Request:
+    def build(self, attempt: Attempt) -> httpx.Request:
         """The request as httpx's Request, for a client's own transport."""
         extensions = {"timeout": self.timeout, "trace": attempt.trace}
         return httpx.Request(
@@ -252,7 +249,7 @@ class _Outgoing:
             extensions=extensions,
         )
 
-    def build_core(self, attempt: _Attempt) -> httpcore.Request:
+    def build_core(self, attempt: Attempt) -> httpcore.Request:
         """The same request as httpcore's, with the Host and Content-Length httpx would give it."""
         target = _core_target(self.url)
         if self.content:
@@ -267,7 +264,7 @@ class _Outgoing:
         )
 
 
-@functools.lru_cache(maxsize=_PARSED_URLS)
+@functools.lru_cache(maxsize=PARSED_URLS)
 def _parsed_url(url: str) -> httpx.URL:
     # httpx parses a URL string in Python, about half the cost of building its Request; a proxy sends
     # the same few URLs (a model's base and path) again and again, and an httpx.URL never changes.
@@ -280,7 +277,7 @@ class _CoreTarget:
     host: tuple[bytes, bytes]
 
 
-@functools.lru_cache(maxsize=_PARSED_URLS)
+@functools.lru_cache(maxsize=PARSED_URLS)
 def _core_target(url: str) -> _CoreTarget:
     # httpx's parse (IDNA, percent-encoding), handed to httpcore as httpx's transport hands it; the
     # Host header as httpx writes it (the port only when it is not the scheme's default: the netloc).
@@ -291,32 +288,21 @@ def _core_target(url: str) -> _CoreTarget:
     return _CoreTarget(core, (b"Host", parsed.netloc))
 
 
-class _Attempt:
-    """What httpcore's trace says about one attempt: whether it opened its own connection."""
-
-    def __init__(self) -> None:
-        self.connected = False
-
-    async def trace(self, event: str, info: Mapping[str, Any]) -> None:
-        if event.startswith("connection.connect_tcp."):
-            self.connected = True
-
-
 async def _send_again_if_stale(client: httpx.AsyncClient, outgoing: _Outgoing) -> UpstreamAnswer:
     # An upstream may close an idle keep-alive connection just as the pool hands it out; the request
     # then fails before any answer although the upstream never handled it. On a connection this request
     # opened itself, the same failure means the upstream is broken, so only a reused one is retried.
-    attempt = _Attempt()
+    attempt = Attempt()
     try:
         return await _send(client, outgoing, attempt)
     except _MAYBE_STALE as exc:
         if attempt.connected or not _before_any_answer(exc):
             raise
         _log.info("%s closed a pooled connection before answering (%s); sending again", outgoing.url, exc)
-    return await _send(client, outgoing, _Attempt())
+    return await _send(client, outgoing, Attempt())
 
 
-async def _send(client: httpx.AsyncClient, outgoing: _Outgoing, attempt: _Attempt) -> UpstreamAnswer:
+async def _send(client: httpx.AsyncClient, outgoing: _Outgoing, attempt: Attempt) -> UpstreamAnswer:
     """Send ``outgoing`` on ``client``'s transport, without the steps a proxy has no use for.
 
     Around its transport, httpx's ``send`` runs the auth flow, the redirect loop, the cookie jar (which
@@ -358,7 +344,7 @@ def _before_any_answer(exc: Exception) -> bool:
     # h11 reports a connection closed before the first response byte in exactly these words; other
     # protocol errors mean the upstream did answer, badly. A reset or a failed write leaves no answer.
     if isinstance(exc, httpx.RemoteProtocolError | httpcore.RemoteProtocolError):
-        return str(exc).startswith(_NO_RESPONSE)
+        return str(exc).startswith(NO_RESPONSE)
     return True
 
 

@@ -20,7 +20,7 @@ from mirbad_master._llama_server_build import LlamaServerBuild as BuildJob
 from mirbad_master.ui._marks import testid
 from mirbad_master.ui._portal import Portal
 from mirbad_master.ui._refusals import PORTAL_ACTOR, REFUSED, act
-from mirbad_protocol import ImagePull, LlamaServerBuild, MirbadError, NodeReleases
+from mirbad_protocol import ImagePull, LlamaServerBinary, MirbadError, NodeReleases
 
 from . import actions as releases
 
@@ -56,7 +56,7 @@ def _reported_build(reported: str) -> tuple[int | None, str | None]:
     return build, commit
 
 
-def build_text(build: LlamaServerBuild) -> str:
+def build_text(build: LlamaServerBinary) -> str:
     """One line on a catalogued llama-server: the version launch specs name, then its llama.cpp build, once.
 
     The catalogue's version and the binary's own ``--version`` are two sources of one fact, merged

@@ -74,7 +74,7 @@ from mirbad_protocol import (
     ImagePullList,
     ImagePullRequest,
     InvalidFieldError,
-    LlamaServerBuild,
+    LlamaServerBinary,
     LlamaServerBuildList,
     LogEnd,
     LogLine,
@@ -340,7 +340,7 @@ class AgentClient:
         if answer.is_error:
             raise refusal_error(self.node_id, answer, None)
 
-    async def llama_server_builds(self) -> list[LlamaServerBuild]:
+    async def llama_server_builds(self) -> list[LlamaServerBinary]:
         """The node's catalogued llama-servers, each with what its ``--version`` reports.
 
         Only agents reporting :attr:`~mirbad_protocol.FeatureFlag.LLAMA_SERVER_BUILDS` answer it.

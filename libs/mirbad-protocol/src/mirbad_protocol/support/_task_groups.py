@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .exceptions import MirbadError
+from mirbad_protocol.exceptions import MirbadError
 
 __all__ = ["single_errors"]
 

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from .exceptions import ComputeAppsFormatError
+from mirbad_protocol.exceptions import ComputeAppsFormatError
 
 __all__ = [
     "COMPUTE_APPS_QUERY_ARGS",

@@ -1,0 +1,58 @@
+"""mirbad_protocol.hostd: the agent-hostd contract: hostd's routes, whitelist and service models, errors.
+
+Only the node agent talks to hostd; the master sees these shapes through the agent's ``/host`` routes.
+"""
+
+from ._hostd import (
+    HOSTD_ACTIONS,
+    MAX_UNIT_NAME_LENGTH,
+    ROUTE_HOST_GPU_PROCESSES,
+    ROUTE_HOST_SERVICE_ACTION,
+    ROUTE_HOST_SERVICES,
+    ROUTE_HOST_WHITELIST,
+    ROUTE_HOST_WHITELIST_ENTRY,
+    DiscoveredService,
+    DiscoveryError,
+    GpuProcess,
+    HostdAction,
+    HostdActionResult,
+    HostdErrorBody,
+    HostdErrorCode,
+    HostdErrorDetail,
+    HostServiceStatus,
+    ServiceList,
+    ServiceScope,
+    WhitelistAdd,
+    WhitelistEntry,
+    WhitelistUpdate,
+    hostd_error_body,
+    service_name,
+    unit_name,
+)
+
+__all__ = [
+    "HOSTD_ACTIONS",
+    "MAX_UNIT_NAME_LENGTH",
+    "ROUTE_HOST_GPU_PROCESSES",
+    "ROUTE_HOST_SERVICES",
+    "ROUTE_HOST_SERVICE_ACTION",
+    "ROUTE_HOST_WHITELIST",
+    "ROUTE_HOST_WHITELIST_ENTRY",
+    "DiscoveredService",
+    "DiscoveryError",
+    "GpuProcess",
+    "HostServiceStatus",
+    "HostdAction",
+    "HostdActionResult",
+    "HostdErrorBody",
+    "HostdErrorCode",
+    "HostdErrorDetail",
+    "ServiceList",
+    "ServiceScope",
+    "WhitelistAdd",
+    "WhitelistEntry",
+    "WhitelistUpdate",
+    "hostd_error_body",
+    "service_name",
+    "unit_name",
+]
