@@ -1,7 +1,8 @@
 """Every library exposes its implementation through ``__init__`` and ``__all__`` (DESIGN.md, Style).
 
 A library may be split into public subpackages by concept (``mirbad_orchestration.fleet``); each
-``_private`` module's public names are then re-exported by the nearest public package above it.
+``_private`` module's public names are then re-exported by the nearest public package above it, or by a
+public module beside it that gathers one concern (``mirbad_protocol.agent``: the root keeps its core).
 """
 
 from __future__ import annotations
@@ -48,12 +49,23 @@ def _all_public_packages() -> list[ModuleType]:
 PUBLIC_PACKAGES = _all_public_packages()
 
 
+def _public_modules(package: ModuleType) -> list[ModuleType]:
+    """The public plain modules directly inside ``package`` (``mirbad_protocol.agent``)."""
+    return [
+        importlib.import_module(f"{package.__name__}.{info.name}")
+        for info in pkgutil.iter_modules(package.__path__)
+        if not info.ispkg and not info.name.startswith("_")
+    ]
+
+
 @pytest.mark.parametrize("package", PUBLIC_PACKAGES, ids=lambda package: package.__name__)
 def test_every_private_public_name_is_reexported(package: ModuleType) -> None:
     exported = set(getattr(package, "__all__", []))
+    for public in _public_modules(package):
+        exported |= set(getattr(public, "__all__", []))
     for module in _private_modules(package):
         missing = set(getattr(module, "__all__", [])) - exported
-        where = f"{package.__name__}.__all__"
+        where = f"{package.__name__}.__all__ (or a public module beside it)"
         assert not missing, f"{module.__name__} defines {sorted(missing)} but {where} does not re-export them"
 
 

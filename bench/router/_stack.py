@@ -34,7 +34,7 @@ from typing import Any, Final
 
 import httpx
 
-from mirbad_protocol import TlsCredentials
+from mirbad_protocol.pki import TlsCredentials
 
 from ._load import Target
 

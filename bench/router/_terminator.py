@@ -21,7 +21,7 @@ from typing import Any, Final
 import anyio
 from anyio.abc import ByteStream, SocketStream
 
-from mirbad_protocol import TlsCredentials
+from mirbad_protocol.pki import TlsCredentials
 
 __all__ = ["main"]
 

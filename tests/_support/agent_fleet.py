@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mirbad_agent import AGENT_TLS_STEM
-from mirbad_protocol import (
+from mirbad_protocol.pki import (
     CertificateAuthority,
     SanPolicy,
     TlsCredentials,

@@ -18,7 +18,7 @@ from mirbad_master._enroll_listener import (
 )
 from mirbad_orchestration.fleet import ENROLLMENT_TOKENS_FILE, EnrollmentTokens, NodeRegistry
 from mirbad_orchestration.testing import FakeClock
-from mirbad_protocol import CertificateAuthority, TlsCredentials
+from mirbad_protocol.pki import CertificateAuthority, TlsCredentials
 
 
 @dataclass

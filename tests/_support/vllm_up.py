@@ -11,7 +11,7 @@ from typing import Any
 
 import docker
 
-from mirbad_protocol import PresetSizes
+from mirbad_protocol.benchmarks import PresetSizes
 from mirbad_runtime import MODEL_LABEL
 
 from .asgi_server import free_port

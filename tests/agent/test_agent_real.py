@@ -34,18 +34,15 @@ from tests.fakes.fake_vllm import START_LINE
 
 from mirbad_orchestration import launch_spec_for
 from mirbad_protocol import (
-    AgentInfo,
-    CertificateAuthority,
     ContainerLaunch,
     ExecutableRef,
-    LogTail,
     ModelDefinition,
     ModelState,
     ModelStatus,
     ProcessLaunch,
-    StartRequest,
-    TelemetrySnapshot,
 )
+from mirbad_protocol.agent import AgentInfo, LogTail, StartRequest, TelemetrySnapshot
+from mirbad_protocol.pki import CertificateAuthority
 from mirbad_runtime import MODEL_LABEL, sha256_of_file
 from mirbad_runtime._process_host_posix import linux_identity
 

@@ -14,13 +14,8 @@ import pytest
 from tests._support.agent_settings import agent_settings as settings
 
 from mirbad_agent import compose_services, create_app, platform_key_protector, process_driver
-from mirbad_protocol import (
-    ContainerRuntimeInfo,
-    ExecutableRef,
-    ProcessLaunch,
-    ProcessRuntimeInfo,
-    StartRequest,
-)
+from mirbad_protocol import ExecutableRef, ProcessLaunch
+from mirbad_protocol.agent import ContainerRuntimeInfo, ProcessRuntimeInfo, StartRequest
 from mirbad_runtime import (
     ContainerDriver,
     DpapiInstanceKeyProtector,

@@ -24,15 +24,9 @@ from tests._support.polling import eventually
 from tests._support.tiny_gguf import TINY_MODEL_PATH, write_tiny_gguf
 
 from mirbad_agent import AgentServices, ComposedDriver, NodeRuntimes, create_app
-from mirbad_protocol import (
-    DownloadJob,
-    DownloadList,
-    ExecutableRef,
-    FeatureFlag,
-    ProcessLaunch,
-    ProcessRuntimeInfo,
-    StartRequest,
-)
+from mirbad_protocol import ExecutableRef, ProcessLaunch
+from mirbad_protocol.agent import FeatureFlag, ProcessRuntimeInfo, StartRequest
+from mirbad_protocol.downloads import DownloadJob, DownloadList
 from mirbad_runtime import MemoryProbe
 from mirbad_runtime.downloads import TEMP_PREFIX, DownloadManager, NetworkLimits
 from mirbad_runtime.testing import FakeDriver

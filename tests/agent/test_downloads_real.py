@@ -24,7 +24,7 @@ from tests._support.model_hub import REPO, Hold, Sources
 from tests._support.polling import eventually
 from tests._support.real_parts import llama_server_path
 
-from mirbad_protocol import DownloadJob, OllamaDownload
+from mirbad_protocol.downloads import DownloadJob, OllamaDownload
 from mirbad_runtime.downloads import PARTIAL_SUFFIX, TEMP_PREFIX, DownloadManager
 
 

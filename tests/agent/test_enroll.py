@@ -29,7 +29,7 @@ from mirbad_agent import (
     default_state_dir,
     run_enroll,
 )
-from mirbad_protocol import (
+from mirbad_protocol.pki import (
     ENROLL_CA_PATH,
     ENROLL_LISTENER_NAME,
     ENROLL_PATH,

@@ -13,7 +13,7 @@ from tests._support.tiny_gguf import TINY, TINY_MODEL_PATH, write_tiny_gguf
 
 from mirbad_agent import ModelFolders, relative_parts
 from mirbad_agent.exceptions import PathNotFoundError, PathRefusedError, RequestRefusedError
-from mirbad_protocol import AgentErrorCode
+from mirbad_protocol.agent import AgentErrorCode
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="builds its fixture tree with POSIX symlinks")
 

@@ -14,7 +14,7 @@ import pytest
 from tests._support.hostd import HostdLayout, hostd_layout, running_hostd, unit
 
 from mirbad_agent import AgentServices, HostServicesGateway, NodeRuntimes, create_app
-from mirbad_protocol import FeatureFlag
+from mirbad_protocol.agent import FeatureFlag
 from mirbad_runtime import MemoryProbe
 
 pytestmark = pytest.mark.anyio

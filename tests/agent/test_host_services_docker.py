@@ -19,7 +19,7 @@ import pytest
 from tests._support.docker_image import RUN_LABEL
 
 from mirbad_agent import AgentServices, NodeRuntimes, create_app
-from mirbad_protocol import DOWNLOAD_LABEL, ContainerService, ContainerServiceList, FeatureFlag
+from mirbad_protocol.agent import DOWNLOAD_LABEL, ContainerService, ContainerServiceList, FeatureFlag
 from mirbad_runtime import ContainerServices, MemoryProbe
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]

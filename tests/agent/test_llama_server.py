@@ -13,7 +13,8 @@ from tests._support.agent_settings import agent_settings
 
 from mirbad_agent import AgentSettings, compose_services, find_llama_server
 from mirbad_agent.exceptions import AgentConfigError
-from mirbad_protocol import ExecutableRef, ProcessRuntimeInfo
+from mirbad_protocol import ExecutableRef
+from mirbad_protocol.agent import ProcessRuntimeInfo
 
 pytestmark = pytest.mark.anyio
 

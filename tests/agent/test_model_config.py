@@ -13,7 +13,7 @@ from tests.agent.test_routes import Node, error_of, make_node
 
 from mirbad_agent import ModelFolders
 from mirbad_agent.exceptions import PathNotFoundError
-from mirbad_protocol import (
+from mirbad_protocol.agent import (
     MAX_MODEL_CONFIG_BYTES,
     ROUTE_MODEL_CONFIG,
     AgentErrorCode,

@@ -25,15 +25,12 @@ from mirbad_agent import (
     create_app,
     proxy_route,
 )
-from mirbad_protocol import (
+from mirbad_protocol import ContainerLaunch, ExecutableRef, ModelState, ProcessLaunch
+from mirbad_protocol.agent import (
     AGENT_API_PREFIX,
     MAX_PROXY_BODY_BYTES,
     AgentErrorBody,
-    ContainerLaunch,
     ContainerRuntimeInfo,
-    ExecutableRef,
-    ModelState,
-    ProcessLaunch,
     ProcessRuntimeInfo,
 )
 from mirbad_router import create_upstream_client

@@ -17,7 +17,8 @@ from tests._support.asgi_server import serve_asgi
 from tests._support.fake_upstream import WAIT_S, FakeUpstream
 
 from mirbad_agent import AgentServices, ComposedDriver, NodeRuntimes, ProxyPathError, checked_path, create_app
-from mirbad_protocol import AGENT_API_PREFIX, AgentErrorBody, ContainerLaunch, ContainerRuntimeInfo
+from mirbad_protocol import ContainerLaunch
+from mirbad_protocol.agent import AGENT_API_PREFIX, AgentErrorBody, ContainerRuntimeInfo
 from mirbad_router import join_upstream_url
 from mirbad_runtime import MemoryProbe
 from mirbad_runtime.testing import FakeDriver

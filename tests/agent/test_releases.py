@@ -20,7 +20,8 @@ import pytest
 from tests._support.registry import StandInRegistry, running_registry
 
 from mirbad_agent import AgentServices, NodeRuntimes, create_app
-from mirbad_protocol import FeatureFlag, ImageList, ImagePull, LlamaServerBuildList
+from mirbad_protocol.agent import FeatureFlag
+from mirbad_protocol.releases import ImageList, ImagePull, LlamaServerBuildList
 from mirbad_runtime import CatalogedExecutable, ExecutableCatalog, MemoryProbe, NodeImages, sha256_of_file
 
 pytestmark = pytest.mark.anyio

@@ -21,21 +21,23 @@ from tests._support.tiny_gguf import TINY_MODEL_PATH, write_tiny_gguf
 
 from mirbad_agent import AgentServices, ComposedDriver, NodeRuntimes, create_app
 from mirbad_protocol import (
-    MAX_REQUEST_BODY_BYTES,
-    AgentInfo,
     ContainerLaunch,
-    ContainerRuntimeInfo,
     ExecutableRef,
-    FolderListing,
     GpuMemory,
     GpuSelection,
-    LogTail,
     MemorySnapshot,
-    ModelFile,
-    ModelFileList,
     ModelState,
     ModelStatus,
     ProcessLaunch,
+)
+from mirbad_protocol.agent import (
+    MAX_REQUEST_BODY_BYTES,
+    AgentInfo,
+    ContainerRuntimeInfo,
+    FolderListing,
+    LogTail,
+    ModelFile,
+    ModelFileList,
     ProcessRuntimeInfo,
     StartRequest,
     StatusList,

@@ -19,7 +19,8 @@ from tests.orchestration._fleet_pki import FleetPki
 
 from mirbad_agent import server_config
 from mirbad_orchestration.fleet import DEFAULT_POLL_INTERVAL_S
-from mirbad_protocol import AGENT_CLIENT_KEEPALIVE_S, AGENT_IDLE_TIMEOUT_S, TlsCredentials
+from mirbad_protocol.agent import AGENT_CLIENT_KEEPALIVE_S, AGENT_IDLE_TIMEOUT_S
+from mirbad_protocol.pki import TlsCredentials
 from mirbad_router import ConnectionLimits, GuardedConfig
 
 pytestmark = pytest.mark.anyio

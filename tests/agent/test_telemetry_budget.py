@@ -19,7 +19,8 @@ import pytest
 from tests._support.hostd import FAKE_NVIDIA_SMI, hostd_layout, running_hostd
 from tests.agent.test_telemetry_gpu import VLLM, Agent
 
-from mirbad_protocol import GPU_MEMORY_FROM_BUDGET, HostdErrorCode, hostd_error_body
+from mirbad_protocol.agent import GPU_MEMORY_FROM_BUDGET
+from mirbad_protocol.hostd import HostdErrorCode, hostd_error_body
 from mirbad_runtime import (
     GpuOwner,
     HostdClient,

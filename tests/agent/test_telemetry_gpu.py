@@ -19,16 +19,8 @@ import pytest
 from tests._support.hostd import FAKE_NVIDIA_SMI
 
 from mirbad_agent import AgentServices, ComposedDriver, NodeRuntimes, create_app
-from mirbad_protocol import (
-    ContainerLaunch,
-    ContainerRuntimeInfo,
-    ExecutableRef,
-    ModelMetrics,
-    ModelState,
-    ProcessLaunch,
-    ProcessRuntimeInfo,
-    TelemetrySnapshot,
-)
+from mirbad_protocol import ContainerLaunch, ExecutableRef, ModelMetrics, ModelState, ProcessLaunch
+from mirbad_protocol.agent import ContainerRuntimeInfo, ProcessRuntimeInfo, TelemetrySnapshot
 from mirbad_runtime import (
     GpuOwner,
     GpuProcessProbe,

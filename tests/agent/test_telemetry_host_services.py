@@ -16,7 +16,7 @@ import pytest
 from tests._support.hostd import FAKE_NVIDIA_SMI, HostdLayout, hostd_layout, running_hostd, unit
 from tests.agent.test_telemetry_gpu import VLLM, Agent
 
-from mirbad_protocol import HostGpuSample, ServiceGpuMemory, TelemetrySnapshot
+from mirbad_protocol.agent import HostGpuSample, ServiceGpuMemory, TelemetrySnapshot
 from mirbad_runtime import HostdClient, HostdGpuProcessProbe, NvidiaSmiProcessProbe, PreferredGpuProcessProbe
 
 pytestmark = pytest.mark.anyio

@@ -52,14 +52,9 @@ from mirbad_client import (
 )
 from mirbad_master._app import create_master_app
 from mirbad_orchestration.fleet import ENROLLMENT_TOKENS_FILE
-from mirbad_protocol import (
-    AgentErrorCode,
-    ApiKeyCreate,
-    InvalidFieldError,
-    ModelDefinition,
-    ModelState,
-    WireModel,
-)
+from mirbad_protocol import InvalidFieldError, ModelDefinition, ModelState, WireModel
+from mirbad_protocol.admin import ApiKeyCreate
+from mirbad_protocol.agent import AgentErrorCode
 
 pytestmark = pytest.mark.anyio
 

@@ -12,7 +12,7 @@ from tests.master.test_api_downloads import TOKEN, agent
 
 from mirbad_client import AdminApiError
 from mirbad_master._app import create_master_app
-from mirbad_protocol import HuggingFaceDownload, OllamaDownload
+from mirbad_protocol.downloads import HuggingFaceDownload, OllamaDownload
 
 pytestmark = pytest.mark.anyio
 

@@ -31,7 +31,8 @@ from mirbad_client import (
 )
 from mirbad_client import _calls as calls
 from mirbad_client._errors import ErrorAnswer, admin_error, read_refusal
-from mirbad_protocol import AdminError, AdminErrorCode, InvalidFieldError, admin_error_body
+from mirbad_protocol import InvalidFieldError
+from mirbad_protocol.admin import AdminError, AdminErrorCode, admin_error_body
 
 # The table of mirbad_client.exceptions and docs/api.md, restated: the mapping must follow the docs.
 DOCUMENTED: dict[AdminErrorCode, type[AdminApiError]] = {

@@ -9,7 +9,7 @@ import pytest
 
 from mirbad_client import LogFollowError
 from mirbad_client._streams import LogEvents
-from mirbad_protocol import AdminErrorCode, admin_error_body
+from mirbad_protocol.admin import AdminErrorCode, admin_error_body
 
 STREAM = [
     *(": keep-alive", ""),

@@ -29,7 +29,7 @@ from tests._support.mirbad_up import WAIT_S, Admin, Up
 from tests._support.polling import until
 
 from mirbad_agent import load_settings
-from mirbad_protocol import JoinToken, TlsCredentials, certificate_identity, spki_pin
+from mirbad_protocol.pki import JoinToken, TlsCredentials, certificate_identity, spki_pin
 
 pytestmark = [
     pytest.mark.deploy,

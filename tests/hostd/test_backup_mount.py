@@ -17,7 +17,7 @@ import pytest
 from tests._support.hostd import BACKUP_UID, ROOT_MOUNT, HostdLayout, running_hostd, unit
 
 from mirbad_hostd import MANAGED_MARKER, mount_unit_name, render_mount_unit
-from mirbad_protocol import BackupShare
+from mirbad_protocol.hostd import BackupShare
 
 PASSWORD = "Tr0ub4dor, =%'\"&3 ünï"
 CIFS: dict[str, Any] = {

@@ -27,7 +27,7 @@ from mirbad_hostd import (
     render_mount_unit,
 )
 from mirbad_hostd.exceptions import HostdStartupError, MountProbeError
-from mirbad_protocol import BackupShare
+from mirbad_protocol.hostd import BackupShare
 
 TARGET = PurePosixPath("/srv/mirbad/backups")
 CREDENTIALS = PurePosixPath("/var/lib/mirbad-hostd/backup-share.credentials")

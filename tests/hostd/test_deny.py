@@ -27,7 +27,7 @@ from mirbad_hostd import (
     template_of,
 )
 from mirbad_hostd.exceptions import UnitDeniedError
-from mirbad_protocol import HOSTD_ACTIONS
+from mirbad_protocol.hostd import HOSTD_ACTIONS
 
 DENIED_EXAMPLES = [
     "ssh",

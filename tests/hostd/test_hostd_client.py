@@ -8,7 +8,7 @@ import anyio
 import pytest
 from tests._support.hostd import HostdLayout, running_hostd
 
-from mirbad_protocol import WhitelistAdd, WhitelistUpdate
+from mirbad_protocol.hostd import WhitelistAdd, WhitelistUpdate
 from mirbad_runtime import (
     GpuComputeProcess,
     GpuProcessReading,

@@ -26,7 +26,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from mirbad_master._serving import Server, bind
-from mirbad_protocol import TlsCredentials
+from mirbad_protocol.pki import TlsCredentials
 from mirbad_router import ConnectionLimits, run_event_loop
 
 

@@ -22,7 +22,7 @@ from mirbad_master._composition import MasterServices
 from mirbad_master._llama_server_build import LlamaServerBuild
 from mirbad_master._settings import MasterSettings
 from mirbad_orchestration.fleet import AgentClients, AgentTimeouts, NodeRecord
-from mirbad_protocol import CertificateAuthority
+from mirbad_protocol.pki import CertificateAuthority
 
 
 @dataclass

@@ -19,7 +19,8 @@ from tests.orchestration._fake_agent import Refusal
 
 from mirbad_master._app import create_master_app
 from mirbad_orchestration.supervision import RestartPause
-from mirbad_protocol import AgentErrorCode, ModelState
+from mirbad_protocol import ModelState
+from mirbad_protocol.agent import AgentErrorCode
 
 pytestmark = pytest.mark.anyio
 

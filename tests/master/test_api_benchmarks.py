@@ -26,7 +26,9 @@ from tests.orchestration._fake_agent import FakeAgent, Refusal
 from tests.orchestration._fake_chat import FakeChatServer
 
 from mirbad_orchestration.jobs import MAINTENANCE_FILE_NAME
-from mirbad_protocol import AGENT_API_PREFIX, AgentErrorCode, BenchmarkSizes, GpuMemory, ModelMetrics
+from mirbad_protocol import GpuMemory, ModelMetrics
+from mirbad_protocol.agent import AGENT_API_PREFIX, AgentErrorCode
+from mirbad_protocol.benchmarks import BenchmarkSizes
 
 pytestmark = pytest.mark.anyio
 

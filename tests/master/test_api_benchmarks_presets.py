@@ -17,7 +17,7 @@ from tests._support.polling import eventually
 from tests.master._stack import Master, running_master
 from tests.master.test_api_benchmarks import QWEN, TINY, WAIT_S, chatty, ready
 
-from mirbad_protocol import PresetSizes
+from mirbad_protocol.benchmarks import PresetSizes
 
 pytestmark = pytest.mark.anyio
 

@@ -20,7 +20,8 @@ from tests._support.real_parts import llama_server_path
 from tests._support.tiny_definition import tiny_llama_definition
 
 from mirbad_client import MirbadClient
-from mirbad_protocol import ModelDefinition, ProcessRuntimeInfo
+from mirbad_protocol import ModelDefinition
+from mirbad_protocol.agent import ProcessRuntimeInfo
 
 pytestmark = [
     pytest.mark.llamacpp,

@@ -17,7 +17,8 @@ from mirbad_orchestration.keys import API_KEYS_FILE, _api_key_file
 from mirbad_orchestration.registry import REGISTRY_FILE_NAME
 from mirbad_orchestration.stores import _state_file
 from mirbad_orchestration.supervision import RECOVERY_FILE_NAME
-from mirbad_protocol import AgentErrorCode, write_json_atomic
+from mirbad_protocol.agent import AgentErrorCode
+from mirbad_protocol.support import write_json_atomic
 
 pytestmark = pytest.mark.anyio
 

@@ -14,7 +14,7 @@ import pytest
 from tests.master._stack import Master, running_master
 from tests.orchestration._fake_agent import FakeAgent, Refusal
 
-from mirbad_protocol import AgentErrorCode
+from mirbad_protocol.agent import AgentErrorCode
 from mirbad_runtime.exceptions import ModelPathRejectedError
 
 pytestmark = pytest.mark.anyio

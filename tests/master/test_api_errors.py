@@ -35,7 +35,8 @@ from mirbad_orchestration import (
     UnknownModelError,
     UnknownNodeError,
 )
-from mirbad_protocol import AdminErrorBody, AdminErrorCode, InvalidFieldError
+from mirbad_protocol import InvalidFieldError
+from mirbad_protocol.admin import AdminErrorBody, AdminErrorCode
 
 # One exception of each row of the master's table (and the rows it makes of no table entry).
 EXCEPTIONS: dict[str, Exception] = {

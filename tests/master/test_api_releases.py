@@ -23,10 +23,8 @@ from tests.master._stack import Master, running_master
 from tests.orchestration._fake_agent import FakeAgent, Refusal
 
 from mirbad_master.releases.actions import changelog_text, master_version, version_skew
-from mirbad_protocol import (
-    AgentErrorCode,
-    AgentInfo,
-    ContainerRuntimeInfo,
+from mirbad_protocol.agent import AgentErrorCode, AgentInfo, ContainerRuntimeInfo
+from mirbad_protocol.releases import (
     ImageInfo,
     ImageList,
     ImagePull,

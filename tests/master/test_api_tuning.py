@@ -31,14 +31,10 @@ from mirbad_orchestration.tuning import (
     PresetSimulatedRunner,
     SimulatedRunner,
 )
-from mirbad_protocol import (
-    BenchmarkResult,
-    ExecutableRef,
-    GgufInfo,
-    ModelDefinition,
-    ModelState,
-    TuningRequest,
-)
+from mirbad_protocol import ExecutableRef, ModelDefinition, ModelState
+from mirbad_protocol.agent import GgufInfo
+from mirbad_protocol.benchmarks import BenchmarkResult
+from mirbad_protocol.tuning import TuningRequest
 
 pytestmark = pytest.mark.anyio
 

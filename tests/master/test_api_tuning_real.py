@@ -21,7 +21,9 @@ from tests._support.real_parts import llama_server_path
 from tests._support.tiny_definition import tiny_llama_definition
 
 from mirbad_client import MirbadClient
-from mirbad_protocol import BenchmarkSizes, ModelDefinition, ModelState, ProcessRuntimeInfo
+from mirbad_protocol import ModelDefinition, ModelState
+from mirbad_protocol.agent import ProcessRuntimeInfo
+from mirbad_protocol.benchmarks import BenchmarkSizes
 
 pytestmark = [
     pytest.mark.llamacpp,

@@ -28,7 +28,7 @@ import pytest
 from tests._support.polling import until
 from tests.orchestration._fleet_pki import FleetPki
 
-from mirbad_protocol import TlsCredentials
+from mirbad_protocol.pki import TlsCredentials
 
 NOFILE: Final = 512  # the child's descriptor limit: its default connection limit is then 128
 WAVE: Final = 600  # sockets per wave: more than the child has descriptors

@@ -18,7 +18,8 @@ from tests.orchestration._fake_agent import Refusal
 from mirbad_master.downloads import actions
 from mirbad_master.downloads.panels import parse_download
 from mirbad_master.ui._refusals import PORTAL_ACTOR
-from mirbad_protocol import AgentErrorCode, HuggingFaceDownload
+from mirbad_protocol.agent import AgentErrorCode
+from mirbad_protocol.downloads import HuggingFaceDownload
 
 pytestmark = pytest.mark.anyio
 

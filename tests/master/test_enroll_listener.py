@@ -27,7 +27,7 @@ from mirbad_master._enroll_listener import (
 from mirbad_master._local_pki import enroll_listener_names
 from mirbad_orchestration.fleet import ENROLLMENT_TOKENS_FILE, EnrollmentTokens
 from mirbad_orchestration.testing import FakeClock
-from mirbad_protocol import (
+from mirbad_protocol.pki import (
     ENROLL_CA_PATH,
     ENROLL_LISTENER_NAME,
     ENROLL_PATH,

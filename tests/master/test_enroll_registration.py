@@ -23,7 +23,8 @@ from mirbad_agent import (
     create_app,
 )
 from mirbad_orchestration.fleet import AgentClients, NodeMonitor, NodeRecord, NodeRegistry
-from mirbad_protocol import ContainerRuntimeInfo, TlsCredentials, spki_pin
+from mirbad_protocol.agent import ContainerRuntimeInfo
+from mirbad_protocol.pki import TlsCredentials, spki_pin
 from mirbad_runtime import MemoryProbe
 from mirbad_runtime.testing import FakeDriver
 

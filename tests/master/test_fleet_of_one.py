@@ -23,7 +23,8 @@ from mirbad_master._local_pki import (
 )
 from mirbad_master._settings import MasterSettings
 from mirbad_master.exceptions import LocalAgentError
-from mirbad_protocol import ModelState, ModelStatus, certificates_to_pem, spki_pin
+from mirbad_protocol import ModelState, ModelStatus
+from mirbad_protocol.pki import certificates_to_pem, spki_pin
 
 
 def test_the_banner_shows_the_password_on_the_first_run_only(tmp_path: Path) -> None:

@@ -20,7 +20,8 @@ from tests.master.test_ui_pages import portal_user
 from tests.orchestration._fake_agent import FakeAgent
 
 from mirbad_master.models._memory_estimate import ESTIMATE_SLACK_GIB, estimated_gib
-from mirbad_protocol import FeatureFlag, GgufInfo, ModelDefinition
+from mirbad_protocol import ModelDefinition
+from mirbad_protocol.agent import FeatureFlag, GgufInfo
 from mirbad_runtime import read_gguf_info
 
 pytestmark = pytest.mark.anyio

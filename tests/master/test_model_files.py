@@ -18,7 +18,9 @@ from tests.master.test_ui_missing_files import QWEN, agent, model, polled
 from tests.orchestration._fake_agent import FakeAgent, Refusal
 
 from mirbad_master.models._model_files import MissingFiles, missing_model_files
-from mirbad_protocol import AgentErrorCode, ModelState, ModelView
+from mirbad_protocol import ModelState
+from mirbad_protocol.admin import ModelView
+from mirbad_protocol.agent import AgentErrorCode
 
 pytestmark = pytest.mark.anyio
 

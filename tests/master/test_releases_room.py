@@ -20,7 +20,7 @@ from tests.orchestration._fake_agent import Refusal
 
 from mirbad_master.releases import actions
 from mirbad_master.ui._refusals import PORTAL_ACTOR
-from mirbad_protocol import AgentErrorCode
+from mirbad_protocol.agent import AgentErrorCode
 
 pytestmark = pytest.mark.anyio
 

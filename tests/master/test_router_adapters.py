@@ -12,7 +12,8 @@ from tests.master._stack import running_master
 from mirbad_master._router_adapters import ApiKeyGate
 from mirbad_orchestration import ApiKeyStore
 from mirbad_orchestration.testing import FakeClock
-from mirbad_protocol import ApiKeyCreate, ModelDefinition
+from mirbad_protocol import ModelDefinition
+from mirbad_protocol.admin import ApiKeyCreate
 from mirbad_router import RouterStats, create_router_app
 from mirbad_router.testing import FakeMaintenanceGate, FakeResolver
 

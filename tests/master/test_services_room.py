@@ -30,7 +30,7 @@ from mirbad_master.services import actions
 from mirbad_master.services.page import service_nodes
 from mirbad_master.ui._refusals import PORTAL_ACTOR
 from mirbad_orchestration.fleet import AgentTimeouts
-from mirbad_protocol import WhitelistAdd, WhitelistUpdate
+from mirbad_protocol.hostd import WhitelistAdd, WhitelistUpdate
 from mirbad_runtime import ContainerServices, MemoryProbe
 
 pytestmark = pytest.mark.anyio

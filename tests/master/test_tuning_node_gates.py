@@ -20,7 +20,9 @@ from tests.master.test_api_tuning import BASE, _ended
 
 from mirbad_orchestration.jobs import JobTarget
 from mirbad_orchestration.tuning import CandidateRunner, Measurement, PresetSimulatedRunner
-from mirbad_protocol import ModelConfigInfo, ModelDefinition, TuningRequest
+from mirbad_protocol import ModelDefinition
+from mirbad_protocol.agent import ModelConfigInfo
+from mirbad_protocol.tuning import TuningRequest
 
 pytestmark = pytest.mark.anyio
 

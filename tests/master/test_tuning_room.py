@@ -21,7 +21,7 @@ from tests.master.test_api_tuning import Runners
 from mirbad_master._api_errors import Refusal
 from mirbad_master.tuning.actions import apply_tuning_run, cancel_tuning, start_tuning
 from mirbad_master.ui._refusals import PORTAL_ACTOR
-from mirbad_protocol import TuningRequest
+from mirbad_protocol.tuning import TuningRequest
 
 pytestmark = pytest.mark.anyio
 

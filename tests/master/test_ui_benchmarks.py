@@ -25,7 +25,7 @@ from mirbad_master.benchmarks.page import (
     progress_bar,
     runs_chart,
 )
-from mirbad_protocol import BenchmarkJobView, BenchmarkResult, ConcurrencyLevelResult, SloGuards
+from mirbad_protocol.benchmarks import BenchmarkJobView, BenchmarkResult, ConcurrencyLevelResult, SloGuards
 
 WHEN = datetime(2026, 12, 6, 3, 0, tzinfo=UTC)
 

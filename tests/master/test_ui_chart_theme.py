@@ -21,7 +21,7 @@ from mirbad_master.ui._chart_theme import (
     contrast_ratio,
     themed_chart,
 )
-from mirbad_protocol import TuningCandidate, TuningRun
+from mirbad_protocol.tuning import TuningCandidate, TuningRun
 
 TEXT: float = 4.5
 """WCAG 2's minimum contrast for ordinary text."""

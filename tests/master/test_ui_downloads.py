@@ -18,7 +18,8 @@ from tests.master.test_api_downloads import agent
 from tests.master.test_ui_pages import portal_user
 
 from mirbad_master.downloads.panels import default_folder, eta_text, parse_download, progress_percent
-from mirbad_protocol import DownloadFile, HuggingFaceDownload, InvalidFieldError, OllamaDownload
+from mirbad_protocol import InvalidFieldError
+from mirbad_protocol.downloads import DownloadFile, HuggingFaceDownload, OllamaDownload
 
 pytestmark = pytest.mark.anyio
 

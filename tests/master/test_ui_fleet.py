@@ -19,7 +19,8 @@ from mirbad_master.ui._format import pause_text
 from mirbad_master.ui._refusals import PORTAL_ACTOR
 from mirbad_orchestration import AgentAdmissionRefusedError
 from mirbad_orchestration.supervision import RestartPause
-from mirbad_protocol import ApiKeyCreate, InvalidFieldError, ModelDefinition, ModelState
+from mirbad_protocol import InvalidFieldError, ModelDefinition, ModelState
+from mirbad_protocol.admin import ApiKeyCreate
 
 pytestmark = pytest.mark.anyio
 

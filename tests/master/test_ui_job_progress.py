@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from mirbad_master.ui._job_progress import progress_fill
-from mirbad_protocol import BenchmarkJobView, JobState, TuningJobView
+from mirbad_protocol.benchmarks import BenchmarkJobView, JobState
+from mirbad_protocol.tuning import TuningJobView
 
 STARTED = datetime(2026, 3, 1, tzinfo=UTC)
 

@@ -20,7 +20,8 @@ from mirbad_master.ui._model_memory import (
     with_gaps,
 )
 from mirbad_master.ui._overview import DARK_CHART, model_memory_chart_options
-from mirbad_protocol import HostGpuSample, ModelMetrics, ServiceGpuMemory
+from mirbad_protocol import ModelMetrics
+from mirbad_protocol.agent import HostGpuSample, ServiceGpuMemory
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 GIB = 1024**3

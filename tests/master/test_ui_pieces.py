@@ -24,19 +24,16 @@ from mirbad_master.ui._overview import DARK_CHART, LIGHT_CHART, _model_row, hist
 from mirbad_master.ui._playground import MAX_TOKENS_CAP, default_max_tokens
 from mirbad_orchestration.fleet import NodeState
 from mirbad_protocol import (
-    MAX_KEY_RATE_LIMIT,
-    AgentInfo,
-    ContainerRuntimeInfo,
     ExecutableRef,
-    KeyUsage,
     MemorySnapshot,
     ModelDefinition,
     ModelMetrics,
     ModelState,
     ModelStatus,
-    ProcessRuntimeInfo,
     RouterModelStats,
 )
+from mirbad_protocol.admin import MAX_KEY_RATE_LIMIT, KeyUsage
+from mirbad_protocol.agent import AgentInfo, ContainerRuntimeInfo, ProcessRuntimeInfo
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 

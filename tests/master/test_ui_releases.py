@@ -16,7 +16,7 @@ from tests.master.test_ui_pages import portal_user
 from mirbad_master._llama_server_build import LlamaServerBuild as BuildJob
 from mirbad_master.releases.actions import master_version
 from mirbad_master.releases.page import build_text, byte_size, changelog_markdown, pull_text
-from mirbad_protocol import ImagePull, LlamaServerBinary
+from mirbad_protocol.releases import ImagePull, LlamaServerBinary
 
 pytestmark = pytest.mark.anyio
 

@@ -39,7 +39,7 @@ from mirbad_master.services.page import (
 )
 from mirbad_orchestration import AgentRequestError
 from mirbad_orchestration.fleet import AgentTimeouts
-from mirbad_protocol import DiscoveredService
+from mirbad_protocol.hostd import DiscoveredService
 from mirbad_runtime import ContainerServices, MemoryProbe
 
 pytestmark = pytest.mark.anyio

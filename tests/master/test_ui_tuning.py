@@ -35,7 +35,8 @@ from mirbad_orchestration.tuning import (
     plan_for,
     planned_seconds,
 )
-from mirbad_protocol import ModelDefinition, TuningCandidate, TuningRun
+from mirbad_protocol import ModelDefinition
+from mirbad_protocol.tuning import TuningCandidate, TuningRun
 
 pytestmark = pytest.mark.anyio
 

@@ -13,7 +13,8 @@ from mirbad_orchestration.backups import (
 )
 from mirbad_orchestration.fleet import NodeRecord
 from mirbad_orchestration.services import HostServicesDocument, WhitelistedContainer
-from mirbad_protocol import ApiKeyRecord, ModelDefinition, ModelSource, Placement
+from mirbad_protocol import ModelDefinition, ModelSource, Placement
+from mirbad_protocol.admin import ApiKeyRecord
 
 CREATED_AT = datetime(2026, 12, 6, 5, 17, 30, tzinfo=UTC)
 PASSPHRASE = "correct horse battery"

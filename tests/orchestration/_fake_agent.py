@@ -20,40 +20,39 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from mirbad_protocol import (
+from mirbad_protocol import GpuMemory, MemorySnapshot, ModelMetrics, WireModel
+from mirbad_protocol.agent import (
     AGENT_API_PREFIX,
     LOG_STREAM_MEDIA_TYPE,
     AgentErrorCode,
     AgentInfo,
     ContainerRuntimeInfo,
-    DownloadFile,
-    DownloadJob,
-    DownloadList,
     FolderEntry,
     FolderListing,
     GgufInfo,
     GgufInspectRequest,
     GpuList,
-    GpuMemory,
     HostGpuSample,
-    HuggingFaceDownload,
     LogEnd,
     LogLine,
     LogTail,
-    MemorySnapshot,
     ModelConfigInfo,
     ModelFile,
     ModelFileList,
     ModelFilesRequest,
-    ModelMetrics,
     ModelTelemetry,
-    OllamaDownload,
     RestartRequest,
     StartRequest,
     StatusList,
     TelemetrySnapshot,
-    WireModel,
     agent_error_body,
+)
+from mirbad_protocol.downloads import (
+    DownloadFile,
+    DownloadJob,
+    DownloadList,
+    HuggingFaceDownload,
+    OllamaDownload,
 )
 from mirbad_runtime import LaunchRejectedError, ModelNotFoundError
 from mirbad_runtime.testing import FakeDriver

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from tests._support.agent_fleet import master_identity, node_identity
 
-from mirbad_protocol import CertificateAuthority, TlsCredentials
+from mirbad_protocol.pki import CertificateAuthority, TlsCredentials
 
 
 @dataclass(frozen=True)

@@ -42,17 +42,9 @@ from mirbad_orchestration.fleet import (
     NodeRecord,
     PooledTransportBuilder,
 )
-from mirbad_protocol import (
-    AgentErrorCode,
-    ContainerLaunch,
-    GgufInfo,
-    GpuMemory,
-    ModelDefinition,
-    ModelMetrics,
-    ModelState,
-    TlsCredentials,
-    spki_pin,
-)
+from mirbad_protocol import ContainerLaunch, GpuMemory, ModelDefinition, ModelMetrics, ModelState
+from mirbad_protocol.agent import AgentErrorCode, GgufInfo
+from mirbad_protocol.pki import TlsCredentials, spki_pin
 from mirbad_router import UpstreamError, forward, lean_transport
 
 pytestmark = pytest.mark.anyio

@@ -32,7 +32,8 @@ from mirbad_orchestration.keys import (
     ApiKeyStore,
 )
 from mirbad_orchestration.testing import FakeClock
-from mirbad_protocol import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, InvalidFieldError, KeyUsage
+from mirbad_protocol import InvalidFieldError
+from mirbad_protocol.admin import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, KeyUsage
 
 pytestmark = pytest.mark.anyio
 

@@ -26,7 +26,8 @@ from mirbad_orchestration.exceptions import (
     BackupPassphraseTooShortError,
     BackupVersionError,
 )
-from mirbad_protocol import CertificateAuthority, PkiError
+from mirbad_protocol import PkiError
+from mirbad_protocol.pki import CertificateAuthority
 
 
 def _fixed_entropy(size: int) -> bytes:

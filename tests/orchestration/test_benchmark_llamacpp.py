@@ -22,7 +22,7 @@ from tests._support.real_parts import llama_server_path
 from tests._support.tiny_gguf import write_tiny_gguf
 
 from mirbad_orchestration.benchmarks import ChatEndpoint, ClassicSuite, measure_run, stream_chat
-from mirbad_protocol import BenchmarkSizes
+from mirbad_protocol.benchmarks import BenchmarkSizes
 
 pytestmark = [pytest.mark.llamacpp, pytest.mark.anyio, pytest.mark.timeout(120)]
 

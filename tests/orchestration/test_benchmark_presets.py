@@ -29,7 +29,7 @@ from mirbad_orchestration.benchmarks import (
     workload_preset,
 )
 from mirbad_orchestration.exceptions import RejectedMeasurementError, UnknownPresetError
-from mirbad_protocol import PresetSizes, SloGuards
+from mirbad_protocol.benchmarks import PresetSizes, SloGuards
 
 POSITIVE = st.floats(min_value=1e-3, max_value=1e6, allow_nan=False, allow_infinity=False)
 KEYS = ("a", "b", "c", "d")

@@ -32,7 +32,7 @@ from mirbad_orchestration.benchmarks import (
     score_run,
 )
 from mirbad_orchestration.exceptions import BenchmarkRequestError
-from mirbad_protocol import PresetSizes
+from mirbad_protocol.benchmarks import PresetSizes
 
 pytestmark = [pytest.mark.llamacpp, pytest.mark.anyio, pytest.mark.timeout(180)]
 

@@ -11,7 +11,7 @@ import pytest
 from mirbad_orchestration import UnknownModelError
 from mirbad_orchestration.benchmarks import BENCHMARKS_FOLDER_NAME, BenchmarkResults
 from mirbad_orchestration.stores import result_stamp
-from mirbad_protocol import BenchmarkResult
+from mirbad_protocol.benchmarks import BenchmarkResult
 
 pytestmark = pytest.mark.anyio
 

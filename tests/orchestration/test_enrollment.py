@@ -27,11 +27,9 @@ from mirbad_orchestration.exceptions import (
 )
 from mirbad_orchestration.fleet import ENROLLMENT_TOKENS_FILE, Enrollment, EnrollmentTokens
 from mirbad_orchestration.testing import FakeClock
-from mirbad_protocol import (
+from mirbad_protocol import CertificateRequestError, InvalidFieldError, PinMismatchError
+from mirbad_protocol.pki import (
     CertificateAuthority,
-    CertificateRequestError,
-    InvalidFieldError,
-    PinMismatchError,
     PrivateKey,
     SanPolicy,
     certificate_identity,

@@ -16,7 +16,8 @@ from mirbad_orchestration.fleet import (
     NodeRegistry,
 )
 from mirbad_orchestration.testing import FakeClock
-from mirbad_protocol import CertificateAuthority, InvalidFieldError, generate_private_key, spki_pin
+from mirbad_protocol import InvalidFieldError
+from mirbad_protocol.pki import CertificateAuthority, generate_private_key, spki_pin
 
 pytestmark = pytest.mark.anyio
 

@@ -30,7 +30,7 @@ from mirbad_orchestration.exceptions import (
 )
 from mirbad_orchestration.fleet import AgentClient
 from mirbad_orchestration.services import HostServiceManager, HostServicesStore, WhitelistedContainer
-from mirbad_protocol import WhitelistAdd, WhitelistUpdate
+from mirbad_protocol.hostd import WhitelistAdd, WhitelistUpdate
 from mirbad_runtime import ContainerServices, MemoryProbe
 
 pytestmark = pytest.mark.anyio

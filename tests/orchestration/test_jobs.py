@@ -38,7 +38,8 @@ from mirbad_orchestration.jobs import (
     estimate_seconds,
     paced_eta,
 )
-from mirbad_protocol import BenchmarkSizes, GpuMemory, ModelMetrics, ModelState, PresetSizes
+from mirbad_protocol import GpuMemory, ModelMetrics, ModelState
+from mirbad_protocol.benchmarks import BenchmarkSizes, PresetSizes
 
 pytestmark = pytest.mark.anyio
 

@@ -10,7 +10,7 @@ import pytest
 
 from mirbad_orchestration.exceptions import EnrollmentTokenUsedError, UnknownEnrollmentTokenError
 from mirbad_orchestration.fleet import ENROLLMENT_TOKENS_FILE, EnrollmentTokens
-from mirbad_protocol import (
+from mirbad_protocol.pki import (
     CertificateAuthority,
     JoinToken,
     PrivateKey,

@@ -16,7 +16,8 @@ from mirbad_orchestration.commandline import (
     llamacpp_kv_cache_bytes,
     llamacpp_kv_cells,
 )
-from mirbad_protocol import ExecutableRef, GgufInfo, InvalidFieldError, ModelDefinition
+from mirbad_protocol import ExecutableRef, InvalidFieldError, ModelDefinition
+from mirbad_protocol.agent import GgufInfo
 
 GIB = 1024**3
 # Shaped like Llama 3 8B: 32 layers, 4096 wide, 32 heads of 128, 8 KV heads, 128256 tokens.

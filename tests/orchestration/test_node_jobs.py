@@ -28,7 +28,8 @@ from mirbad_orchestration.jobs import (
     NodeModel,
     RunningJob,
 )
-from mirbad_protocol import GpuMemory, JobState, ModelMetrics, ModelState, WireModel
+from mirbad_protocol import GpuMemory, ModelMetrics, ModelState, WireModel
+from mirbad_protocol.benchmarks import JobState
 
 pytestmark = pytest.mark.anyio
 

@@ -14,14 +14,8 @@ from mirbad_orchestration import launch_spec_for
 from mirbad_orchestration.exceptions import NodeUnreachableError
 from mirbad_orchestration.fleet import NodeMonitor, NodeState, StatusCache
 from mirbad_orchestration.testing import FakeClock
-from mirbad_protocol import (
-    AgentErrorCode,
-    AgentInfo,
-    MemorySnapshot,
-    ModelDefinition,
-    ModelState,
-    ModelStatus,
-)
+from mirbad_protocol import MemorySnapshot, ModelDefinition, ModelState, ModelStatus
+from mirbad_protocol.agent import AgentErrorCode, AgentInfo
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,8 @@ from tests.orchestration._fleet import fleet_of
 
 from mirbad_orchestration.fleet import NodeMonitor, RemoteTelemetryCollector
 from mirbad_orchestration.testing import FakeClock
-from mirbad_protocol import HostGpuSample, ModelMetrics, ServiceGpuMemory
+from mirbad_protocol import ModelMetrics
+from mirbad_protocol.agent import HostGpuSample, ServiceGpuMemory
 
 pytestmark = pytest.mark.anyio
 

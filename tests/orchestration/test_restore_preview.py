@@ -16,7 +16,8 @@ from mirbad_orchestration.backups import (
     preview_restore,
 )
 from mirbad_orchestration.keys import ApiKeyImport, ApiKeyStore
-from mirbad_protocol import ApiKeyRecord, ModelSource
+from mirbad_protocol import ModelSource
+from mirbad_protocol.admin import ApiKeyRecord
 
 RAW = encode_backup(contents(), host="master-box", created_at=CREATED_AT, passphrase=PASSPHRASE)
 BACKUP = parse_backup(RAW)

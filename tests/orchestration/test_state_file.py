@@ -10,7 +10,8 @@ import pytest
 
 from mirbad_orchestration.exceptions import RegistryError, StateFileError
 from mirbad_orchestration.stores import StateFile, StoreAction
-from mirbad_protocol import BeforeReplace, WireModel
+from mirbad_protocol import WireModel
+from mirbad_protocol.support import BeforeReplace
 
 pytestmark = pytest.mark.anyio
 

@@ -32,15 +32,14 @@ from mirbad_orchestration.tuning import (
     tuning_id,
 )
 from mirbad_protocol import (
-    BenchmarkSizes,
     ContainerLaunch,
     ExecutableRef,
     ModelDefinition,
     ModelState,
     ModelStatus,
-    PresetSizes,
     ProcessLaunch,
 )
+from mirbad_protocol.benchmarks import BenchmarkSizes, PresetSizes
 from mirbad_router import UPSTREAM_KEEPALIVE_S
 from mirbad_runtime import (
     CatalogedExecutable,

@@ -46,16 +46,8 @@ from mirbad_orchestration.tuning import (
     plan_for,
     tuning_id,
 )
-from mirbad_protocol import (
-    BenchmarkSizes,
-    ContainerLaunch,
-    EmbeddingLevel,
-    EmbeddingsResult,
-    ModelDefinition,
-    ModelStatus,
-    PresetSizes,
-    ProcessLaunch,
-)
+from mirbad_protocol import ContainerLaunch, ModelDefinition, ModelStatus, ProcessLaunch
+from mirbad_protocol.benchmarks import BenchmarkSizes, EmbeddingLevel, EmbeddingsResult, PresetSizes
 
 # Only the Docker-tier tests take minutes; the mark orders the file, it skips nothing.
 pytestmark = [pytest.mark.long(minutes=3)]

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mirbad_orchestration.keys import find_api_key, secret_sha256
-from mirbad_protocol import ApiKeyRecord
+from mirbad_protocol.admin import ApiKeyRecord
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 

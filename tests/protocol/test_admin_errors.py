@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from syrupy.assertion import SnapshotAssertion
 
-from mirbad_protocol import AdminErrorBody, AdminErrorCode, admin_error_body
+from mirbad_protocol.admin import AdminErrorBody, AdminErrorCode, admin_error_body
 
 
 def test_every_code_has_its_status(snapshot_json: SnapshotAssertion) -> None:

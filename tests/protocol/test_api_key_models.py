@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from syrupy.assertion import SnapshotAssertion
 
-from mirbad_protocol import (
+from mirbad_protocol import InvalidFieldError
+from mirbad_protocol.admin import (
     API_KEY_NAME_MAX_LENGTH,
     MAX_ALLOWED_MODELS,
     MAX_KEY_RATE_LIMIT,
@@ -18,7 +19,6 @@ from mirbad_protocol import (
     ApiKeyCreated,
     ApiKeyInfo,
     ApiKeyRecord,
-    InvalidFieldError,
     KeyUsage,
 )
 

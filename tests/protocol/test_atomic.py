@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mirbad_protocol import remove_stale_temp_files, write_bytes_atomic, write_json_atomic
+from mirbad_protocol.support import remove_stale_temp_files, write_bytes_atomic, write_json_atomic
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="permission bits are POSIX")
 

@@ -10,12 +10,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from syrupy.assertion import SnapshotAssertion
 
-from mirbad_protocol import (
+from mirbad_protocol import InvalidFieldError
+from mirbad_protocol.hostd import (
     BackupMountRemoved,
     BackupMountStatus,
     BackupShare,
     BackupShareProbe,
-    InvalidFieldError,
     check_share_domain,
     check_share_password,
     check_share_path,

@@ -11,13 +11,13 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter
 from syrupy.assertion import SnapshotAssertion
 
-from mirbad_protocol import (
+from mirbad_protocol import InvalidFieldError
+from mirbad_protocol.downloads import (
     DownloadFile,
     DownloadJob,
     DownloadList,
     DownloadRequest,
     HuggingFaceDownload,
-    InvalidFieldError,
     OllamaDownload,
     check_download_id,
 )

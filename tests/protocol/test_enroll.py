@@ -10,14 +10,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mirbad_protocol import (
+from mirbad_protocol import InvalidFieldError
+from mirbad_protocol.pki import (
     JOIN_TOKEN_PREFIX,
     CertificateAuthority,
     EnrollErrorBody,
     EnrollErrorCode,
     EnrollRequest,
     EnrollResponse,
-    InvalidFieldError,
     JoinToken,
     enroll_error_body,
 )

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mirbad_protocol import ComputeApp, ComputeAppsFormatError, cgroup_owner, read_compute_apps
+from mirbad_protocol import ComputeAppsFormatError
+from mirbad_protocol.support import ComputeApp, cgroup_owner, read_compute_apps
 
 ID = "0123456789abcdef" * 4
 

@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from syrupy.assertion import SnapshotAssertion
 
-from mirbad_protocol import (
+from mirbad_protocol import InvalidFieldError
+from mirbad_protocol.hostd import (
     MAX_UNIT_NAME_LENGTH,
     DiscoveredService,
     DiscoveryError,
@@ -17,7 +18,6 @@ from mirbad_protocol import (
     HostdActionResult,
     HostdErrorCode,
     HostServiceStatus,
-    InvalidFieldError,
     ServiceList,
     WhitelistAdd,
     WhitelistEntry,

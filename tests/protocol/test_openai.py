@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from syrupy.assertion import SnapshotAssertion
 
-from mirbad_protocol import OpenAIErrorBody, openai_error
+from mirbad_protocol.openai import OpenAIErrorBody, openai_error
 
 
 def test_model_not_found_shape(snapshot_json: SnapshotAssertion) -> None:

@@ -21,17 +21,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mirbad_protocol import (
+    CertificateRequestError,
+    InsecureKeyFileError,
+    MirbadProtocolError,
+    PinMismatchError,
+    PkiError,
+)
+from mirbad_protocol.pki import (
     CA_CERTIFICATE_FILE,
     CA_KEY_FILE,
     DEFAULT_LEAF_VALIDITY,
     ENROLL_LISTENER_NAME,
     RESERVED_DNS_SUFFIX,
     CertificateAuthority,
-    CertificateRequestError,
-    InsecureKeyFileError,
-    MirbadProtocolError,
-    PinMismatchError,
-    PkiError,
     PrivateKey,
     SanPolicy,
     TlsCredentials,

@@ -9,12 +9,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from syrupy.assertion import SnapshotAssertion
 
-from mirbad_protocol import (
+from mirbad_protocol import InvalidFieldError
+from mirbad_protocol.releases import (
     AgentVersion,
     ImageInfo,
     ImagePull,
     ImagePullRequest,
-    InvalidFieldError,
     LayerProgress,
     LlamaServerBinary,
     NodeReleases,

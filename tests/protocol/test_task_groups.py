@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mirbad_protocol import MirbadError, single_errors
+from mirbad_protocol import MirbadError
+from mirbad_protocol.support import single_errors
 
 # A tree of exception groups: a leaf names the kind of exception, a list is a group of its children.
 Tree: TypeAlias = "str | list[Tree]"

@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 
 from mirbad_protocol import (
     USER_INPUT_LIMITS,
-    ApiKeyCreate,
     InvalidFieldError,
     ModelDefinition,
     Placement,
@@ -25,6 +24,7 @@ from mirbad_protocol import (
     is_image_reference,
     unknown_field_reason,
 )
+from mirbad_protocol.admin import ApiKeyCreate
 
 BASE: dict[str, Any] = {"id": "qwen", "servedName": "Qwen3-8B", "modelPath": "qwen/qwen3-8b"}
 

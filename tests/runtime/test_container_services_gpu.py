@@ -19,7 +19,7 @@ import pytest
 from tests._support.docker_image import RUN_LABEL
 from tests._support.hostd import FAKE_NVIDIA_SMI
 
-from mirbad_protocol import ContainerService
+from mirbad_protocol.agent import ContainerService
 from mirbad_runtime import ContainerServices, GpuProcessProbe, GpuProcessReading, NvidiaSmiProcessProbe
 from mirbad_runtime.exceptions import GpuProbeError
 

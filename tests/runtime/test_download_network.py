@@ -25,7 +25,7 @@ from tests._support.model_hub import (
 )
 from tests._support.polling import eventually
 
-from mirbad_protocol import DownloadJob, HuggingFaceDownload, OllamaDownload
+from mirbad_protocol.downloads import DownloadJob, HuggingFaceDownload, OllamaDownload
 from mirbad_runtime.downloads import (
     PARTIAL_SUFFIX,
     TEMP_PREFIX,

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from mirbad_protocol import HuggingFaceDownload, InvalidFieldError, check_download_folder
+from mirbad_protocol import InvalidFieldError
+from mirbad_protocol.downloads import HuggingFaceDownload, check_download_folder
 from mirbad_runtime.downloads import TEMP_PREFIX, check_file_path
 from mirbad_runtime.exceptions import DownloadRefusedError
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from tests._support.model_hub import CONFIG, REPO, Hold, Sources
 from tests._support.polling import eventually
 
-from mirbad_protocol import DownloadJob, HuggingFaceDownload
+from mirbad_protocol.downloads import DownloadJob, HuggingFaceDownload
 from mirbad_runtime.downloads import DownloadManager, SpaceGuard, unexpected_failure
 from mirbad_runtime.exceptions import InsufficientSpaceError, StateWriteError
 

@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests._support.hostd import FAKE_NVIDIA_SMI
 
-from mirbad_protocol import COMPUTE_APPS_QUERY_ARGS, ServiceGpuMemory
+from mirbad_protocol.agent import ServiceGpuMemory
+from mirbad_protocol.support import COMPUTE_APPS_QUERY_ARGS
 from mirbad_runtime import (
     GpuComputeProcess,
     GpuOwner,

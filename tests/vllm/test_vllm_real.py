@@ -34,7 +34,7 @@ from tests._support.vllm_image import MODEL_NAME, ensure_model
 from tests._support.vllm_up import TINY_PRESET, vllm_up
 
 from mirbad_orchestration.benchmarks import ChatEndpoint, measure_run
-from mirbad_protocol import BenchmarkSizes
+from mirbad_protocol.benchmarks import BenchmarkSizes
 from mirbad_runtime import MODEL_LABEL
 
 pytestmark = [

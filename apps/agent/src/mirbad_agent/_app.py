@@ -18,7 +18,8 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute, Mount
 
-from mirbad_protocol import AGENT_API_PREFIX, MirbadError, ModelState
+from mirbad_protocol import MirbadError, ModelState
+from mirbad_protocol.agent import AGENT_API_PREFIX
 
 from ._composition import AgentServices
 from ._downloads import download_routes

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
-from mirbad_protocol import ContainerRuntimeInfo, ExecutableRef, ProcessRuntimeInfo
+from mirbad_protocol import ExecutableRef
+from mirbad_protocol.agent import ContainerRuntimeInfo, ProcessRuntimeInfo
 from mirbad_runtime import (
     CatalogedExecutable,
     ContainerDriver,

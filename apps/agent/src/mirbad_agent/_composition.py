@@ -12,7 +12,8 @@ from typing import Self
 import anyio
 import httpx
 
-from mirbad_protocol import AgentInfo, FeatureFlag, GpuMemory
+from mirbad_protocol import GpuMemory
+from mirbad_protocol.agent import AgentInfo, FeatureFlag
 from mirbad_router import UPSTREAM_KEEPALIVE_S, create_upstream_client
 from mirbad_runtime import (
     AdmissionController,

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Final, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from mirbad_protocol import DEFAULT_AGENT_PORT
+from mirbad_protocol.agent import DEFAULT_AGENT_PORT
 from mirbad_runtime import DEFAULT_HOSTD_SOCKET
 
 from .exceptions import AgentConfigError

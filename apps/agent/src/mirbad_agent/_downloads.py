@@ -13,16 +13,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from mirbad_protocol import (
-    MAX_REQUEST_BODY_BYTES,
+from mirbad_protocol import InvalidFieldError
+from mirbad_protocol.agent import MAX_REQUEST_BODY_BYTES, AgentErrorCode
+from mirbad_protocol.downloads import (
     ROUTE_DOWNLOAD,
     ROUTE_DOWNLOAD_CANCEL,
     ROUTE_DOWNLOAD_RETRY,
     ROUTE_DOWNLOADS,
-    AgentErrorCode,
     DownloadList,
     HuggingFaceDownload,
-    InvalidFieldError,
     OllamaDownload,
     check_download_id,
 )

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import anyio
 
-from mirbad_protocol import IpAddress, TlsCredentials, certificate_identity, spki_pin
+from mirbad_protocol.pki import IpAddress, TlsCredentials, certificate_identity, spki_pin
 
 from ._config import default_state_dir
 from ._enroll_client import AGENT_TLS_STEM, EnrollFailedError, enroll_node

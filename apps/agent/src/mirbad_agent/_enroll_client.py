@@ -3,7 +3,7 @@
 The node first fetches the master's CA certificate over a TLS connection it cannot verify yet and
 compares the CA key's pin with the pin inside the join token; only when they match does it open a
 second connection that trusts that CA alone and requires the listener's certificate to carry
-:data:`~mirbad_protocol.ENROLL_LISTENER_NAME` (a name the CA never gives a node, so an enrolled node
+:data:`~mirbad_protocol.pki.ENROLL_LISTENER_NAME` (a name the CA never gives a node, so an enrolled node
 serving the enroll API at the master's address is refused), and send the token with its CSR. A wrong
 URL, an intercepted connection or an impostor node therefore never sees the token's secret. The
 private key is created here and never leaves the node.
@@ -24,17 +24,16 @@ import httpx
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 
-from mirbad_protocol import (
+from mirbad_protocol import InvalidFieldError, PkiError
+from mirbad_protocol.pki import (
     ENROLL_CA_PATH,
     ENROLL_LISTENER_NAME,
     ENROLL_PATH,
     EnrollErrorBody,
     EnrollRequest,
     EnrollResponse,
-    InvalidFieldError,
     IpAddress,
     JoinToken,
-    PkiError,
     PrivateKey,
     TlsCredentials,
     certificate_request_to_pem,

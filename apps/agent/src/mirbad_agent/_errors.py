@@ -9,7 +9,8 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from mirbad_protocol import AgentErrorCode, InvalidFieldError, MirbadError, agent_error_body
+from mirbad_protocol import InvalidFieldError, MirbadError
+from mirbad_protocol.agent import AgentErrorCode, agent_error_body
 from mirbad_router import RequestTooLargeError
 from mirbad_runtime import (
     GgufFormatError,

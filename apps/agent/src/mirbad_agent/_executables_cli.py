@@ -16,7 +16,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Final
 
-from mirbad_protocol import write_bytes_atomic
+from mirbad_protocol.support import write_bytes_atomic
 from mirbad_runtime import is_executable_name, sha256_of_file
 
 from ._config import (

@@ -19,7 +19,7 @@ from typing import Final
 
 import anyio.to_thread
 
-from mirbad_protocol import (
+from mirbad_protocol.agent import (
     MAX_MODEL_CONFIG_BYTES,
     AgentErrorCode,
     FolderEntry,
@@ -131,7 +131,7 @@ class ModelFolders:
 
         Raises:
             RequestRefusedError: the path is a file (``invalid_request``, field ``path``), or its
-                ``config.json`` is over :data:`~mirbad_protocol.MAX_MODEL_CONFIG_BYTES` or not a JSON
+                ``config.json`` is over :data:`~mirbad_protocol.agent.MAX_MODEL_CONFIG_BYTES` or not a JSON
                 object (``config_unreadable``).
             PathRefusedError: the path is refused or leads out of its root.
             PathNotFoundError: no root has the folder, or it has no ``config.json``.

@@ -20,30 +20,31 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from mirbad_protocol import (
+from mirbad_protocol import InvalidFieldError, WireModel
+from mirbad_protocol.agent import (
     CONTAINER_ACTIONS,
-    HOSTD_ACTIONS,
     ROUTE_HOST_CONTAINER_ACTION,
     ROUTE_HOST_CONTAINER_RESTART_POLICY,
     ROUTE_HOST_CONTAINERS,
+    AgentErrorCode,
+    ContainerAction,
+    RestartPolicy,
+    container_service_name,
+)
+from mirbad_protocol.hostd import (
+    HOSTD_ACTIONS,
     ROUTE_HOST_GPU_PROCESSES,
     ROUTE_HOST_SERVICE_ACTION,
     ROUTE_HOST_SERVICES,
     ROUTE_HOST_WHITELIST,
     ROUTE_HOST_WHITELIST_ENTRY,
-    AgentErrorCode,
-    ContainerAction,
     GpuProcess,
     HostdAction,
     HostdErrorBody,
     HostdErrorCode,
     HostdErrorDetail,
-    InvalidFieldError,
-    RestartPolicy,
     WhitelistAdd,
     WhitelistUpdate,
-    WireModel,
-    container_service_name,
     hostd_error_body,
 )
 from mirbad_runtime import ContainerServices, HostdClient

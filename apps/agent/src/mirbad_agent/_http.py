@@ -8,7 +8,8 @@ from typing import TypeVar
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from mirbad_protocol import MAX_REQUEST_BODY_BYTES, AgentErrorCode, WireModel
+from mirbad_protocol import WireModel
+from mirbad_protocol.agent import MAX_REQUEST_BODY_BYTES, AgentErrorCode
 from mirbad_router import read_body
 
 from .exceptions import RequestRefusedError
@@ -30,7 +31,7 @@ async def read_wire(request: Request, model: type[_M]) -> _M:
 
     Raises:
         RequestRefusedError: no body (400).
-        RequestTooLargeError: a body over :data:`~mirbad_protocol.MAX_REQUEST_BODY_BYTES` (413).
+        RequestTooLargeError: a body over :data:`~mirbad_protocol.agent.MAX_REQUEST_BODY_BYTES` (413).
         InvalidFieldError: the body is not valid JSON or breaks the model (400, naming the field).
     """
     body = await read_body(request, limit=MAX_REQUEST_BODY_BYTES)

@@ -10,14 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from mirbad_protocol import (
-    AgentErrorCode,
-    ContainerLaunch,
-    GpuSelection,
-    ModelState,
-    ModelStatus,
-    ProcessLaunch,
-)
+from mirbad_protocol import ContainerLaunch, GpuSelection, ModelState, ModelStatus, ProcessLaunch
+from mirbad_protocol.agent import AgentErrorCode
 from mirbad_runtime import AdmissionController, AdmissionRequest, ModelBudget, RuntimeDriver, TelemetryRing
 from mirbad_runtime.exceptions import StateWriteError
 

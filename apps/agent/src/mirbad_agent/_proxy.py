@@ -19,7 +19,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from mirbad_protocol import MAX_PROXY_BODY_BYTES, ROUTE_PROXY, AgentErrorCode, MirbadError
+from mirbad_protocol import MirbadError
+from mirbad_protocol.agent import MAX_PROXY_BODY_BYTES, ROUTE_PROXY, AgentErrorCode
 from mirbad_router import (
     RequestTooLargeError,
     UpstreamError,

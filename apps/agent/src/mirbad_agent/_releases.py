@@ -17,18 +17,17 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from mirbad_protocol import (
-    MAX_REQUEST_BODY_BYTES,
+from mirbad_protocol import InvalidFieldError
+from mirbad_protocol.agent import MAX_REQUEST_BODY_BYTES, AgentErrorCode
+from mirbad_protocol.releases import (
     ROUTE_IMAGE_PULL,
     ROUTE_IMAGE_PULL_CANCEL,
     ROUTE_IMAGE_PULLS,
     ROUTE_IMAGES,
     ROUTE_LLAMA_SERVER_BUILDS,
-    AgentErrorCode,
     ImageList,
     ImagePullList,
     ImagePullRequest,
-    InvalidFieldError,
     LlamaServerBinary,
     LlamaServerBuildList,
 )

@@ -10,7 +10,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from mirbad_protocol import (
+from mirbad_protocol import ContainerLaunch, MirbadError, ProcessLaunch
+from mirbad_protocol.agent import (
     LOG_STREAM_MEDIA_TYPE,
     ROUTE_MODEL,
     ROUTE_MODEL_LOGS,
@@ -20,12 +21,9 @@ from mirbad_protocol import (
     ROUTE_MODELS,
     ROUTE_RUNTIMES,
     AgentErrorCode,
-    ContainerLaunch,
     LogEnd,
     LogLine,
     LogTail,
-    MirbadError,
-    ProcessLaunch,
     RestartRequest,
     StartRequest,
     StatusList,

@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from mirbad_protocol import (
+from mirbad_protocol.agent import (
     ROUTE_FOLDERS,
     ROUTE_GGUF_INSPECT,
     ROUTE_GPUS,

@@ -13,16 +13,9 @@ from dataclasses import dataclass
 
 import anyio
 
-from mirbad_protocol import (
-    ContainerLaunch,
-    ContainerRuntimeInfo,
-    FeatureFlag,
-    ModelState,
-    ModelStatus,
-    ProcessLaunch,
-    ProcessRuntimeInfo,
-    single_errors,
-)
+from mirbad_protocol import ContainerLaunch, ModelState, ModelStatus, ProcessLaunch
+from mirbad_protocol.agent import ContainerRuntimeInfo, FeatureFlag, ProcessRuntimeInfo
+from mirbad_protocol.support import single_errors
 from mirbad_runtime import (
     ExecutableCatalog,
     GpuOwner,

@@ -3,7 +3,7 @@
 A host other than a terminal (the Windows service, :mod:`mirbad_agent._windows_service`) passes its own
 stop request instead of the signals, and hears when the agent is listening.
 
-The TLS context comes from :meth:`mirbad_protocol.TlsCredentials.server_context`: TLS 1.2 or newer, a
+The TLS context comes from :meth:`mirbad_protocol.pki.TlsCredentials.server_context`: TLS 1.2 or newer, a
 client certificate required and verified against the fleet CA alone (never the system store). Only the
 master's certificate carries the clientAuth purpose, so no other certificate of the fleet, a node's
 included, opens the agent.
@@ -21,7 +21,9 @@ import anyio
 import uvicorn
 from starlette.types import ASGIApp
 
-from mirbad_protocol import AGENT_IDLE_TIMEOUT_S, PkiError, TlsCredentials
+from mirbad_protocol import PkiError
+from mirbad_protocol.agent import AGENT_IDLE_TIMEOUT_S
+from mirbad_protocol.pki import TlsCredentials
 from mirbad_router import (
     ACCEPT_BURST,
     ConnectionLimits,

@@ -23,14 +23,8 @@ import anyio
 import anyio.to_thread
 import httpx
 
-from mirbad_protocol import (
-    GPU_MEMORY_FROM_BUDGET,
-    HostGpuSample,
-    MirbadError,
-    ModelState,
-    ModelStatus,
-    ServiceGpuMemory,
-)
+from mirbad_protocol import MirbadError, ModelState, ModelStatus
+from mirbad_protocol.agent import GPU_MEMORY_FROM_BUDGET, HostGpuSample, ServiceGpuMemory
 from mirbad_runtime import (
     GpuOwner,
     GpuProcessProbe,

@@ -31,7 +31,8 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
-from mirbad_protocol import MirbadError, TlsCredentials
+from mirbad_protocol import MirbadError
+from mirbad_protocol.pki import TlsCredentials
 from mirbad_router import run_event_loop
 
 from ._config import AgentSettings

@@ -14,7 +14,8 @@ The tree of its exceptions, each under its first base here (one with more bases 
 
 from __future__ import annotations
 
-from mirbad_protocol import AgentErrorCode, MirbadError
+from mirbad_protocol import MirbadError
+from mirbad_protocol.agent import AgentErrorCode
 
 __all__ = [
     "AgentConfigError",
@@ -39,7 +40,7 @@ class RequestRefusedError(MirbadAgentError):
     """A request the agent refuses with one of the contract's error codes.
 
     Attributes:
-        code: the :class:`~mirbad_protocol.AgentErrorCode` (it decides the HTTP status).
+        code: the :class:`~mirbad_protocol.agent.AgentErrorCode` (it decides the HTTP status).
         message: what went wrong.
         field: the body field or query parameter at fault, when there is one.
     """

@@ -10,13 +10,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from mirbad_protocol import (
+from mirbad_protocol import InvalidFieldError, MirbadError
+from mirbad_protocol.hostd import (
     HOSTD_ACTIONS,
     BackupShare,
     HostdAction,
     HostdErrorCode,
-    InvalidFieldError,
-    MirbadError,
     WhitelistAdd,
     WhitelistUpdate,
 )

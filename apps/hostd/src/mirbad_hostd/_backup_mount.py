@@ -20,16 +20,15 @@ from pathlib import Path, PurePosixPath
 
 import anyio
 
-from mirbad_protocol import (
+from mirbad_protocol import InvalidFieldError
+from mirbad_protocol.hostd import (
     BackupMountRemoved,
     BackupMountStatus,
     BackupShare,
     BackupShareProbe,
     BackupShareSettings,
-    InvalidFieldError,
-    write_bytes_atomic,
-    write_json_atomic,
 )
+from mirbad_protocol.support import write_bytes_atomic, write_json_atomic
 
 from ._mount_render import (
     MANAGED_MARKER,

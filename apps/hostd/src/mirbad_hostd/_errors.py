@@ -8,7 +8,8 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from mirbad_protocol import HostdErrorCode, InvalidFieldError, hostd_error_body
+from mirbad_protocol import InvalidFieldError
+from mirbad_protocol.hostd import HostdErrorCode, hostd_error_body
 
 from .exceptions import (
     ActionFailedError,

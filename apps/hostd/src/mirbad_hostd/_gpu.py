@@ -16,13 +16,8 @@ from typing import Final
 
 import anyio
 
-from mirbad_protocol import (
-    COMPUTE_APPS_QUERY_ARGS,
-    CgroupOwner,
-    ComputeAppsFormatError,
-    cgroup_owner,
-    read_compute_apps,
-)
+from mirbad_protocol import ComputeAppsFormatError
+from mirbad_protocol.support import COMPUTE_APPS_QUERY_ARGS, CgroupOwner, cgroup_owner, read_compute_apps
 
 from .exceptions import GpuQueryError
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 from typing import Final
 
-from mirbad_protocol import BackupShare, BackupShareSettings
+from mirbad_protocol.hostd import BackupShare, BackupShareSettings
 
 __all__ = [
     "MANAGED_MARKER",

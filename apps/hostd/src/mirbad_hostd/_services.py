@@ -12,14 +12,14 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import Final
 
-from mirbad_protocol import (
+from mirbad_protocol import InvalidFieldError
+from mirbad_protocol.hostd import (
     DiscoveredService,
     DiscoveryError,
     GpuProcess,
     HostdAction,
     HostdActionResult,
     HostServiceStatus,
-    InvalidFieldError,
     ServiceList,
     WhitelistAdd,
     WhitelistEntry,

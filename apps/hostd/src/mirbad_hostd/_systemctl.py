@@ -16,7 +16,7 @@ from typing import Final
 
 import anyio
 
-from mirbad_protocol import HostdAction, ServiceScope
+from mirbad_protocol.hostd import HostdAction, ServiceScope
 
 from ._deny import DenyList
 from .exceptions import ActionFailedError, SystemctlError

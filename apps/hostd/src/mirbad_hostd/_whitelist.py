@@ -18,7 +18,9 @@ from typing import Any
 
 import anyio
 
-from mirbad_protocol import InvalidFieldError, WhitelistEntry, service_name, unit_name, write_json_atomic
+from mirbad_protocol import InvalidFieldError
+from mirbad_protocol.hostd import WhitelistEntry, service_name, unit_name
+from mirbad_protocol.support import write_json_atomic
 
 from ._deny import DenyList, template_of
 from ._trusted_files import check_trusted, read_trusted_json

@@ -30,7 +30,7 @@ from typing import Final
 
 import anyio.to_thread
 
-from mirbad_protocol import write_json_atomic
+from mirbad_protocol.support import write_json_atomic
 
 from ._sign_in_throttle import SignInThrottle
 from .exceptions import NotSignedInError, TooManyAttemptsError, WrongPasswordError

@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse
 from starlette.routing import Mount, compile_path
 from starlette.types import Receive, Scope, Send
 
-from mirbad_protocol import AdminErrorCode
+from mirbad_protocol.admin import AdminErrorCode
 
 from ._admin_auth import AdminAuth
 from ._api_errors import error_response

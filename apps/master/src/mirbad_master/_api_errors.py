@@ -50,15 +50,8 @@ from mirbad_orchestration import (
     UnknownPresetError,
     UnknownTuningStepError,
 )
-from mirbad_protocol import (
-    AdminError,
-    AdminErrorBody,
-    AdminErrorCode,
-    InvalidFieldError,
-    MirbadError,
-    WireModel,
-    admin_error_body,
-)
+from mirbad_protocol import InvalidFieldError, MirbadError, WireModel
+from mirbad_protocol.admin import AdminError, AdminErrorBody, AdminErrorCode, admin_error_body
 
 from .exceptions import (
     ApiError,

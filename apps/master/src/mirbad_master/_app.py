@@ -23,7 +23,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from starlette.routing import Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from mirbad_protocol import AdminErrorBody
+from mirbad_protocol.admin import AdminErrorBody
 from mirbad_router import create_router_app
 
 from ._admin_auth import AdminAuth

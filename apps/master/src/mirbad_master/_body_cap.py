@@ -15,7 +15,7 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from mirbad_protocol import AdminErrorCode
+from mirbad_protocol.admin import AdminErrorCode
 
 from ._api_errors import error_response
 

@@ -43,15 +43,9 @@ from mirbad_orchestration.tuning import (
     TuningJobs,
     TuningResults,
 )
-from mirbad_protocol import (
-    BenchmarkSizes,
-    CertificateAuthority,
-    MirbadError,
-    ModelDefinition,
-    ModelState,
-    ModelStatus,
-    PresetSizes,
-)
+from mirbad_protocol import MirbadError, ModelDefinition, ModelState, ModelStatus
+from mirbad_protocol.benchmarks import BenchmarkSizes, PresetSizes
+from mirbad_protocol.pki import CertificateAuthority
 
 from ._job_host import MasterJobHost
 from ._llama_server_build import LlamaServerBuild, refuse_llamacpp_start

@@ -5,7 +5,7 @@ master, and it asks the client for no certificate: a joining node has none yet, 
 what authenticates it. The node checks the CA's pin against its join token before it sends the token
 (see :mod:`mirbad_protocol`'s enrollment contract), so serving the CA certificate unauthenticated is
 safe: a certificate is public, and a forged one would not match the pin. Its certificate carries
-:data:`~mirbad_protocol.ENROLL_LISTENER_NAME`, the name the node then requires before it sends the
+:data:`~mirbad_protocol.pki.ENROLL_LISTENER_NAME`, the name the node then requires before it sends the
 token, and one no node certificate can carry: an enrolled node serving this API is refused.
 """
 
@@ -34,18 +34,17 @@ from mirbad_orchestration import (
     UnknownEnrollmentTokenError,
 )
 from mirbad_orchestration.fleet import EnrollmentTokens
-from mirbad_protocol import (
+from mirbad_protocol import CertificateRequestError, InvalidFieldError
+from mirbad_protocol.pki import (
     DEFAULT_LEAF_VALIDITY,
     ENROLL_CA_MEDIA_TYPE,
     ENROLL_CA_PATH,
     ENROLL_LISTENER_NAME,
     ENROLL_PATH,
     CertificateAuthority,
-    CertificateRequestError,
     EnrollErrorCode,
     EnrollRequest,
     EnrollResponse,
-    InvalidFieldError,
     IpAddress,
     SanPolicy,
     TlsCredentials,
@@ -164,7 +163,7 @@ def issue_enroll_server_credentials(
 ) -> TlsCredentials:
     """Create a key and have the fleet CA certify it as the master's TLS server identity.
 
-    The certificate carries :data:`~mirbad_protocol.ENROLL_LISTENER_NAME`, which a joining node
+    The certificate carries :data:`~mirbad_protocol.pki.ENROLL_LISTENER_NAME`, which a joining node
     requires and no node certificate can carry.
 
     Args:

@@ -41,7 +41,8 @@ import anyio
 from anyio.abc import TaskGroup
 
 from mirbad_orchestration.fleet import LOCAL_NODE_ID, AgentClients, NodeRecord
-from mirbad_protocol import BenchmarkSizes, InvalidFieldError, ModelStatus, PresetSizes, WireModel
+from mirbad_protocol import InvalidFieldError, ModelStatus, WireModel
+from mirbad_protocol.benchmarks import BenchmarkSizes, PresetSizes
 from mirbad_router import ConnectionLimits, default_max_connections, lean_transport
 
 from ._admin_auth import AdminAuth

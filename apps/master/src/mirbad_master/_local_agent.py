@@ -28,7 +28,9 @@ import anyio
 from anyio.abc import Process
 
 from mirbad_orchestration.fleet import LOCAL_NODE_ID
-from mirbad_protocol import MirbadError, certificates_from_pem, spki_pin, write_json_atomic
+from mirbad_protocol import MirbadError
+from mirbad_protocol.pki import certificates_from_pem, spki_pin
+from mirbad_protocol.support import write_json_atomic
 
 from ._llama_server_build import LLAMA_SERVER_BUILD_ENV
 from ._settings import MasterSettings

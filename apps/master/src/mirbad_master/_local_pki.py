@@ -18,10 +18,10 @@ from typing import Final
 
 from cryptography.exceptions import InvalidSignature
 
-from mirbad_protocol import (
+from mirbad_protocol import PkiError
+from mirbad_protocol.pki import (
     CertificateAuthority,
     IpAddress,
-    PkiError,
     SanPolicy,
     TlsCredentials,
     generate_private_key,

@@ -27,7 +27,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from mirbad_protocol import KeyUsage, ModelState
+from mirbad_protocol import ModelState
+from mirbad_protocol.admin import KeyUsage
 
 from ._composition import MasterServices
 from ._views import StatusReport, status_report

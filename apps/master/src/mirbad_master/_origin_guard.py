@@ -24,7 +24,7 @@ from typing import Final
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from mirbad_protocol import AdminErrorCode
+from mirbad_protocol.admin import AdminErrorCode
 
 from ._admin_auth import SESSION_COOKIE
 from ._api_errors import error_response

@@ -12,17 +12,8 @@ from typing import Any
 
 from mirbad_orchestration.commandline import DEFAULT_TOTAL_GIB, changed_settings
 from mirbad_orchestration.fleet import NodeRecord, NodeState, launch_total_gib, model_status
-from mirbad_protocol import (
-    MaintenanceView,
-    ModelDefinition,
-    ModelState,
-    ModelStatus,
-    ModelView,
-    NodeSummary,
-    SettingChangeView,
-    StatusReport,
-    WireModel,
-)
+from mirbad_protocol import ModelDefinition, ModelState, ModelStatus, WireModel
+from mirbad_protocol.admin import MaintenanceView, ModelView, NodeSummary, SettingChangeView, StatusReport
 
 from ._composition import MasterServices
 

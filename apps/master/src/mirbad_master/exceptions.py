@@ -26,7 +26,8 @@ trees and are mapped there too).
 from __future__ import annotations
 
 from mirbad_orchestration import NodeConflictError, NodeNotReadyToStartError
-from mirbad_protocol import AdminErrorCode, InvalidFieldError, MirbadError
+from mirbad_protocol import InvalidFieldError, MirbadError
+from mirbad_protocol.admin import AdminErrorCode
 
 __all__ = [
     "ApiError",

@@ -7,7 +7,7 @@ nothing of the master but its URL and the administrator password. It is not on a
 install it from a clone, ``python3 -m pip install ./libs/mirbad-protocol ./libs/mirbad-client``.
 """
 
-from mirbad_protocol import (
+from mirbad_protocol.admin import (
     EnrollmentTokenIssued,
     MaintenanceView,
     ModelView,

@@ -15,30 +15,21 @@ from typing import Self, TypeVar
 import anyio
 import httpx
 
-from mirbad_protocol import (
+from mirbad_protocol import ModelDefinition
+from mirbad_protocol.admin import (
     ApiKeyCreate,
     ApiKeyCreated,
     ApiKeyInfo,
-    BenchmarkJobView,
-    BenchmarkList,
-    DownloadJob,
     EnrollmentTokenIssued,
-    HuggingFaceDownload,
-    ImagePull,
     KeyUsage,
-    ModelDefinition,
     ModelView,
-    NodeReleases,
     NodeSummary,
-    OllamaDownload,
-    ReleasesView,
     StatusReport,
-    TuningGoal,
-    TuningJobView,
-    TuningList,
-    TuningRequest,
-    TuningSearch,
 )
+from mirbad_protocol.benchmarks import BenchmarkJobView, BenchmarkList
+from mirbad_protocol.downloads import DownloadJob, HuggingFaceDownload, OllamaDownload
+from mirbad_protocol.releases import ImagePull, NodeReleases, ReleasesView
+from mirbad_protocol.tuning import TuningGoal, TuningJobView, TuningList, TuningRequest, TuningSearch
 
 from . import _calls as calls
 from ._calls import (

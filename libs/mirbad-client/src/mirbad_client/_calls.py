@@ -16,32 +16,21 @@ from urllib.parse import quote
 
 import httpx
 
-from mirbad_protocol import (
+from mirbad_protocol import ModelDefinition, WireModel
+from mirbad_protocol.admin import (
     ApiKeyCreate,
     ApiKeyCreated,
     ApiKeyInfo,
-    BenchmarkJobList,
-    BenchmarkJobView,
-    BenchmarkList,
-    DownloadJob,
-    DownloadList,
     EnrollmentTokenIssued,
-    HuggingFaceDownload,
-    ImagePull,
     KeyUsage,
-    ModelDefinition,
     ModelView,
-    NodeReleases,
     NodeSummary,
-    OllamaDownload,
-    ReleasesView,
     StatusReport,
-    TuningJobList,
-    TuningJobView,
-    TuningList,
-    TuningRequest,
-    WireModel,
 )
+from mirbad_protocol.benchmarks import BenchmarkJobList, BenchmarkJobView, BenchmarkList
+from mirbad_protocol.downloads import DownloadJob, DownloadList, HuggingFaceDownload, OllamaDownload
+from mirbad_protocol.releases import ImagePull, NodeReleases, ReleasesView
+from mirbad_protocol.tuning import TuningJobList, TuningJobView, TuningList, TuningRequest
 
 from ._errors import admin_error, read_refusal
 from .exceptions import AdminApiError

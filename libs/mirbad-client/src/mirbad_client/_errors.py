@@ -1,7 +1,7 @@
 """How the client turns the admin API's refusals into :mod:`mirbad_client.exceptions`, in one place.
 
-The master answers every refusal with mirbad_protocol's :class:`~mirbad_protocol.AdminErrorBody`: a
-code of :class:`~mirbad_protocol.AdminErrorCode` and the ids it is about in fields of their own
+The master answers every refusal with mirbad_protocol's :class:`~mirbad_protocol.admin.AdminErrorBody`: a
+code of :class:`~mirbad_protocol.admin.AdminErrorCode` and the ids it is about in fields of their own
 (``nodeId``, ``modelId``, ``field`` ...). :data:`EXCEPTION_BY_CODE` is the one table from code to
 exception class (documented in :mod:`mirbad_client.exceptions`); the ids come from the fields, never
 from the message. A code this client does not know (a newer master's) is an
@@ -17,7 +17,7 @@ from typing import Final
 import httpx
 from pydantic import ValidationError
 
-from mirbad_protocol import AdminError, AdminErrorBody, AdminErrorCode
+from mirbad_protocol.admin import AdminError, AdminErrorBody, AdminErrorCode
 
 from .exceptions import (
     AdminApiError,

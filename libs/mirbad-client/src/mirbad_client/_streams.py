@@ -8,7 +8,8 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncGenerator, AsyncIterable, Iterable, Iterator
 
-from mirbad_protocol import ModelState, ModelView
+from mirbad_protocol import ModelState
+from mirbad_protocol.admin import ModelView
 
 from ._errors import stream_error
 from .exceptions import ModelFailedError

@@ -26,7 +26,7 @@ The tree of its exceptions, each under its first base here (one with more bases 
 
 Every refusal is an :class:`AdminApiError` (its HTTP status, code, message and the ids it names), so
 ``except AdminApiError`` catches them all; its subclasses say what happened. Which class each code of
-:class:`mirbad_protocol.AdminErrorCode` becomes:
+:class:`mirbad_protocol.admin.AdminErrorCode` becomes:
 
 =====================  =====  ==================================================
 code                   HTTP   raised as

@@ -120,7 +120,7 @@ ROUTE_GPUS: Final = "/node/gpus"
 ROUTE_TELEMETRY: Final = "/telemetry"
 """GET ``?model=ID&since=ISO&limit=N``: :class:`TelemetrySnapshot` from the agent's telemetry ring."""
 ROUTE_GGUF_INSPECT: Final = "/gguf/inspect"
-"""POST :class:`GgufInspectRequest`: the file's :class:`~mirbad_protocol.GgufInfo`."""
+"""POST :class:`GgufInspectRequest`: the file's :class:`~mirbad_protocol.agent.GgufInfo`."""
 ROUTE_FOLDERS: Final = "/folders"
 """GET ``?root=I&path=REL``: :class:`FolderListing` of a folder under a model root."""
 ROUTE_MODEL_FILES: Final = "/model-files"
@@ -268,9 +268,9 @@ class FeatureFlag(StrEnum):
     MODEL_FILES = "model-files.check"
     """:data:`ROUTE_MODEL_FILES`: whether a model's files are on the node, asked before it is started."""
     LLAMA_SERVER_BUILDS = "releases.llama-server"
-    """:data:`~mirbad_protocol.ROUTE_LLAMA_SERVER_BUILDS`: the catalogued llama-servers and their versions."""
+    """:data:`~mirbad_protocol.releases.ROUTE_LLAMA_SERVER_BUILDS`: the catalogued llama-servers."""
     IMAGES_PULL = "images.pull"
-    """:data:`~mirbad_protocol.ROUTE_IMAGES` and the image pull jobs (a node with Docker)."""
+    """:data:`~mirbad_protocol.releases.ROUTE_IMAGES` and the image pull jobs (a node with Docker)."""
 
 
 class AgentError(WireModel):

@@ -1,8 +1,23 @@
-"""mirbad_protocol.hostd: the agent-hostd contract: hostd's routes, whitelist and service models, errors.
+"""mirbad_protocol.hostd: the agent-hostd contract: routes, whitelist, service models, backup share, errors.
 
 Only the node agent talks to hostd; the master sees these shapes through the agent's ``/host`` routes.
 """
 
+from ._backup_mount import (
+    BACKUP_SHARE_KINDS,
+    BackupMountRemoved,
+    BackupMountStatus,
+    BackupShare,
+    BackupShareKind,
+    BackupShareProbe,
+    BackupShareSettings,
+    check_share_domain,
+    check_share_password,
+    check_share_path,
+    check_share_server,
+    check_share_user,
+    check_share_version,
+)
 from ._hostd import (
     HOSTD_ACTIONS,
     MAX_UNIT_NAME_LENGTH,
@@ -31,6 +46,7 @@ from ._hostd import (
 )
 
 __all__ = [
+    "BACKUP_SHARE_KINDS",
     "HOSTD_ACTIONS",
     "MAX_UNIT_NAME_LENGTH",
     "ROUTE_HOST_GPU_PROCESSES",
@@ -38,6 +54,12 @@ __all__ = [
     "ROUTE_HOST_SERVICE_ACTION",
     "ROUTE_HOST_WHITELIST",
     "ROUTE_HOST_WHITELIST_ENTRY",
+    "BackupMountRemoved",
+    "BackupMountStatus",
+    "BackupShare",
+    "BackupShareKind",
+    "BackupShareProbe",
+    "BackupShareSettings",
     "DiscoveredService",
     "DiscoveryError",
     "GpuProcess",
@@ -52,6 +74,12 @@ __all__ = [
     "WhitelistAdd",
     "WhitelistEntry",
     "WhitelistUpdate",
+    "check_share_domain",
+    "check_share_password",
+    "check_share_path",
+    "check_share_server",
+    "check_share_user",
+    "check_share_version",
     "hostd_error_body",
     "service_name",
     "unit_name",

@@ -14,7 +14,8 @@ from urllib.parse import urlsplit
 
 from starlette.responses import JSONResponse
 
-from mirbad_protocol import ModelState, openai_error
+from mirbad_protocol import ModelState
+from mirbad_protocol.openai import openai_error
 
 from ._limits import LimitExceeded
 from .exceptions import UnsafeProxyPathError, UpstreamConnectError, UpstreamError, UpstreamTimeoutError

@@ -15,7 +15,8 @@ import httpx
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from mirbad_protocol import openai_error, single_errors
+from mirbad_protocol.openai import openai_error
+from mirbad_protocol.support import single_errors
 
 from ._headers import response_headers
 from .exceptions import UpstreamError

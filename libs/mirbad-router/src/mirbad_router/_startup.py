@@ -6,7 +6,8 @@ import anyio
 from starlette.responses import Response
 from starlette.types import Receive
 
-from mirbad_protocol import MirbadError, ModelState, single_errors
+from mirbad_protocol import MirbadError, ModelState
+from mirbad_protocol.support import single_errors
 
 from . import _errors as errors
 from ._contracts import ModelResolver, Resolution

@@ -10,14 +10,8 @@ import anyio
 import anyio.to_thread
 import httpx
 
-from mirbad_protocol import (
-    ContainerLaunch,
-    ModelState,
-    ModelStatus,
-    ProcessLaunch,
-    RuntimeKind,
-    single_errors,
-)
+from mirbad_protocol import ContainerLaunch, ModelState, ModelStatus, ProcessLaunch, RuntimeKind
+from mirbad_protocol.support import single_errors
 
 from ._container_spec import (
     CONTAINER_PORT,

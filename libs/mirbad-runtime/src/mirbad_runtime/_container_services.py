@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
-from mirbad_protocol import (
+from mirbad_protocol.agent import (
     DOWNLOAD_LABEL,
     MIRBAD_CONTAINER_NAME,
     ContainerAction,
@@ -26,8 +26,8 @@ from mirbad_protocol import (
     ContainerServiceList,
     RestartPolicy,
     RestartPolicyName,
-    single_errors,
 )
+from mirbad_protocol.support import single_errors
 
 from ._container_spec import MODEL_LABEL
 from ._docker_calls import read_stats

@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Final
 
-from mirbad_protocol import write_bytes_atomic
+from mirbad_protocol.support import write_bytes_atomic
 
 from ._instance_keys import _FolderKeyProtector
 from .exceptions import DpapiError, InstanceKeyError

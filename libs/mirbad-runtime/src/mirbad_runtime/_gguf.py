@@ -18,7 +18,7 @@ from typing import BinaryIO, Final
 import anyio.to_thread
 from pydantic import ValidationError
 
-from mirbad_protocol import GgufInfo
+from mirbad_protocol.agent import GgufInfo
 
 from .exceptions import GgufFormatError
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from mirbad_protocol import ServiceGpuMemory
+from mirbad_protocol.agent import ServiceGpuMemory
 
 from ._gpu_processes import GpuComputeProcess
 from ._memory_usage import PROC_ROOT

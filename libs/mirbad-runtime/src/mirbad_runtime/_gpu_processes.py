@@ -19,12 +19,8 @@ from typing import Final, Literal
 
 import anyio
 
-from mirbad_protocol import (
-    COMPUTE_APPS_QUERY_ARGS,
-    ComputeAppsFormatError,
-    cgroup_owner,
-    read_compute_apps,
-)
+from mirbad_protocol import ComputeAppsFormatError
+from mirbad_protocol.support import COMPUTE_APPS_QUERY_ARGS, cgroup_owner, read_compute_apps
 
 from ._hostd_client import HostdClient
 from ._memory_usage import PROC_ROOT

@@ -17,7 +17,7 @@ import anyio
 import httpx
 from pydantic import TypeAdapter, ValidationError
 
-from mirbad_protocol import (
+from mirbad_protocol.hostd import (
     GpuProcess,
     HostdAction,
     HostdActionResult,

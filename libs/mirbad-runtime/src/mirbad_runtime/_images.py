@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
-from mirbad_protocol import ImageInfo, ImagePull, ImagePullState, split_image_reference
+from mirbad_protocol.releases import ImageInfo, ImagePull, ImagePullState, split_image_reference
 
 from ._container_spec import MODEL_LABEL
 from ._docker_gateway import DockerGateway

@@ -19,7 +19,8 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Final
 
-from mirbad_protocol import MODEL_ID_PATTERN, write_bytes_atomic
+from mirbad_protocol import MODEL_ID_PATTERN
+from mirbad_protocol.support import write_bytes_atomic
 
 from .exceptions import InstanceKeyError
 

@@ -27,14 +27,8 @@ import anyio
 import anyio.to_thread
 import httpx
 
-from mirbad_protocol import (
-    ContainerLaunch,
-    ModelState,
-    ModelStatus,
-    ProcessLaunch,
-    RuntimeKind,
-    single_errors,
-)
+from mirbad_protocol import ContainerLaunch, ModelState, ModelStatus, ProcessLaunch, RuntimeKind
+from mirbad_protocol.support import single_errors
 
 from ._driver import RuntimeDriver
 from ._executables import ExecutableCatalog

@@ -21,15 +21,8 @@ import anyio
 import anyio.to_thread
 from pydantic import Field, ValidationError
 
-from mirbad_protocol import (
-    MODEL_ID_PATTERN,
-    ExecutableRef,
-    ProcessLaunch,
-    RuntimeKind,
-    WireModel,
-    remove_stale_temp_files,
-    write_json_atomic,
-)
+from mirbad_protocol import MODEL_ID_PATTERN, ExecutableRef, ProcessLaunch, RuntimeKind, WireModel
+from mirbad_protocol.support import remove_stale_temp_files, write_json_atomic
 
 from ._process_host import ProcessIdentity
 from .exceptions import StateWriteError

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from mirbad_protocol import LayerProgress
+from mirbad_protocol.releases import LayerProgress
 
 __all__ = ["PullProgress"]
 

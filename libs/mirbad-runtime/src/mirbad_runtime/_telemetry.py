@@ -11,7 +11,8 @@ from collections import deque
 from datetime import datetime
 from typing import Final
 
-from mirbad_protocol import HostGpuSample, ModelMetrics
+from mirbad_protocol import ModelMetrics
+from mirbad_protocol.agent import HostGpuSample
 
 from ._metrics_reader import with_rates
 

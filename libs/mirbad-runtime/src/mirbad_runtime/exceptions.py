@@ -489,7 +489,7 @@ class HostdRefusedError(MirbadRuntimeError):
 
     Attributes:
         status: the HTTP status.
-        code: the :class:`mirbad_protocol.HostdErrorCode` value (text: a newer hostd's code still reads).
+        code: the :class:`mirbad_protocol.hostd.HostdErrorCode` value (text, so a newer hostd's code reads).
         message: hostd's own message.
         field: the offending field of an ``invalid_request``.
         pattern: the deny pattern of a ``denied``.

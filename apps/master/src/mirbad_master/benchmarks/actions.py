@@ -7,7 +7,7 @@ before the rooms: the refusal is the caller's answer).
 from __future__ import annotations
 
 from mirbad_master._composition import MasterServices
-from mirbad_protocol import BenchmarkJobView, SloGuards
+from mirbad_protocol.benchmarks import BenchmarkJobView, SloGuards
 
 __all__ = ["cancel_benchmarks", "start_benchmark"]
 

@@ -19,7 +19,7 @@ from mirbad_master._composition import MasterServices
 from mirbad_master._job_routes import add_job_routes, add_results_route
 from mirbad_master._views import dump
 from mirbad_orchestration.jobs import PRESETS
-from mirbad_protocol import BenchmarkJobList, BenchmarkJobView, BenchmarkList, BenchmarkOptions
+from mirbad_protocol.benchmarks import BenchmarkJobList, BenchmarkJobView, BenchmarkList, BenchmarkOptions
 
 from .actions import cancel_benchmarks, start_benchmark
 

@@ -22,7 +22,7 @@ from mirbad_master.ui._marks import link_button, testid
 from mirbad_master.ui._portal import Portal
 from mirbad_master.ui._refusals import PORTAL_ACTOR, refusal_text
 from mirbad_orchestration.benchmarks import WORKLOAD_PRESETS
-from mirbad_protocol import BenchmarkJobView, BenchmarkResult
+from mirbad_protocol.benchmarks import BenchmarkJobView, BenchmarkResult
 
 from .actions import cancel_benchmarks, start_benchmark
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from mirbad_protocol import HuggingFaceDownload, InvalidFieldError, OllamaDownload
+from mirbad_protocol import InvalidFieldError
+from mirbad_protocol.downloads import HuggingFaceDownload, OllamaDownload
 
 __all__ = ["SEARCH_LABEL", "default_folder", "parse_download"]
 

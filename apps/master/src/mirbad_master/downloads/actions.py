@@ -13,16 +13,9 @@ from typing import Final
 
 from mirbad_master._composition import MasterServices
 from mirbad_orchestration import NodeFeatureMissingError
-from mirbad_protocol import (
-    AgentInfo,
-    DownloadJob,
-    FeatureFlag,
-    HuggingFaceDownload,
-    InvalidFieldError,
-    MirbadError,
-    OllamaDownload,
-    check_download_id,
-)
+from mirbad_protocol import InvalidFieldError, MirbadError
+from mirbad_protocol.agent import AgentInfo, FeatureFlag
+from mirbad_protocol.downloads import DownloadJob, HuggingFaceDownload, OllamaDownload, check_download_id
 
 __all__ = [
     "DOWNLOAD_FEATURES",

@@ -23,7 +23,8 @@ from pydantic import BeforeValidator
 from mirbad_master._api_errors import refusals
 from mirbad_master._api_session import actor_of
 from mirbad_master._composition import MasterServices
-from mirbad_protocol import DownloadJob, DownloadList, HuggingFaceDownload, InvalidFieldError, OllamaDownload
+from mirbad_protocol import InvalidFieldError
+from mirbad_protocol.downloads import DownloadJob, DownloadList, HuggingFaceDownload, OllamaDownload
 
 from . import actions as downloads
 

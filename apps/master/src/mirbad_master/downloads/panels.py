@@ -22,15 +22,8 @@ from mirbad_master._composition import MasterServices
 from mirbad_master.ui._marks import testid
 from mirbad_master.ui._portal import Portal
 from mirbad_master.ui._refusals import PORTAL_ACTOR, REFUSED, act, show_refusal
-from mirbad_protocol import (
-    DownloadJob,
-    HuggingFaceDownload,
-    InvalidFieldError,
-    MirbadError,
-    ModelDefinition,
-    ModelSource,
-    check_download_folder,
-)
+from mirbad_protocol import InvalidFieldError, MirbadError, ModelDefinition, ModelSource
+from mirbad_protocol.downloads import DownloadJob, HuggingFaceDownload, check_download_folder
 
 from . import actions as downloads
 from ._progress import byte_text, eta_text, progress_percent, rate_text

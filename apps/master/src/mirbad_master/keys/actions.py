@@ -7,7 +7,7 @@ callers differ only in the actor. A new key's secret is in the answer once and s
 from __future__ import annotations
 
 from mirbad_master._composition import MasterServices
-from mirbad_protocol import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo
+from mirbad_protocol.admin import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo
 
 __all__ = [
     "create_key",

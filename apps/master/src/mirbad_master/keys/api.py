@@ -15,7 +15,8 @@ from mirbad_master._api_errors import refusals, user_input
 from mirbad_master._api_session import actor_of
 from mirbad_master._composition import MasterServices
 from mirbad_master._views import dump
-from mirbad_protocol import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, KeyUsage, WireModel
+from mirbad_protocol import WireModel
+from mirbad_protocol.admin import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, KeyUsage
 
 from . import actions
 

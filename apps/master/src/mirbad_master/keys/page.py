@@ -15,7 +15,8 @@ from mirbad_master.ui._format import count
 from mirbad_master.ui._marks import code_block, testid
 from mirbad_master.ui._portal import Portal
 from mirbad_master.ui._refusals import PORTAL_ACTOR, REFUSED, act, show_under_field
-from mirbad_protocol import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, InvalidFieldError, KeyUsage
+from mirbad_protocol import InvalidFieldError
+from mirbad_protocol.admin import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, KeyUsage
 
 from . import actions
 from ._snippets import JAVASCRIPT_FILE_NAME, SNIPPET_LANGUAGES, snippets

@@ -25,7 +25,8 @@ from mirbad_master.ui._refusals import PORTAL_ACTOR, show_under_field
 from mirbad_orchestration.commandline import DEFAULT_TOTAL_GIB
 from mirbad_orchestration.fleet import launch_total_gib
 from mirbad_orchestration.registry import TAG_CATALOGUE, suggest_tags
-from mirbad_protocol import ModelDefinition, ProcessRuntimeInfo
+from mirbad_protocol import ModelDefinition
+from mirbad_protocol.agent import ProcessRuntimeInfo
 
 from . import actions
 from ._form import FORM_FIELDS, FormCheck, check_form, form_from_definition

@@ -15,7 +15,8 @@ from mirbad_master.nodes.views import catalogue_hint, lacks_llama_server
 from mirbad_master.ui._llama_server_build import BUILD_COLOURS, BUILD_LINE_ID
 from mirbad_master.ui._marks import testid
 from mirbad_orchestration.fleet import LOCAL_NODE_ID
-from mirbad_protocol import AgentInfo, ModelDefinition
+from mirbad_protocol import ModelDefinition
+from mirbad_protocol.agent import AgentInfo
 
 __all__ = ["render_llama_server_hint"]
 

@@ -14,7 +14,7 @@ of 0.2515 GiB is what a measurement cannot tell apart, 0.1 GiB is not.
 
 The estimate needs the file: a model saved before its file is downloaded, on a node that does not
 answer within :data:`ESTIMATE_WAIT_S`, or whose agent does not read GGUF headers
-(:attr:`~mirbad_protocol.FeatureFlag.GGUF_INSPECT`) is saved unchecked, as before, rather than refused
+(:attr:`~mirbad_protocol.agent.FeatureFlag.GGUF_INSPECT`) is saved unchecked, as before, rather than refused
 for what cannot be known. The same holds for a header that lacks what the KV cache is sized from.
 """
 
@@ -28,7 +28,8 @@ import anyio
 
 from mirbad_master._composition import MasterServices
 from mirbad_orchestration.commandline import estimate_llamacpp_definition_gib
-from mirbad_protocol import FeatureFlag, GgufInfo, InvalidFieldError, MirbadError, ModelDefinition
+from mirbad_protocol import InvalidFieldError, MirbadError, ModelDefinition
+from mirbad_protocol.agent import FeatureFlag, GgufInfo
 
 __all__ = ["BUDGET_FIELD", "ESTIMATE_SLACK_GIB", "ESTIMATE_WAIT_S", "check_memory_estimate", "estimated_gib"]
 

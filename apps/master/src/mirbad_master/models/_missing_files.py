@@ -21,7 +21,8 @@ from mirbad_master.downloads.panels import SEARCH_LABEL, download_nodes, parse_d
 from mirbad_master.ui._marks import testid
 from mirbad_master.ui._portal import Portal
 from mirbad_master.ui._refusals import PORTAL_ACTOR, show_under_field
-from mirbad_protocol import ModelDefinition, ModelSource, ModelView
+from mirbad_protocol import ModelDefinition, ModelSource
+from mirbad_protocol.admin import ModelView
 
 from ._model_files import MissingFiles, missing_model_files, primary_source
 

@@ -6,7 +6,7 @@ per node (``POST /agent/v1/model-files``) carries every stopped model's paths: i
 the folders of its extra sources. The nodes are asked at the same time (at most
 :data:`MODEL_FILES_CONCURRENCY` at once), each within its own wait, so a slow node costs the page one
 wait, not one per node. A node whose agent does not report
-:attr:`~mirbad_protocol.FeatureFlag.MODEL_FILES`, or that does not answer, is not asked or not
+:attr:`~mirbad_protocol.agent.FeatureFlag.MODEL_FILES`, or that does not answer, is not asked or not
 counted: a card without the note is what the portal showed before, never a false "missing".
 """
 
@@ -20,7 +20,9 @@ from typing import Final
 import anyio
 
 from mirbad_master._composition import MasterServices
-from mirbad_protocol import FeatureFlag, MirbadError, ModelDefinition, ModelSource, ModelState, ModelView
+from mirbad_protocol import MirbadError, ModelDefinition, ModelSource, ModelState
+from mirbad_protocol.admin import ModelView
+from mirbad_protocol.agent import FeatureFlag
 
 __all__ = [
     "MODEL_FILES_CONCURRENCY",

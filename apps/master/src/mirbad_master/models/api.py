@@ -23,7 +23,8 @@ from mirbad_master._views import ModelView, dump, model_view
 from mirbad_master.exceptions import ApiError
 from mirbad_orchestration.fleet import AgentClient
 from mirbad_orchestration.registry import filter_by_tags
-from mirbad_protocol import AdminErrorCode, MirbadError, ModelDefinition
+from mirbad_protocol import MirbadError, ModelDefinition
+from mirbad_protocol.admin import AdminErrorCode
 
 from . import actions
 

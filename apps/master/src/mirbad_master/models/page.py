@@ -30,7 +30,8 @@ from mirbad_master.ui._marks import link_button, testid
 from mirbad_master.ui._portal import Portal
 from mirbad_master.ui._refusals import PORTAL_ACTOR, REFUSED, act, show_refusal
 from mirbad_orchestration import AgentAdmissionRefusedError
-from mirbad_protocol import AgentInfo, ModelState
+from mirbad_protocol import ModelState
+from mirbad_protocol.agent import AgentInfo
 
 from . import actions
 from ._editor import render_model_editor

@@ -19,7 +19,8 @@ from pydantic import Field, field_validator
 from mirbad_master._composition import MasterServices
 from mirbad_master.exceptions import LocalNodeError, NodeHasModelsError
 from mirbad_orchestration.fleet import NODE_ID_PATTERN, NodeRecord, NodeState, agent_url_for
-from mirbad_protocol import EnrollmentTokenIssued, WireModel
+from mirbad_protocol import WireModel
+from mirbad_protocol.admin import EnrollmentTokenIssued
 
 __all__ = [
     "MAX_TOKEN_TTL_S",

@@ -18,7 +18,7 @@ from mirbad_master._api_errors import refusals, user_input
 from mirbad_master._api_session import actor_of
 from mirbad_master._composition import MasterServices
 from mirbad_master._views import NodeSummary, dump, node_summary
-from mirbad_protocol import EnrollmentTokenIssued
+from mirbad_protocol.admin import EnrollmentTokenIssued
 
 from . import actions
 from .actions import EnrollmentTokenRequest, NodeCreate

@@ -22,13 +22,8 @@ from mirbad_master.ui._marks import code_block, testid
 from mirbad_master.ui._portal import Portal
 from mirbad_master.ui._refusals import PORTAL_ACTOR, show_under_field
 from mirbad_orchestration.fleet import agent_url_for
-from mirbad_protocol import (
-    DEFAULT_AGENT_PORT,
-    ContainerRuntimeInfo,
-    InvalidFieldError,
-    ProcessRuntimeInfo,
-    RuntimeInfo,
-)
+from mirbad_protocol import InvalidFieldError
+from mirbad_protocol.agent import DEFAULT_AGENT_PORT, ContainerRuntimeInfo, ProcessRuntimeInfo, RuntimeInfo
 
 from . import actions
 from .actions import EnrollmentTokenRequest, NodeCreate

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from mirbad_protocol import AgentInfo, ProcessRuntimeInfo
+from mirbad_protocol.agent import AgentInfo, ProcessRuntimeInfo
 
 __all__ = ["CATALOGUE_FIX", "catalogue_hint", "lacks_llama_server"]
 

@@ -21,16 +21,10 @@ from mirbad_master._composition import MasterServices
 from mirbad_master._llama_server_build import LlamaServerBuild
 from mirbad_master.exceptions import ApiError
 from mirbad_orchestration import NodeError, NodeFeatureMissingError
-from mirbad_protocol import (
-    AdminErrorCode,
-    AgentVersion,
-    FeatureFlag,
-    ImagePull,
-    ImagePullRequest,
-    InvalidFieldError,
-    NodeReleases,
-    ReleasesView,
-)
+from mirbad_protocol import InvalidFieldError
+from mirbad_protocol.admin import AdminErrorCode
+from mirbad_protocol.agent import FeatureFlag
+from mirbad_protocol.releases import AgentVersion, ImagePull, ImagePullRequest, NodeReleases, ReleasesView
 
 __all__ = [
     "SKEW_RULE",

@@ -20,12 +20,8 @@ from mirbad_master._api_errors import refusals
 from mirbad_master._api_session import actor_of
 from mirbad_master._composition import MasterServices
 from mirbad_master.exceptions import ApiError
-from mirbad_protocol import (
-    AdminErrorCode,
-    ImagePull,
-    NodeReleases,
-    ReleasesView,
-)
+from mirbad_protocol.admin import AdminErrorCode
+from mirbad_protocol.releases import ImagePull, NodeReleases, ReleasesView
 
 from . import actions as releases
 

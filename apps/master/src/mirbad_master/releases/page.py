@@ -20,7 +20,8 @@ from mirbad_master._llama_server_build import LlamaServerBuild as BuildJob
 from mirbad_master.ui._marks import testid
 from mirbad_master.ui._portal import Portal
 from mirbad_master.ui._refusals import PORTAL_ACTOR, REFUSED, act
-from mirbad_protocol import ImagePull, LlamaServerBinary, MirbadError, NodeReleases
+from mirbad_protocol import MirbadError
+from mirbad_protocol.releases import ImagePull, LlamaServerBinary, NodeReleases
 
 from . import actions as releases
 

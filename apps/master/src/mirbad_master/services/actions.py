@@ -27,20 +27,22 @@ from mirbad_orchestration.exceptions import (
     WhitelistChangeRefusedError,
 )
 from mirbad_orchestration.services import WhitelistedContainer
-from mirbad_protocol import (
+from mirbad_protocol import MirbadError
+from mirbad_protocol.admin import AdminErrorCode
+from mirbad_protocol.agent import (
     CONTAINER_ACTIONS,
-    HOSTD_ACTIONS,
-    AdminErrorCode,
     ContainerActionResult,
     ContainerService,
     ContainerServiceList,
+    container_service_name,
+)
+from mirbad_protocol.hostd import (
+    HOSTD_ACTIONS,
     HostdActionResult,
-    MirbadError,
     ServiceList,
     WhitelistAdd,
     WhitelistEntry,
     WhitelistUpdate,
-    container_service_name,
     service_name,
 )
 

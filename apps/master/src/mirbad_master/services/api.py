@@ -17,14 +17,9 @@ from mirbad_master._api_errors import refusals
 from mirbad_master._api_session import actor_of
 from mirbad_master._composition import MasterServices
 from mirbad_master.exceptions import ApiError
-from mirbad_protocol import (
-    AdminErrorBody,
-    AdminErrorCode,
-    InvalidFieldError,
-    WhitelistAdd,
-    WhitelistUpdate,
-    WireModel,
-)
+from mirbad_protocol import InvalidFieldError, WireModel
+from mirbad_protocol.admin import AdminErrorBody, AdminErrorCode
+from mirbad_protocol.hostd import WhitelistAdd, WhitelistUpdate
 
 from . import actions
 

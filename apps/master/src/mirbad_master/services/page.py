@@ -28,14 +28,9 @@ from mirbad_master.ui._marks import code_block, testid
 from mirbad_master.ui._portal import Portal
 from mirbad_master.ui._refusals import PORTAL_ACTOR, act
 from mirbad_orchestration.services import WhitelistedContainer
-from mirbad_protocol import (
-    ContainerService,
-    DiscoveredService,
-    FeatureFlag,
-    HostServiceStatus,
-    MirbadError,
-    WhitelistAdd,
-)
+from mirbad_protocol import MirbadError
+from mirbad_protocol.agent import ContainerService, FeatureFlag
+from mirbad_protocol.hostd import DiscoveredService, HostServiceStatus, WhitelistAdd
 
 from . import actions
 from .actions import refusal_text

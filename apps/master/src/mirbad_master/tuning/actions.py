@@ -10,7 +10,8 @@ from mirbad_master._composition import MasterServices
 from mirbad_master.models.actions import update_model
 from mirbad_orchestration.exceptions import NoTuningRunError
 from mirbad_orchestration.tuning import apply_best
-from mirbad_protocol import ModelDefinition, TuningJobView, TuningRequest
+from mirbad_protocol import ModelDefinition
+from mirbad_protocol.tuning import TuningJobView, TuningRequest
 
 __all__ = ["apply_tuning_run", "cancel_tuning", "start_tuning"]
 

@@ -20,7 +20,8 @@ from mirbad_master._api_session import actor_of
 from mirbad_master._composition import MasterServices
 from mirbad_master._job_routes import add_job_routes, add_results_route
 from mirbad_master._views import dump, model_view
-from mirbad_protocol import ModelView, TuningJobList, TuningJobView, TuningList, TuningRequest
+from mirbad_protocol.admin import ModelView
+from mirbad_protocol.tuning import TuningJobList, TuningJobView, TuningList, TuningRequest
 
 from .actions import apply_tuning_run, cancel_tuning, start_tuning
 

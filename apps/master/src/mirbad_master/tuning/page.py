@@ -39,13 +39,8 @@ from mirbad_orchestration.tuning import (
     plan_for,
     planned_seconds,
 )
-from mirbad_protocol import (
-    ModelDefinition,
-    TuningCandidate,
-    TuningJobView,
-    TuningRequest,
-    TuningRun,
-)
+from mirbad_protocol import ModelDefinition
+from mirbad_protocol.tuning import TuningCandidate, TuningJobView, TuningRequest, TuningRun
 
 from .actions import apply_tuning_run, cancel_tuning, start_tuning
 

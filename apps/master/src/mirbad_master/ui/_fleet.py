@@ -18,7 +18,8 @@ import anyio
 from mirbad_master._composition import MasterServices
 from mirbad_master._views import ModelView, NodeSummary, model_view, node_summary
 from mirbad_orchestration.registry import filter_by_tags
-from mirbad_protocol import AgentInfo, MirbadError, ModelMetrics, ModelState, RouterModelStats
+from mirbad_protocol import MirbadError, ModelMetrics, ModelState, RouterModelStats
+from mirbad_protocol.agent import AgentInfo
 
 from ._attention import AttentionItem, attention_items
 

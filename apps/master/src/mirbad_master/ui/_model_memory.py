@@ -22,7 +22,8 @@ from datetime import datetime
 from itertools import pairwise
 from typing import Final, Literal, Protocol
 
-from mirbad_protocol import GPU_MEMORY_FROM_BUDGET, HostGpuSample, ModelMetrics
+from mirbad_protocol import ModelMetrics
+from mirbad_protocol.agent import GPU_MEMORY_FROM_BUDGET, HostGpuSample
 
 from ._format import DASH
 

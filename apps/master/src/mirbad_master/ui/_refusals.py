@@ -19,7 +19,8 @@ from nicegui.elements.mixins.validation_element import ValidationElement
 
 from mirbad_master._admin_auth import ADMIN_USER
 from mirbad_master._api_errors import refusal_of
-from mirbad_protocol import AdminErrorCode, InvalidFieldError
+from mirbad_protocol import InvalidFieldError
+from mirbad_protocol.admin import AdminErrorCode
 
 __all__ = ["PORTAL_ACTOR", "REFUSED", "Refused", "act", "refusal_text", "show_refusal", "show_under_field"]
 

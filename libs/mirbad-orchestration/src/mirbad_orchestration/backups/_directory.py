@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from mirbad_orchestration.exceptions import BackupRunError
-from mirbad_protocol import write_bytes_atomic
+from mirbad_protocol.support import write_bytes_atomic
 
 from ._names import backup_file_name, parse_backup_file_name
 

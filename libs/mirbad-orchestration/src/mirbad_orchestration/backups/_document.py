@@ -19,12 +19,10 @@ from pydantic import AwareDatetime, BeforeValidator, Field, PlainSerializer
 
 from mirbad_orchestration.fleet import NodeRecord
 from mirbad_orchestration.services import HostServicesDocument
-from mirbad_protocol import (
-    ApiKeyRecord,
+from mirbad_protocol import ModelDefinition, PkiError, WireModel
+from mirbad_protocol.admin import ApiKeyRecord
+from mirbad_protocol.pki import (
     CertificateAuthority,
-    ModelDefinition,
-    PkiError,
-    WireModel,
     certificates_from_pem,
     certificates_to_pem,
     private_key_from_pem,

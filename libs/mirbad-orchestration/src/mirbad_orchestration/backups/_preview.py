@@ -15,7 +15,8 @@ from typing import Literal
 from pydantic import AwareDatetime, Field
 
 from mirbad_orchestration.keys import ApiKeyImport
-from mirbad_protocol import ApiKeyRecord, ModelDefinition, WireModel
+from mirbad_protocol import ModelDefinition, WireModel
+from mirbad_protocol.admin import ApiKeyRecord
 
 from ._document import BackupDocument
 

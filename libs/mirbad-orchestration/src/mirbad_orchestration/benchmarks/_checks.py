@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from mirbad_protocol import ToolCallResult
+from mirbad_protocol.benchmarks import ToolCallResult
 
 __all__ = ["OBJECTIVE_QUESTIONS", "TOOL_CALL_REQUEST", "ObjectiveQuestion", "score_tool_call"]
 

@@ -28,7 +28,8 @@ import anyio
 import httpx
 
 from mirbad_orchestration.exceptions import BenchmarkRequestError
-from mirbad_protocol import EmbeddingLevel, EmbeddingsResult, PresetSizes, single_errors
+from mirbad_protocol.benchmarks import EmbeddingLevel, EmbeddingsResult, PresetSizes
+from mirbad_protocol.support import single_errors
 
 from ._load import ChatEndpoint
 from ._stats import median, nearest_rank

@@ -20,7 +20,8 @@ import anyio
 import httpx
 
 from mirbad_orchestration.exceptions import BenchmarkRequestError
-from mirbad_protocol import RunMeasurement, single_errors
+from mirbad_protocol.benchmarks import RunMeasurement
+from mirbad_protocol.support import single_errors
 
 from ._stats import median, nearest_rank
 

@@ -13,7 +13,7 @@ After an untimed warm-up it runs, in this order, the workloads of the preset (:m
   delta of the model's own prefix-cache-hit counter over those questions says whether it was reused;
 * the eight objective questions.
 
-The sizes are parameters (:class:`~mirbad_protocol.PresetSizes`); the product runs the spec's.
+The sizes are parameters (:class:`~mirbad_protocol.benchmarks.PresetSizes`); the product runs the spec's.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from mirbad_orchestration.exceptions import BenchmarkRequestError
-from mirbad_protocol import (
+from mirbad_protocol.benchmarks import (
     ColdPromptResult,
     PresetSizes,
     PresetWorkloads,

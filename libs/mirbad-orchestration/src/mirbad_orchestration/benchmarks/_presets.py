@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from mirbad_orchestration.exceptions import UnknownPresetError
-from mirbad_protocol import SloGuards
+from mirbad_protocol.benchmarks import SloGuards
 
 __all__ = [
     "COMPONENTS",

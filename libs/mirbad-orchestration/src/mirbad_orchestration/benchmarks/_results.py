@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Final
 
 from mirbad_orchestration.stores import JobResultKind, JobResults
-from mirbad_protocol import BenchmarkList, BenchmarkResult
+from mirbad_protocol.benchmarks import BenchmarkList, BenchmarkResult
 
 __all__ = ["BENCHMARKS_FOLDER_NAME", "BENCHMARK_RESULTS", "BenchmarkResults"]
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from mirbad_orchestration.exceptions import RejectedMeasurementError
-from mirbad_protocol import SloGuards
+from mirbad_protocol.benchmarks import SloGuards
 
 from ._presets import COMPONENTS, WorkloadPreset
 

@@ -4,7 +4,7 @@ Every chat is streamed with fixed prompts, ``max_tokens`` = ``min_tokens`` (so e
 same length), temperature 0 and thinking off. After an untimed warm-up, each level N runs ``runs``
 times and its result is the per-metric median over the runs. The prefill prompt has a unique prefix
 (no earlier request can have cached it) and is sent twice: the second send is the prefix-cache hit.
-The sizes are parameters (:class:`~mirbad_protocol.BenchmarkSizes`); the product runs the spec's.
+The sizes are parameters (:class:`~mirbad_protocol.benchmarks.BenchmarkSizes`); the product runs the spec's.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from mirbad_orchestration.exceptions import BenchmarkRequestError
-from mirbad_protocol import (
+from mirbad_protocol.benchmarks import (
     BenchmarkSizes,
     ConcurrencyLevelResult,
     PrefillResult,

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from mirbad_protocol import ToolCallResult
+from mirbad_protocol.benchmarks import ToolCallResult
 
 __all__ = ["PRESET_TOOL_CASES", "ToolCase", "check_tool_call"]
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from mirbad_protocol import GgufInfo, InvalidFieldError, ModelDefinition
+from mirbad_protocol import InvalidFieldError, ModelDefinition
+from mirbad_protocol.agent import GgufInfo
 
 from ._llamacpp_args import llamacpp_ctx_size, normalize_llamacpp
 

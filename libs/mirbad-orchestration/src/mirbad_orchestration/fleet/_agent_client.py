@@ -24,23 +24,21 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from mirbad_orchestration.exceptions import AgentProtocolError, LogStreamError
 from mirbad_protocol import (
+    ContainerLaunch,
+    GpuMemory,
+    InvalidFieldError,
+    MemorySnapshot,
+    ModelStatus,
+    ProcessLaunch,
+    WireModel,
+)
+from mirbad_protocol.agent import (
     AGENT_API_PREFIX,
     LOG_STREAM_MEDIA_TYPE,
-    ROUTE_DOWNLOAD,
-    ROUTE_DOWNLOAD_CANCEL,
-    ROUTE_DOWNLOAD_RETRY,
-    ROUTE_DOWNLOADS,
     ROUTE_FOLDERS,
     ROUTE_GGUF_INSPECT,
     ROUTE_GPUS,
     ROUTE_HOST_CONTAINERS,
-    ROUTE_HOST_SERVICES,
-    ROUTE_HOST_WHITELIST,
-    ROUTE_IMAGE_PULL,
-    ROUTE_IMAGE_PULL_CANCEL,
-    ROUTE_IMAGE_PULLS,
-    ROUTE_IMAGES,
-    ROUTE_LLAMA_SERVER_BUILDS,
     ROUTE_MEMORY,
     ROUTE_MODEL,
     ROUTE_MODEL_CONFIG,
@@ -55,50 +53,60 @@ from mirbad_protocol import (
     AgentInfo,
     ContainerAction,
     ContainerActionResult,
-    ContainerLaunch,
     ContainerService,
     ContainerServiceList,
-    DownloadJob,
-    DownloadList,
     FolderListing,
     GgufInfo,
     GgufInspectRequest,
     GpuList,
-    GpuMemory,
+    LogEnd,
+    LogLine,
+    LogTail,
+    ModelConfigInfo,
+    ModelFile,
+    ModelFileList,
+    ModelFilesRequest,
+    RestartPolicy,
+    RestartRequest,
+    StartRequest,
+    StatusList,
+    TelemetrySnapshot,
+    agent_path,
+    proxy_path,
+)
+from mirbad_protocol.downloads import (
+    ROUTE_DOWNLOAD,
+    ROUTE_DOWNLOAD_CANCEL,
+    ROUTE_DOWNLOAD_RETRY,
+    ROUTE_DOWNLOADS,
+    DownloadJob,
+    DownloadList,
+    HuggingFaceDownload,
+    OllamaDownload,
+)
+from mirbad_protocol.hostd import (
+    ROUTE_HOST_SERVICES,
+    ROUTE_HOST_WHITELIST,
     HostdAction,
     HostdActionResult,
-    HuggingFaceDownload,
+    ServiceList,
+    WhitelistAdd,
+    WhitelistEntry,
+    WhitelistUpdate,
+)
+from mirbad_protocol.releases import (
+    ROUTE_IMAGE_PULL,
+    ROUTE_IMAGE_PULL_CANCEL,
+    ROUTE_IMAGE_PULLS,
+    ROUTE_IMAGES,
+    ROUTE_LLAMA_SERVER_BUILDS,
     ImageInfo,
     ImageList,
     ImagePull,
     ImagePullList,
     ImagePullRequest,
-    InvalidFieldError,
     LlamaServerBinary,
     LlamaServerBuildList,
-    LogEnd,
-    LogLine,
-    LogTail,
-    MemorySnapshot,
-    ModelConfigInfo,
-    ModelFile,
-    ModelFileList,
-    ModelFilesRequest,
-    ModelStatus,
-    OllamaDownload,
-    ProcessLaunch,
-    RestartPolicy,
-    RestartRequest,
-    ServiceList,
-    StartRequest,
-    StatusList,
-    TelemetrySnapshot,
-    WhitelistAdd,
-    WhitelistEntry,
-    WhitelistUpdate,
-    WireModel,
-    agent_path,
-    proxy_path,
 )
 
 from ._agent_errors import refusal_error, transport_error
@@ -294,7 +302,7 @@ class AgentClient:
     async def model_files(self, paths: Sequence[str]) -> list[ModelFile]:
         """Whether each of ``paths`` (a ``modelPath``, a source's folder) is on the node, in the order given.
 
-        Only agents reporting :attr:`~mirbad_protocol.FeatureFlag.MODEL_FILES` answer it (others: 404).
+        Only agents reporting :attr:`~mirbad_protocol.agent.FeatureFlag.MODEL_FILES` answer it (others: 404).
         """
         body = ModelFilesRequest(paths=list(paths)).to_wire()
         path = agent_path(ROUTE_MODEL_FILES)
@@ -343,7 +351,7 @@ class AgentClient:
     async def llama_server_builds(self) -> list[LlamaServerBinary]:
         """The node's catalogued llama-servers, each with what its ``--version`` reports.
 
-        Only agents reporting :attr:`~mirbad_protocol.FeatureFlag.LLAMA_SERVER_BUILDS` answer it.
+        Only agents reporting :attr:`~mirbad_protocol.agent.FeatureFlag.LLAMA_SERVER_BUILDS` answer it.
         """
         # The agent asks each binary in turn, each bounded by 10 s: more than a quick read's patience.
         path = agent_path(ROUTE_LLAMA_SERVER_BUILDS)

@@ -7,7 +7,7 @@ from functools import partial
 
 import httpx
 
-from mirbad_protocol import TlsCredentials
+from mirbad_protocol.pki import TlsCredentials
 
 from ._agent_client import AgentClient, AgentTimeouts
 from ._agent_tls import PooledTransportBuilder, node_transport

@@ -23,7 +23,7 @@ from mirbad_orchestration.exceptions import (
     NodeTimeoutError,
     NodeUnreachableError,
 )
-from mirbad_protocol import AgentErrorBody, AgentErrorCode
+from mirbad_protocol.agent import AgentErrorBody, AgentErrorCode
 
 from ._agent_tls import WrongAgentCertificateError
 

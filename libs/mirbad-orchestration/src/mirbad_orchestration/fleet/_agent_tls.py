@@ -16,7 +16,8 @@ from collections.abc import Callable
 import httpx
 from cryptography import x509
 
-from mirbad_protocol import AGENT_CLIENT_KEEPALIVE_S, TlsCredentials, certificate_identity, spki_pin
+from mirbad_protocol.agent import AGENT_CLIENT_KEEPALIVE_S
+from mirbad_protocol.pki import TlsCredentials, certificate_identity, spki_pin
 
 from ._nodes import NodeRecord
 

@@ -40,18 +40,16 @@ from mirbad_orchestration.exceptions import (
     UnknownEnrollmentTokenError,
     UnknownNodeError,
 )
-from mirbad_protocol import (
+from mirbad_protocol import InvalidFieldError, WireModel, field_error_from_validation
+from mirbad_protocol.pki import (
     DEFAULT_LEAF_VALIDITY,
     CertificateAuthority,
-    InvalidFieldError,
     JoinToken,
     SanPolicy,
-    WireModel,
     certificate_request_from_pem,
-    field_error_from_validation,
     spki_pin,
-    write_json_atomic,
 )
+from mirbad_protocol.support import write_json_atomic
 
 from ._nodes import NodeRecord, NodeRegistry, check_agent_url
 

@@ -18,7 +18,9 @@ import anyio
 from anyio.abc import TaskStatus
 
 from mirbad_orchestration.exceptions import AgentRequestError, NodeError, NodeRegistryError
-from mirbad_protocol import AgentInfo, MemorySnapshot, ModelState, ModelStatus, single_errors
+from mirbad_protocol import MemorySnapshot, ModelState, ModelStatus
+from mirbad_protocol.agent import AgentInfo
+from mirbad_protocol.support import single_errors
 
 from ._agent_clients import AgentClients
 from ._nodes import NodeRecord, NodeRegistry

@@ -22,7 +22,9 @@ from pydantic import Field, ValidationError, field_validator
 
 from mirbad_orchestration.exceptions import DuplicateNodeError, NodeRegistryError, UnknownNodeError
 from mirbad_orchestration.stores import StateFile, StoreAction
-from mirbad_protocol import DEFAULT_AGENT_PORT, BeforeReplace, WireModel
+from mirbad_protocol import WireModel
+from mirbad_protocol.agent import DEFAULT_AGENT_PORT
+from mirbad_protocol.support import BeforeReplace
 
 __all__ = [
     "LOCAL_NODE_ID",

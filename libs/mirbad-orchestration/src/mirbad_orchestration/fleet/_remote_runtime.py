@@ -17,7 +17,8 @@ import anyio
 
 from mirbad_orchestration.commandline import DEFAULT_TOTAL_GIB, launch_spec_for
 from mirbad_orchestration.exceptions import ModelNotOnNodeError, NodeError
-from mirbad_protocol import MemorySnapshot, ModelDefinition, ModelState, ModelStatus, single_errors
+from mirbad_protocol import MemorySnapshot, ModelDefinition, ModelState, ModelStatus
+from mirbad_protocol.support import single_errors
 
 from ._agent_client import AgentClient
 from ._node_monitor import NodeMonitor, NodeState, on_node

@@ -21,7 +21,8 @@ import anyio
 from anyio.abc import TaskStatus
 
 from mirbad_orchestration.exceptions import NodeError, NodeRegistryError
-from mirbad_protocol import HostGpuSample, ModelMetrics
+from mirbad_protocol import ModelMetrics
+from mirbad_protocol.agent import HostGpuSample
 
 from ._agent_clients import AgentClients
 from ._node_monitor import StatusCache

@@ -46,17 +46,16 @@ from mirbad_orchestration.exceptions import (
     UnknownModelError,
     UnknownPresetError,
 )
-from mirbad_protocol import (
+from mirbad_protocol import MirbadError, ModelState
+from mirbad_protocol.benchmarks import (
     BenchmarkJobView,
     BenchmarkResult,
     BenchmarkSizes,
     ConcurrencyLevelResult,
-    MirbadError,
-    ModelState,
     PresetSizes,
     SloGuards,
-    single_errors,
 )
+from mirbad_protocol.support import single_errors
 
 from ._gpu_check import DEFAULT_GPU_SAMPLE_INTERVAL_S, DEFAULT_GPU_SAMPLE_S, GpuSampler
 from ._host import JobHost, JobTarget

@@ -22,7 +22,7 @@ import anyio
 from anyio.abc import TaskStatus
 
 from mirbad_orchestration.exceptions import JobConflictError, NoJobRunningError
-from mirbad_protocol import JobState
+from mirbad_protocol.benchmarks import JobState
 
 from ._host import JobHost
 from ._maintenance import MaintenanceState, NodeMaintenance

@@ -1,7 +1,7 @@
 """The format of ``{data_dir}/api-keys.json`` and the rules for merging restored key records.
 
 The document is ``{"schemaVersion": 1, "requireKeys": bool, "keys": [record, ...]}`` with one
-:class:`~mirbad_protocol.ApiKeyRecord` per key, written in full (nulls included). Every field is
+:class:`~mirbad_protocol.admin.ApiKeyRecord` per key, written in full (nulls included). Every field is
 required when read, so a truncated or emptied file is refused rather than taken for "no keys".
 
 Secrets are stored as a plain SHA-256: a secret carries 256 random bits, so neither a salt nor a slow
@@ -22,14 +22,9 @@ from typing import Final, Literal
 from pydantic import ValidationError
 
 from mirbad_orchestration.exceptions import ApiKeyStoreError
-from mirbad_protocol import (
-    ApiKeyRecord,
-    BeforeReplace,
-    WireModel,
-    field_error_from_validation,
-    remove_stale_temp_files,
-    write_json_atomic,
-)
+from mirbad_protocol import WireModel, field_error_from_validation
+from mirbad_protocol.admin import ApiKeyRecord
+from mirbad_protocol.support import BeforeReplace, remove_stale_temp_files, write_json_atomic
 
 __all__ = ["API_KEYS_FILE", "ApiKeyImport", "secret_sha256"]
 

@@ -17,7 +17,7 @@ import anyio
 import anyio.to_thread
 
 from mirbad_orchestration.exceptions import ApiKeyStoreError
-from mirbad_protocol import BeforeReplace
+from mirbad_protocol.support import BeforeReplace
 
 from ._api_key_file import read_store_file, write_store_file
 from ._api_key_usage import UsageBook

@@ -22,7 +22,8 @@ from typing import Final, Literal
 from pydantic import AwareDatetime, ValidationError
 
 from mirbad_orchestration.exceptions import ApiKeyStoreError
-from mirbad_protocol import KeyUsage, WireModel, field_error_from_validation
+from mirbad_protocol import WireModel, field_error_from_validation
+from mirbad_protocol.admin import KeyUsage
 
 __all__ = ["API_KEY_USAGE_FILE", "DEFAULT_MAX_MODELS_PER_KEY", "OTHER_MODELS"]
 

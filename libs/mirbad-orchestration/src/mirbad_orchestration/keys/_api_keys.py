@@ -30,15 +30,15 @@ from mirbad_orchestration.exceptions import (
     ApiKeyStoreError,
     UnknownApiKeyError,
 )
-from mirbad_protocol import (
+from mirbad_protocol.admin import (
     API_KEY_SECRET_PREFIX,
     ApiKeyCreate,
     ApiKeyCreated,
     ApiKeyInfo,
     ApiKeyRecord,
-    BeforeReplace,
     KeyUsage,
 )
+from mirbad_protocol.support import BeforeReplace
 
 from ._api_key_file import (
     API_KEYS_FILE,

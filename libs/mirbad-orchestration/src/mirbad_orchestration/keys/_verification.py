@@ -16,7 +16,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import Sequence
 
-from mirbad_protocol import ApiKeyRecord
+from mirbad_protocol.admin import ApiKeyRecord
 
 from ._api_key_file import secret_sha256
 

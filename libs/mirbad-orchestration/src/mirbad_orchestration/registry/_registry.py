@@ -18,7 +18,8 @@ from typing import Final
 from mirbad_orchestration.commandline import normalize_definition
 from mirbad_orchestration.exceptions import RegistryError, UnknownModelError
 from mirbad_orchestration.stores import StateFile, StoreAction
-from mirbad_protocol import BeforeReplace, ModelDefinition
+from mirbad_protocol import ModelDefinition
+from mirbad_protocol.support import BeforeReplace
 
 from ._model_rules import Normalizer, check_served_name, prepare_definition
 from ._registry_file import decode_registry, encode_registry

@@ -18,14 +18,16 @@ from mirbad_orchestration.exceptions import (
     WhitelistChangeRefusedError,
 )
 from mirbad_orchestration.fleet import AgentClient
-from mirbad_protocol import (
+from mirbad_protocol.agent import (
     ContainerAction,
     ContainerActionResult,
     ContainerService,
     ContainerServiceList,
+    RestartPolicy,
+)
+from mirbad_protocol.hostd import (
     HostdAction,
     HostdActionResult,
-    RestartPolicy,
     ServiceList,
     WhitelistAdd,
     WhitelistEntry,

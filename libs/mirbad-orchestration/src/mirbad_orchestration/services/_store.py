@@ -15,7 +15,8 @@ from pydantic import Field
 
 from mirbad_orchestration.exceptions import HostServicesFileError
 from mirbad_orchestration.stores import StateFile
-from mirbad_protocol import InvalidFieldError, RestartPolicy, WireModel
+from mirbad_protocol import InvalidFieldError, WireModel
+from mirbad_protocol.agent import RestartPolicy
 
 __all__ = [
     "HOST_SERVICES_FILE_NAME",

@@ -21,7 +21,8 @@ import anyio.to_thread
 from pydantic import ValidationError
 
 from mirbad_orchestration.exceptions import UnknownModelError
-from mirbad_protocol import WireModel, write_json_atomic
+from mirbad_protocol import WireModel
+from mirbad_protocol.support import write_json_atomic
 
 __all__ = ["JobResultKind", "JobResults", "StoredResults", "result_stamp"]
 

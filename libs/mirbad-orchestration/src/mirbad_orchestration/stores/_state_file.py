@@ -3,7 +3,7 @@
 Every small JSON file of the master (the model and node registries, the recovery state, the restart
 pauses) is a :class:`StateFile`: an :class:`anyio.Lock` serializes each read-modify-write, file I/O
 runs in a worker thread, and each change is written to a temporary file, fsynced and renamed over the
-old one (:func:`~mirbad_protocol.write_json_atomic`), so a crash leaves either the old file or the new
+old one (:func:`~mirbad_protocol.support.write_json_atomic`), so a crash leaves either the old file or the new
 one, never half of one.
 
 What a file holds and how an unreadable one is treated is the owner's choice:
@@ -40,7 +40,8 @@ import anyio.to_thread
 from pydantic import ValidationError
 
 from mirbad_orchestration.exceptions import StateFileError
-from mirbad_protocol import BeforeReplace, WireModel, remove_stale_temp_files, write_json_atomic
+from mirbad_protocol import WireModel
+from mirbad_protocol.support import BeforeReplace, remove_stale_temp_files, write_json_atomic
 
 __all__ = ["StateFile", "StoreAction", "StoreFailure", "is_disk_full"]
 

@@ -14,7 +14,8 @@ from typing import Final, Literal
 from pydantic import Field
 
 from mirbad_orchestration.stores import StateFile
-from mirbad_protocol import BeforeReplace, WireModel
+from mirbad_protocol import WireModel
+from mirbad_protocol.support import BeforeReplace
 
 __all__ = ["RECOVERY_FILE_NAME", "RecoveryState"]
 
@@ -43,7 +44,7 @@ class RecoveryState:
 
     Args:
         data_dir: the data directory; the file is ``data_dir / "running-models.json"``.
-        before_replace: test seam (see :func:`mirbad_protocol.write_json_atomic`): raising there makes
+        before_replace: test seam (see :func:`mirbad_protocol.support.write_json_atomic`): raising there makes
             a write fail, as on a full disk.
     """
 

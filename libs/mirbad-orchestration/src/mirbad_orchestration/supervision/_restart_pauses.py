@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Final, Literal
 
 from mirbad_orchestration.stores import StateFile
-from mirbad_protocol import RestartPause, WireModel
+from mirbad_protocol import WireModel
+from mirbad_protocol.admin import RestartPause
 
 __all__ = ["RESTART_PAUSES_FILE_NAME", "RestartPause", "RestartPauses"]
 

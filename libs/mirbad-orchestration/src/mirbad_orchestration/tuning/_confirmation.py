@@ -15,7 +15,8 @@ from typing import Protocol
 
 from pydantic import JsonValue
 
-from mirbad_protocol import ModelDefinition, TuningCandidate, TuningGoal
+from mirbad_protocol import ModelDefinition
+from mirbad_protocol.tuning import TuningCandidate, TuningGoal
 
 from ._goals import Measurement
 from ._outcome import EngineOutcome, Measured

@@ -22,7 +22,9 @@ from typing import Any, Final
 
 from mirbad_orchestration.commandline import launch_spec_for, normalize_definition
 from mirbad_orchestration.exceptions import NoTuningStepsError, UnknownTuningStepError
-from mirbad_protocol import GgufInfo, ModelDefinition, SpeculativeDecoding, TuningCandidate, TuningSearch
+from mirbad_protocol import ModelDefinition, SpeculativeDecoding
+from mirbad_protocol.agent import GgufInfo
+from mirbad_protocol.tuning import TuningCandidate, TuningSearch
 
 __all__ = [
     "LLAMACPP_QUICK",

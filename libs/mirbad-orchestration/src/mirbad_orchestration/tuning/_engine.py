@@ -22,7 +22,8 @@ from pydantic import JsonValue
 from mirbad_orchestration.benchmarks import median
 from mirbad_orchestration.commandline import normalize_definition
 from mirbad_orchestration.exceptions import CandidateFailedError, TuningError, TuningInfrastructureError
-from mirbad_protocol import MirbadError, ModelDefinition, TuningCandidate, TuningGoal
+from mirbad_protocol import MirbadError, ModelDefinition
+from mirbad_protocol.tuning import TuningCandidate, TuningGoal
 
 from ._confirmation import Confirmation
 from ._dimensions import TuningPlan, effective_config, fingerprint

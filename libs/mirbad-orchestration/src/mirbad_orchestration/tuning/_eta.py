@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from mirbad_orchestration.benchmarks import median
-from mirbad_protocol import TuningRun
+from mirbad_protocol.tuning import TuningRun
 
 __all__ = [
     "DEFAULT_BENCHMARK_S",

@@ -20,7 +20,8 @@ from mirbad_orchestration.benchmarks import is_pooling
 from mirbad_orchestration.exceptions import UnknownModelError
 from mirbad_orchestration.fleet import AgentClients, ModelRuntime, NodeRegistry, launch_total_gib
 from mirbad_orchestration.jobs import JobTarget
-from mirbad_protocol import BenchmarkSizes, MirbadError, ModelDefinition, ModelState, PresetSizes
+from mirbad_protocol import MirbadError, ModelDefinition, ModelState
+from mirbad_protocol.benchmarks import BenchmarkSizes, PresetSizes
 
 from ._instances import AgentTuningInstances, InstanceCandidateRunner
 from ._runner import CandidateRunner

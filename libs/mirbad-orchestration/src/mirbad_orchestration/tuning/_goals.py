@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from mirbad_orchestration.benchmarks import GuardInputs, SuiteOutcome, median
-from mirbad_protocol import EmbeddingsResult, TuningGoal
+from mirbad_protocol.benchmarks import EmbeddingsResult
+from mirbad_protocol.tuning import TuningGoal
 
 __all__ = [
     "ABSOLUTE_GUARDS",

@@ -37,15 +37,14 @@ from mirbad_orchestration.exceptions import (
 )
 from mirbad_orchestration.fleet import AgentClient
 from mirbad_protocol import (
-    BenchmarkSizes,
     ContainerLaunch,
     MirbadError,
     ModelDefinition,
     ModelState,
     ModelStatus,
-    PresetSizes,
     ProcessLaunch,
 )
+from mirbad_protocol.benchmarks import BenchmarkSizes, PresetSizes
 
 from ._goals import Measurement, measurement_from_embeddings, measurement_from_outcome
 from ._runner import CandidateRunner

@@ -47,15 +47,8 @@ from mirbad_orchestration.jobs import (
     NodeJobs,
     RunningJob,
 )
-from mirbad_protocol import (
-    MirbadError,
-    ModelDefinition,
-    ModelState,
-    ModelStatus,
-    TuningJobView,
-    TuningRequest,
-    TuningRun,
-)
+from mirbad_protocol import MirbadError, ModelDefinition, ModelState, ModelStatus
+from mirbad_protocol.tuning import TuningJobView, TuningRequest, TuningRun
 
 from ._dimensions import ModelShape, TuningPlan, kv_auto_fits, plan_for
 from ._engine import TuningEngine

@@ -19,7 +19,8 @@ from typing import Final, Protocol
 
 from mirbad_orchestration.fleet import AgentClient, AgentClients, NodeRegistry
 from mirbad_orchestration.jobs import JobTarget
-from mirbad_protocol import MirbadError, ModelConfigInfo, ModelDefinition
+from mirbad_protocol import MirbadError, ModelDefinition
+from mirbad_protocol.agent import ModelConfigInfo
 
 from ._dimensions import ModelShape, kv_auto_fits
 from ._gates import weights_format

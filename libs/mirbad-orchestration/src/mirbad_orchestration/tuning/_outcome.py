@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mirbad_protocol import ModelDefinition, TuningCandidate
+from mirbad_protocol import ModelDefinition
+from mirbad_protocol.tuning import TuningCandidate
 
 from ._goals import Measurement
 

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from mirbad_orchestration.exceptions import NoTuningStepsError, UnknownTuningStepError
-from mirbad_protocol import ModelDefinition, SpeculativeDecoding, TuningCandidate, TuningSearch
+from mirbad_protocol import ModelDefinition, SpeculativeDecoding
+from mirbad_protocol.tuning import TuningCandidate, TuningSearch
 
 from ._dimensions import Dimension, TuningPlan, Value
 from ._gates import (

@@ -11,7 +11,7 @@ from typing import Final
 
 from mirbad_orchestration.exceptions import NoTuningRunError
 from mirbad_orchestration.stores import JobResultKind, JobResults
-from mirbad_protocol import TuningList, TuningRun
+from mirbad_protocol.tuning import TuningList, TuningRun
 
 __all__ = ["TUNING_FOLDER_NAME", "TUNING_RUNS", "TuningResults"]
 

@@ -24,7 +24,7 @@ from mirbad_orchestration.benchmarks import (
     score_run,
 )
 from mirbad_orchestration.exceptions import RejectedMeasurementError
-from mirbad_protocol import TuningGoal
+from mirbad_protocol.tuning import TuningGoal
 
 from ._goals import (
     RELATIVE_SLACK,

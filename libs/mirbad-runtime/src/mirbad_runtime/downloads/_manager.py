@@ -33,7 +33,7 @@ import anyio.to_thread
 import httpx
 from anyio.abc import TaskGroup, TaskStatus
 
-from mirbad_protocol import (
+from mirbad_protocol.downloads import (
     DownloadFile,
     DownloadJob,
     DownloadState,

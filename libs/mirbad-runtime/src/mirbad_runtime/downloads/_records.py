@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from mirbad_protocol import DownloadJob, remove_stale_temp_files, write_bytes_atomic, write_json_atomic
+from mirbad_protocol.downloads import DownloadJob
+from mirbad_protocol.support import remove_stale_temp_files, write_bytes_atomic, write_json_atomic
 from mirbad_runtime.exceptions import DownloadError
 
 from ._sources import DownloadPlan, PlannedFile

@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 import httpx
 
-from mirbad_protocol import HuggingFaceDownload, OllamaDownload
+from mirbad_protocol.downloads import HuggingFaceDownload, OllamaDownload
 from mirbad_runtime.exceptions import (
     DownloadRefusedError,
     SourceNeedsTokenError,
