@@ -21,7 +21,7 @@ from nicegui import ui
 from mirbad_master._composition import MasterServices
 from mirbad_master.ui._marks import testid
 from mirbad_master.ui._portal import Portal
-from mirbad_master.ui._refusals import PORTAL_ACTOR, REFUSED, act, show_refusal
+from mirbad_master.ui._refusals import PORTAL_ACTOR, REFUSED, act, refusal_text, show_refusal
 from mirbad_protocol import InvalidFieldError, MirbadError, ModelDefinition, ModelSource
 from mirbad_protocol.downloads import DownloadJob, HuggingFaceDownload, check_download_folder
 
@@ -136,7 +136,7 @@ async def render_downloads_panel(portal: Portal, node_id: str | None = None) -> 
             try:
                 listed.append((node, await downloads.node_downloads(services, node)))
             except MirbadError as exc:
-                listed.append((node, str(exc)))
+                listed.append((node, refusal_text(exc)))
         body.clear()
         with body:
             if not any(isinstance(jobs, list) and jobs for _node, jobs in listed):

@@ -207,9 +207,8 @@ def _open_create(portal: Portal, dialogs: ui.element, refresh: Any) -> None:
                 return
             try:
                 created = await actions.create_key(portal.services, request, PORTAL_ACTOR)
-            except (
-                Exception
-            ) as exc:  # under its field (the name's input for any other), else as /api words it
+            except Exception as exc:
+                # Under its field (the name's input for any other), else as /api words it.
                 show_under_field(exc, inputs, fallback=inputs["name"])
                 return
             dialog.close()

@@ -19,7 +19,7 @@ from mirbad_master._composition import MasterServices
 from mirbad_master._llama_server_build import LlamaServerBuild as BuildJob
 from mirbad_master.ui._marks import testid
 from mirbad_master.ui._portal import Portal
-from mirbad_master.ui._refusals import PORTAL_ACTOR, REFUSED, act
+from mirbad_master.ui._refusals import PORTAL_ACTOR, REFUSED, act, refusal_text
 from mirbad_protocol import MirbadError
 from mirbad_protocol.releases import ImagePull, LlamaServerBinary, NodeReleases
 
@@ -154,7 +154,7 @@ async def _node_card(services: MasterServices, node: str, job: BuildJob | None) 
         except MirbadError as exc:
             body.clear()
             with body:
-                ui.label(str(exc)).classes("text-caption text-negative")
+                ui.label(refusal_text(exc)).classes("text-caption text-negative")
             return
         body.clear()
         with body:
