@@ -17,7 +17,7 @@ from typing import Annotated, Final, Literal
 
 from pydantic import AwareDatetime, BeforeValidator, Field, PlainSerializer
 
-from mirbad_orchestration.fleet import NodeRecord
+from mirbad_orchestration.fleet import MasterIdentity, NodeRecord
 from mirbad_orchestration.services import HostServicesDocument
 from mirbad_protocol import ModelDefinition, PkiError, WireModel
 from mirbad_protocol.admin import ApiKeyRecord
@@ -75,18 +75,6 @@ Base64 = Annotated[bytes, BeforeValidator(_decode_base64), PlainSerializer(_enco
 """Bytes carried as standard base64 text (padded, no line breaks)."""
 
 HostName = Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[^\x00-\x1f\x7f]+$")]
-
-
-class MasterIdentity(WireModel):
-    """Who the master is to its fleet: fleet recovery brings this back so the agents keep trusting it.
-
-    Attributes:
-        instance_id: the master's instance id.
-        epoch: the master's fencing epoch; a recovered master continues above it.
-    """
-
-    instance_id: Annotated[str, Field(min_length=1, max_length=200)]
-    epoch: Annotated[int, Field(ge=0)]
 
 
 class HostServicesBackup(WireModel):

@@ -5,6 +5,7 @@
 to their agents, :class:`NodeMonitor` polls them into a :class:`StatusCache`, and
 :class:`RemoteModelRuntime` (a :class:`ModelRuntime`) starts and stops models on them. The endpoint
 resolver and :func:`model_status` answer where a served name runs and in which state.
+:class:`MasterIdentityStore` keeps who the master is to its fleet (instance id, fencing epoch).
 """
 
 from ._agent_client import AgentClient, AgentTimeouts
@@ -18,6 +19,7 @@ from ._enrollment import (
     Enrollment,
     EnrollmentTokens,
 )
+from ._master_identity import MASTER_IDENTITY_FILE, MasterIdentity, MasterIdentityStore
 from ._model_status import model_node, model_status
 from ._node_monitor import DEFAULT_POLL_INTERVAL_S, NodeMonitor, NodeState, StatusCache
 from ._nodes import (
@@ -45,6 +47,7 @@ __all__ = [
     "DEFAULT_TOKEN_TTL",
     "ENROLLMENT_TOKENS_FILE",
     "LOCAL_NODE_ID",
+    "MASTER_IDENTITY_FILE",
     "NODES_FILE_NAME",
     "NODE_ID_PATTERN",
     "NODE_NAME_PATTERN",
@@ -55,6 +58,8 @@ __all__ = [
     "AgentTimeouts",
     "Enrollment",
     "EnrollmentTokens",
+    "MasterIdentity",
+    "MasterIdentityStore",
     "ModelRuntime",
     "NodeMonitor",
     "NodeRecord",
