@@ -27,6 +27,7 @@ from mirbad_orchestration.fleet import (
     AgentClients,
     AgentEndpointResolver,
     EnrollmentTokens,
+    MasterIdentityStore,
     NodeMonitor,
     NodeRegistry,
     RemoteTelemetryCollector,
@@ -123,6 +124,8 @@ class MasterServices:
         self.nodes = NodeRegistry(data_dir)
         self.keys = ApiKeyStore(data_dir, flush_interval=settings.usage_flush_s)
         self.audit = AuditLog(data_dir)
+        # Who this master is to its fleet: backups carry it, fleet recovery puts it back one epoch up.
+        self.identity = MasterIdentityStore(data_dir)
         self.recovery = RecoveryState(data_dir)
         self.pauses = RestartPauses(data_dir)
         # With the registry: a name is enrolled once, and an enrolled node is registered and pinned.
