@@ -3,7 +3,9 @@
 :class:`NodeRegistry` keeps the nodes (``nodes.json``), :class:`EnrollmentTokens` and
 :class:`Enrollment` let new ones join, :class:`AgentClient` / :class:`AgentClients` speak mutual TLS
 to their agents, :class:`NodeMonitor` polls them into a :class:`StatusCache`, and
-:class:`RemoteModelRuntime` (a :class:`ModelRuntime`) starts and stops models on them. The endpoint
+:class:`RemoteModelRuntime` (a :class:`ModelRuntime`) starts and stops models on them;
+:class:`RemoteTelemetryCollector` keeps their metrics history, from which :func:`judge_progress` tells a
+Stalled or Slow model. The endpoint
 resolver and :func:`model_status` answer where a served name runs and in which state.
 """
 
@@ -18,6 +20,7 @@ from ._enrollment import (
     Enrollment,
     EnrollmentTokens,
 )
+from ._model_progress import ModelProgress, ProgressThresholds, judge_progress
 from ._model_status import model_node, model_status
 from ._node_monitor import DEFAULT_POLL_INTERVAL_S, NodeMonitor, NodeState, StatusCache
 from ._nodes import (
@@ -55,6 +58,7 @@ __all__ = [
     "AgentTimeouts",
     "Enrollment",
     "EnrollmentTokens",
+    "ModelProgress",
     "ModelRuntime",
     "NodeMonitor",
     "NodeRecord",
@@ -62,12 +66,14 @@ __all__ = [
     "NodeState",
     "NodeView",
     "PooledTransportBuilder",
+    "ProgressThresholds",
     "RemoteModelRuntime",
     "RemoteTelemetryCollector",
     "StatusCache",
     "TransportFactory",
     "agent_url_for",
     "check_agent_url",
+    "judge_progress",
     "launch_total_gib",
     "model_node",
     "model_status",
