@@ -1,10 +1,11 @@
-"""A stand-in model server that wedges: it streams a few tokens of a chat, then goes silent.
+"""A stand-in model server that wedges (it streams a few tokens of a chat, then goes silent) or crawls.
 
 Served on loopback by :func:`tests._support.asgi_server.serve_asgi`, it answers ``/v1/chat/completions``
 as an OpenAI-compatible server does, until it has sent ``tokens`` chunks: then it keeps the connection
 open and sends nothing more, as an engine whose scheduler hung does (``/health`` would still answer).
 A non-streamed chat gets no answer at all. ``left`` is set when the client closes the connection, so a
-test can see that the proxy in front ended the request rather than leaving it hanging.
+test can see that the proxy in front ended the request rather than leaving it hanging. With ``wedges``
+off it is a slow engine instead: ``pause_s`` between tokens, then the end of the stream.
 """
 
 from __future__ import annotations
@@ -29,11 +30,15 @@ class WedgingRuntime:
 
     Attributes:
         tokens: the chunks a streamed chat gets before the silence.
+        wedges: go silent after ``tokens`` (else end the stream there).
+        pause_s: the pause before each token after the first.
         arrived: set when a chat arrives.
         left: set when the client of a wedged request closes its connection.
     """
 
     tokens: int = 3
+    wedges: bool = True
+    pause_s: float = 0.0
     arrived: anyio.Event = field(default_factory=anyio.Event)
     left: anyio.Event = field(default_factory=anyio.Event)
 
@@ -49,7 +54,12 @@ class WedgingRuntime:
         if json.loads(body or b"{}").get("stream"):
             await send({"type": "http.response.start", "status": 200, "headers": _SSE})
             for index in range(self.tokens):
+                if index:
+                    await anyio.sleep(self.pause_s)
                 await send({"type": "http.response.body", "body": _chunk(index), "more_body": True})
+            if not self.wedges:
+                await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
+                return
         await self._wedged(receive)
 
     async def _wedged(self, receive: Receive) -> None:

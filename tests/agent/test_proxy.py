@@ -320,9 +320,11 @@ async def test_an_unknown_model_is_404_through_the_agent_app(client: httpx.Async
 
 
 @asynccontextmanager
-async def wedging_agent(idle_timeout_s: float) -> AsyncIterator[tuple[AsyncOpenAI, WedgingRuntime]]:
-    """The proxy route in front of a stand-in runtime that wedges, and an OpenAI client through it."""
-    runtime = WedgingRuntime()
+async def wedging_agent(
+    idle_timeout_s: float, runtime: WedgingRuntime | None = None
+) -> AsyncIterator[tuple[AsyncOpenAI, WedgingRuntime]]:
+    """The proxy route in front of a stand-in runtime (one that wedges by default), and an OpenAI client."""
+    runtime = runtime or WedgingRuntime()
     async with create_upstream_client() as client, serve_asgi(runtime) as runtime_base:
         lookup = FakeLookup({"m1": ModelServer(f"{runtime_base}/")})
         route = proxy_route(lookup, client, idle_timeout_s=idle_timeout_s)
@@ -372,3 +374,14 @@ async def test_a_model_that_wedges_before_answering_is_an_error_body() -> None:
     assert caught.value.status_code == 504
     assert isinstance(caught.value.body, dict)
     assert caught.value.body["code"] == "upstream_timeout"
+
+
+async def test_a_slow_model_that_keeps_sending_is_not_cut() -> None:
+    # The idle timeout bounds each silence, not the answer: tokens slower than a wedge's bound still end.
+    crawling = WedgingRuntime(tokens=6, wedges=False, pause_s=0.1)
+    async with wedging_agent(idle_timeout_s=1.0, runtime=crawling) as (openai, _):
+        stream = await openai.chat.completions.create(model="m", messages=[HELLO], stream=True)
+        with anyio.fail_after(WAIT_S):
+            tokens = [chunk.choices[0].delta.content async for chunk in stream]
+
+    assert tokens == [f"t{index} " for index in range(6)]

@@ -165,13 +165,14 @@ def test_a_waiting_chat_whose_client_leaves_closes_the_model_servers_connection(
     asking.start()
     try:
         until(lambda: llama.processing() == 1, "the chat never reached llama-server", timeout_s=LEAVE_S)
-        assert llama.half_closed() == 0
+        # The agent's own scrapes may leave one for an instant; the chat's must come on top of those.
+        before = llama.half_closed()
     finally:
         asking.join(WAIT_S)
     assert len(outcome) == 1, "the generation ended by itself"
     # Both hops let go: the agent closed its connection to llama-server, which sees its peer gone.
     until(
-        lambda: llama.half_closed() == 1,
+        lambda: llama.half_closed() > before,
         "the agent kept its connection to llama-server after the client left",
         timeout_s=STOP_BOUND_S,
     )
