@@ -40,7 +40,11 @@ CHECKS: list[list[str]] = [
     [
         "mypy",
         "dev.py",
-        *(folder for folder in ("libs", "apps", "tests", "bench") if any((ROOT / folder).rglob("*.py"))),
+        *(
+            folder
+            for folder in ("libs", "apps", "tests", "bench", "tools")
+            if any((ROOT / folder).rglob("*.py"))
+        ),
     ],
     ["lint-imports"],
 ]

@@ -138,6 +138,13 @@ async def test_the_download_bounds_reach_the_download_manager(tmp_path: Path) ->
     assert (limits.min_bytes_per_second, limits.connect_timeout_s, limits.max_planning) == (1, 10, 4)
 
 
+async def test_the_proxy_idle_timeout_reaches_the_proxy(tmp_path: Path) -> None:
+    async with await compose_services(settings(tmp_path)) as defaults:
+        assert defaults.proxy_idle_timeout_s == 600
+    async with await compose_services(settings(tmp_path, proxy_idle_timeout_s=45)) as chosen:
+        assert chosen.proxy_idle_timeout_s == 45
+
+
 def _process_start() -> dict[str, Any]:
     spec = ProcessLaunch(
         model_id="tiny",

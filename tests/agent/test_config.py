@@ -64,6 +64,11 @@ def test_defaults_without_a_file() -> None:
     assert settings.cache_host_path == settings.state_dir / "cache"
 
 
+def test_the_proxy_idle_timeout_is_on_by_default() -> None:
+    # Generous: a long prefill, or a non-streamed answer, sends nothing for minutes.
+    assert load_settings().proxy_idle_timeout_s == 600
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [
@@ -84,6 +89,9 @@ def test_defaults_without_a_file() -> None:
         ),
         ({"downloads": {"plan_timeout_s": 300}}, "downloads.plan_timeout_s"),
         ({"downloads": {"min_bytes_per_second": 0}}, "downloads.min_bytes_per_second"),
+        ({"proxy_idle_timeout_s": 0}, "proxy_idle_timeout_s: Input should be greater than 0"),
+        ({"proxy_idle_timeout_s": -1}, "proxy_idle_timeout_s: Input should be greater than 0"),
+        ({"proxy_idle_timeout_s": None}, "proxy_idle_timeout_s: Input should be a valid number"),
     ],
 )
 def test_bad_settings_are_named(tmp_path: Path, content: dict[str, object], message: str) -> None:

@@ -10,10 +10,13 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from openai import APIError, AsyncOpenAI, InternalServerError
+from openai.types.chat import ChatCompletionUserMessageParam
 from starlette.applications import Starlette
 from starlette.routing import Mount
 from tests._support.asgi_server import announce_body, free_port, serve_asgi
 from tests._support.fake_upstream import CHUNKS, WAIT_S, FakeUpstream, event
+from tests._support.wedging_runtime import WEDGE_WAIT_S, WedgingRuntime
 
 from mirbad_agent import (
     PROXY_METHODS,
@@ -38,6 +41,8 @@ from mirbad_runtime import MemoryProbe, ModelNotFoundError
 from mirbad_runtime.testing import FakeDriver
 
 pytestmark = pytest.mark.anyio
+
+HELLO: ChatCompletionUserMessageParam = {"role": "user", "content": "hello"}
 
 
 class FakeLookup:
@@ -306,3 +311,74 @@ async def test_an_unknown_model_is_404_through_the_agent_app(client: httpx.Async
     assert response.status_code == 404
     assert error_of(response) == ("model_not_found", "model nobody has no instance on this node")
     assert node.upstream.requests == []
+
+
+# ------------------------------------------------- a model server that wedges (issue 27)
+
+
+@asynccontextmanager
+async def wedging_agent(
+    idle_timeout_s: float, runtime: WedgingRuntime | None = None
+) -> AsyncIterator[tuple[AsyncOpenAI, WedgingRuntime]]:
+    """The proxy route in front of a stand-in runtime (one that wedges by default), and an OpenAI client."""
+    runtime = runtime or WedgingRuntime()
+    async with create_upstream_client() as client, serve_asgi(runtime) as runtime_base:
+        lookup = FakeLookup({"m1": ModelServer(f"{runtime_base}/")})
+        route = proxy_route(lookup, client, idle_timeout_s=idle_timeout_s)
+        app = Starlette(routes=[Mount(AGENT_API_PREFIX, routes=[route])])
+        async with serve_asgi(app) as base:
+            openai = AsyncOpenAI(
+                base_url=f"{base}{AGENT_API_PREFIX}/proxy/m1/v1",
+                api_key="unused",
+                max_retries=0,
+                timeout=WAIT_S,
+            )
+            async with openai:
+                yield openai, runtime
+
+
+async def test_a_model_that_wedges_mid_stream_ends_it_with_an_openai_error_event() -> None:
+    async with wedging_agent(idle_timeout_s=0.3) as (openai, runtime):
+        stream = await openai.chat.completions.create(model="m", messages=[HELLO], stream=True)
+        tokens: list[str] = []
+
+        async def read() -> None:
+            async for chunk in stream:
+                tokens.append(chunk.choices[0].delta.content or "")
+
+        with anyio.fail_after(WAIT_S), pytest.raises(APIError) as caught:
+            await read()
+        with anyio.fail_after(WEDGE_WAIT_S):
+            await runtime.left.wait()  # the wedged request was ended, not left hanging
+
+    assert tokens == ["t0 ", "t1 ", "t2 "]
+    assert "idle timeout" in caught.value.message
+    assert caught.value.body == {
+        "message": caught.value.message,
+        "type": "server_error",
+        "param": None,
+        "code": "upstream_failed",
+    }
+
+
+async def test_a_model_that_wedges_before_answering_is_an_error_body() -> None:
+    async with wedging_agent(idle_timeout_s=0.3) as (openai, runtime):
+        with anyio.fail_after(WAIT_S), pytest.raises(InternalServerError) as caught:
+            await openai.chat.completions.create(model="m", messages=[HELLO])
+        with anyio.fail_after(WEDGE_WAIT_S):
+            await runtime.left.wait()
+
+    assert caught.value.status_code == 504
+    assert isinstance(caught.value.body, dict)
+    assert caught.value.body["code"] == "upstream_timeout"
+
+
+async def test_a_slow_model_that_keeps_sending_is_not_cut() -> None:
+    # The idle timeout bounds each silence, not the answer: tokens slower than a wedge's bound still end.
+    crawling = WedgingRuntime(tokens=6, wedges=False, pause_s=0.1)
+    async with wedging_agent(idle_timeout_s=1.0, runtime=crawling) as (openai, _):
+        stream = await openai.chat.completions.create(model="m", messages=[HELLO], stream=True)
+        with anyio.fail_after(WAIT_S):
+            tokens = [chunk.choices[0].delta.content async for chunk in stream]
+
+    assert tokens == [f"t{index} " for index in range(6)]

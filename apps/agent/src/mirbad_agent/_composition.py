@@ -77,8 +77,8 @@ class AgentServices:
         start_slot_timeout_s: how long an admitted start may hold the one-start slot.
         http: the client for telemetry scrapes (created and closed here when None).
         proxy_client: the client of the reverse proxy (created and closed here when None).
-        proxy_idle_timeout_s: end a proxied request whose model sends nothing this long before its
-            response headers (None: never, since a long generation may take minutes).
+        proxy_idle_timeout_s: end a proxied request whose model sends nothing this long, before its
+            response headers or mid-stream (None: never; the agent's settings always give one).
         version: the reported agent version (the installed one when None).
         downloads: the download jobs (run in the app's lifespan); None on a node that offers none.
         host_services: the gateway to the node's hostd (probed in the app's lifespan); None: no hostd.

@@ -185,8 +185,9 @@ class AgentSettings(_Settings):
         telemetry_capacity: samples kept per model.
         start_slot_timeout_s: how long a model may hold the one-start-at-a-time slot.
         graceful_shutdown_s: how long a stopping agent waits for open requests (followed logs, streams).
-        proxy_idle_timeout_s: end a proxied request whose model sends nothing this long before its
-            response headers; None (the default) never does.
+        proxy_idle_timeout_s: end a proxied request whose model sends nothing this long, before its
+            response headers or between two chunks (a wedged engine); on by default, and long enough
+            for a long prefill and for most non-streamed answers, which send nothing until done.
         hostd_socket: the socket of the node's hostd (host services); None offers none.
     """
 
@@ -207,7 +208,7 @@ class AgentSettings(_Settings):
     telemetry_capacity: Annotated[int, Field(ge=1)] = 360
     start_slot_timeout_s: _Positive = 1800.0
     graceful_shutdown_s: _Positive = 10.0
-    proxy_idle_timeout_s: _Positive | None = None
+    proxy_idle_timeout_s: _Positive = 600.0
     hostd_socket: Path | None = DEFAULT_HOSTD_SOCKET
 
     @model_validator(mode="after")

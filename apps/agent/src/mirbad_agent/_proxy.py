@@ -89,13 +89,15 @@ def proxy_route(
     a body over 64 MiB; 502
     ``upstream_unreachable`` when the model's server refuses or breaks the connection; 504
     ``upstream_timeout`` when it stays silent for ``idle_timeout_s`` before answering. Anything else is
-    the model's own response, streamed as it comes.
+    the model's own response, streamed as it comes; a model that then stays silent for
+    ``idle_timeout_s`` (a wedged engine) ends an event stream with an OpenAI error event and any other
+    body cut short (see :class:`mirbad_router.UpstreamRelay`), and its request is closed.
 
     Args:
         lookup: where each model listens (see :class:`ModelServerLookup`).
         client: the shared upstream client (``mirbad_router``'s ``create_upstream_client``).
-        idle_timeout_s: end a request whose model stays silent this long (``None``: never; a long
-            generation may legitimately take many minutes).
+        idle_timeout_s: end a request whose model stays silent this long (``None``: never); the
+            agent's ``proxy_idle_timeout_s``.
         running: asked when the model's server cannot be reached: a model that is not Ready (an
             exited container, a Failed process, one still loading) is then 503 ``model_not_running``
             rather than 502. Asked only then, so a request to a running model costs no status read.

@@ -6,6 +6,8 @@ What is exposed (memory in bytes, the Prometheus base unit):
   ``mirbad_router_requests_in_flight`` per served name (``model``);
 * ``mirbad_model_state`` per model, node and state: 1 for the current state, 0 for the others;
   ``mirbad_model_restart_paused`` 1 while a model's automatic restarts are paused;
+  ``mirbad_model_progress`` per model, node and state (``Stalled``, ``Slow``): 1 while a Ready model is
+  flagged so from its metrics history, 0 otherwise;
 * ``mirbad_node_reachable`` and ``mirbad_node_memory_{total,available,reserve}_bytes`` per node;
 * ``mirbad_api_key_requests_total``, ``mirbad_api_key_prompt_tokens_total`` and
   ``mirbad_api_key_completion_tokens_total`` per served name, summed over the keys; per key id and
@@ -39,6 +41,7 @@ METRICS_MEDIA_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 """The media type of the text exposition format."""
 
 _GIB: Final = 1024**3
+_PROGRESS_STATES: Final = ("Stalled", "Slow")
 
 
 @dataclass(frozen=True)
@@ -116,7 +119,15 @@ class _SnapshotCollector(Collector):
         )
         for pause in self._snapshot.status.pauses:
             paused.add_metric([pause.model_id], 1.0)
-        yield from (state, paused)
+        progress = GaugeMetricFamily(
+            "mirbad_model_progress",
+            "1 while a Ready model is Stalled or Slow by its metrics history, 0 otherwise.",
+            labels=["model", "node", "state"],
+        )
+        for status in self._snapshot.status.models:
+            for flag in _PROGRESS_STATES:
+                progress.add_metric([status.id, status.node_id or "", flag], float(status.progress == flag))
+        yield from (state, paused, progress)
 
     def _nodes(self) -> Iterator[Metric]:
         reachable = GaugeMetricFamily(

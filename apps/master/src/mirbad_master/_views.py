@@ -2,8 +2,10 @@
 
 Views are read from what the master already knows (the registry, the status cache, the pauses), so a
 listing never waits on a node; the models of a node that stops answering read Unknown, with the
-reason, exactly as ``/v1`` tells them (:func:`mirbad_orchestration.fleet.model_status`). Views go out whole
-(every field, defaults included), unlike the agent envelopes.
+reason, exactly as ``/v1`` tells them (:func:`mirbad_orchestration.fleet.model_status`). A Ready model's
+status also carries ``progress`` (Stalled or Slow) when its metrics history says it is not progressing.
+Views go out whole (every field, defaults included), unlike the agent envelopes; ``progress`` and its
+reason alone are absent while the model progresses.
 """
 
 from __future__ import annotations
@@ -101,7 +103,13 @@ async def status_report(services: MasterServices) -> StatusReport:
 def _status_of(services: MasterServices, definition: ModelDefinition) -> tuple[ModelStatus, NodeState | None]:
     # The one rule /v1 resolves with too, so a view never says Ready where a request is refused.
     status = model_status(services.cache, definition, services.runtime.default_node_id)
-    return status, services.cache.node(status.node_id or services.runtime.default_node_id)
+    node = services.cache.node(status.node_id or services.runtime.default_node_id)
+    if status.state is ModelState.READY:
+        progress = services.telemetry.progress(definition.id, definition.runtime)
+        if progress is not None:
+            flagged = {"progress": progress.state, "progress_reason": progress.reason}
+            status = status.model_copy(update=flagged)
+    return status, node
 
 
 def _total_gib(definition: ModelDefinition, node: NodeState | None) -> float:

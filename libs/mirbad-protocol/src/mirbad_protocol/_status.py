@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -48,6 +48,11 @@ class ModelStatus(WireModel):
     # What the running instance runs with, read back by its node: a container's command (vLLM's
     # arguments), a native process's command line without the executable. None: unknown or older agent.
     argv: list[str] | None = None
+    # The master's judgement of a Ready model from its metrics history (never an agent's): Stalled
+    # (requests running, nothing generated for a window) or Slow (well under its own recent speed at a
+    # similar load), with the figures that made it; absent from every payload while it progresses.
+    progress: Literal["Stalled", "Slow"] | None = Field(default=None, exclude_if=lambda value: value is None)
+    progress_reason: str | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 class GpuMemory(WireModel):
@@ -85,6 +90,9 @@ class ModelMetrics(WireModel):
     resident set, a container's memory usage), None where the agent cannot measure it or is older.
     ``prefix_cache_hits_total`` is the server's counter of prompt tokens served from its prefix cache
     (vLLM's ``vllm:prefix_cache_hits_total``), None where the server has none (llama-server).
+    ``decode_calls_total`` is llama-server's count of decode steps (``llamacpp:n_decode_total``: prompt
+    batches and generated tokens alike), which moves while requests run, where its token counters only
+    move when a request ends; None for other servers and older agents.
     ``gpu_memory_bytes`` is the GPU memory of the model's compute processes as the GPU reports them
     (nvidia-smi's compute apps in its container, or its server's process and every process below it),
     and ``gpu_memory_source`` who listed them (``hostd``, or ``nvidia-smi`` run by the agent itself);
@@ -104,6 +112,7 @@ class ModelMetrics(WireModel):
     generation_tokens_per_second: float | None = None
     memory_bytes: Annotated[int, Field(ge=0)] | None = None
     prefix_cache_hits_total: float | None = None
+    decode_calls_total: float | None = Field(default=None, exclude_if=lambda value: value is None)
     gpu_memory_bytes: Annotated[int, Field(ge=0)] | None = None
     # Text, not a Literal: a newer agent's source must still read on an older master.
     gpu_memory_source: str | None = None

@@ -35,6 +35,10 @@ _EVENT_STREAM_BYTES: Final = b"text/event-stream"
 _STREAM_CUT_MESSAGE: Final = (
     "The model's server stopped in the middle of the response; the answer is incomplete."
 )
+# A wedged engine keeps its connection open and sends nothing: the client learns it was the silence.
+_STREAM_SILENT_MESSAGE: Final = (
+    "The model's server sent nothing for longer than the idle timeout; the answer is incomplete."
+)
 
 
 # What an upstream may raise, sending or once its headers came: httpx's errors (a client's own
@@ -161,26 +165,28 @@ class UpstreamRelay(Response):
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 self._tail = (self._tail + chunk)[-4:]
         except _SILENT:
-            return await self._broken_off("silent for longer than the idle timeout", send)
+            return await self._broken_off(
+                "silent for longer than the idle timeout", send, _STREAM_SILENT_MESSAGE
+            )
         except TRANSPORT_FAILURES as exc:
-            return await self._broken_off(str(exc) or type(exc).__name__, send)
+            return await self._broken_off(str(exc) or type(exc).__name__, send, _STREAM_CUT_MESSAGE)
         except OSError:
             return None  # an ASGI 2.4 server reports a client that left by failing the send
         await send({"type": "http.response.body", "body": b"", "more_body": False})
         return None
 
-    async def _broken_off(self, failure: str, send: Send) -> str:
+    async def _broken_off(self, failure: str, send: Send, message: str) -> str:
         if not self._event_stream:
             # Returning without the final body message makes the server drop the connection, so the
             # client sees an incomplete response instead of a short one that looks whole.
             return failure
-        event = self._stream_error_event()
+        event = self._stream_error_event(message)
         with suppress(OSError):  # the client may have left as well
             await send({"type": "http.response.body", "body": event, "more_body": False})
         return failure
 
-    def _stream_error_event(self) -> bytes:
-        payload = openai_error(_STREAM_CUT_MESSAGE, code="upstream_failed", type="server_error")
+    def _stream_error_event(self, message: str) -> bytes:
+        payload = openai_error(message, code="upstream_failed", type="server_error")
         event = b"data: " + json.dumps(payload).encode() + b"\n\n"
         # A cut inside an event cannot be taken back; ending it first keeps the error event its own.
         at_boundary = not self._tail or self._tail.endswith((b"\n\n", b"\r\n\r\n"))

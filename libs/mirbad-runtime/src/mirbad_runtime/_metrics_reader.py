@@ -29,6 +29,7 @@ METRIC_SERIES: Final[Mapping[str, tuple[str, ...]]] = {
     "prompt_tokens_total": ("vllm:prompt_tokens_total", "llamacpp:prompt_tokens_total"),
     "generation_tokens_total": ("vllm:generation_tokens_total", "llamacpp:tokens_predicted_total"),
     "prefix_cache_hits_total": ("vllm:prefix_cache_hits_total",),
+    "decode_calls_total": ("llamacpp:n_decode_total",),
 }
 """For each :class:`~mirbad_protocol.ModelMetrics` field, the sample names that feed it, first found wins.
 

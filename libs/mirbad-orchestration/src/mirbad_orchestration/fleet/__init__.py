@@ -3,7 +3,9 @@
 :class:`NodeRegistry` keeps the nodes (``nodes.json``), :class:`EnrollmentTokens` and
 :class:`Enrollment` let new ones join, :class:`AgentClient` / :class:`AgentClients` speak mutual TLS
 to their agents, :class:`NodeMonitor` polls them into a :class:`StatusCache`, and
-:class:`RemoteModelRuntime` (a :class:`ModelRuntime`) starts and stops models on them. The endpoint
+:class:`RemoteModelRuntime` (a :class:`ModelRuntime`) starts and stops models on them;
+:class:`RemoteTelemetryCollector` keeps their metrics history, from which :func:`judge_progress` tells a
+Stalled or Slow model. The endpoint
 resolver and :func:`model_status` answer where a served name runs and in which state.
 :class:`MasterIdentityStore` keeps who the master is to its fleet (instance id, fencing epoch).
 """
@@ -20,6 +22,7 @@ from ._enrollment import (
     EnrollmentTokens,
 )
 from ._master_identity import MASTER_IDENTITY_FILE, MasterIdentity, MasterIdentityStore
+from ._model_progress import ModelProgress, ProgressThresholds, judge_progress
 from ._model_status import model_node, model_status
 from ._node_monitor import DEFAULT_POLL_INTERVAL_S, NodeMonitor, NodeState, StatusCache
 from ._nodes import (
@@ -60,6 +63,7 @@ __all__ = [
     "EnrollmentTokens",
     "MasterIdentity",
     "MasterIdentityStore",
+    "ModelProgress",
     "ModelRuntime",
     "NodeMonitor",
     "NodeRecord",
@@ -67,12 +71,14 @@ __all__ = [
     "NodeState",
     "NodeView",
     "PooledTransportBuilder",
+    "ProgressThresholds",
     "RemoteModelRuntime",
     "RemoteTelemetryCollector",
     "StatusCache",
     "TransportFactory",
     "agent_url_for",
     "check_agent_url",
+    "judge_progress",
     "launch_total_gib",
     "model_node",
     "model_status",

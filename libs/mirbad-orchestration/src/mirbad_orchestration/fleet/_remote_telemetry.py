@@ -6,6 +6,8 @@ rates come from the agent when it computed them; a sample without a rate gets on
 sample kept here (counter increase over elapsed seconds), under the same rules as the agent's: no rate
 across a counter reset, a missing counter or a clock that did not move forward. Each node's host
 samples (its host services' GPU memory per pass) are kept beside them, per node, under the same bound.
+From each model's history the collector also tells whether a Ready model is still making progress
+(:meth:`RemoteTelemetryCollector.progress`, judged by :func:`judge_progress`).
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ import anyio
 from anyio.abc import TaskStatus
 
 from mirbad_orchestration.exceptions import NodeError, NodeRegistryError
-from mirbad_protocol import ModelMetrics
+from mirbad_protocol import ModelMetrics, RuntimeKind
 from mirbad_protocol.agent import HostGpuSample
 
 from ._agent_clients import AgentClients
+from ._model_progress import ModelProgress, ProgressThresholds, judge_progress
 from ._node_monitor import StatusCache
 from ._nodes import NodeRecord, NodeRegistry
 
@@ -74,6 +77,11 @@ class RemoteTelemetryCollector:
         capacity: samples kept per model (the oldest go first).
         interval_s: seconds between two reads of every node.
         sleep: waits between reads (tests pass a fake clock's ``sleep``).
+        progress: when a Ready model is flagged Stalled or Slow.
+
+    Raises:
+        ValueError: ``capacity`` is under one, or a ``progress`` window could never fire at
+            ``interval_s`` (named, with why).
     """
 
     def __init__(
@@ -85,9 +93,12 @@ class RemoteTelemetryCollector:
         capacity: int = DEFAULT_HISTORY_CAPACITY,
         interval_s: float = DEFAULT_TELEMETRY_INTERVAL_S,
         sleep: Sleep = anyio.sleep,
+        progress: ProgressThresholds | None = None,
     ) -> None:
         if capacity < 1:
             raise ValueError("a telemetry history holds at least one sample per model")
+        self._thresholds = progress or ProgressThresholds()
+        self._thresholds.check(interval_s)
         self._nodes = nodes
         self._clients = clients
         self._cache = cache
@@ -161,6 +172,16 @@ class RemoteTelemetryCollector:
         with self._lock:
             history = self._histories.get(model_id)
             return history[-1] if history else None
+
+    def progress(self, model_id: str, runtime: RuntimeKind) -> ModelProgress | None:
+        """Whether ``model_id`` (a Ready model of ``runtime``) is Stalled or Slow; None while it progresses.
+
+        Judged from the history kept over the last ``baseline_s`` on every call, so it clears as soon
+        as the newest samples show progress again.
+        """
+        with self._lock:
+            samples = list(self._histories.get(model_id, ()))
+        return judge_progress(samples, runtime, self._thresholds)
 
     def node_of(self, model_id: str) -> str | None:
         """The node the newest sample of ``model_id`` came from."""
