@@ -14,13 +14,14 @@ from mirbad_master.keys import actions as keys
 from mirbad_master.models import actions as models
 from mirbad_master.nodes import actions as nodes
 from mirbad_master.nodes.page import enrollment_request, node_request
+from mirbad_master.ui._attention import attention_items
 from mirbad_master.ui._fleet import FleetSnapshot, fleet_snapshot, parse_tags
 from mirbad_master.ui._format import pause_text
 from mirbad_master.ui._refusals import PORTAL_ACTOR
 from mirbad_orchestration import AgentAdmissionRefusedError
 from mirbad_orchestration.supervision import RestartPause
-from mirbad_protocol import InvalidFieldError, ModelDefinition, ModelState
-from mirbad_protocol.admin import ApiKeyCreate
+from mirbad_protocol import InvalidFieldError, ModelDefinition, ModelState, ModelStatus
+from mirbad_protocol.admin import ApiKeyCreate, ModelView
 
 pytestmark = pytest.mark.anyio
 
@@ -202,3 +203,31 @@ async def test_an_added_node_is_polled_at_once(tmp_path: Path) -> None:
     assert record.certificate_name == "gpu-2"
     assert state is not None
     assert state.reachable is False
+
+
+@pytest.mark.parametrize(("progress", "kind"), [("Stalled", "stalled"), ("Slow", "slow")])
+def test_a_ready_model_without_progress_is_on_the_attention_list_with_its_figures(
+    progress: str, kind: str
+) -> None:
+    reason = "2 requests running, no token for 130 s"
+    status = ModelStatus.model_validate(
+        {"id": "chat", "servedName": "chat", "state": "Ready", "progress": progress, "progressReason": reason}
+    )
+    view = ModelView(definition=definition("chat"), status=status)
+
+    [item] = attention_items([view], [])
+
+    assert (item.kind, item.subject, item.link) == (kind, "chat", "/models?focus=chat")
+    assert item.text == f"chat is {progress}: {reason}"
+    assert (
+        attention_items(
+            [
+                ModelView(
+                    definition=definition("chat"),
+                    status=status.model_copy(update={"progress": None, "progress_reason": None}),
+                )
+            ],
+            [],
+        )
+        == []
+    )

@@ -201,6 +201,11 @@ def _model_card(
                 ui.label(row.id).classes("text-subtitle1 text-weight-medium")
                 if row.view.restart_pending:
                     testid(ui.badge("Restart pending").props("color=warning outline"), "restart-pending")
+                if status.progress is not None:
+                    # Ready but wedged or crawling: the reason (the figures that made it) on hover.
+                    progress = ui.badge(status.progress).props("color=negative outline")
+                    progress.tooltip(status.progress_reason or status.progress)
+                    testid(progress, f"progress-{row.id}")
             ui.label(
                 f"{definition.served_name} · {definition.runtime} · node {status.node_id or '—'} · "
                 f"budget {gib(definition.memory_budget_gib)}"

@@ -1,8 +1,9 @@
 """The attention list: what an operator should look at now, and the count on the status-bar badge.
 
-Four things need attention: a model whose automatic restarts are paused after crashes, a model that
-failed (and is not paused: the pause already says it), a running model whose saved settings wait for a
-restart, and a node the master cannot reach. The list is built from the admin API's views, so the
+Five things need attention: a model whose automatic restarts are paused after crashes, a model that
+failed (and is not paused: the pause already says it), a Ready model that makes no progress (Stalled) or
+crawls (Slow), a running model whose saved settings wait for a restart, and a node the master cannot
+reach. The list is built from the admin API's views, so the
 Overview and the badge agree with ``/api`` at every moment.
 """
 
@@ -19,12 +20,14 @@ from ._format import DASH
 
 __all__ = ["AttentionItem", "AttentionKind", "attention_items"]
 
-AttentionKind = Literal["paused", "failed", "restart", "unreachable"]
+AttentionKind = Literal["paused", "failed", "stalled", "slow", "restart", "unreachable"]
 """Why an item is on the list."""
 
 _ICONS: dict[AttentionKind, str] = {
     "paused": "pause_circle",
     "failed": "error",
+    "stalled": "hourglass_disabled",
+    "slow": "speed",
     "restart": "restart_alt",
     "unreachable": "cloud_off",
 }
@@ -53,7 +56,7 @@ class AttentionItem:
 
 
 def attention_items(models: Sequence[ModelView], nodes: Sequence[NodeSummary]) -> list[AttentionItem]:
-    """Every item needing attention: paused and failed models, pending restarts, then unreachable nodes."""
+    """Every item needing attention: paused, failed, Stalled or Slow models, pending restarts, lost nodes."""
     items: list[AttentionItem] = []
     for view in models:
         item = _model_item(view)
@@ -78,6 +81,10 @@ def _model_item(view: ModelView) -> AttentionItem | None:
     if view.status.state is ModelState.FAILED:
         error = _last_line(view.status.error) or "no error reported"
         return AttentionItem("failed", model_id, f"{model_id} failed: {error}", link)
+    if view.status.progress is not None:
+        reason = view.status.progress_reason or "no figures reported"
+        kind: AttentionKind = "stalled" if view.status.progress == "Stalled" else "slow"
+        return AttentionItem(kind, model_id, f"{model_id} is {view.status.progress}: {reason}", link)
     if view.restart_pending:
         count = sum(1 for change in view.changed_settings if change.needs_restart)
         detail = f" ({count} changed setting{'s' if count != 1 else ''})" if count else ""
