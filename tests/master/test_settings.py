@@ -89,3 +89,19 @@ def test_the_connection_guard_settings_reach_every_listener() -> None:
     with pytest.raises(InvalidFieldError) as tiny:
         load_master_settings({"MIRBAD_MAX_HEADER_BYTES": "10"})
     assert tiny.value.field == "MIRBAD_MAX_HEADER_BYTES"
+
+
+def test_the_backup_settings_come_from_the_environment(tmp_path: Path) -> None:
+    off = load_master_settings({}).backup_settings()
+    environ = {
+        "MIRBAD_BACKUP_DIR": str(tmp_path),
+        "MIRBAD_BACKUP_KEEP": "3",
+        "MIRBAD_BACKUP_INCLUDE_CA": "false",
+    }
+    on = load_master_settings(environ).backup_settings()
+
+    assert (off.directory, off.keep, off.include_ca) == (None, 7, True)
+    assert (on.directory, on.keep, on.include_ca) == (tmp_path, 3, False)
+    with pytest.raises(InvalidFieldError) as zero:
+        load_master_settings({"MIRBAD_BACKUP_KEEP": "0"})
+    assert zero.value.field == "MIRBAD_BACKUP_KEEP"

@@ -21,6 +21,7 @@ from ._api_errors import error_response
 from ._api_session import admin_guard, session_router
 from ._composition import MasterServices
 from ._views import StatusReport, dump, status_report
+from .backups.api import backup_download_router, backups_router
 from .benchmarks.api import benchmarks_router
 from .downloads.api import downloads_router
 from .keys.api import keys_router
@@ -37,6 +38,8 @@ def api_router(services: MasterServices, auth: AdminAuth) -> APIRouter:
     """Every ``/api`` route (mount it with ``prefix="/api"``)."""
     api = APIRouter()
     api.include_router(session_router(auth))
+    # A one-time token is the credential here, so a browser's plain link can download a backup.
+    api.include_router(backup_download_router(services))
     guarded = APIRouter(dependencies=[Depends(admin_guard(auth))])
 
     @guarded.get(
@@ -53,6 +56,7 @@ def api_router(services: MasterServices, auth: AdminAuth) -> APIRouter:
     guarded.include_router(downloads_router(services))
     guarded.include_router(services_router(services))
     guarded.include_router(releases_router(services))
+    guarded.include_router(backups_router(services))
     api.include_router(guarded)
     return api
 

@@ -50,6 +50,7 @@ from mirbad_orchestration import (
     UnknownPresetError,
     UnknownTuningStepError,
 )
+from mirbad_orchestration.exceptions import BackupPassphraseTooShortError, BackupRunError
 from mirbad_protocol import InvalidFieldError, MirbadError, WireModel
 from mirbad_protocol.admin import AdminError, AdminErrorBody, AdminErrorCode, admin_error_body
 
@@ -88,7 +89,9 @@ _TABLE: Final[Sequence[tuple[type[Exception], AdminErrorCode]]] = (
     (UnknownPresetError, _C.UNKNOWN_PRESET),
     (UnknownTuningStepError, _C.UNKNOWN_TUNING_STEP),
     (PresetNotForModelError, _C.PRESET_NOT_FOR_MODEL),
+    (BackupPassphraseTooShortError, _C.PASSPHRASE_TOO_SHORT),
     (InvalidFieldError, _C.INVALID_REQUEST),
+    (BackupRunError, _C.BACKUP_FAILED),
     (JobConflictError, _C.JOB_CONFLICT),
     (NodeFeatureMissingError, _C.FEATURE_MISSING),
     (ModelNotReadyError, _C.MODEL_NOT_READY),
@@ -144,14 +147,17 @@ _STATUS_DESCRIPTIONS: Final = {
     401: "`unauthorized`: no or a wrong administrator password or session",
     413: "`request_too_large`: the body is over `max_api_body_bytes` (30,000,000 bytes by default)",
     404: "`model_not_found`, `node_not_found`, `key_not_found`, `job_not_found`, `download_not_found`, "
-    "`source_not_found` (`field` names it) (or `route_not_found`)",
+    "`source_not_found` (`field` names it), `backup_not_found` (or `route_not_found`)",
     409: "a conflict: `model_exists`, `served_name_taken`, `admission_refused` (retry with force=true), "
     "`start_conflict`, `start_lane_busy`, `node_exists`, `node_conflict`, `local_node`, "
     "`job_conflict` (a job runs on the node, or holds the model: `jobId`), `model_not_ready` (its state), "
     "`feature_missing` (the node lacks the download feature: `nodeId`, `field`), `download_conflict`, "
-    "`insufficient_space`, `model_files_missing` (the model's files are not on its node)",
+    "`insufficient_space`, `model_files_missing` (the model's files are not on its node), "
+    "`backup_failed` (the backup could not be written: no backup directory set, the directory missing, "
+    "a full disk; the message says why)",
     422: "`spec_rejected`: the node cannot run this launch at all; `unknown_preset`: the message lists "
-    "the presets; `preset_not_for_model`: a reranker, or a preset for the other kind of model",
+    "the presets; `preset_not_for_model`: a reranker, or a preset for the other kind of model; "
+    "`passphrase_too_short`: a backup passphrase under 12 characters (`field` is `passphrase`)",
     429: "`too_many_attempts`: too many wrong passwords from this address, or its checks queued too "
     "long; see `Retry-After`",
     502: "`node_refused`, `bad_gateway`, `log_stream_failed`: the node answered oddly",

@@ -3,14 +3,15 @@
 ``async with MasterServices(...)`` clears a maintenance flag left by a crash, opens the key store (a
 broken key file fails the start, never opens ``/v1``), then runs the background work in one task group:
 the node monitor (every node's statuses into the cache), the health monitor (auto-start, relaunch,
-crash restarts, idle unload), the benchmark jobs, the telemetry collector and the API key usage
-flusher. Leaving it stops
+crash restarts, idle unload), the benchmark jobs, the telemetry collector, the API key usage flusher
+and the daily backup (when a backup directory is set). Leaving it stops
 them, flushes the usage counted in memory and closes the agent clients.
 """
 
 from __future__ import annotations
 
 import logging
+import socket
 from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import Final, Self
@@ -19,6 +20,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from mirbad_orchestration import ApiKeyStore, ModelRegistry
+from mirbad_orchestration.backups import BackupDownloadTokens, BackupScheduler
 from mirbad_orchestration.benchmarks import BenchmarkResults
 from mirbad_orchestration.commandline import RestartPendingCheck
 from mirbad_orchestration.fleet import (
@@ -48,6 +50,7 @@ from mirbad_protocol import MirbadError, ModelDefinition, ModelState, ModelStatu
 from mirbad_protocol.benchmarks import BenchmarkSizes, PresetSizes
 from mirbad_protocol.pki import CertificateAuthority
 
+from ._backup_source import MasterBackupSource
 from ._job_host import MasterJobHost
 from ._llama_server_build import LlamaServerBuild, refuse_llamacpp_start
 from ._local_pki import master_names_refused
@@ -175,7 +178,21 @@ class MasterServices:
         self.resolver = FleetResolver(self.endpoints, self.cache, self._start_on_request)
         self.key_gate = ApiKeyGate(self.keys)
         self.benchmarks = BenchmarkResults(data_dir)
-        self.host_services = HostServiceManager(HostServicesStore(data_dir), self.client_of)
+        self.host_services_store = HostServicesStore(data_dir)
+        self.host_services = HostServiceManager(self.host_services_store, self.client_of)
+        # The daily backup and "back up now" (backups.actions); a failure is recorded for the portal.
+        self.backup_source = MasterBackupSource(
+            models=self.models,
+            nodes=self.nodes,
+            host_services=self.host_services_store,
+            identity=self.identity,
+            keys=self.keys,
+            authority=authority,
+        )
+        self.backups = BackupScheduler(
+            self.backup_source, settings.backup_settings(), host=socket.gethostname()
+        )
+        self.backup_downloads = BackupDownloadTokens()
         job_host = MasterJobHost(
             models=self.models,
             nodes=self.nodes,
@@ -319,6 +336,7 @@ class MasterServices:
         tasks.start_soon(self._recover_tuning)
         tasks.start_soon(self.telemetry.run)
         tasks.start_soon(self.keys.run_usage_flusher)
+        tasks.start_soon(self.backups.run_forever)
 
     async def _recover_tuning(self) -> None:
         # A master that stopped mid-run left a tuning instance and a stopped model behind.

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from mirbad_orchestration.backups import DEFAULT_BACKUP_KEEP, BackupSettings
 from mirbad_orchestration.fleet import LOCAL_NODE_ID, NODE_ID_PATTERN
 from mirbad_orchestration.supervision import HealthSettings
 from mirbad_protocol import InvalidFieldError
@@ -64,6 +65,9 @@ ENVIRONMENT: Final[Mapping[str, str]] = {
     "max_api_body_bytes": "MIRBAD_MAX_API_BODY_BYTES",
     "trusted_proxies": "MIRBAD_TRUSTED_PROXIES",
     "default_node": "MIRBAD_DEFAULT_NODE",
+    "backup_dir": "MIRBAD_BACKUP_DIR",
+    "backup_keep": "MIRBAD_BACKUP_KEEP",
+    "backup_include_ca": "MIRBAD_BACKUP_INCLUDE_CA",
 }
 """Setting name -> the environment variable that sets it."""
 
@@ -120,6 +124,11 @@ class MasterSettings(BaseModel):
         default_node: the node a model without a placement runs on: the master's own ``local`` by
             default; a master whose own node runs nothing (docker-compose's master container, whose
             models run in the agent container beside it) names the node that does.
+        backup_dir: where the daily backup and "back up now" write (the compose file mounts
+            ``/backups``); it must exist, it is never created; ``None`` turns backups off.
+        backup_keep: how many of this master's backups stay in ``backup_dir`` (the newest).
+        backup_include_ca: whether passphrase backups carry the fleet CA (so a recovered master's
+            agents accept it without enrolling again).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -150,6 +159,9 @@ class MasterSettings(BaseModel):
     max_api_body_bytes: Annotated[int, Field(ge=1024)] = 30_000_000  # the usual servers' default
     trusted_proxies: tuple[str, ...] = ()
     default_node: Annotated[str, Field(pattern=NODE_ID_PATTERN)] = LOCAL_NODE_ID
+    backup_dir: Path | None = None
+    backup_keep: Annotated[int, Field(ge=1)] = DEFAULT_BACKUP_KEEP
+    backup_include_ca: bool = True
 
     @field_validator("crash_backoff_s", "trusted_proxies", mode="before")
     @classmethod
@@ -190,6 +202,12 @@ class MasterSettings(BaseModel):
         """Where a joining node enrolls (``mirbad-agent enroll --master URL``)."""
         return f"https://{_bracketed(self.advertised_host)}:{self.enroll_port}"
 
+    def backup_settings(self) -> BackupSettings:
+        """The backup scheduler's settings."""
+        return BackupSettings(
+            directory=self.backup_dir, keep=self.backup_keep, include_ca=self.backup_include_ca
+        )
+
     def health_settings(self, idle_ttls: Mapping[str, float]) -> HealthSettings:
         """The health monitor's settings; ``idle_ttls`` is read live on every poll."""
         return HealthSettings(
@@ -222,7 +240,10 @@ def load_master_settings(
         name = str(first["loc"][0]) if first["loc"] else "settings"
         source = f"--{name.replace('_', '-')}" if name in given else ENVIRONMENT.get(name, name)
         raise InvalidFieldError(source, first["msg"].removeprefix("Value error, ")) from None
-    return settings.model_copy(update={"data_dir": settings.data_dir.expanduser().absolute()})
+    backup_dir = settings.backup_dir.expanduser().absolute() if settings.backup_dir is not None else None
+    return settings.model_copy(
+        update={"data_dir": settings.data_dir.expanduser().absolute(), "backup_dir": backup_dir}
+    )
 
 
 def _bracketed(host: str) -> str:

@@ -20,6 +20,8 @@ from mirbad_protocol.admin import (
     ApiKeyCreate,
     ApiKeyCreated,
     ApiKeyInfo,
+    BackupInfo,
+    BackupList,
     EnrollmentTokenIssued,
     KeyUsage,
     ModelView,
@@ -260,6 +262,18 @@ class AsyncMirbadClient:
     async def remove_download(self, node_id: str, download_id: str) -> None:
         """Cancel a download job if it runs, delete its partial files and forget it."""
         await self._send(calls.remove_download(node_id, download_id))
+
+    async def backups(self) -> BackupList:
+        """The backups in the master's backup directory (newest first), the schedule, the last failure."""
+        return await self._send(calls.backups())
+
+    async def back_up_now(self, passphrase: str | None = None) -> BackupInfo:
+        """Write a backup now; with ``passphrase`` (12 characters at least) its secrets are encrypted."""
+        return await self._send(calls.back_up_now(passphrase))
+
+    async def download_backup(self, name: str) -> bytes:
+        """The backup file ``name`` byte for byte (to keep a copy off the master, say)."""
+        return await self._send(calls.download_backup(name))
 
     async def releases(self) -> ReleasesView:
         """The master's version and every agent's, with a warning where major.minor differs."""

@@ -21,6 +21,8 @@ from mirbad_protocol.admin import (
     ApiKeyCreate,
     ApiKeyCreated,
     ApiKeyInfo,
+    BackupInfo,
+    BackupList,
     EnrollmentTokenIssued,
     KeyUsage,
     ModelView,
@@ -61,6 +63,7 @@ class AdminCall(Generic[_T]):
         subject: the id the request is about, for the exception of a 404.
         waits: whether the master may wait on a node before answering (start, stop, restart,
             delete), so the client's longer ``action_timeout`` applies.
+        raw: ``read`` gets the body's bytes as sent, not its JSON (a backup file, kept byte for byte).
     """
 
     method: str
@@ -70,6 +73,7 @@ class AdminCall(Generic[_T]):
     body: Any = None
     subject: str = ""
     waits: bool = False
+    raw: bool = False
 
 
 @dataclass(frozen=True)
@@ -116,6 +120,8 @@ def refuse(call: AdminCall[Any], answer: httpx.Response) -> None:
 def finish(call: AdminCall[_T], answer: httpx.Response) -> _T:
     """The result of ``call`` from its ``answer`` (body read), or the exception the answer stands for."""
     refuse(call, answer)
+    if call.raw:
+        return call.read(answer.content)
     try:
         return call.read(answer.json() if answer.content else None)
     except ValueError as exc:  # not JSON, or JSON outside the contract (InvalidFieldError too)
@@ -345,6 +351,25 @@ def remove_download(node_id: str, download_id: str) -> AdminCall[None]:
     """``DELETE /api/nodes/{id}/downloads/{download}?remove=true``: cancel, delete the partial files."""
     path = _downloads_path(node_id, download_id)
     return AdminCall("DELETE", path, _nothing, params=(("remove", "true"),), subject=node_id)
+
+
+# ------------------------------------------------------------------ backups
+
+
+def backups() -> AdminCall[BackupList]:
+    """``GET /api/backup``: the backups in the backup directory, the schedule, the last failure."""
+    return AdminCall("GET", f"{API}/backup", _one(BackupList))
+
+
+def back_up_now(passphrase: str | None) -> AdminCall[BackupInfo]:
+    """``POST /api/backup``: write a backup now (201), its secrets encrypted with ``passphrase``."""
+    body = {"passphrase": passphrase} if passphrase is not None else {}
+    return AdminCall("POST", f"{API}/backup", _one(BackupInfo), body=body, waits=True)
+
+
+def download_backup(name: str) -> AdminCall[bytes]:
+    """``GET /api/backup/files/{name}``: one backup file, byte for byte."""
+    return AdminCall("GET", f"{API}/backup/files/{quote(name, safe='')}", bytes, subject=name, raw=True)
 
 
 # ------------------------------------------------------------------ releases

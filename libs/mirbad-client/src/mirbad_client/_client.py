@@ -20,6 +20,8 @@ from mirbad_protocol.admin import (
     ApiKeyCreate,
     ApiKeyCreated,
     ApiKeyInfo,
+    BackupInfo,
+    BackupList,
     EnrollmentTokenIssued,
     KeyUsage,
     ModelView,
@@ -251,6 +253,18 @@ class MirbadClient:
     def remove_download(self, node_id: str, download_id: str) -> None:
         """Cancel a download job if it runs, delete its partial files and forget it."""
         self._send(calls.remove_download(node_id, download_id))
+
+    def backups(self) -> BackupList:
+        """The backups in the master's backup directory (newest first), the schedule, the last failure."""
+        return self._send(calls.backups())
+
+    def back_up_now(self, passphrase: str | None = None) -> BackupInfo:
+        """Write a backup now; with ``passphrase`` (12 characters at least) its secrets are encrypted."""
+        return self._send(calls.back_up_now(passphrase))
+
+    def download_backup(self, name: str) -> bytes:
+        """The backup file ``name`` byte for byte (to keep a copy off the master, say)."""
+        return self._send(calls.download_backup(name))
 
     def releases(self) -> ReleasesView:
         """The master's version and every agent's, with a warning where major.minor differs."""

@@ -124,6 +124,14 @@ class AdminErrorCode(StrEnum):
     """The node has no image pull of that id; ``nodeId`` names the node."""
     PULL_CONFLICT = "pull_conflict"
     """A pull of the same image reference runs on that node already."""
+    BACKUP_NOT_FOUND = "backup_not_found"
+    """No backup of that name in the backup directory (or a name that is no backup's), or a download
+    token that is unknown, used or expired."""
+    PASSPHRASE_TOO_SHORT = "passphrase_too_short"  # noqa: S105 - an error code, not a secret
+    """A backup passphrase shorter than 12 characters (``field`` is ``passphrase``)."""
+    BACKUP_FAILED = "backup_failed"
+    """The backup could not be written (no backup directory set, the directory missing, a full disk);
+    the message says why, and ``GET /api/backup`` shows it as the last failure."""
     HTTP_ERROR = "http_error"
     """Any other HTTP error, with its own status."""
 
@@ -168,6 +176,9 @@ _HTTP_STATUS: Final = {
     AdminErrorCode.INVALID_IMAGE_REFERENCE: 422,
     AdminErrorCode.PULL_NOT_FOUND: 404,
     AdminErrorCode.PULL_CONFLICT: 409,
+    AdminErrorCode.BACKUP_NOT_FOUND: 404,
+    AdminErrorCode.PASSPHRASE_TOO_SHORT: 422,
+    AdminErrorCode.BACKUP_FAILED: 409,
     AdminErrorCode.REQUEST_TOO_LARGE: 413,
     AdminErrorCode.SPEC_REJECTED: 422,
     AdminErrorCode.TOO_MANY_ATTEMPTS: 429,

@@ -1,8 +1,8 @@
 """mirbad_protocol.admin: the master's admin API (``/api``): refusals, views and API keys.
 
-The refusal codes and their envelope, the views the master answers with, and API keys (the create body,
-the key as listed and as stored, per-key usage). The master builds these; :mod:`mirbad_client` and the
-portal read them.
+The refusal codes and their envelope, the views the master answers with (the backups' among them),
+and API keys (the create body, the key as listed and as stored, per-key usage). The master builds
+these; :mod:`mirbad_client` and the portal read them.
 """
 
 from ._admin_errors import AdminError, AdminErrorBody, AdminErrorCode, admin_error_body
@@ -28,12 +28,25 @@ from ._api_keys import (
     ApiKeyState,
     KeyUsage,
 )
+from ._backup_views import (
+    BACKUP_DOWNLOAD_TOKEN_TTL_S,
+    MAX_BACKUP_PASSPHRASE_LENGTH,
+    BackupDownloadRequest,
+    BackupDownloadToken,
+    BackupFailureView,
+    BackupInfo,
+    BackupList,
+    BackupNow,
+    BackupSchedule,
+)
 
 __all__ = [
     "API_KEY_ID_PATTERN",
     "API_KEY_NAME_MAX_LENGTH",
     "API_KEY_SECRET_PREFIX",
+    "BACKUP_DOWNLOAD_TOKEN_TTL_S",
     "MAX_ALLOWED_MODELS",
+    "MAX_BACKUP_PASSPHRASE_LENGTH",
     "MAX_KEY_RATE_LIMIT",
     "AdminError",
     "AdminErrorBody",
@@ -43,6 +56,13 @@ __all__ = [
     "ApiKeyInfo",
     "ApiKeyRecord",
     "ApiKeyState",
+    "BackupDownloadRequest",
+    "BackupDownloadToken",
+    "BackupFailureView",
+    "BackupInfo",
+    "BackupList",
+    "BackupNow",
+    "BackupSchedule",
     "EnrollmentTokenIssued",
     "KeyUsage",
     "MaintenanceView",

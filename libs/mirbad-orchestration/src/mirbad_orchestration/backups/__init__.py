@@ -4,7 +4,8 @@
 composes, with an encrypted section (AES-256-GCM, PBKDF2-SHA256 at 600,000 iterations) when given a
 passphrase; :func:`parse_backup` reads versions 1 and 2 and :func:`open_secrets` opens the section,
 whole or not at all. :class:`BackupScheduler` writes one backup a day into the backup directory and
-one on demand; :func:`parse_backup_file_name` is the only way a file there is named. :func:`preview_restore`
+one on demand; :func:`parse_backup_file_name` is the only way a file there is named, and
+:class:`BackupDownloadTokens` hands out the one-time links a browser downloads one by. :func:`preview_restore`
 says what a restore would do.
 """
 
@@ -25,6 +26,7 @@ from ._document import (
     KdfParameters,
     MasterIdentity,
 )
+from ._download_tokens import DOWNLOAD_TOKEN_TTL, BackupDownloadTokens, DownloadToken
 from ._format import Backup, BackupContents, encode_backup, open_secrets, parse_backup
 from ._names import (
     BACKUP_NAME_PREFIX,
@@ -51,6 +53,7 @@ __all__ = [
     "BACKUP_NAME_PREFIX",
     "BACKUP_SCHEMA_VERSION",
     "DEFAULT_BACKUP_KEEP",
+    "DOWNLOAD_TOKEN_TTL",
     "KDF_ITERATIONS",
     "MAX_KDF_ITERATIONS",
     "MIN_PASSPHRASE_LENGTH",
@@ -59,6 +62,7 @@ __all__ = [
     "BackupDocument",
     "BackupDocumentV1",
     "BackupDocumentV2",
+    "BackupDownloadTokens",
     "BackupFailure",
     "BackupFile",
     "BackupName",
@@ -70,6 +74,7 @@ __all__ = [
     "BuildBackup",
     "CipherParameters",
     "Clock",
+    "DownloadToken",
     "EncryptedSecrets",
     "Entropy",
     "FleetCaBackup",
