@@ -64,6 +64,7 @@ ENVIRONMENT: Final[Mapping[str, str]] = {
     "max_api_body_bytes": "MIRBAD_MAX_API_BODY_BYTES",
     "trusted_proxies": "MIRBAD_TRUSTED_PROXIES",
     "default_node": "MIRBAD_DEFAULT_NODE",
+    "mountinfo_file": "MIRBAD_MOUNTINFO_FILE",
 }
 """Setting name -> the environment variable that sets it."""
 
@@ -120,6 +121,8 @@ class MasterSettings(BaseModel):
         default_node: the node a model without a placement runs on: the master's own ``local`` by
             default; a master whose own node runs nothing (docker-compose's master container, whose
             models run in the agent container beside it) names the node that does.
+        mountinfo_file: where the master reads which file system its backup folder is on (the
+            kernel's own file; a test names a stand-in).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -150,6 +153,7 @@ class MasterSettings(BaseModel):
     max_api_body_bytes: Annotated[int, Field(ge=1024)] = 30_000_000  # the usual servers' default
     trusted_proxies: tuple[str, ...] = ()
     default_node: Annotated[str, Field(pattern=NODE_ID_PATTERN)] = LOCAL_NODE_ID
+    mountinfo_file: Path = Path("/proc/self/mountinfo")
 
     @field_validator("crash_backoff_s", "trusted_proxies", mode="before")
     @classmethod
