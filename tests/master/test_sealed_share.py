@@ -54,6 +54,15 @@ def test_each_write_uses_a_fresh_nonce_and_the_same_key(tmp_path: Path) -> None:
     assert (tmp_path / KEY_FILE).read_bytes() == key
 
 
+def test_a_share_hostd_reports_without_a_record_is_remembered(tmp_path: Path) -> None:
+    store = SealedShareStore(tmp_path)
+    anyio.run(store.note_configured, True, SHARE)
+    record = anyio.run(store.read)
+    assert (record.share, record.configured, record.has_password) == (SHARE, True, False)
+    anyio.run(store.note_configured, False)
+    assert not anyio.run(store.read).configured
+
+
 def test_no_password_no_record_and_forgetting(tmp_path: Path) -> None:
     store = SealedShareStore(tmp_path)
     assert anyio.run(store.password) is None

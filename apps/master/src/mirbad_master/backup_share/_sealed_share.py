@@ -94,12 +94,18 @@ class SealedShareStore:
                 document["sealed"] = await anyio.to_thread.run_sync(self._seal, password)
             await anyio.to_thread.run_sync(lambda: write_json_atomic(self._record, document, mode=0o600))
 
-    async def note_configured(self, configured: bool) -> None:
-        """Record what hostd last said about the share being configured (the rest is left as it is)."""
+    async def note_configured(self, configured: bool, share: BackupShareSettings | None = None) -> None:
+        """Record what hostd last said: whether a share is configured, and which (no password known).
+
+        A share hostd reports that the master has no record of (applied before this data directory, or
+        by hand) is recorded too, so the scheduler still knows of it when the agent stops answering.
+        """
         async with self._lock:
             raw = await anyio.to_thread.run_sync(self._load)
-            if bool(raw.get("configured", False)) == configured or not raw:
+            if bool(raw.get("configured", False)) == configured:
                 return
+            if not raw:
+                raw = {"format": _FORMAT, "share": share.to_wire() if share is not None else None}
             raw["configured"] = configured
             await anyio.to_thread.run_sync(lambda: write_json_atomic(self._record, raw, mode=0o600))
 

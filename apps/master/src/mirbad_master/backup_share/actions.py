@@ -89,7 +89,7 @@ async def destination(services: MasterServices) -> DestinationStatus:
             mount = await (await _local_agent(services)).host_backup_mount()
     except (MirbadError, TimeoutError) as exc:
         return view.model_copy(update={"reason": str(exc) or "the local node did not answer in time"})
-    await keeper.store.note_configured(mount.configured)
+    await keeper.store.note_configured(mount.configured, mount.share)
     return view.model_copy(update={"available": True, "mount": mount})
 
 
@@ -189,7 +189,7 @@ async def destination_ready(services: MasterServices, backup_dir: Path) -> Desti
         pass  # the agent stopped answering: what the master last learned stands
     else:
         configured = mount.configured
-        await keeper.store.note_configured(configured)
+        await keeper.store.note_configured(configured, mount.share)
     return await anyio.to_thread.run_sync(
         lambda: backup_folder_readiness(
             backup_dir, share_configured=configured, mountinfo=services.settings.mountinfo_file
