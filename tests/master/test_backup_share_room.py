@@ -18,13 +18,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from nicegui import ui
 from tests._support.hostd import HostdLayout, hostd_layout, running_hostd
 from tests.master._rooms import api_refusal, audit_lines, ok, portal_refusal
 from tests.master._stack import Master, running_master
 from tests.master.test_api_services import _RealAgent
+from tests.master.test_ui_pages import portal_user
 
 from mirbad_agent import AgentServices, HostServicesGateway, NodeRuntimes, create_app
 from mirbad_master.backup_share import actions
+from mirbad_master.backup_share.panels import render_backup_destination
 from mirbad_master.ui._refusals import PORTAL_ACTOR
 from mirbad_orchestration.fleet import AgentTimeouts
 from mirbad_protocol.hostd import BackupShare
@@ -261,3 +264,34 @@ async def test_the_status_says_why_when_the_node_has_no_backup_share(tmp_path: P
     assert status.get("available", False) is False
     assert "host.backup-mount" in status["reason"]
     assert ready.ready  # no share was ever configured
+
+
+async def test_the_destination_card_applies_and_disconnects_through_the_rooms_actions(tmp_path: Path) -> None:
+    async with share_master(tmp_path) as (master, layout), portal_user(master) as user:
+
+        @ui.page("/destination-card")
+        def card() -> None:
+            render_backup_destination(master.services)
+
+        await user.open("/destination-card")
+        await user.should_see("No backup share", retries=100)
+        user.find(marker="share-server").type("nas,uid=0")
+        user.find(marker="share-share").type("backups")
+        user.find(marker="share-username").type("backup")
+        user.find(marker="share-password").type(PASSWORD)
+        user.find(marker="share-apply").click()
+        await user.should_see("server: must be a host name", retries=100)
+        assert not layout.backup_state.exists()
+        user.find(marker="share-server").clear().type("nas.local")
+        user.find(marker="share-apply").click()
+        await user.should_see("Applied", retries=200)
+        assert layout.backup_state.exists()
+        assert await actions.share_password_for_backup(master.services) == PASSWORD
+        user.find(marker="share-disconnect").click()
+        await user.should_see("Disconnected", retries=200)
+        lines = _share_lines(await audit_lines(master))
+    assert not layout.backup_state.exists()
+    assert [(line[0], line[1], line[4]) for line in lines] == [
+        (PORTAL_ACTOR, "backup.destination.apply", "ok"),
+        (PORTAL_ACTOR, "backup.destination.disconnect", "ok"),
+    ]
