@@ -27,7 +27,13 @@ from mirbad_orchestration.fleet import LOCAL_NODE_ID, AgentClient
 from mirbad_protocol import InvalidFieldError, MirbadError
 from mirbad_protocol.admin import AdminErrorCode
 from mirbad_protocol.agent import FeatureFlag
-from mirbad_protocol.hostd import BackupMountRemoved, BackupMountStatus, BackupShare, BackupShareProbe
+from mirbad_protocol.hostd import (
+    BackupMountRemoved,
+    BackupMountStatus,
+    BackupShare,
+    BackupShareProbe,
+    BackupShareSettings,
+)
 
 from ._destination import DestinationReadiness, backup_folder_readiness
 from ._keeper import keeper_of
@@ -209,9 +215,9 @@ def _require_administrator(actor: str, what: str) -> None:
         raise ApiError(401, AdminErrorCode.UNAUTHORIZED, f"{what} needs the signed-in administrator")
 
 
-def _source(share: BackupShare | object) -> str:
-    server, path = getattr(share, "server", ""), getattr(share, "share", "")
-    return f"{server}:{path}" if getattr(share, "kind", "") == "nfs" else f"//{server}/{path}"
+def _source(share: BackupShareSettings) -> str:
+    # As mount names it (and hostd's status shows it): //server/share, or server:/export.
+    return f"{share.server}:{share.share}" if share.kind == "nfs" else f"//{share.server}/{share.share}"
 
 
 async def _audit(
