@@ -6,6 +6,7 @@ agent is its Starlette app over httpx's ASGI transport, so every call crosses th
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -171,3 +172,72 @@ async def test_a_hostd_that_stops_answering_drops_the_flag(layout: HostdLayout) 
             hostd.process.wait(timeout=15)
             assert _error(await client.get("/host/services"))[:2] == (503, "hostd_unavailable")
             assert FeatureFlag.HOST_SERVICES.value not in (await client.get("/runtimes")).json()["features"]
+
+
+SHARE = {
+    "kind": "cifs",
+    "server": "nas.local",
+    "share": "backups",
+    "username": "backup",
+    "password": "s3cret, =%'pass",
+}
+_AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="hostd's probe writes as another account: needs root")
+
+
+@_AS_ROOT
+async def test_the_backup_share_passes_through_and_its_flag_follows_hostd(
+    agent: tuple[httpx.AsyncClient, AgentServices], layout: HostdLayout
+) -> None:
+    client, services = agent
+    layout.write_mount_fixture()
+    assert services.host_services is not None
+    assert await services.host_services.probe()
+    assert FeatureFlag.HOST_BACKUP_MOUNT.value in (await client.get("/runtimes")).json()["features"]
+    before = (await client.get("/host/backup-mount")).json()
+    assert (before["target"], before.get("configured", False)) == (str(layout.backup_target), False)
+    tested = await client.post("/host/backup-mount/test", json=SHARE)
+    assert tested.status_code == 200, tested.text
+    assert tested.json()["source"] == "//nas.local/backups"
+    assert not layout.backup_state.exists()  # a test writes nothing
+    applied = await client.put("/host/backup-mount", json=SHARE)
+    assert applied.status_code == 200, applied.text
+    assert applied.json()["configured"] is True
+    assert applied.json()["mounted"] is True
+    assert "password" not in applied.json()["share"]
+    removed = await client.delete("/host/backup-mount")
+    assert removed.status_code == 200, removed.text
+    assert removed.json()["unit"].endswith(".mount")
+    assert _error(await client.delete("/host/backup-mount"))[:2] == (404, "not_found")
+
+
+@_AS_ROOT
+async def test_backup_share_refusals_keep_hostds_envelope(
+    agent: tuple[httpx.AsyncClient, AgentServices], layout: HostdLayout
+) -> None:
+    client, _ = agent
+    layout.write_mount_fixture()
+    bad = await client.put("/host/backup-mount", json=SHARE | {"server": "nas,uid=0"})
+    assert _error(bad) == (422, "invalid_request", "server")
+    assert "s3cret" not in bad.text
+    unprintable = await client.post("/host/backup-mount/test", json=SHARE | {"password": "two\nlines"})
+    assert _error(unprintable) == (422, "invalid_request", "password")
+    assert "lines" not in unprintable.text
+    layout.backup_target.joinpath("x").mkdir()
+    layout.mountinfo.write_text(
+        layout.mountinfo.read_text() + f"70 21 0:70 / {layout.backup_target} rw - ext4 /dev/sdz1 rw\n"
+    )
+    assert _error(await client.put("/host/backup-mount", json=SHARE))[:2] == (409, "mount_conflict")
+
+
+async def test_a_node_without_hostd_offers_no_backup_share(tmp_path: Path) -> None:
+    async for client, services in _agent(tmp_path / "missing.sock"):
+        assert services.host_services is not None
+        assert not await services.host_services.probe()
+        assert FeatureFlag.HOST_BACKUP_MOUNT.value not in (await client.get("/runtimes")).json()["features"]
+        for response in (
+            await client.get("/host/backup-mount"),
+            await client.put("/host/backup-mount", json=SHARE),
+            await client.post("/host/backup-mount/test", json=SHARE),
+            await client.delete("/host/backup-mount"),
+        ):
+            assert _error(response) == (503, "hostd_unavailable", None)

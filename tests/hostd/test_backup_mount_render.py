@@ -1,4 +1,4 @@
-"""The backup share's pure parts: the rendered unit and credentials, the unit name, mountinfo, the probe."""
+"""The backup share's pure parts: the rendered unit and credentials, the unit name, the probe."""
 
 from __future__ import annotations
 
@@ -8,20 +8,15 @@ import threading
 from pathlib import Path, PurePosixPath
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 from syrupy.assertion import SnapshotAssertion
 from tests._support.hostd import BACKUP_UID
 
 from mirbad_hostd import (
     MANAGED_MARKER,
-    escape_mountinfo,
     load_settings,
-    mount_at,
     mount_options,
     mount_source,
     mount_unit_name,
-    parse_mountinfo,
     probe_write_as,
     render_credentials,
     render_mount_unit,
@@ -90,54 +85,6 @@ def test_the_unit_name_is_systemds_escaped_path(target: str, unit: str) -> None:
 def test_a_target_must_be_an_absolute_folder(target: str) -> None:
     with pytest.raises(ValueError, match="absolute"):
         mount_unit_name(PurePosixPath(target))
-
-
-def test_mountinfo_of_a_real_kernel_line() -> None:
-    text = (
-        "21 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
-        "88 21 0:52 / /srv/mirbad/backups rw,nosuid,nodev,noexec,relatime shared:40 - cifs "
-        "//nas.local/backups rw,vers=3.1.1,cache=strict,username=backup,uid=10001\n"
-        "90 21 0:53 / /mnt/with\\040space rw - nfs4 10.0.0.5:/export rw\n"
-        "not a mountinfo line\n"
-    )
-    entries = parse_mountinfo(text)
-    assert [e.mount_point for e in entries] == ["/", "/srv/mirbad/backups", "/mnt/with space"]
-    backups = mount_at(entries, "/srv/mirbad/backups")
-    assert backups is not None
-    assert (backups.fs_type, backups.source, backups.mount_id) == ("cifs", "//nas.local/backups", 88)
-    assert mount_at(entries, "/elsewhere") is None
-
-
-_PATH_TEXT = st.text(st.characters(blacklist_categories=["Cs"]), min_size=1, max_size=30)
-
-
-@given(point=_PATH_TEXT, source=_PATH_TEXT, optional=st.lists(st.sampled_from(["shared:1", "master:2"])))
-def test_mountinfo_reads_back_any_escaped_mount_point(point: str, source: str, optional: list[str]) -> None:
-    line = " ".join(
-        [
-            "30",
-            "21",
-            "0:1",
-            "/",
-            escape_mountinfo(f"/{point}"),
-            "rw",
-            *optional,
-            "-",
-            "cifs",
-            escape_mountinfo(source),
-            "rw",
-        ]
-    )
-    (entry,) = parse_mountinfo(f"21 1 8:1 / / rw - ext4 /dev/sda1 rw\n{line}\n")[1:]
-    assert entry.mount_point == f"/{point}"
-    assert entry.source == source
-    assert entry.fs_type == "cifs"
-
-
-@given(text=st.text(max_size=300))
-def test_mountinfo_never_fails_on_garbage(text: str) -> None:
-    for entry in parse_mountinfo(text):
-        assert isinstance(entry.mount_point, str)
 
 
 @pytest.fixture

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import anyio
 import pytest
 from tests._support.hostd import HostdLayout, running_hostd
 
-from mirbad_protocol.hostd import WhitelistAdd, WhitelistUpdate
+from mirbad_protocol.hostd import BackupShare, WhitelistAdd, WhitelistUpdate
 from mirbad_runtime import (
     GpuComputeProcess,
     GpuProcessReading,
@@ -61,6 +62,36 @@ def test_gpu_processes_through_the_client(layout: HostdLayout) -> None:
         async with HostdClient(layout.socket) as client:
             (process,) = await client.gpu_processes()
             assert (process.pid, process.used_mib, process.container_id) == (7, 100.0, None)
+
+    with running_hostd(layout):
+        anyio.run(scenario)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="hostd's probe writes as another account: needs root")
+def test_the_backup_share_through_the_client(layout: HostdLayout) -> None:
+    layout.write_mount_fixture()
+    share = BackupShare(
+        kind="cifs", server="nas.local", share="backups", username="backup", password="pw, =x"
+    )
+
+    async def scenario() -> None:
+        async with HostdClient(layout.socket) as client:
+            assert not (await client.backup_mount()).configured
+            probe = await client.test_backup_mount(share)
+            assert (probe.source, probe.fs_type) == ("//nas.local/backups", "cifs")
+            applied = await client.apply_backup_mount(share)
+            assert (applied.configured, applied.mounted, applied.share) == (
+                True,
+                True,
+                share.without_secret(),
+            )
+            again = await client.backup_mount()  # the free space is the real disk's: it moves
+            assert (again.configured, again.mounted, again.share) == (True, True, applied.share)
+            removed = await client.remove_backup_mount()
+            assert removed.unit.endswith(".mount")
+            with pytest.raises(HostdRefusedError) as gone:
+                await client.remove_backup_mount()
+            assert (gone.value.status, gone.value.code) == (404, "not_found")
 
     with running_hostd(layout):
         anyio.run(scenario)

@@ -19,7 +19,18 @@ import pytest
 import mirbad_master
 
 MASTER = Path(mirbad_master.__file__).parent
-ROOMS = ("backups", "benchmarks", "downloads", "keys", "models", "nodes", "releases", "services", "tuning")
+ROOMS = (
+    "backup_share",
+    "backups",
+    "benchmarks",
+    "downloads",
+    "keys",
+    "models",
+    "nodes",
+    "releases",
+    "services",
+    "tuning",
+)
 PORTAL_PARTS = ("page.py", "panels.py")
 WRITE_VERBS = frozenset(
     [

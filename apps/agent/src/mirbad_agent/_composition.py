@@ -154,6 +154,8 @@ class AgentServices:
             features += [FeatureFlag.DOWNLOADS_HF_NATIVE, FeatureFlag.DOWNLOADS_OLLAMA]
         if self.host_services is not None and self.host_services.available:
             features.append(FeatureFlag.HOST_SERVICES)
+            if self.host_services.backup_mount:
+                features.append(FeatureFlag.HOST_BACKUP_MOUNT)
         if self.host_containers is not None:
             features.append(FeatureFlag.HOST_CONTAINERS)
         if self.images is not None:

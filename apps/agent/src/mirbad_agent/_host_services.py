@@ -5,7 +5,8 @@ agent carries each call over, with the runtime's :class:`~mirbad_runtime.HostdCl
 refusals (``denied``, ``confirm``, ``not_found``, ``invalid_request`` ...) come back with hostd's own
 status and envelope, the deny pattern included, so the master shows what hostd said. A node without
 hostd (no socket, a silent or off-contract daemon) answers 503 ``hostd_unavailable``, and reports the
-``host.services`` feature flag only while hostd answers.
+``host.services`` feature flag only while hostd answers, and ``host.backup-mount`` while hostd also
+offers the backup share's routes (an older hostd answers them 404).
 """
 
 from __future__ import annotations
@@ -33,11 +34,14 @@ from mirbad_protocol.agent import (
 )
 from mirbad_protocol.hostd import (
     HOSTD_ACTIONS,
+    ROUTE_HOST_BACKUP_MOUNT,
+    ROUTE_HOST_BACKUP_MOUNT_TEST,
     ROUTE_HOST_GPU_PROCESSES,
     ROUTE_HOST_SERVICE_ACTION,
     ROUTE_HOST_SERVICES,
     ROUTE_HOST_WHITELIST,
     ROUTE_HOST_WHITELIST_ENTRY,
+    BackupShare,
     GpuProcess,
     HostdAction,
     HostdErrorBody,
@@ -75,13 +79,18 @@ class HostServicesGateway:
         self.socket_path = socket_path
         self.client = client or HostdClient(socket_path)
         self.available = False
+        self.backup_mount = False
 
     async def aclose(self) -> None:
         """Close the client's connection pool."""
         await self.client.aclose()
 
     async def probe(self) -> bool:
-        """Ask hostd for its services once; a refusal counts as an answer. Returns :attr:`available`."""
+        """Ask hostd for its services once; a refusal counts as an answer. Returns :attr:`available`.
+
+        When hostd answers, its backup share's status is asked too: :attr:`backup_mount` says whether
+        hostd offers those routes.
+        """
         try:
             await self.client.services()
         except HostdRefusedError:
@@ -90,7 +99,17 @@ class HostServicesGateway:
             self.record(False, str(exc))
         else:
             self.record(True)
+        self.backup_mount = self.available and await self._offers_backup_mount()
         return self.available
+
+    async def _offers_backup_mount(self) -> bool:
+        try:
+            await self.client.backup_mount()
+        except HostdRefusedError as exc:
+            return exc.status != 404  # a hostd without the share's routes
+        except HostdUnavailableError:
+            return False
+        return True
 
     async def run(self) -> None:
         """Probe now and then every minute, so the feature flag follows hostd (cancelled with the app)."""
@@ -162,7 +181,29 @@ def host_service_routes(gateway: HostServicesGateway | None) -> list[Route]:
 
         return await _passed(gateway, listed)
 
+    async def mount_status(request: Request) -> Response:
+        return await _passed(gateway, lambda c: c.backup_mount())
+
+    async def mount_apply(request: Request) -> Response:
+        share = await _share(request)
+        if isinstance(share, Response):
+            return share
+        return await _passed(gateway, lambda c: c.apply_backup_mount(share))
+
+    async def mount_test(request: Request) -> Response:
+        share = await _share(request)
+        if isinstance(share, Response):
+            return share
+        return await _passed(gateway, lambda c: c.test_backup_mount(share))
+
+    async def mount_remove(request: Request) -> Response:
+        return await _passed(gateway, lambda c: c.remove_backup_mount())
+
     return [
+        Route(ROUTE_HOST_BACKUP_MOUNT, mount_status, methods=["GET"]),
+        Route(ROUTE_HOST_BACKUP_MOUNT, mount_apply, methods=["PUT"]),
+        Route(ROUTE_HOST_BACKUP_MOUNT, mount_remove, methods=["DELETE"]),
+        Route(ROUTE_HOST_BACKUP_MOUNT_TEST, mount_test, methods=["POST"]),
         Route(ROUTE_HOST_SERVICES, list_services, methods=["GET"]),
         Route(ROUTE_HOST_SERVICE_ACTION, act, methods=["POST"]),
         Route(ROUTE_HOST_WHITELIST, add, methods=["POST"]),
@@ -187,6 +228,14 @@ async def _passed(gateway: HostServicesGateway | None, call: _Call, *, status_co
     if isinstance(result, list):
         return JSONResponse([item.to_wire() for item in result], status_code=status_code)
     return wire_response(result, status_code=status_code)
+
+
+async def _share(request: Request) -> BackupShare | Response:
+    # A bad field is hostd's 422 naming it, as hostd itself answers it (the messages never repeat a value).
+    try:
+        return await read_wire(request, BackupShare)
+    except InvalidFieldError as exc:
+        return _invalid(exc.field, exc.reason)
 
 
 def _refusal(exc: HostdRefusedError) -> JSONResponse:

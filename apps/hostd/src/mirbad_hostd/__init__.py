@@ -26,7 +26,6 @@ from ._mount_render import (
     render_credentials,
     render_mount_unit,
 )
-from ._mountinfo import NETWORK_FS_TYPES, MountEntry, escape_mountinfo, mount_at, parse_mountinfo
 from ._probe_write import probe_write_as
 from ._serve import bind_socket, compose, run_hostd
 from ._services import CONFIRMED_ACTIONS, HostServices
@@ -42,7 +41,6 @@ __all__ = [
     "GPU_QUERY_ARGS",
     "MANAGED_MARKER",
     "MAX_BODY_BYTES",
-    "NETWORK_FS_TYPES",
     "SHOW_PROPERTIES",
     "TEMPLATE_INSTANCE_PATTERN",
     "BackupMount",
@@ -53,7 +51,6 @@ __all__ = [
     "HostServices",
     "HostdSettings",
     "Manager",
-    "MountEntry",
     "Seed",
     "Systemctl",
     "UnitState",
@@ -64,15 +61,12 @@ __all__ = [
     "compose",
     "create_app",
     "discover_units",
-    "escape_mountinfo",
     "load_deny_list",
     "load_settings",
-    "mount_at",
     "mount_options",
     "mount_source",
     "mount_unit_name",
     "parse_compute_apps",
-    "parse_mountinfo",
     "parse_show",
     "parse_table_json",
     "probe_write_as",

@@ -28,7 +28,14 @@ from mirbad_protocol.hostd import (
     BackupShareProbe,
     BackupShareSettings,
 )
-from mirbad_protocol.support import write_bytes_atomic, write_json_atomic
+from mirbad_protocol.support import (
+    NETWORK_FS_TYPES,
+    MountEntry,
+    mount_at,
+    parse_mountinfo,
+    write_bytes_atomic,
+    write_json_atomic,
+)
 
 from ._mount_render import (
     MANAGED_MARKER,
@@ -38,7 +45,6 @@ from ._mount_render import (
     render_credentials,
     render_mount_unit,
 )
-from ._mountinfo import NETWORK_FS_TYPES, MountEntry, mount_at, parse_mountinfo
 from ._probe_write import probe_write_as
 from ._settings import HostdSettings
 from ._systemctl import Manager, Systemctl

@@ -21,6 +21,7 @@ from ._api_errors import error_response
 from ._api_session import admin_guard, session_router
 from ._composition import MasterServices
 from ._views import StatusReport, dump, status_report
+from .backup_share.api import backup_share_router
 from .backups.api import backup_download_router, backups_router
 from .benchmarks.api import benchmarks_router
 from .downloads.api import downloads_router
@@ -57,6 +58,7 @@ def api_router(services: MasterServices, auth: AdminAuth) -> APIRouter:
     guarded.include_router(services_router(services))
     guarded.include_router(releases_router(services))
     guarded.include_router(backups_router(services))
+    guarded.include_router(backup_share_router(services))
     api.include_router(guarded)
     return api
 

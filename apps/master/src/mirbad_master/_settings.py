@@ -68,6 +68,7 @@ ENVIRONMENT: Final[Mapping[str, str]] = {
     "backup_dir": "MIRBAD_BACKUP_DIR",
     "backup_keep": "MIRBAD_BACKUP_KEEP",
     "backup_include_ca": "MIRBAD_BACKUP_INCLUDE_CA",
+    "mountinfo_file": "MIRBAD_MOUNTINFO_FILE",
 }
 """Setting name -> the environment variable that sets it."""
 
@@ -129,6 +130,8 @@ class MasterSettings(BaseModel):
         backup_keep: how many of this master's backups stay in ``backup_dir`` (the newest).
         backup_include_ca: whether passphrase backups carry the fleet CA (so a recovered master's
             agents accept it without enrolling again).
+        mountinfo_file: where the master reads which file system its backup folder is on (the
+            kernel's own file; a test names a stand-in).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -162,6 +165,7 @@ class MasterSettings(BaseModel):
     backup_dir: Path | None = None
     backup_keep: Annotated[int, Field(ge=1)] = DEFAULT_BACKUP_KEEP
     backup_include_ca: bool = True
+    mountinfo_file: Path = Path("/proc/self/mountinfo")
 
     @field_validator("crash_backoff_s", "trusted_proxies", mode="before")
     @classmethod

@@ -132,6 +132,14 @@ class AdminErrorCode(StrEnum):
     BACKUP_FAILED = "backup_failed"
     """The backup could not be written (no backup directory set, the directory missing, a full disk);
     the message says why, and ``GET /api/backup`` shows it as the last failure."""
+    MOUNT_CONFLICT = "mount_conflict"
+    """The backup target holds a mount unit, automount or mount that hostd did not make."""
+    MOUNT_FAILED = "mount_failed"
+    """The backup share did not mount, or the backup account could not write to it; nothing was changed."""
+    MOUNT_BUSY = "mount_busy"
+    """The backup share is in use and could not be unmounted; nothing was removed."""
+    SHARE_NOT_CONFIGURED = "share_not_configured"
+    """No backup share is set up to disconnect."""
     HTTP_ERROR = "http_error"
     """Any other HTTP error, with its own status."""
 
@@ -196,6 +204,10 @@ _HTTP_STATUS: Final = {
     AdminErrorCode.WHITELIST_REFUSED: 403,
     AdminErrorCode.SERVICE_NOT_FOUND: 404,
     AdminErrorCode.HOSTD_UNAVAILABLE: 503,
+    AdminErrorCode.MOUNT_CONFLICT: 409,
+    AdminErrorCode.MOUNT_FAILED: 422,
+    AdminErrorCode.MOUNT_BUSY: 422,
+    AdminErrorCode.SHARE_NOT_CONFIGURED: 404,
 }
 
 

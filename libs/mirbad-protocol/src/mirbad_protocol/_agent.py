@@ -263,6 +263,8 @@ class FeatureFlag(StrEnum):
     """Download jobs of Ollama models (the GGUF layer) from an Ollama registry into the model roots."""
     HOST_SERVICES = "host.services"
     """The ``/host/...`` routes: host services through the node's hostd (reported while hostd answers)."""
+    HOST_BACKUP_MOUNT = "host.backup-mount"
+    """The ``/host/backup-mount`` routes: the backup share through the node's hostd (while it offers it)."""
     HOST_CONTAINERS = "host.containers"
     """The ``/host/containers`` routes: the node's Docker containers as host services."""
     MODEL_FILES = "model-files.check"

@@ -20,6 +20,8 @@ from ._wire import WireModel
 __all__ = [
     "HOSTD_ACTIONS",
     "MAX_UNIT_NAME_LENGTH",
+    "ROUTE_HOST_BACKUP_MOUNT",
+    "ROUTE_HOST_BACKUP_MOUNT_TEST",
     "ROUTE_HOST_GPU_PROCESSES",
     "ROUTE_HOST_SERVICES",
     "ROUTE_HOST_SERVICE_ACTION",
@@ -58,6 +60,10 @@ ROUTE_HOST_WHITELIST_ENTRY: Final = "/host/whitelist/{name:path}"
 """PATCH :class:`WhitelistUpdate`, DELETE: one whitelist entry."""
 ROUTE_HOST_GPU_PROCESSES: Final = "/host/gpu-processes"
 """GET: the node's GPU compute processes with their owners (:class:`GpuProcess` list)."""
+ROUTE_HOST_BACKUP_MOUNT: Final = "/host/backup-mount"
+"""GET, PUT :class:`~mirbad_protocol.hostd.BackupShare`, DELETE: the backup share hostd mounts."""
+ROUTE_HOST_BACKUP_MOUNT_TEST: Final = "/host/backup-mount/test"
+"""POST :class:`~mirbad_protocol.hostd.BackupShare`: mount it aside and write a file as the backup account."""
 
 HostdAction = Literal["start", "stop", "restart", "enable", "disable"]
 """What ``POST /services/{name}/{action}`` can do to a whitelisted unit."""

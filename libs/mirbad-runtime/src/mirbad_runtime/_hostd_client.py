@@ -18,6 +18,10 @@ import httpx
 from pydantic import TypeAdapter, ValidationError
 
 from mirbad_protocol.hostd import (
+    BackupMountRemoved,
+    BackupMountStatus,
+    BackupShare,
+    BackupShareProbe,
     GpuProcess,
     HostdAction,
     HostdActionResult,
@@ -38,6 +42,8 @@ DEFAULT_HOSTD_SOCKET: Final = Path("/run/mirbad-hostd/hostd.sock")
 _T = TypeVar("_T")
 _GPU_PROCESSES: Final = TypeAdapter(list[GpuProcess])
 _MARGIN_S: Final = 5.0  # hostd bounds its own systemctl calls; the client waits a little longer
+# An apply is a probe mount, its unmount and three systemctl calls (restart bounded by the unit's 30 s).
+_MOUNT_APPLY_S: Final = 150.0
 
 
 class HostdClient:
@@ -109,6 +115,26 @@ class HostdClient:
         """``GET /gpu-processes`` within ``timeout_s`` (telemetry's bound: 3 s)."""
         data = await self._call("GET", "/gpu-processes", timeout_s)
         return _parse(_GPU_PROCESSES.validate_python, data)
+
+    async def backup_mount(self, *, timeout_s: float = 3.0 + _MARGIN_S) -> BackupMountStatus:
+        """``GET /backup-mount``: the share hostd manages and what is mounted at its target (3 s bound)."""
+        data = await self._call("GET", "/backup-mount", timeout_s)
+        return _parse(BackupMountStatus.from_wire, data)
+
+    async def apply_backup_mount(self, share: BackupShare) -> BackupMountStatus:
+        """``PUT /backup-mount``: test, write and mount ``share`` at the fixed target."""
+        data = await self._call("PUT", "/backup-mount", _MOUNT_APPLY_S, json=share.to_wire())
+        return _parse(BackupMountStatus.from_wire, data)
+
+    async def test_backup_mount(self, share: BackupShare) -> BackupShareProbe:
+        """``POST /backup-mount/test``: mount ``share`` aside and write a file as the backup account."""
+        data = await self._call("POST", "/backup-mount/test", self._action_timeout_s, json=share.to_wire())
+        return _parse(BackupShareProbe.from_wire, data)
+
+    async def remove_backup_mount(self) -> BackupMountRemoved:
+        """``DELETE /backup-mount``: unmount and remove the share's unit, credentials and state."""
+        data = await self._call("DELETE", "/backup-mount", self._action_timeout_s)
+        return _parse(BackupMountRemoved.from_wire, data)
 
     async def _call(self, method: str, path: str, timeout_s: float, **kwargs: Any) -> Any:
         try:

@@ -85,8 +85,14 @@ from mirbad_protocol.downloads import (
     OllamaDownload,
 )
 from mirbad_protocol.hostd import (
+    ROUTE_HOST_BACKUP_MOUNT,
+    ROUTE_HOST_BACKUP_MOUNT_TEST,
     ROUTE_HOST_SERVICES,
     ROUTE_HOST_WHITELIST,
+    BackupMountRemoved,
+    BackupMountStatus,
+    BackupShare,
+    BackupShareProbe,
     HostdAction,
     HostdActionResult,
     ServiceList,
@@ -431,6 +437,31 @@ class AgentClient:
         path = _host_path("/host/containers/{}/restart-policy", name)
         return await self._call(ContainerService, "PUT", path, self.timeouts.stop_s, json=policy.to_wire())
 
+    async def host_backup_mount(self) -> BackupMountStatus:
+        """The backup share the node's hostd manages and what is mounted at its target."""
+        path = _host_path(ROUTE_HOST_BACKUP_MOUNT)
+        return await self._call(BackupMountStatus, "GET", path, self.timeouts.read_s)
+
+    async def host_backup_mount_apply(self, share: BackupShare) -> BackupMountStatus:
+        """Have the node's hostd test, write and mount ``share``; the status afterwards.
+
+        Raises:
+            AgentRequestError: hostd's refusal (``mount_conflict`` 409, ``mount_failed`` 422, a field 422,
+                ``action_failed`` 502) or 503 ``hostd_unavailable``.
+        """
+        path = _host_path(ROUTE_HOST_BACKUP_MOUNT)
+        return await self._call(BackupMountStatus, "PUT", path, _MOUNT_APPLY_S, json=share.to_wire())
+
+    async def host_backup_mount_test(self, share: BackupShare) -> BackupShareProbe:
+        """Have the node's hostd mount ``share`` aside and write a file on it as the backup account."""
+        path = _host_path(ROUTE_HOST_BACKUP_MOUNT_TEST)
+        return await self._call(BackupShareProbe, "POST", path, self.timeouts.stop_s, json=share.to_wire())
+
+    async def host_backup_mount_remove(self) -> BackupMountRemoved:
+        """Have the node's hostd unmount the share and remove its unit, credentials and state."""
+        path = _host_path(ROUTE_HOST_BACKUP_MOUNT)
+        return await self._call(BackupMountRemoved, "DELETE", path, self.timeouts.stop_s)
+
     async def _get(
         self,
         model: type[_WireT],
@@ -497,6 +528,7 @@ class AgentClient:
 
 
 _RELEASES_QUERY_S: Final = 60.0  # a --version per catalogued llama-server, or Docker's image listing
+_MOUNT_APPLY_S: Final = 180.0  # hostd's own client waits 150 s for a probe, a reload and a restart
 _HOST_QUERY_S: Final = 30.0  # hostd bounds each systemctl listing by 15 s; discovery may take two
 
 

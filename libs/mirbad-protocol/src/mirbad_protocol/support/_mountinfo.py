@@ -1,7 +1,8 @@
-r"""``/proc/self/mountinfo``: which file system is mounted where, as hostd's own namespace sees it.
+r"""``/proc/self/mountinfo``: which file system is mounted where, as the reading process's namespace sees it.
 
-hostd's mount namespace (PrivateTmp, ProtectSystem) is a slave of the host's, so a share the host
-mounts later shows up here too. The format is proc(5)'s: ``id parent major:minor root mount-point
+hostd reads it for the backup share's target (its namespace is a slave of the host's, so a share the
+host mounts later shows up there too); the master reads its own to tell whether its backup folder is
+on a network file system. The format is proc(5)'s: ``id parent major:minor root mount-point
 options [optional fields...] - fstype source super-options``, where a space, tab, newline or
 backslash inside a path is written as an octal escape (``\040``).
 """
@@ -12,7 +13,14 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["NETWORK_FS_TYPES", "MountEntry", "escape_mountinfo", "mount_at", "parse_mountinfo"]
+__all__ = [
+    "NETWORK_FS_TYPES",
+    "MountEntry",
+    "escape_mountinfo",
+    "mount_at",
+    "mount_holding",
+    "parse_mountinfo",
+]
 
 NETWORK_FS_TYPES: Final = frozenset({"cifs", "smb3", "nfs", "nfs4"})
 """The file system types a backup share can be mounted as."""
@@ -84,5 +92,21 @@ def mount_at(entries: list[MountEntry], mount_point: str) -> MountEntry | None:
     found = None
     for entry in entries:
         if entry.mount_point == mount_point:
+            found = entry
+    return found
+
+
+def mount_holding(entries: list[MountEntry], path: str) -> MountEntry | None:
+    """The mount a file at the absolute ``path`` lands on: the visible one with the deepest mount point.
+
+    ``path`` is taken as written (the caller resolves symbolic links first); ``/srv/backups2`` is not
+    below ``/srv/backups``.
+    """
+    found: MountEntry | None = None
+    for entry in entries:
+        point = entry.mount_point.rstrip("/")
+        inside = path == entry.mount_point or path.startswith(point + "/")
+        # ">=": of two mounts at one point the later one is visible.
+        if inside and (found is None or len(entry.mount_point) >= len(found.mount_point)):
             found = entry
     return found
