@@ -5,7 +5,8 @@ composes, with an encrypted section (AES-256-GCM, PBKDF2-SHA256 at 600,000 itera
 passphrase; :func:`parse_backup` reads versions 1 and 2 and :func:`open_secrets` opens the section,
 whole or not at all. :class:`BackupScheduler` writes one backup a day into the backup directory and
 one on demand; :func:`parse_backup_file_name` is the only way a file there is named. :func:`preview_restore`
-says what a restore would do.
+says what a restore would do; :func:`import_models`, :func:`import_keys` and
+:func:`import_host_services` are the restore's import steps, each returning what it changed.
 """
 
 from ._crypto import MIN_PASSPHRASE_LENGTH, Entropy, check_passphrase
@@ -26,6 +27,15 @@ from ._document import (
     MasterIdentity,
 )
 from ._format import Backup, BackupContents, encode_backup, open_secrets, parse_backup
+from ._import import (
+    HostServicesImport,
+    ModelImport,
+    backup_host_services,
+    backup_models,
+    import_host_services,
+    import_keys,
+    import_models,
+)
 from ._names import (
     BACKUP_NAME_PREFIX,
     BackupName,
@@ -74,16 +84,23 @@ __all__ = [
     "Entropy",
     "FleetCaBackup",
     "HostServicesBackup",
+    "HostServicesImport",
     "KdfParameters",
     "MasterIdentity",
     "ModelChange",
+    "ModelImport",
     "ModelPreview",
     "RestoreKeyPreview",
     "RestorePreview",
     "backup_file_name",
     "backup_host_label",
+    "backup_host_services",
+    "backup_models",
     "check_passphrase",
     "encode_backup",
+    "import_host_services",
+    "import_keys",
+    "import_models",
     "list_backup_files",
     "open_secrets",
     "parse_backup",
