@@ -43,7 +43,7 @@ from ._names import (
     backup_host_label,
     parse_backup_file_name,
 )
-from ._preview import ModelChange, ModelPreview, RestoreKeyPreview, RestorePreview, preview_restore
+from ._preview import preview_restore
 from ._scheduler import (
     BACKUP_INTERVAL,
     DEFAULT_BACKUP_KEEP,
@@ -87,11 +87,7 @@ __all__ = [
     "HostServicesImport",
     "KdfParameters",
     "MasterIdentity",
-    "ModelChange",
     "ModelImport",
-    "ModelPreview",
-    "RestoreKeyPreview",
-    "RestorePreview",
     "backup_file_name",
     "backup_host_label",
     "backup_host_services",
