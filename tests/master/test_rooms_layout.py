@@ -19,7 +19,7 @@ import pytest
 import mirbad_master
 
 MASTER = Path(mirbad_master.__file__).parent
-ROOMS = ("benchmarks", "downloads", "keys", "models", "nodes", "releases", "services", "tuning")
+ROOMS = ("benchmarks", "downloads", "keys", "models", "nodes", "releases", "restore", "services", "tuning")
 PORTAL_PARTS = ("page.py", "panels.py")
 WRITE_VERBS = frozenset(
     [

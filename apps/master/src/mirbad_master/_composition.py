@@ -19,6 +19,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from mirbad_orchestration import ApiKeyStore, ModelRegistry
+from mirbad_orchestration.backups import RestoreJobs
 from mirbad_orchestration.benchmarks import BenchmarkResults
 from mirbad_orchestration.commandline import RestartPendingCheck
 from mirbad_orchestration.fleet import (
@@ -53,6 +54,7 @@ from ._llama_server_build import LlamaServerBuild, refuse_llamacpp_start
 from ._local_pki import master_names_refused
 from ._maintenance import MaintenanceMode
 from ._master_runtime import MasterRuntime
+from ._restore_host import MasterRestoreHost
 from ._router_adapters import ApiKeyGate, FleetResolver, MasterStats
 from ._settings import MasterSettings
 from .exceptions import StartPausedError
@@ -89,6 +91,8 @@ class MasterServices:
         tuning_repetitions: the repetitions of the search and of the confirmation stage (3 and 5).
 
     Attributes:
+        host_services_store: ``host-services.json`` (the Services page and a restore share it).
+        restore: the restore job (one at a time, fleet-wide).
         registry_lock: held by the models' actions (``models.actions``) around a model's id check and write.
         stopped_on_exit: the models stopped on the way out, as they were before (their pids).
         left_on_exit: the models that ran on the way out and could not be stopped.
@@ -175,7 +179,11 @@ class MasterServices:
         self.resolver = FleetResolver(self.endpoints, self.cache, self._start_on_request)
         self.key_gate = ApiKeyGate(self.keys)
         self.benchmarks = BenchmarkResults(data_dir)
-        self.host_services = HostServiceManager(HostServicesStore(data_dir), self.client_of)
+        # One store object for the file: the Services page's manager and a restore's import share its lock.
+        self.host_services_store = HostServicesStore(data_dir)
+        self.host_services = HostServiceManager(self.host_services_store, self.client_of)
+        # One restore at a time, fleet-wide; it leaves every node serving (no maintenance hold).
+        self.restore = RestoreJobs(MasterRestoreHost(self))
         job_host = MasterJobHost(
             models=self.models,
             nodes=self.nodes,
@@ -316,6 +324,7 @@ class MasterServices:
         await tasks.start(self.node_monitor.run)
         await tasks.start(self.health.run)
         await tasks.start(self.job_runner.run)
+        await tasks.start(self.restore.run)
         tasks.start_soon(self._recover_tuning)
         tasks.start_soon(self.telemetry.run)
         tasks.start_soon(self.keys.run_usage_flusher)

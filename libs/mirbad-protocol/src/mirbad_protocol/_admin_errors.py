@@ -124,6 +124,10 @@ class AdminErrorCode(StrEnum):
     """The node has no image pull of that id; ``nodeId`` names the node."""
     PULL_CONFLICT = "pull_conflict"
     """A pull of the same image reference runs on that node already."""
+    INVALID_BACKUP = "invalid_backup"
+    """An uploaded backup this master does not restore: not a backup, a schema version it does not
+    read, a weakened key derivation, over 64 MiB, or a passphrase that does not open it (``field``
+    names what: ``(document)``, ``file``, ``schemaVersion``, ``passphrase`` ...)."""
     HTTP_ERROR = "http_error"
     """Any other HTTP error, with its own status."""
 
@@ -166,6 +170,7 @@ _HTTP_STATUS: Final = {
     AdminErrorCode.INSUFFICIENT_SPACE: 409,
     AdminErrorCode.MODEL_FILES_MISSING: 409,
     AdminErrorCode.INVALID_IMAGE_REFERENCE: 422,
+    AdminErrorCode.INVALID_BACKUP: 422,
     AdminErrorCode.PULL_NOT_FOUND: 404,
     AdminErrorCode.PULL_CONFLICT: 409,
     AdminErrorCode.REQUEST_TOO_LARGE: 413,

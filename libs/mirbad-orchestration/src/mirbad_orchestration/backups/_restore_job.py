@@ -32,6 +32,7 @@ from mirbad_orchestration.exceptions import (
     RestoreRunningError,
     StartLaneBusyError,
 )
+from mirbad_orchestration.fleet import LOCAL_NODE_ID
 from mirbad_protocol import MirbadError, ModelDefinition, ModelSource
 from mirbad_protocol.admin import ApiKeyRecord
 from mirbad_protocol.benchmarks import JobState
@@ -112,9 +113,17 @@ class RestoreJobs:
         return self._view
 
     def start(
-        self, document: BackupDocument, keys: Sequence[ApiKeyRecord] | None, *, actor: str
+        self,
+        document: BackupDocument,
+        keys: Sequence[ApiKeyRecord] | None,
+        *,
+        actor: str,
+        bootstrap_node_id: str = LOCAL_NODE_ID,
     ) -> RestoreJobView:
         """Start restoring ``document`` (with its opened ``keys``, if any) and return the job.
+
+        A version 1 backup's models go to ``bootstrap_node_id`` (the node that stands for the single
+        machine that wrote it).
 
         Raises:
             RestoreRunningError: a restore runs already.
@@ -132,7 +141,8 @@ class RestoreJobs:
         )
         self._scope = anyio.CancelScope()
         self._done = anyio.Event()
-        self._tasks.start_soon(self._guarded, document, keys, actor, self._scope, self._done)
+        models = backup_models(document, bootstrap_node_id=bootstrap_node_id)
+        self._tasks.start_soon(self._guarded, document, models, keys, actor, self._scope, self._done)
         return self._view
 
     async def cancel(self, *, timeout_s: float = 30.0) -> RestoreJobView:
@@ -166,6 +176,7 @@ class RestoreJobs:
     async def _guarded(
         self,
         document: BackupDocument,
+        models: list[ModelDefinition],
         keys: Sequence[ApiKeyRecord] | None,
         actor: str,
         scope: anyio.CancelScope,
@@ -173,7 +184,7 @@ class RestoreJobs:
     ) -> None:
         try:
             with scope:
-                await self._restore(document, keys, actor)
+                await self._restore(document, models, keys, actor)
             if scope.cancelled_caught:
                 self._end("cancelled", "cancelled")
             else:
@@ -196,10 +207,13 @@ class RestoreJobs:
         self._update(state=state, error=error, finished_at=self._clock(), eta_s=None, models=models)
 
     async def _restore(
-        self, document: BackupDocument, keys: Sequence[ApiKeyRecord] | None, actor: str
+        self,
+        document: BackupDocument,
+        models: list[ModelDefinition],
+        keys: Sequence[ApiKeyRecord] | None,
+        actor: str,
     ) -> None:
         host = self._host
-        models = backup_models(document)
         imported = await import_models(host.registry, models)
         await host.models_changed()
         self._update(
