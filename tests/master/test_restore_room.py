@@ -21,12 +21,12 @@ from tests.orchestration._fake_agent import FakeAgent
 
 from mirbad_master._api_errors import Refusal
 from mirbad_master.restore import actions
-from mirbad_master.restore._upload import MAX_BACKUP_BYTES, PASSPHRASE_HEADER, BackupUpload
+from mirbad_master.restore._upload import BackupUpload
 from mirbad_master.ui._refusals import PORTAL_ACTOR
 from mirbad_orchestration.backups import BackupContents, BackupSecrets, MasterIdentity, encode_backup
 from mirbad_protocol import ModelDefinition, ModelSource
 from mirbad_protocol.admin import ApiKeyRecord
-from mirbad_protocol.restore import RestoreJobView
+from mirbad_protocol.restore import BACKUP_PASSPHRASE_HEADER, MAX_BACKUP_BYTES, RestoreJobView
 
 pytestmark = pytest.mark.anyio
 
@@ -61,13 +61,14 @@ RAW = encode_backup(
 )
 
 
-def _agent(node_id: str) -> FakeAgent:
+def agent_with_folders(node_id: str) -> FakeAgent:
+    """A node that has the folder of model `kept` and offers Hugging Face downloads."""
     return FakeAgent(node_name=node_id, present_files={"kept"}, download_features=["downloads.hf-native"])
 
 
 @asynccontextmanager
 async def _master(tmp_path: Path) -> AsyncIterator[Master]:
-    async with running_master(tmp_path, agent=_agent) as master:
+    async with running_master(tmp_path, agent=agent_with_folders) as master:
         yield master
 
 
@@ -83,7 +84,7 @@ def _masked(lines: list[AuditLine]) -> list[AuditLine]:
 
 
 async def test_a_restore_through_the_api_and_the_portal_leaves_the_same_audit_lines(tmp_path: Path) -> None:
-    headers = {PASSPHRASE_HEADER: PASSPHRASE}
+    headers = {BACKUP_PASSPHRASE_HEADER: PASSPHRASE}
     async with _master(tmp_path / "api") as master:
         api = master.admin
         preview = await ok(api.post("/api/restore/preview", content=RAW, headers=headers))
@@ -138,7 +139,7 @@ async def test_bad_uploads_are_refused_alike_naming_why(tmp_path: Path) -> None:
     async with _master(tmp_path / "api") as master:
         not_json = await _refusals_of(master, b"not a backup")
         version = await _refusals_of(master, b'{"schemaVersion": 7}')
-        wrong = await _refusals_of(master, RAW, headers={PASSPHRASE_HEADER: "a wrong passphrase"})
+        wrong = await _refusals_of(master, RAW, headers={BACKUP_PASSPHRASE_HEADER: "a wrong passphrase"})
         too_large = await _refusals_of(master, b" " * (MAX_BACKUP_BYTES + 1))
         multipart = api_refusal(
             await master.admin.post(
@@ -174,7 +175,9 @@ async def test_a_multipart_upload_previews_like_the_json_body(tmp_path: Path) ->
             )
         )
         posted = await ok(
-            master.admin.post("/api/restore/preview", content=RAW, headers={PASSPHRASE_HEADER: PASSPHRASE})
+            master.admin.post(
+                "/api/restore/preview", content=RAW, headers={BACKUP_PASSPHRASE_HEADER: PASSPHRASE}
+            )
         )
         without = await ok(master.admin.post("/api/restore/preview", content=RAW))
         extra = api_refusal(

@@ -9,7 +9,7 @@ one every job kind shares.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import AwareDatetime, Field
 
@@ -17,6 +17,8 @@ from ._benchmarks import JobState
 from ._wire import WireModel
 
 __all__ = [
+    "BACKUP_PASSPHRASE_HEADER",
+    "MAX_BACKUP_BYTES",
     "ModelChange",
     "ModelPreview",
     "RestoreJobView",
@@ -26,6 +28,11 @@ __all__ = [
     "RestorePhase",
     "RestorePreview",
 ]
+
+BACKUP_PASSPHRASE_HEADER: Final = "X-Mirbad-Backup-Passphrase"  # noqa: S105 - a header name, not a secret
+"""The header that may carry a backup's passphrase to the restore routes (or a multipart field)."""
+MAX_BACKUP_BYTES: Final = 64 * 1024 * 1024
+"""The largest backup the restore routes read (64 MiB); a larger upload is refused with 422."""
 
 ModelChange = Literal["new", "changed", "identical"]
 """How a backup's model compares with the registry's model of the same id."""

@@ -1,6 +1,8 @@
 """mirbad_protocol.restore: a backup's restore preview and the restore job, as the admin API carries them."""
 
 from ._restore import (
+    BACKUP_PASSPHRASE_HEADER,
+    MAX_BACKUP_BYTES,
     ModelChange,
     ModelPreview,
     RestoreJobView,
@@ -12,6 +14,8 @@ from ._restore import (
 )
 
 __all__ = [
+    "BACKUP_PASSPHRASE_HEADER",
+    "MAX_BACKUP_BYTES",
     "ModelChange",
     "ModelPreview",
     "RestoreJobView",

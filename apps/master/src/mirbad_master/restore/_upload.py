@@ -1,9 +1,10 @@
 """An uploaded backup as the restore routes take it: the JSON document, or a multipart upload.
 
-The body is read here, not by FastAPI or the master's body cap, so that a file over
-:data:`MAX_BACKUP_BYTES` is refused with 422 naming why, and no more than that is ever held in
-memory. The passphrase comes as the ``passphrase`` field of a multipart upload or in the
-:data:`PASSPHRASE_HEADER` header (a JSON body is the document itself, so it cannot carry one).
+The body is read here, not by FastAPI or the master's body cap, so that a file over 64 MiB
+(:data:`~mirbad_protocol.restore.MAX_BACKUP_BYTES`) is refused with 422 naming why, and no more than
+that is ever held in memory. The passphrase comes as the ``passphrase`` field of a multipart upload or
+in the :data:`~mirbad_protocol.restore.BACKUP_PASSPHRASE_HEADER` header (a JSON body is the document
+itself, so it cannot carry one).
 """
 
 from __future__ import annotations
@@ -18,13 +19,10 @@ from starlette.requests import Request
 from starlette.types import Message
 
 from mirbad_orchestration.exceptions import BackupFormatError
+from mirbad_protocol.restore import BACKUP_PASSPHRASE_HEADER, MAX_BACKUP_BYTES
 
-__all__ = ["FILE_FIELD", "MAX_BACKUP_BYTES", "PASSPHRASE_HEADER", "BackupUpload", "read_backup_upload"]
+__all__ = ["FILE_FIELD", "BackupUpload", "read_backup_upload"]
 
-MAX_BACKUP_BYTES: Final = 64 * 1024 * 1024
-"""The largest backup a restore reads (64 MiB)."""
-PASSPHRASE_HEADER: Final = "X-Mirbad-Backup-Passphrase"  # noqa: S105 - a header name, not a secret
-"""The header that may carry the backup's passphrase."""
 FILE_FIELD: Final = "file"
 """The multipart field holding the backup file."""
 _FORM_SLACK: Final = 64 * 1024  # a multipart body's boundaries, headers and passphrase field
@@ -54,7 +52,7 @@ async def read_backup_upload(request: Request) -> BackupUpload:
     multipart = request.headers.get("content-type", "").lower().startswith("multipart/form-data")
     where = FILE_FIELD if multipart else "(document)"
     body = await _read_capped(request, MAX_BACKUP_BYTES + (_FORM_SLACK if multipart else 0), where)
-    header = request.headers.get(PASSPHRASE_HEADER) or None
+    header = request.headers.get(BACKUP_PASSPHRASE_HEADER) or None
     if not multipart:
         if not body:
             raise BackupFormatError(where, "the request has no body: send the backup document")

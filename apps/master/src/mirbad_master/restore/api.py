@@ -21,10 +21,10 @@ from mirbad_master._api_errors import refusals
 from mirbad_master._api_session import actor_of
 from mirbad_master._composition import MasterServices
 from mirbad_master._views import dump
-from mirbad_protocol.restore import RestoreJobView, RestorePreview
+from mirbad_protocol.restore import BACKUP_PASSPHRASE_HEADER, MAX_BACKUP_BYTES, RestoreJobView, RestorePreview
 
 from . import actions
-from ._upload import FILE_FIELD, MAX_BACKUP_BYTES, PASSPHRASE_HEADER, read_backup_upload
+from ._upload import FILE_FIELD, read_backup_upload
 
 __all__ = ["RESTORE_PREFIX", "restore_router"]
 
@@ -56,7 +56,7 @@ _BACKUP_BODY: Final[dict[str, Any]] = {
 _Passphrase = Annotated[
     str | None,
     Header(
-        alias=PASSPHRASE_HEADER,
+        alias=BACKUP_PASSPHRASE_HEADER,
         description="the backup's passphrase (or the multipart field `passphrase`); opens its API keys",
     ),
 ]
