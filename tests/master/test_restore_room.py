@@ -22,11 +22,17 @@ from tests.orchestration._fake_agent import FakeAgent
 from mirbad_master._api_errors import Refusal
 from mirbad_master.restore import actions
 from mirbad_master.restore._upload import BackupUpload
+from mirbad_master.restore.panels import model_line
 from mirbad_master.ui._refusals import PORTAL_ACTOR
 from mirbad_orchestration.backups import BackupContents, BackupSecrets, MasterIdentity, encode_backup
-from mirbad_protocol import ModelDefinition, ModelSource
+from mirbad_protocol import ModelDefinition, ModelSource, Placement
 from mirbad_protocol.admin import ApiKeyRecord
-from mirbad_protocol.restore import BACKUP_PASSPHRASE_HEADER, MAX_BACKUP_BYTES, RestoreJobView
+from mirbad_protocol.restore import (
+    BACKUP_PASSPHRASE_HEADER,
+    MAX_BACKUP_BYTES,
+    RestoreJobView,
+    RestoreModelProgress,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -194,3 +200,32 @@ async def test_a_multipart_upload_previews_like_the_json_body(tmp_path: Path) ->
 def test_the_job_view_reads_back_from_the_wire() -> None:
     view = RestoreJobView(id="restore-1", schema_version=2, started_at=datetime(2026, 1, 1, tzinfo=UTC))
     assert RestoreJobView.from_wire(view.to_wire()) == view
+
+
+async def test_a_version_1_backup_previews_its_models_on_the_default_node(tmp_path: Path) -> None:
+    v1 = (
+        b'{"schemaVersion": 1, "createdAt": "2025-05-01T00:00:00Z", '
+        b'"models": [{"id": "kept", "servedName": "kept-chat", "modelPath": "kept"}]}'
+    )
+    async with _master(tmp_path) as master:
+        first = await ok(master.admin.post("/api/restore/preview", content=v1))
+        await master.services.models.upsert(
+            ModelDefinition(
+                id="kept", served_name="kept-chat", model_path="kept", placement=Placement(node_id="local")
+            )
+        )
+        second = await ok(master.admin.post("/api/restore/preview", content=v1))
+    assert [(m["id"], m["change"], m["foldersPresent"]) for m in first["models"]] == [("kept", "new", True)]
+    assert second["models"][0]["change"] == "identical"  # placed on the default node, as a restore stores it
+    assert "the backup has no encrypted section: it restores no API keys" in first["notes"]
+
+
+def test_a_models_progress_in_words() -> None:
+    downloading = RestoreModelProgress(
+        model_id="qwen", node_id="gpu-1", step="downloading", folder="qwen", done_bytes=40, total_bytes=100
+    )
+    refused = RestoreModelProgress(
+        model_id="big", node_id="gpu-1", step="left-stopped", message="8 GiB do not fit"
+    )
+    assert model_line(downloading) == "qwen on gpu-1: downloading qwen (40 of 100 bytes)"
+    assert model_line(refused) == "big on gpu-1: left stopped: 8 GiB do not fit"

@@ -45,8 +45,10 @@ async def gather_preview(
     """
     models = backup_models(backup.document, bootstrap_node_id=services.settings.default_node)
     present, silent = await _folders_present(services, models)
+    # Compared as the restore would store them: a version 1 backup's models on the bootstrap node.
+    document = backup.document.model_copy(update={"models": models})
     preview = preview_restore(
-        backup.document,
+        document,
         current_models=await services.models.list(),
         backup_keys=keys or (),
         key_import=key_import,
