@@ -47,7 +47,8 @@ class BodyCap:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Pass the request on with its body counted, or refuse it as too large."""
-        if scope["type"] != "http" or scope["path"].startswith((_V1, *self._own_caps)):
+        path = scope.get("path", "")
+        if scope["type"] != "http" or path.startswith(_V1) or self._caps_its_own(path):
             await self._app(scope, receive, send)
             return
         declared = Headers(scope=scope).get("content-length", "")
@@ -82,6 +83,9 @@ class BodyCap:
                 raise
         if over and not started:
             await self._too_large()(scope, receive, send)
+
+    def _caps_its_own(self, path: str) -> bool:
+        return any(path == prefix or path.startswith(f"{prefix}/") for prefix in self._own_caps)
 
     def _too_large(self) -> JSONResponse:
         return error_response(
