@@ -28,6 +28,7 @@ ROOMS = (
     "models",
     "nodes",
     "releases",
+    "restore",
     "services",
     "tuning",
 )

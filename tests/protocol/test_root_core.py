@@ -63,6 +63,7 @@ HOMES = [
     "tuning",
     "releases",
     "downloads",
+    "restore",
     "pki",
     "openai",
     "support",

@@ -8,6 +8,7 @@ the OpenAPI document of these routes (``/openapi.json``); errors follow ``_api_e
 from __future__ import annotations
 
 import re
+from typing import Final
 
 from fastapi import APIRouter, Depends, FastAPI, Response
 from fastapi.responses import JSONResponse
@@ -29,10 +30,14 @@ from .keys.api import keys_router
 from .models.api import models_router
 from .nodes.api import nodes_router
 from .releases.api import releases_router
+from .restore.api import RESTORE_PREFIX, restore_router
 from .services.api import services_router
 from .tuning.api import tuning_router
 
-__all__ = ["api_fallback", "api_router"]
+__all__ = ["OWN_BODY_CAPS", "api_fallback", "api_router"]
+
+OWN_BODY_CAPS: Final = (f"/api{RESTORE_PREFIX}",)
+"""The routes that read and cap their own bodies (a backup upload: 64 MiB, refused with 422)."""
 
 
 def api_router(services: MasterServices, auth: AdminAuth) -> APIRouter:
@@ -59,6 +64,7 @@ def api_router(services: MasterServices, auth: AdminAuth) -> APIRouter:
     guarded.include_router(releases_router(services))
     guarded.include_router(backups_router(services))
     guarded.include_router(backup_share_router(services))
+    guarded.include_router(restore_router(services))
     api.include_router(guarded)
     return api
 

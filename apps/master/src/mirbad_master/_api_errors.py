@@ -50,7 +50,15 @@ from mirbad_orchestration import (
     UnknownPresetError,
     UnknownTuningStepError,
 )
-from mirbad_orchestration.exceptions import BackupPassphraseTooShortError, BackupRunError
+from mirbad_orchestration.exceptions import (
+    BackupFormatError,
+    BackupNotEncryptedError,
+    BackupPassphraseError,
+    BackupPassphraseTooShortError,
+    BackupRunError,
+    NoRestoreJobError,
+    RestoreRunningError,
+)
 from mirbad_protocol import InvalidFieldError, MirbadError, WireModel
 from mirbad_protocol.admin import AdminError, AdminErrorBody, AdminErrorCode, admin_error_body
 
@@ -90,8 +98,13 @@ _TABLE: Final[Sequence[tuple[type[Exception], AdminErrorCode]]] = (
     (UnknownTuningStepError, _C.UNKNOWN_TUNING_STEP),
     (PresetNotForModelError, _C.PRESET_NOT_FOR_MODEL),
     (BackupPassphraseTooShortError, _C.PASSPHRASE_TOO_SHORT),
+    (BackupFormatError, _C.INVALID_BACKUP),
+    (BackupPassphraseError, _C.INVALID_BACKUP),
+    (BackupNotEncryptedError, _C.INVALID_BACKUP),
     (InvalidFieldError, _C.INVALID_REQUEST),
     (BackupRunError, _C.BACKUP_FAILED),
+    (RestoreRunningError, _C.JOB_CONFLICT),
+    (NoRestoreJobError, _C.JOB_NOT_FOUND),
     (JobConflictError, _C.JOB_CONFLICT),
     (NodeFeatureMissingError, _C.FEATURE_MISSING),
     (ModelNotReadyError, _C.MODEL_NOT_READY),
@@ -146,18 +159,21 @@ _STATUS_DESCRIPTIONS: Final = {
     403: "`source_needs_token`: the repository is private or gated; start again with a `token`",
     401: "`unauthorized`: no or a wrong administrator password or session",
     413: "`request_too_large`: the body is over `max_api_body_bytes` (30,000,000 bytes by default)",
-    404: "`model_not_found`, `node_not_found`, `key_not_found`, `job_not_found`, `download_not_found`, "
-    "`source_not_found` (`field` names it), `backup_not_found` (or `route_not_found`)",
+    404: "`model_not_found`, `node_not_found`, `key_not_found`, `job_not_found` (also: no restore job), "
+    "`download_not_found`, `source_not_found` (`field` names it), `backup_not_found` (or `route_not_found`)",
     409: "a conflict: `model_exists`, `served_name_taken`, `admission_refused` (retry with force=true), "
     "`start_conflict`, `start_lane_busy`, `node_exists`, `node_conflict`, `local_node`, "
-    "`job_conflict` (a job runs on the node, or holds the model: `jobId`), `model_not_ready` (its state), "
+    "`job_conflict` (a job runs on the node, or holds the model: `jobId`; or a restore runs), "
+    "`model_not_ready` (its state), "
     "`feature_missing` (the node lacks the download feature: `nodeId`, `field`), `download_conflict`, "
     "`insufficient_space`, `model_files_missing` (the model's files are not on its node), "
     "`backup_failed` (the backup could not be written: no backup directory set, the directory missing, "
     "a full disk; the message says why)",
     422: "`spec_rejected`: the node cannot run this launch at all; `unknown_preset`: the message lists "
     "the presets; `preset_not_for_model`: a reranker, or a preset for the other kind of model; "
-    "`passphrase_too_short`: a backup passphrase under 12 characters (`field` is `passphrase`)",
+    "`passphrase_too_short`: a backup passphrase under 12 characters (`field` is `passphrase`); "
+    "`invalid_backup`: not a backup this master restores, over 64 MiB, or a passphrase that does not open "
+    "it (`field` names what); `mount_failed`, `mount_busy`: the backup share did not mount, or is in use",
     429: "`too_many_attempts`: too many wrong passwords from this address, or its checks queued too "
     "long; see `Retry-After`",
     502: "`node_refused`, `bad_gateway`, `log_stream_failed`: the node answered oddly",
@@ -243,6 +259,8 @@ def refusal_of(exc: Exception) -> Refusal:
         # Not the server's bug: someone has to make room; the message names the file.
         code = AdminErrorCode.INSUFFICIENT_STORAGE
     field = exc.field if isinstance(exc, InvalidFieldError | NodeFeatureMissingError) else None
+    if isinstance(exc, BackupPassphraseError | BackupNotEncryptedError):
+        field = "passphrase"  # what to change: the backup itself is readable
     return Refusal(code.http_status, code, _message(exc), field)
 
 

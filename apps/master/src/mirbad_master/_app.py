@@ -27,7 +27,7 @@ from mirbad_protocol.admin import AdminErrorBody
 from mirbad_router import create_router_app
 
 from ._admin_auth import AdminAuth
-from ._api import api_fallback, api_router
+from ._api import OWN_BODY_CAPS, api_fallback, api_router
 from ._api_errors import install_error_handlers, refusals
 from ._body_cap import BodyCap
 from ._composition import MasterServices
@@ -74,7 +74,7 @@ def create_master_app(services: MasterServices, auth: AdminAuth, *, ui: UiInstal
     # Innermost first: the body cap counts what the app reads; the sign-in gate refuses strangers
     # before anything of their body is read (FastAPI reads body parameters before the sign-in
     # dependency runs).
-    app.add_middleware(BodyCap, max_bytes=services.settings.max_api_body_bytes)
+    app.add_middleware(BodyCap, max_bytes=services.settings.max_api_body_bytes, own_caps=OWN_BODY_CAPS)
     app.add_middleware(SignInGate, auth=auth)
     app.add_middleware(OriginGuard)
     # Outermost, so the origin guard's refusals and the error handlers' answers carry it too.

@@ -20,7 +20,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from mirbad_orchestration import ApiKeyStore, ModelRegistry
-from mirbad_orchestration.backups import BackupDownloadTokens, BackupScheduler
+from mirbad_orchestration.backups import BackupDownloadTokens, BackupScheduler, RestoreJobs
 from mirbad_orchestration.benchmarks import BenchmarkResults
 from mirbad_orchestration.commandline import RestartPendingCheck
 from mirbad_orchestration.fleet import (
@@ -56,6 +56,7 @@ from ._llama_server_build import LlamaServerBuild, refuse_llamacpp_start
 from ._local_pki import master_names_refused
 from ._maintenance import MaintenanceMode
 from ._master_runtime import MasterRuntime
+from ._restore_host import MasterRestoreHost
 from ._router_adapters import ApiKeyGate, FleetResolver, MasterStats
 from ._settings import MasterSettings
 from .exceptions import StartPausedError
@@ -92,6 +93,8 @@ class MasterServices:
         tuning_repetitions: the repetitions of the search and of the confirmation stage (3 and 5).
 
     Attributes:
+        host_services_store: ``host-services.json`` (the Services page and a restore share it).
+        restore: the restore job (one at a time, fleet-wide).
         registry_lock: held by the models' actions (``models.actions``) around a model's id check and write.
         stopped_on_exit: the models stopped on the way out, as they were before (their pids).
         left_on_exit: the models that ran on the way out and could not be stopped.
@@ -193,6 +196,8 @@ class MasterServices:
             self.backup_source, settings.backup_settings(), host=socket.gethostname()
         )
         self.backup_downloads = BackupDownloadTokens()
+        # One restore at a time, fleet-wide; it leaves every node serving (no maintenance hold).
+        self.restore = RestoreJobs(MasterRestoreHost(self))
         job_host = MasterJobHost(
             models=self.models,
             nodes=self.nodes,
@@ -333,6 +338,7 @@ class MasterServices:
         await tasks.start(self.node_monitor.run)
         await tasks.start(self.health.run)
         await tasks.start(self.job_runner.run)
+        await tasks.start(self.restore.run)
         tasks.start_soon(self._recover_tuning)
         tasks.start_soon(self.telemetry.run)
         tasks.start_soon(self.keys.run_usage_flusher)

@@ -32,6 +32,7 @@ from mirbad_protocol.admin import (
 from mirbad_protocol.benchmarks import BenchmarkJobList, BenchmarkJobView, BenchmarkList
 from mirbad_protocol.downloads import DownloadJob, DownloadList, HuggingFaceDownload, OllamaDownload
 from mirbad_protocol.releases import ImagePull, NodeReleases, ReleasesView
+from mirbad_protocol.restore import BACKUP_PASSPHRASE_HEADER, RestoreJobView, RestorePreview
 from mirbad_protocol.tuning import TuningJobList, TuningJobView, TuningList, TuningRequest
 
 from ._errors import admin_error, read_refusal
@@ -64,6 +65,8 @@ class AdminCall(Generic[_T]):
         waits: whether the master may wait on a node before answering (start, stop, restart,
             delete), so the client's longer ``action_timeout`` applies.
         raw: ``read`` gets the body's bytes as sent, not its JSON (a backup file, kept byte for byte).
+        content: raw bytes sent as the body instead of ``body`` (a backup, exactly as written).
+        headers: more request headers.
     """
 
     method: str
@@ -74,6 +77,14 @@ class AdminCall(Generic[_T]):
     subject: str = ""
     waits: bool = False
     raw: bool = False
+    content: bytes | None = field(default=None, repr=False)
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+
+    def request_options(self) -> dict[str, Any]:
+        """Keyword arguments of ``httpx`` ``request`` for this call (besides method, path and timeout)."""
+        if self.content is not None:
+            return {"params": self.params, "content": self.content, "headers": dict(self.headers)}
+        return {"params": self.params, "json": self.body, "headers": dict(self.headers) or None}
 
 
 @dataclass(frozen=True)
@@ -440,3 +451,37 @@ def key_usage(key_id: str | None) -> AdminCall[list[KeyUsage]]:
     """``GET /api/keys/usage[?keyId=]``."""
     params = (("keyId", key_id),) if key_id is not None else ()
     return AdminCall("GET", f"{API}/keys/usage", _many(KeyUsage), params=params, subject=key_id or "")
+
+
+# ------------------------------------------------------------------ restore
+
+
+def _backup_headers(passphrase: str | None) -> tuple[tuple[str, str], ...]:
+    headers = [("content-type", "application/json")]
+    if passphrase is not None:
+        headers.append((BACKUP_PASSPHRASE_HEADER, passphrase))
+    return tuple(headers)
+
+
+def preview_restore(backup: bytes, passphrase: str | None = None) -> AdminCall[RestorePreview]:
+    """``POST /api/restore/preview``: what restoring ``backup`` would do (nothing changes)."""
+    headers = _backup_headers(passphrase)
+    return AdminCall(
+        "POST", f"{API}/restore/preview", RestorePreview.from_wire, content=backup, headers=headers
+    )
+
+
+def restore(backup: bytes, passphrase: str | None = None) -> AdminCall[RestoreJobView]:
+    """``POST /api/restore``: start the restore job (202 with it)."""
+    headers = _backup_headers(passphrase)
+    return AdminCall("POST", f"{API}/restore", RestoreJobView.from_wire, content=backup, headers=headers)
+
+
+def restore_job() -> AdminCall[RestoreJobView]:
+    """``GET /api/restore``: the running or last restore job, with its progress."""
+    return AdminCall("GET", f"{API}/restore", RestoreJobView.from_wire)
+
+
+def cancel_restore() -> AdminCall[RestoreJobView]:
+    """``DELETE /api/restore``: cancel the running restore; answers it, ended."""
+    return AdminCall("DELETE", f"{API}/restore", RestoreJobView.from_wire, waits=True)

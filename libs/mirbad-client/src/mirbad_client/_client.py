@@ -31,6 +31,7 @@ from mirbad_protocol.admin import (
 from mirbad_protocol.benchmarks import BenchmarkJobView, BenchmarkList
 from mirbad_protocol.downloads import DownloadJob, HuggingFaceDownload, OllamaDownload
 from mirbad_protocol.releases import ImagePull, NodeReleases, ReleasesView
+from mirbad_protocol.restore import RestoreJobView, RestorePreview
 from mirbad_protocol.tuning import TuningGoal, TuningJobView, TuningList, TuningRequest, TuningSearch
 
 from . import _calls as calls
@@ -266,6 +267,31 @@ class MirbadClient:
         """The backup file ``name`` byte for byte (to keep a copy off the master, say)."""
         return self._send(calls.download_backup(name))
 
+    def preview_restore(self, backup: bytes, *, passphrase: str | None = None) -> RestorePreview:
+        """What restoring ``backup`` (a backup file's bytes) would do; nothing changes.
+
+        With ``passphrase`` the backup's API keys are read too (the keys a restore would add). A file that
+        is not a backup, over 64 MiB, or a wrong passphrase is refused with code ``invalid_backup``.
+        """
+        return self._send(calls.preview_restore(backup, passphrase))
+
+    def restore(self, backup: bytes, *, passphrase: str | None = None) -> RestoreJobView:
+        """Start restoring ``backup`` (a backup file's bytes); follow it with :meth:`restore_job`.
+
+        The job imports the models, the API keys (with ``passphrase``) and the host services, then
+        downloads what is missing and starts what starts by itself. A restore while one runs is refused
+        with code ``job_conflict``.
+        """
+        return self._send(calls.restore(backup, passphrase))
+
+    def restore_job(self) -> RestoreJobView:
+        """The running or last restore job, with each model's progress."""
+        return self._send(calls.restore_job())
+
+    def cancel_restore(self) -> RestoreJobView:
+        """Cancel the running restore (the download in flight is stopped on its node); returns it, ended."""
+        return self._send(calls.cancel_restore())
+
     def releases(self) -> ReleasesView:
         """The master's version and every agent's, with a warning where major.minor differs."""
         return self._send(calls.releases())
@@ -375,9 +401,7 @@ class MirbadClient:
     def _send(self, call: AdminCall[_T]) -> _T:
         timeout = self._options.timeout_for(call)
         try:
-            answer = self._http.request(
-                call.method, call.path, params=call.params, json=call.body, timeout=timeout
-            )
+            answer = self._http.request(call.method, call.path, timeout=timeout, **call.request_options())
         except httpx.HTTPError as exc:
             raise connection_error(self.base_url, exc) from exc
         return finish(call, answer)

@@ -64,7 +64,9 @@ The tree of its exceptions, each under its first base here (one with more bases 
         ├── BackupPassphraseError
         ├── BackupPassphraseTooShortError(InvalidFieldError, BackupError)
         ├── BackupNotEncryptedError
-        └── BackupRunError
+        ├── BackupRunError
+        ├── RestoreRunningError
+        └── NoRestoreJobError
 """
 
 from __future__ import annotations
@@ -110,6 +112,7 @@ __all__ = [
     "ModelNotOnNodeError",
     "ModelNotReadyError",
     "NoJobRunningError",
+    "NoRestoreJobError",
     "NoTuningRunError",
     "NodeConflictError",
     "NodeError",
@@ -122,6 +125,7 @@ __all__ = [
     "PresetNotForModelError",
     "RegistryError",
     "RejectedMeasurementError",
+    "RestoreRunningError",
     "StartLaneBusyError",
     "StateFileError",
     "StoreFileError",
@@ -715,3 +719,19 @@ class BackupRunError(BackupError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class RestoreRunningError(BackupError):
+    """A restore was asked for while one runs: one restore at a time.
+
+    Attributes:
+        job_id: the running restore job.
+    """
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"restore job {job_id!r} is running; wait for it to end or cancel it")
+        self.job_id = job_id
+
+
+class NoRestoreJobError(BackupError):
+    """No restore job to show or cancel (none has run since the master started, or none runs now)."""

@@ -16,7 +16,8 @@ Everything else belongs to one conversation and is imported from its public subm
 :mod:`~mirbad_protocol.admin` (the master's ``/api``: refusals, views, API keys),
 :mod:`~mirbad_protocol.agent` (master and node agent), :mod:`~mirbad_protocol.hostd` (agent and
 hostd), :mod:`~mirbad_protocol.benchmarks`, :mod:`~mirbad_protocol.tuning`,
-:mod:`~mirbad_protocol.releases`, :mod:`~mirbad_protocol.downloads`, :mod:`~mirbad_protocol.pki`
+:mod:`~mirbad_protocol.releases`, :mod:`~mirbad_protocol.downloads`,
+:mod:`~mirbad_protocol.restore` (a backup's restore preview and job), :mod:`~mirbad_protocol.pki`
 (certificates and enrollment) and :mod:`~mirbad_protocol.openai` (the ``/v1`` error shape). Helpers
 that every process shares but that are no part of the contract (atomic files, task groups, the
 nvidia-smi and cgroup readers) live in :mod:`mirbad_protocol.support`.

@@ -140,6 +140,10 @@ class AdminErrorCode(StrEnum):
     """The backup share is in use and could not be unmounted; nothing was removed."""
     SHARE_NOT_CONFIGURED = "share_not_configured"
     """No backup share is set up to disconnect."""
+    INVALID_BACKUP = "invalid_backup"
+    """An uploaded backup this master does not restore: not a backup, a schema version it does not
+    read, a weakened key derivation, over 64 MiB, or a passphrase that does not open it (``field``
+    names what: ``(document)``, ``file``, ``schemaVersion``, ``passphrase`` ...)."""
     HTTP_ERROR = "http_error"
     """Any other HTTP error, with its own status."""
 
@@ -182,6 +186,7 @@ _HTTP_STATUS: Final = {
     AdminErrorCode.INSUFFICIENT_SPACE: 409,
     AdminErrorCode.MODEL_FILES_MISSING: 409,
     AdminErrorCode.INVALID_IMAGE_REFERENCE: 422,
+    AdminErrorCode.INVALID_BACKUP: 422,
     AdminErrorCode.PULL_NOT_FOUND: 404,
     AdminErrorCode.PULL_CONFLICT: 409,
     AdminErrorCode.BACKUP_NOT_FOUND: 404,

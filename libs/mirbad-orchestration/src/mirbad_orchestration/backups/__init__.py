@@ -6,7 +6,9 @@ passphrase; :func:`parse_backup` reads versions 1 and 2 and :func:`open_secrets`
 whole or not at all. :class:`BackupScheduler` writes one backup a day into the backup directory and
 one on demand; :func:`parse_backup_file_name` is the only way a file there is named, and
 :class:`BackupDownloadTokens` hands out the one-time links a browser downloads one by. :func:`preview_restore`
-says what a restore would do.
+says what a restore would do; :func:`import_models`, :func:`import_keys` and
+:func:`import_host_services` are the restore's import steps, each returning what it changed;
+:class:`RestoreJobs` runs them and the downloads and starts after them over a :class:`RestoreHost`.
 """
 
 from ._crypto import MIN_PASSPHRASE_LENGTH, Entropy, check_passphrase
@@ -28,6 +30,15 @@ from ._document import (
 )
 from ._download_tokens import DOWNLOAD_TOKEN_TTL, BackupDownloadTokens, DownloadToken
 from ._format import Backup, BackupContents, encode_backup, open_secrets, parse_backup
+from ._import import (
+    HostServicesImport,
+    ModelImport,
+    backup_host_services,
+    backup_models,
+    import_host_services,
+    import_keys,
+    import_models,
+)
 from ._names import (
     BACKUP_NAME_PREFIX,
     BackupName,
@@ -35,7 +46,9 @@ from ._names import (
     backup_host_label,
     parse_backup_file_name,
 )
-from ._preview import ModelChange, ModelPreview, RestoreKeyPreview, RestorePreview, preview_restore
+from ._preview import preview_restore
+from ._restore_host import FolderPlan, RestoreHost, checked_folders, download_request, folder_plan
+from ._restore_job import RestoreJobs, RestoreTimings
 from ._scheduler import (
     BACKUP_INTERVAL,
     DEFAULT_BACKUP_KEEP,
@@ -78,17 +91,27 @@ __all__ = [
     "EncryptedSecrets",
     "Entropy",
     "FleetCaBackup",
+    "FolderPlan",
     "HostServicesBackup",
+    "HostServicesImport",
     "KdfParameters",
     "MasterIdentity",
-    "ModelChange",
-    "ModelPreview",
-    "RestoreKeyPreview",
-    "RestorePreview",
+    "ModelImport",
+    "RestoreHost",
+    "RestoreJobs",
+    "RestoreTimings",
     "backup_file_name",
     "backup_host_label",
+    "backup_host_services",
+    "backup_models",
     "check_passphrase",
+    "checked_folders",
+    "download_request",
     "encode_backup",
+    "folder_plan",
+    "import_host_services",
+    "import_keys",
+    "import_models",
     "list_backup_files",
     "open_secrets",
     "parse_backup",

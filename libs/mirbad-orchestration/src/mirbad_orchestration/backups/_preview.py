@@ -4,96 +4,22 @@ A pure function over what the master has gathered: the backup, the registry's mo
 store would do with the backup's keys (``ApiKeyStore.import_records(..., dry_run=True)``, the same
 merge a restore runs), and per model of the backup whether its folders are on its node (the agent's
 model-files check) and how much is left to download (from the hub, through the node). The master asks
-the stores and the nodes; this module only compares.
+the stores and the nodes; this module only compares. The preview's wire models are
+:mod:`mirbad_protocol.restore`'s (the admin API and its typed client carry them).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Literal
-
-from pydantic import AwareDatetime, Field
 
 from mirbad_orchestration.keys import ApiKeyImport
-from mirbad_protocol import ModelDefinition, WireModel
+from mirbad_protocol import ModelDefinition
 from mirbad_protocol.admin import ApiKeyRecord
+from mirbad_protocol.restore import ModelChange, ModelPreview, RestoreKeyPreview, RestorePreview
 
 from ._document import BackupDocument
 
-__all__ = ["ModelChange", "ModelPreview", "RestoreKeyPreview", "RestorePreview", "preview_restore"]
-
-ModelChange = Literal["new", "changed", "identical"]
-"""How a backup's model compares with the registry's model of the same id."""
-
-
-class ModelPreview(WireModel):
-    """One model of the backup.
-
-    Attributes:
-        id: the model's id.
-        served_name: its served name in the backup.
-        change: new here, changed (``changed_fields`` lists how), or identical.
-        changed_fields: the wire names of the top-level fields that differ, in definition order.
-        folders_present: whether all its folders are on its node; None when the node did not say.
-        download_bytes: what is left to download for it; None when nothing is to be downloaded or
-            the size is unknown.
-        needs_manual_steps: its folders are not known to be there and it has no source to download
-            them from: someone has to put them on the node.
-    """
-
-    id: str
-    served_name: str
-    change: ModelChange
-    changed_fields: list[str] = Field(default_factory=list)
-    folders_present: bool | None = None
-    download_bytes: int | None = None
-    needs_manual_steps: bool = False
-
-
-class RestoreKeyPreview(WireModel):
-    """An API key a restore would add (never its hash).
-
-    Attributes:
-        id: the key's id.
-        name: what it is for.
-        prefix: the first characters of its secret.
-    """
-
-    id: str
-    name: str
-    prefix: str
-
-
-class RestorePreview(WireModel):
-    """What restoring a backup would do.
-
-    Attributes:
-        schema_version: the backup's schema version (1: its models go to the bootstrap node).
-        created_at: when the backup was written.
-        host: the host that wrote it, when recorded.
-        models: the backup's models, in its order.
-        api_keys_included: whether the backup's keys were read (an encrypted backup, opened).
-        new_api_keys: the keys a restore would add.
-        conflicting_api_keys: ids of backup keys whose id or hash belongs to another key here (skipped).
-    """
-
-    schema_version: int
-    created_at: AwareDatetime
-    host: str | None = None
-    models: list[ModelPreview] = Field(default_factory=list)
-    api_keys_included: bool = False
-    new_api_keys: list[RestoreKeyPreview] = Field(default_factory=list)
-    conflicting_api_keys: list[str] = Field(default_factory=list)
-
-    @property
-    def manual_models(self) -> list[str]:
-        """Ids of the models that need manual steps."""
-        return [model.id for model in self.models if model.needs_manual_steps]
-
-    @property
-    def download_bytes(self) -> int:
-        """What a restore would download in all (the known sizes)."""
-        return sum(model.download_bytes or 0 for model in self.models)
+__all__ = ["preview_restore"]
 
 
 def preview_restore(
