@@ -64,7 +64,8 @@ The tree of its exceptions, each under its first base here (one with more bases 
         ├── BackupPassphraseError
         ├── BackupPassphraseTooShortError(InvalidFieldError, BackupError)
         ├── BackupNotEncryptedError
-        └── BackupRunError
+        ├── BackupRunError
+        └── FleetRecoveryRefusedError
 """
 
 from __future__ import annotations
@@ -99,6 +100,7 @@ __all__ = [
     "EnrollmentTokenError",
     "EnrollmentTokenExpiredError",
     "EnrollmentTokenUsedError",
+    "FleetRecoveryRefusedError",
     "HostServiceConfirmError",
     "HostServiceError",
     "HostServicesFileError",
@@ -714,4 +716,20 @@ class BackupRunError(BackupError):
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
+        self.reason = reason
+
+
+class FleetRecoveryRefusedError(BackupError):
+    """A backup that cannot bring a fleet back in recovery mode, checked before anything is written.
+
+    Recovery needs what only a fleet's passphrase backup carries: a version 2 document (nodes, the
+    master's identity) with an encrypted section that holds the fleet CA. Without the CA every node
+    would have to enroll again, which is exactly what recovery exists to avoid.
+
+    Attributes:
+        reason: why, for people.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"this backup cannot recover a fleet: {reason}")
         self.reason = reason

@@ -7,6 +7,9 @@ whole or not at all. :class:`BackupScheduler` writes one backup a day into the b
 one on demand; :func:`parse_backup_file_name` is the only way a file there is named. :func:`preview_restore`
 says what a restore would do; :func:`import_models`, :func:`import_keys` and
 :func:`import_host_services` are the restore's import steps, each returning what it changed.
+Fleet recovery (``mirbad up --recover``) opens a backup with :func:`open_fleet_recovery`, which refuses
+one that cannot bring a fleet back before anything is written, and imports the nodes with
+:func:`import_nodes`.
 """
 
 from ._crypto import MIN_PASSPHRASE_LENGTH, Entropy, check_passphrase
@@ -44,6 +47,7 @@ from ._names import (
     parse_backup_file_name,
 )
 from ._preview import ModelChange, ModelPreview, RestoreKeyPreview, RestorePreview, preview_restore
+from ._recovery import FleetRecovery, NodeImport, import_nodes, open_fleet_recovery
 from ._scheduler import (
     BACKUP_INTERVAL,
     DEFAULT_BACKUP_KEEP,
@@ -83,6 +87,7 @@ __all__ = [
     "EncryptedSecrets",
     "Entropy",
     "FleetCaBackup",
+    "FleetRecovery",
     "HostServicesBackup",
     "HostServicesImport",
     "KdfParameters",
@@ -90,6 +95,7 @@ __all__ = [
     "ModelChange",
     "ModelImport",
     "ModelPreview",
+    "NodeImport",
     "RestoreKeyPreview",
     "RestorePreview",
     "backup_file_name",
@@ -101,7 +107,9 @@ __all__ = [
     "import_host_services",
     "import_keys",
     "import_models",
+    "import_nodes",
     "list_backup_files",
+    "open_fleet_recovery",
     "open_secrets",
     "parse_backup",
     "parse_backup_file_name",
