@@ -64,6 +64,7 @@ ENVIRONMENT: Final[Mapping[str, str]] = {
     "max_api_body_bytes": "MIRBAD_MAX_API_BODY_BYTES",
     "trusted_proxies": "MIRBAD_TRUSTED_PROXIES",
     "default_node": "MIRBAD_DEFAULT_NODE",
+    "recover": "MIRBAD_RECOVER",
 }
 """Setting name -> the environment variable that sets it."""
 
@@ -120,6 +121,9 @@ class MasterSettings(BaseModel):
         default_node: the node a model without a placement runs on: the master's own ``local`` by
             default; a master whose own node runs nothing (docker-compose's master container, whose
             models run in the agent container beside it) names the node that does.
+        recover: a fleet's passphrase backup to recover from (fleet recovery mode: nodes, identity
+            and CA as well); only a data directory without a master is written, and one that holds
+            the recovered master starts normally. The passphrase is ``MIRBAD_BACKUP_PASSPHRASE``.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -150,6 +154,7 @@ class MasterSettings(BaseModel):
     max_api_body_bytes: Annotated[int, Field(ge=1024)] = 30_000_000  # the usual servers' default
     trusted_proxies: tuple[str, ...] = ()
     default_node: Annotated[str, Field(pattern=NODE_ID_PATTERN)] = LOCAL_NODE_ID
+    recover: Path | None = None
 
     @field_validator("crash_backoff_s", "trusted_proxies", mode="before")
     @classmethod
