@@ -157,15 +157,19 @@ async def test_a_recovery_that_stopped_half_way_is_done_again(tmp_path: Path) ->
     assert not (data_dir / ".recovery-incomplete").exists()
 
 
+@pytest.mark.parametrize("asked_by", ["flag", "setting"])
 async def test_up_refuses_a_wrong_passphrase_before_anything_starts(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], asked_by: str
 ) -> None:
     path, _ = await _backup(tmp_path)
     monkeypatch.setenv(PASSPHRASE_ENV, "not the passphrase")
     data_dir = tmp_path / "new"
+    if asked_by == "setting":
+        monkeypatch.setenv("MIRBAD_RECOVER", str(path))
+    recover = ["--recover", str(path)] if asked_by == "flag" else []
 
     with pytest.raises(SystemExit) as exited:
-        main(["up", "--recover", str(path), "--data-dir", str(data_dir)])
+        main(["up", *recover, "--data-dir", str(data_dir)])
 
     assert exited.value.code == 2
     assert "the passphrase is wrong" in capsys.readouterr().err
