@@ -228,7 +228,8 @@ async def _holds_recovered_master(data_dir: Path, recovery: FleetRecovery) -> bo
 
 async def _import(staging: Path, recovery: FleetRecovery) -> RecoveredFleet:
     document = recovery.document
-    recovery.authority.save(_private_folder(staging / PKI_FOLDER))
+    pki = staging / PKI_FOLDER
+    await anyio.to_thread.run_sync(lambda: recovery.authority.save(_private_folder(pki)))
     nodes = await import_nodes(NodeRegistry(staging), recovery.nodes)
     registry = ModelRegistry(staging)
     models = await import_models(registry, backup_models(document))
