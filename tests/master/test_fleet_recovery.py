@@ -11,10 +11,12 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import anyio
 import pytest
 
 from mirbad_master._fleet_recovery import (
     RECOVERY_ACTOR,
+    RunningModelAdoption,
     read_fleet_recovery,
     recover_fleet,
     recovery_banner,
@@ -31,10 +33,18 @@ from mirbad_orchestration.backups import (
     encode_backup,
 )
 from mirbad_orchestration.exceptions import BackupVersionError
-from mirbad_orchestration.fleet import MasterIdentity, MasterIdentityStore, NodeRecord, NodeRegistry
+from mirbad_orchestration.fleet import (
+    MasterIdentity,
+    MasterIdentityStore,
+    NodeRecord,
+    NodeRegistry,
+    NodeState,
+    StatusCache,
+)
 from mirbad_orchestration.services import HostServicesDocument, HostServicesStore, WhitelistedContainer
 from mirbad_orchestration.stores import AuditLog
-from mirbad_protocol import InvalidFieldError, ModelDefinition, Placement
+from mirbad_orchestration.supervision import RecoveryState
+from mirbad_protocol import InvalidFieldError, ModelDefinition, ModelState, ModelStatus, Placement
 from mirbad_protocol.admin import ApiKeyCreate
 from mirbad_protocol.pki import CertificateAuthority
 
@@ -212,3 +222,81 @@ async def test_a_file_that_is_no_backup_is_named(tmp_path: Path) -> None:
         read_fleet_recovery(path, PASSPHRASE)
     with pytest.raises(InvalidFieldError, match="--recover"):
         read_fleet_recovery(tmp_path / "missing.json", PASSPHRASE)
+
+
+def _adoption(tmp_path: Path, cache: StatusCache) -> RunningModelAdoption:
+    def node_for(definition: ModelDefinition) -> str:
+        return definition.placement.node_id if definition.placement else "local"
+
+    return RunningModelAdoption(
+        ModelRegistry(tmp_path), cache, RecoveryState(tmp_path), AuditLog(tmp_path), node_for
+    )
+
+
+def _running(model_id: str, state: ModelState = ModelState.READY) -> ModelStatus:
+    return ModelStatus(id=model_id, served_name=f"{model_id}-chat", state=state, pid=4242)
+
+
+async def test_what_a_node_runs_and_is_placed_there_is_adopted_and_nothing_else(tmp_path: Path) -> None:
+    registry = ModelRegistry(tmp_path)
+    for model_id, node in [("far", "gpu-2"), ("moved", "gpu-3"), ("starting", "gpu-2"), ("idle", "gpu-2")]:
+        await registry.upsert(
+            ModelDefinition(
+                id=model_id,
+                served_name=f"{model_id}-chat",
+                model_path=model_id,
+                placement=Placement(node_id=node),
+            )
+        )
+    cache = StatusCache()
+    statuses = (
+        _running("far"),
+        _running("moved"),  # registered for another node: not this node's to adopt
+        _running("starting", ModelState.STARTING),
+        _running("idle", ModelState.STOPPED),
+        _running("stranger"),  # not registered here
+    )
+    cache.put(NodeState(node_id="gpu-2", reachable=True, models=statuses))
+    cache.put(NodeState(node_id="gpu-3", reachable=False, models=(_running("moved"),)))
+    adoption = _adoption(tmp_path, cache)
+
+    adopted, unreached = await adoption.adopt()
+
+    assert adopted == [("gpu-2", "far"), ("gpu-2", "starting")]
+    assert unreached == {"gpu-3"}
+    assert await RecoveryState(tmp_path).running("gpu-2") == {"far", "starting"}
+    entries = await AuditLog(tmp_path).read(datetime.now(UTC).date())
+    assert [(e.actor, e.action, e.target, e.node_id) for e in entries] == [
+        (RECOVERY_ACTOR, "model.adopt", "far", "gpu-2"),
+        (RECOVERY_ACTOR, "model.adopt", "starting", "gpu-2"),
+    ]
+
+
+async def test_a_node_that_answers_later_has_its_models_adopted_then(tmp_path: Path) -> None:
+    await ModelRegistry(tmp_path).upsert(
+        ModelDefinition(
+            id="moved", served_name="moved-chat", model_path="m", placement=Placement(node_id="gpu-3")
+        )
+    )
+    cache = StatusCache()
+    cache.put(NodeState(node_id="gpu-3", reachable=False))
+    adoption = _adoption(tmp_path, cache)
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(lambda: adoption.adopt_when_reached({"gpu-3"}, within_s=30, poll_s=0.01))
+        await anyio.sleep(0.05)
+        cache.put(NodeState(node_id="gpu-3", reachable=True, models=(_running("moved"),)))
+
+    assert await RecoveryState(tmp_path).running("gpu-3") == {"moved"}
+
+
+async def test_a_node_that_never_answers_is_given_up_on_and_named(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cache = StatusCache()
+    cache.put(NodeState(node_id="gpu-3", reachable=False))
+
+    left = await _adoption(tmp_path, cache).adopt_when_reached({"gpu-3"}, within_s=0.05, poll_s=0.01)
+
+    assert left == {"gpu-3"}
+    assert "gpu-3 did not answer" in caplog.text

@@ -52,7 +52,7 @@ from ._app import UiInstaller, create_master_app, v1_first
 from ._composition import MasterServices
 from ._data_dir import prepare_data_dir, write_initial_password
 from ._enroll_listener import create_enroll_app, enroll_server_context, issue_enroll_server_credentials
-from ._fleet_recovery import adopt_running_models, recover_fleet, recovery_banner
+from ._fleet_recovery import RunningModelAdoption, recover_fleet, recovery_banner
 from ._llama_server_build import BUILD_LOG_NAME, LlamaServerBuild, build_command_from_env
 from ._local_agent import (
     AGENT_FOLDER,
@@ -90,6 +90,7 @@ DUPLICATE_SIGNAL_S: Final = 1.0
 _logger = logging.getLogger("mirbad_master")
 _AGENT_READY_TIMEOUT_S: Final = 60.0
 _HURRIED_AGENT_GRACE_S: Final = 2.0
+_ADOPT_WITHIN_S: Final = 600.0  # a recovered fleet's node that answers later still has its models adopted
 _ENROLL_CONNECTIONS: Final = 64  # joining nodes, one at a time: a flood there must not eat the descriptors
 
 Announce = Callable[[str], None]
@@ -378,8 +379,7 @@ class FleetOfOne:
     ) -> None:
         async with services:
             if self._recovery is not None:
-                # The first poll is in: what the nodes run is this master's now, as it runs.
-                await adopt_running_models(services)
+                await self._adopt(tasks, services)
             app = create_master_app(services, auth, ui=self._ui)
             server = await self._serve(
                 tasks,
@@ -411,6 +411,19 @@ class FleetOfOne:
         source = self.settings.recover.name if self.settings.recover is not None else "the backup"
         recovered = await recover_fleet(self.settings.data_dir, recovery, source=source)
         self._announce(recovery_banner(recovered, source))
+
+    async def _adopt(self, tasks: TaskGroup, services: MasterServices) -> None:
+        # The first poll is in: what the reachable nodes run is this master's now, as it runs; the
+        # nodes still out of reach are adopted as they answer, for a while.
+        adoption = RunningModelAdoption.of(services)
+        _, unreached = await adoption.adopt()
+        if unreached:
+            poll_s = self.settings.health_poll_s
+            tasks.start_soon(
+                functools.partial(
+                    adoption.adopt_when_reached, unreached, within_s=_ADOPT_WITHIN_S, poll_s=poll_s
+                )
+            )
 
     def _llama_server_build(self) -> LlamaServerBuild | None:
         """The background build ``dev.py up`` asked for, unless this machine has a llama-server already."""
