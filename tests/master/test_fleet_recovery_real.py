@@ -6,7 +6,8 @@ API key; a passphrase backup. The master stops and its data directory is deleted
 --recover`` on a fresh directory (the passphrase in ``MIRBAD_BACKUP_PASSPHRASE``) brings the fleet back:
 the second agent is reached without enrolling again (its certificate is the one it had), its model was
 never restarted (same pid, same start time, alive throughout) and answers through ``/v1`` with the old
-key, and the master's epoch is one above the backup's.
+key, and the master's epoch is one above the backup's. Started again with the same request, it starts
+as itself (no second recovery, no second epoch).
 """
 
 from __future__ import annotations
@@ -159,6 +160,13 @@ def test_a_new_master_recovers_the_fleet_and_the_running_model_is_never_restarte
             for line in path.read_text().splitlines()
         ]
         listed = json.loads((new.data_dir / "running-models.json").read_text())
+        # Started again with the same request (a container whose environment still names the backup):
+        # the directory holds that master, so it starts as itself, not recovered once more.
+        assert new.interrupt() == 0
+        again = new.start(args=["--recover", str(backup)])
+        admin.wait_ready(FAR)
+        status_again = _far_status(admin)
+        identity_again = json.loads((new.data_dir / "master-identity.json").read_text())
         same_certificate = (state / "agent.crt").read_bytes() == certificate
         same_pid = recorded_pid(state, FAR) == pid
         never_restarted = watch.stop()
@@ -177,3 +185,6 @@ def test_a_new_master_recovers_the_fleet_and_the_running_model_is_never_restarte
     assert ("system:recovery", "fleet.recover", backup.name) in actions
     assert ("system:recovery", "model.adopt", FAR) in actions
     assert FAR in listed["nodes"]["gpu-2"]["models"]
+    assert any("already holds that master" in line for line in again), again
+    assert identity_again == identity
+    assert status_again["startedAt"] == started_at

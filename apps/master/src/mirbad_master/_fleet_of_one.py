@@ -249,6 +249,7 @@ class FleetOfOne:
     ) -> None:
         self.settings = settings
         self._recovery = recovery
+        self._recovered = False
         self._password_to_terminal = password_to_terminal
         self._password_file: Path | None = None
         self._announce = announce
@@ -378,7 +379,7 @@ class FleetOfOne:
         build: LlamaServerBuild | None,
     ) -> None:
         async with services:
-            if self._recovery is not None:
+            if self._recovered:
                 await self._adopt(tasks, services)
             app = create_master_app(services, auth, ui=self._ui)
             server = await self._serve(
@@ -410,6 +411,8 @@ class FleetOfOne:
     async def _recover(self, recovery: FleetRecovery) -> None:
         source = self.settings.recover.name if self.settings.recover is not None else "the backup"
         recovered = await recover_fleet(self.settings.data_dir, recovery, source=source)
+        # A directory that held the recovered master already starts as any later run does.
+        self._recovered = recovered is not None
         self._announce(recovery_banner(recovered, source))
 
     async def _adopt(self, tasks: TaskGroup, services: MasterServices) -> None:
