@@ -16,12 +16,12 @@ import pytest
 
 from mirbad_master._fleet_recovery import (
     RECOVERY_ACTOR,
-    RunningModelAdoption,
     read_fleet_recovery,
     recover_fleet,
     recovery_banner,
 )
 from mirbad_master._local_pki import PKI_FOLDER, load_or_create_authority
+from mirbad_master._model_adoption import RunningModelAdoption
 from mirbad_master.cli import PASSPHRASE_ENV, main
 from mirbad_master.exceptions import DataDirHoldsMasterError
 from mirbad_orchestration import ApiKeyStore, ModelRegistry

@@ -52,7 +52,7 @@ from ._app import UiInstaller, create_master_app, v1_first
 from ._composition import MasterServices
 from ._data_dir import prepare_data_dir, write_initial_password
 from ._enroll_listener import create_enroll_app, enroll_server_context, issue_enroll_server_credentials
-from ._fleet_recovery import RunningModelAdoption, recover_fleet, recovery_banner
+from ._fleet_recovery import recover_fleet, recovery_banner
 from ._llama_server_build import BUILD_LOG_NAME, LlamaServerBuild, build_command_from_env
 from ._local_agent import (
     AGENT_FOLDER,
@@ -68,6 +68,7 @@ from ._local_pki import (
     load_or_create_authority,
     load_or_issue_master_identity,
 )
+from ._model_adoption import RunningModelAdoption
 from ._serving import Server, free_loopback_port
 from ._settings import LOCAL_ADDRESSES, MasterSettings
 from ._up_preflight import bind_port, claim_data_dir, probe_port

@@ -3,7 +3,7 @@
 Besides what a restore imports (models, API keys, the master's host services) recovery puts back the
 nodes' records, the master's identity one epoch up and the fleet CA, so the running agents accept the
 new master (its client certificate is issued by the same CA) without enrolling again; their running
-models are then adopted, not restarted: listed as running, so a crash is restarted as before.
+models are then adopted, not restarted (:mod:`._model_adoption`).
 
 It only ever writes a data directory that holds no master. Everything is imported into a staging
 folder inside it first and moved into place only once the whole import worked, under a marker file,
@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -47,23 +46,19 @@ from mirbad_orchestration.fleet import (
     MasterIdentity,
     MasterIdentityStore,
     NodeRegistry,
-    StatusCache,
 )
 from mirbad_orchestration.keys import API_KEYS_FILE, ApiKeyImport
 from mirbad_orchestration.registry import REGISTRY_FILE_NAME, SEED_MODEL
 from mirbad_orchestration.services import HostServicesStore
 from mirbad_orchestration.stores import AuditLog
-from mirbad_orchestration.supervision import RecoveryState
-from mirbad_protocol import InvalidFieldError, ModelDefinition, ModelState, ModelStatus
+from mirbad_protocol import InvalidFieldError
 
-from ._composition import MasterServices
 from ._local_pki import PKI_FOLDER
 from .exceptions import DataDirHoldsMasterError
 
 __all__ = [
     "RECOVERY_ACTOR",
     "RecoveredFleet",
-    "RunningModelAdoption",
     "read_fleet_recovery",
     "recover_fleet",
     "recovery_banner",
@@ -85,7 +80,6 @@ _MASTER_FILES: Final = (
     REGISTRY_FILE_NAME,
     API_KEYS_FILE,
 )
-_RUNNING: Final = (ModelState.STARTING, ModelState.READY)
 _logger = logging.getLogger("mirbad_master")
 
 
@@ -180,82 +174,6 @@ def recovery_banner(recovered: RecoveredFleet | None, source: str) -> str:
     if recovered.models.refused:
         lines.append(f"  Not imported: {_names(tuple(recovered.models.refused))} (see the log)")
     return "\n".join(lines)
-
-
-@dataclass(frozen=True)
-class RunningModelAdoption:
-    """Makes what the nodes run this master's running set, so a crash is restarted as before.
-
-    Only a model registered here and placed on the node that runs it is adopted; nothing is started,
-    stopped or restarted. It reads the status cache the node monitor fills.
-
-    Attributes:
-        models: the model registry.
-        cache: the node monitor's status cache.
-        recovery: the running set (``running-models.json``).
-        audit: the audit log (``model.adopt`` lines).
-        node_for: the node a definition runs on (its placement, else the default node).
-    """
-
-    models: ModelRegistry
-    cache: StatusCache
-    recovery: RecoveryState
-    audit: AuditLog
-    node_for: Callable[[ModelDefinition], str]
-
-    @classmethod
-    def of(cls, services: MasterServices) -> RunningModelAdoption:
-        """The adoption over a master's services."""
-        return cls(
-            services.models, services.cache, services.recovery, services.audit, services.runtime.node_for
-        )
-
-    async def adopt(self, node_ids: Collection[str] | None = None) -> tuple[list[tuple[str, str]], set[str]]:
-        """Adopt what the reachable nodes (of ``node_ids``; all when None) run now.
-
-        Returns:
-            ``(node id, model id)`` of each model adopted, and the nodes that did not answer (nothing
-            adopted there yet).
-        """
-        definitions = {model.id: model for model in await self.models.list()}
-        adopted: list[tuple[str, str]] = []
-        unreached: set[str] = set()
-        for node in self.cache.nodes():
-            if node_ids is not None and node.node_id not in node_ids:
-                continue
-            if not node.reachable:
-                unreached.add(node.node_id)
-                continue
-            for status in node.models:
-                definition = definitions.get(status.id)
-                if (
-                    status.state in _RUNNING
-                    and definition is not None
-                    and self.node_for(definition) == node.node_id
-                ):
-                    await self._adopt(node.node_id, status)
-                    adopted.append((node.node_id, status.id))
-        return adopted, unreached
-
-    async def adopt_when_reached(self, pending: set[str], *, within_s: float, poll_s: float) -> set[str]:
-        """Adopt on each node of ``pending`` once it answers; return the nodes that never did in time."""
-        with anyio.move_on_after(within_s):
-            while pending:
-                await anyio.sleep(poll_s)
-                _, pending = await self.adopt(pending)
-        if pending:
-            _logger.warning(
-                "fleet recovery: %s did not answer within %g s; what they run is not adopted (a model "
-                "started by hand there is this master's again)",
-                ", ".join(sorted(pending)),
-                within_s,
-            )
-        return pending
-
-    async def _adopt(self, node_id: str, status: ModelStatus) -> None:
-        await self.recovery.add(node_id, status.id)
-        await self.audit.record(RECOVERY_ACTOR, "model.adopt", status.id, node_id=node_id)
-        _logger.info("fleet recovery: adopted %s on %s (pid %s)", status.id, node_id, status.pid)
 
 
 async def _holds_recovered_master(data_dir: Path, recovery: FleetRecovery) -> bool:
