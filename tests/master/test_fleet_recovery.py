@@ -8,6 +8,11 @@ before anything starts.
 from __future__ import annotations
 
 import json
+import os
+import select
+import subprocess
+import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -51,6 +56,7 @@ from mirbad_protocol.pki import CertificateAuthority
 pytestmark = pytest.mark.anyio
 
 PASSPHRASE = "correct horse battery"
+_MIRBAD = [sys.executable, "-m", "mirbad_master.cli"]
 CA = CertificateAuthority.create("Mirbad test CA")
 
 
@@ -300,3 +306,57 @@ async def test_a_node_that_never_answers_is_given_up_on_and_named(
 
     assert left == {"gpu-3"}
     assert "gpu-3 did not answer" in caplog.text
+
+
+def test_up_asks_for_the_passphrase_on_a_terminal_and_never_echoes_it(tmp_path: Path) -> None:
+    path, _ = anyio.run(_backup, tmp_path)
+    env = {name: value for name, value in os.environ.items() if name != PASSPHRASE_ENV}
+    controller, terminal = os.openpty()
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mirbad_master.cli",
+            "up",
+            "--recover",
+            str(path),
+            "--data-dir",
+            str(tmp_path / "new"),
+        ],
+        stdin=terminal,
+        stdout=terminal,
+        stderr=terminal,
+        env=env,
+        start_new_session=True,
+    )
+    os.close(terminal)
+    try:
+        seen = _read_until(controller, b"Passphrase of ")
+        os.write(controller, b"typed wrong phrase\n")
+        seen += _read_until(controller, b"passphrase is wrong")
+        assert child.wait(60) == 2
+    finally:
+        child.kill()
+        child.wait(60)
+        os.close(controller)
+
+    assert path.name.encode() in seen
+    assert b"typed wrong phrase" not in seen  # no echo
+    assert not (tmp_path / "new").exists()
+
+
+def _read_until(descriptor: int, wanted: bytes, timeout_s: float = 60.0) -> bytes:
+    seen = b""
+    deadline = time.monotonic() + timeout_s
+    while wanted not in seen:
+        ready, _, _ = select.select([descriptor], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            pytest.fail(f"never saw {wanted!r}; saw {seen!r}")
+        try:
+            chunk = os.read(descriptor, 4096)
+        except OSError:  # the child closed the terminal
+            chunk = b""
+        if not chunk:
+            pytest.fail(f"the terminal closed before {wanted!r}; saw {seen!r}")
+        seen += chunk
+    return seen
