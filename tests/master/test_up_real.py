@@ -12,13 +12,10 @@ the pause, and brings back the model that was running.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import queue
-import shlex
 import signal
-import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,13 +25,13 @@ from pathlib import Path
 import docker
 import openai
 import pytest
-from tests._support.asgi_server import free_port
 from tests._support.docker_image import ensure_test_image
 from tests._support.mirbad_up import WAIT_S, Admin, Up, mirbad_up, port_block
 from tests._support.polling import until
-from tests._support.processes import kill_recorded_processes, stop_gently, write_exec_wrapper
+from tests._support.processes import write_exec_wrapper
 from tests._support.real_parts import llama_server_path
-from tests._support.tiny_gguf import TINY, TINY_MODEL_PATH, write_tiny_gguf
+from tests._support.second_agent import recorded_pid, second_agent
+from tests._support.tiny_gguf import TINY, TINY_MODEL_PATH
 
 pytestmark = [
     pytest.mark.llamacpp,
@@ -382,77 +379,6 @@ def test_a_pinned_agent_port_is_taken_back_from_the_agent_a_killed_master_left(t
     assert trace.json()["error"]["code"] == "method_not_allowed"
 
 
-@contextlib.contextmanager
-def _second_node(admin: Admin, tmp_path: Path, name: str) -> Iterator[Path]:
-    """A real ``mirbad-agent`` on loopback, enrolled with a join token, running llama-server models.
-
-    Yields its state folder; at the end it gets SIGTERM, and whatever models it left run are killed.
-    """
-    port = free_port()
-    issued = admin.ok(
-        "POST",
-        "/api/nodes/enrollment-tokens",
-        json={"nodeName": name, "agentUrl": f"https://127.0.0.1:{port}"},
-    )
-    command = shlex.split(issued["installCommand"])
-    state = tmp_path / name
-    models = tmp_path / f"{name}-models"
-    write_tiny_gguf(models / TINY_MODEL_PATH)
-    server = llama_server_path()
-    assert server is not None
-    wrapper = write_exec_wrapper(tmp_path / "bin" / f"{name}-llama-server", server)
-    first = port_block()
-    settings = {
-        "node_name": name,
-        "state_dir": str(state),
-        "host": "127.0.0.1",
-        "port": port,
-        "model_roots": [str(models)],
-        "nvidia_smi": None,
-        "hostd_socket": None,
-        "telemetry_interval_s": 0.5,
-        "docker": {"enabled": False},
-        "process": {"enabled": True, "port_range_start": first, "port_range_end": first + 19},
-        "executables": [
-            {
-                "name": "llama-server",
-                "version": "second",
-                "path": str(wrapper),
-                "sha256": hashlib.sha256(wrapper.read_bytes()).hexdigest(),
-            }
-        ],
-    }
-    config = tmp_path / f"{name}.json"
-    config.write_text(json.dumps(settings))
-    agent = [sys.executable, "-m", "mirbad_agent"]
-    # The command the master printed, as its node would run it (mirbad-agent is this interpreter's).
-    assert command[:2] == ["mirbad-agent", "enroll"]
-    subprocess.run(
-        [*agent, *command[1:], "--san", "127.0.0.1", "--state-dir", str(state)],
-        check=True,
-        timeout=WAIT_S,
-        capture_output=True,
-    )
-    log = (tmp_path / f"{name}.log").open("wb")
-    child = subprocess.Popen([*agent, "serve", "--config", str(config)], stdout=log, stderr=subprocess.STDOUT)
-    try:
-        _until(
-            lambda: any(n["id"] == name and n["reachable"] for n in admin.ok("GET", "/api/nodes")),
-            lambda: (tmp_path / f"{name}.log").read_text(errors="replace")[-3000:],
-        )
-        yield state
-    finally:
-        stop_gently(child)
-        log.close()
-        kill_recorded_processes(state / "processes.json")
-
-
-def _recorded_pid(state: Path, model_id: str) -> int:
-    records = json.loads((state / "processes.json").read_text())["processes"]
-    [record] = [record for record in records if record["modelId"] == model_id]
-    return int(record["pid"])
-
-
 def _portal_websocket(up: Up) -> None:
     """Open and close one of the portal's WebSockets, as every browser tab does (uvicorn logs it)."""
     from websockets.sync.client import connect
@@ -470,7 +396,7 @@ def test_ctrl_c_names_the_models_left_running_on_another_node(
     admin = Admin(up.base_url, up.first_run_password(up.start()))
     closing.callback(admin.close)
     far = f"{names.llama}-far"
-    with _second_node(admin, tmp_path, "gpu-2") as state:
+    with second_agent(admin, tmp_path, "gpu-2") as state:
         definition = {
             "id": far,
             "servedName": "tiny-far",
@@ -485,7 +411,7 @@ def test_ctrl_c_names_the_models_left_running_on_another_node(
         admin.ok("POST", "/api/models", json=definition)
         admin.ok("POST", f"/api/models/{far}/start")
         admin.wait_ready(far)
-        pid = _recorded_pid(state, far)
+        pid = recorded_pid(state, far)
         _portal_websocket(up)
         assert up.interrupt() == 0
         last = [*up.seen, *_drain(up)][-1]

@@ -40,6 +40,7 @@ from typing import Final, Literal, TypeVar
 import anyio
 from anyio.abc import TaskGroup
 
+from mirbad_orchestration.backups import FleetRecovery
 from mirbad_orchestration.fleet import LOCAL_NODE_ID, AgentClients, NodeRecord
 from mirbad_protocol import InvalidFieldError, ModelStatus, WireModel
 from mirbad_protocol.benchmarks import BenchmarkSizes, PresetSizes
@@ -51,6 +52,7 @@ from ._app import UiInstaller, create_master_app, v1_first
 from ._composition import MasterServices
 from ._data_dir import prepare_data_dir, write_initial_password
 from ._enroll_listener import create_enroll_app, enroll_server_context, issue_enroll_server_credentials
+from ._fleet_recovery import recover_fleet, recovery_banner
 from ._llama_server_build import BUILD_LOG_NAME, LlamaServerBuild, build_command_from_env
 from ._local_agent import (
     AGENT_FOLDER,
@@ -66,6 +68,7 @@ from ._local_pki import (
     load_or_create_authority,
     load_or_issue_master_identity,
 )
+from ._model_adoption import RunningModelAdoption
 from ._serving import Server, free_loopback_port
 from ._settings import LOCAL_ADDRESSES, MasterSettings
 from ._up_preflight import bind_port, claim_data_dir, probe_port
@@ -88,6 +91,7 @@ DUPLICATE_SIGNAL_S: Final = 1.0
 _logger = logging.getLogger("mirbad_master")
 _AGENT_READY_TIMEOUT_S: Final = 60.0
 _HURRIED_AGENT_GRACE_S: Final = 2.0
+_ADOPT_WITHIN_S: Final = 600.0  # a recovered fleet's node that answers later still has its models adopted
 _ENROLL_CONNECTIONS: Final = 64  # joining nodes, one at a time: a flood there must not eat the descriptors
 
 Announce = Callable[[str], None]
@@ -231,6 +235,8 @@ class FleetOfOne:
         ui: attaches the portal to the app (see :func:`create_master_app`).
         password_to_terminal: show the first run's password in the banner (stdout is a terminal);
             otherwise it goes to ``{data_dir}/initial-admin-password`` (0600), named in the log.
+        recovery: an opened fleet backup to recover from before anything else is made (fleet
+            recovery mode, see :mod:`._fleet_recovery`).
     """
 
     def __init__(
@@ -240,8 +246,11 @@ class FleetOfOne:
         announce: Announce,
         ui: UiInstaller | None = None,
         password_to_terminal: bool = False,
+        recovery: FleetRecovery | None = None,
     ) -> None:
         self.settings = settings
+        self._recovery = recovery
+        self._recovered = False
         self._password_to_terminal = password_to_terminal
         self._password_file: Path | None = None
         self._announce = announce
@@ -297,6 +306,9 @@ class FleetOfOne:
     async def _run(self, tasks: TaskGroup) -> None:
         settings = self.settings
         prepare_data_dir(settings.data_dir)
+        if self._recovery is not None:
+            # Before the CA, the password and the stores are made: they are the backup's, or refused.
+            await self._recover(self._recovery)
         auth = AdminAuth(settings.data_dir)
         password = auth.ensure_password()
         if password is not None and not self._password_to_terminal:
@@ -368,6 +380,8 @@ class FleetOfOne:
         build: LlamaServerBuild | None,
     ) -> None:
         async with services:
+            if self._recovered:
+                await self._adopt(tasks, services)
             app = create_master_app(services, auth, ui=self._ui)
             server = await self._serve(
                 tasks,
@@ -394,6 +408,26 @@ class FleetOfOne:
                 self._supervisor.hurry()
                 with anyio.CancelScope(shield=True):
                     await self._supervisor.ensure_answering()
+
+    async def _recover(self, recovery: FleetRecovery) -> None:
+        source = self.settings.recover.name if self.settings.recover is not None else "the backup"
+        recovered = await recover_fleet(self.settings.data_dir, recovery, source=source)
+        # A directory that held the recovered master already starts as any later run does.
+        self._recovered = recovered is not None
+        self._announce(recovery_banner(recovered, source))
+
+    async def _adopt(self, tasks: TaskGroup, services: MasterServices) -> None:
+        # The first poll is in: what the reachable nodes run is this master's now, as it runs; the
+        # nodes still out of reach are adopted as they answer, for a while.
+        adoption = RunningModelAdoption.of(services)
+        _, unreached = await adoption.adopt()
+        if unreached:
+            poll_s = self.settings.health_poll_s
+            tasks.start_soon(
+                functools.partial(
+                    adoption.adopt_when_reached, unreached, within_s=_ADOPT_WITHIN_S, poll_s=poll_s
+                )
+            )
 
     def _llama_server_build(self) -> LlamaServerBuild | None:
         """The background build ``dev.py up`` asked for, unless this machine has a llama-server already."""

@@ -69,6 +69,7 @@ ENVIRONMENT: Final[Mapping[str, str]] = {
     "backup_keep": "MIRBAD_BACKUP_KEEP",
     "backup_include_ca": "MIRBAD_BACKUP_INCLUDE_CA",
     "mountinfo_file": "MIRBAD_MOUNTINFO_FILE",
+    "recover": "MIRBAD_RECOVER",
 }
 """Setting name -> the environment variable that sets it."""
 
@@ -132,6 +133,9 @@ class MasterSettings(BaseModel):
             agents accept it without enrolling again).
         mountinfo_file: where the master reads which file system its backup folder is on (the
             kernel's own file; a test names a stand-in).
+        recover: a fleet's passphrase backup to recover from (fleet recovery mode: nodes, identity
+            and CA as well); only a data directory without a master is written, and one that holds
+            the recovered master starts normally. The passphrase is ``MIRBAD_BACKUP_PASSPHRASE``.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -166,6 +170,7 @@ class MasterSettings(BaseModel):
     backup_keep: Annotated[int, Field(ge=1)] = DEFAULT_BACKUP_KEEP
     backup_include_ca: bool = True
     mountinfo_file: Path = Path("/proc/self/mountinfo")
+    recover: Path | None = None
 
     @field_validator("crash_backoff_s", "trusted_proxies", mode="before")
     @classmethod

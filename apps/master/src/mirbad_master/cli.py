@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import logging
 import os
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from mirbad_orchestration import build_args, detect_runtime, normalize_definition, parse_args
+from mirbad_orchestration.backups import FleetRecovery
 from mirbad_orchestration.commandline import DEFAULT_TOTAL_GIB
 from mirbad_protocol import ExecutableRef, InvalidFieldError, MirbadError, ModelDefinition, RuntimeKind
 from mirbad_router import run_event_loop
@@ -21,12 +23,14 @@ from ._app import UiInstaller
 from ._data_dir import INITIAL_PASSWORD_FILE
 from ._demo_command import add_demo, run_demo
 from ._fleet_of_one import FleetOfOne
+from ._fleet_recovery import read_fleet_recovery
 from ._log_chatter import quiet_websocket_chatter
 from ._settings import DEFAULT_ENROLL_PORT, DEFAULT_PORT, load_master_settings
 
 __all__ = ["main"]
 
 _RUNTIMES: tuple[RuntimeKind, ...] = ("vllm", "llamacpp", "mlx")
+PASSPHRASE_ENV = "MIRBAD_BACKUP_PASSPHRASE"  # noqa: S105 (a variable's name)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -132,6 +136,14 @@ def _add_up(commands: Any) -> None:
         help="a reverse proxy (address or network) whose X-Forwarded-For is believed (repeatable; "
         "default none; MIRBAD_TRUSTED_PROXIES)",
     )
+    up.add_argument(
+        "--recover",
+        type=Path,
+        metavar="BACKUP",
+        help="fleet recovery: become the master a passphrase backup came from (its nodes, identity and "
+        f"CA too) on a data directory without a master; the passphrase is {PASSPHRASE_ENV} or asked "
+        "on a terminal (MIRBAD_RECOVER)",
+    )
     up.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
 
@@ -170,21 +182,44 @@ def _run_up(ns: argparse.Namespace) -> int:
         "max_header_bytes": ns.max_header_bytes,
         "max_api_body_bytes": ns.max_api_body_bytes,
         "trusted_proxies": ns.trusted_proxy,
+        "recover": ns.recover,
     }
     settings = load_master_settings(os.environ, flags)
+    recovery = _open_recovery(settings.recover) if settings.recover is not None else None
     logging.basicConfig(level=ns.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # One line per agent call every few seconds would drown what matters.
     for chatty in ("httpx", "httpcore"):
         logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLogger().level))
     quiet_websocket_chatter()
     # A password printed into a pipe ends up in a journal or a container log: only a terminal sees it.
-    fleet = FleetOfOne(settings, announce=_announce, ui=_portal(), password_to_terminal=sys.stdout.isatty())
+    fleet = FleetOfOne(
+        settings,
+        announce=_announce,
+        ui=_portal(),
+        password_to_terminal=sys.stdout.isatty(),
+        recovery=recovery,
+    )
     try:
         run_event_loop(fleet.run)  # on uvloop when it is installed
     except (MirbadError, OSError) as exc:
         print(f"mirbad: error: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _open_recovery(path: Path) -> FleetRecovery:
+    """The backup ``--recover`` names, opened with its passphrase before anything starts."""
+    passphrase = os.environ.get(PASSPHRASE_ENV)
+    if not passphrase:
+        if not sys.stdin.isatty():
+            _fail(f"--recover: set {PASSPHRASE_ENV} to the backup's passphrase (no terminal to ask on)")
+        passphrase = getpass.getpass(f"Passphrase of {path.name}: ")
+    try:
+        return read_fleet_recovery(path, passphrase)
+    except InvalidFieldError as exc:
+        _fail(f"{exc.field}: {exc.reason}" if exc.field == "--recover" else f"--recover {path}: {exc}")
+    except MirbadError as exc:
+        _fail(f"--recover {path}: {exc}")
 
 
 def _run_admin(ns: argparse.Namespace) -> None:

@@ -16,7 +16,8 @@ The tree of its exceptions, each under its first base here (one with more bases 
     │   └── LlamaServerBuildingError(LlamaServerNotBuiltError, NodeNotReadyToStartError)
     ├── LocalAgentError
     └── ServeError
-        └── DataDirInUseError
+        ├── DataDirInUseError
+        └── DataDirHoldsMasterError
 
 ``MasterError`` is a :class:`~mirbad_protocol.MirbadError`, so the admin API's handler answers every one
 of them; ``_api_errors`` maps each to its status and code (the libraries' exceptions stay in their own
@@ -25,6 +26,8 @@ trees and are mapped there too).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from mirbad_orchestration import NodeConflictError, NodeNotReadyToStartError
 from mirbad_protocol import InvalidFieldError, MirbadError
 from mirbad_protocol.admin import AdminErrorCode
@@ -32,6 +35,7 @@ from mirbad_protocol.admin import AdminErrorCode
 __all__ = [
     "ApiError",
     "ChangeRefusedError",
+    "DataDirHoldsMasterError",
     "DataDirInUseError",
     "LlamaServerBuildingError",
     "LlamaServerNotBuiltError",
@@ -168,3 +172,20 @@ class ServeError(MasterError):
 
 class DataDirInUseError(ServeError):
     """Another ``mirbad up`` runs on this data directory."""
+
+
+class DataDirHoldsMasterError(ServeError):
+    """Fleet recovery was asked for on a data directory that holds another master (nothing is written).
+
+    Attributes:
+        data_dir: the directory.
+        found: the master's file that was found there.
+    """
+
+    def __init__(self, data_dir: Path, found: str) -> None:
+        super().__init__(
+            f"the data directory {data_dir} already holds a master ({found}); recovery only writes a "
+            "directory that holds none: move it aside (or give --data-dir an empty one) and run again"
+        )
+        self.data_dir = data_dir
+        self.found = found

@@ -66,7 +66,8 @@ The tree of its exceptions, each under its first base here (one with more bases 
         ├── BackupNotEncryptedError
         ├── BackupRunError
         ├── RestoreRunningError
-        └── NoRestoreJobError
+        ├── NoRestoreJobError
+        └── FleetRecoveryRefusedError
 """
 
 from __future__ import annotations
@@ -101,6 +102,7 @@ __all__ = [
     "EnrollmentTokenError",
     "EnrollmentTokenExpiredError",
     "EnrollmentTokenUsedError",
+    "FleetRecoveryRefusedError",
     "HostServiceConfirmError",
     "HostServiceError",
     "HostServicesFileError",
@@ -735,3 +737,19 @@ class RestoreRunningError(BackupError):
 
 class NoRestoreJobError(BackupError):
     """No restore job to show or cancel (none has run since the master started, or none runs now)."""
+
+
+class FleetRecoveryRefusedError(BackupError):
+    """A backup that cannot bring a fleet back in recovery mode, checked before anything is written.
+
+    Recovery needs what only a fleet's passphrase backup carries: a version 2 document (nodes, the
+    master's identity) with an encrypted section that holds the fleet CA. Without the CA every node
+    would have to enroll again, which is exactly what recovery exists to avoid.
+
+    Attributes:
+        reason: why, for people.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"this backup cannot recover a fleet: {reason}")
+        self.reason = reason

@@ -9,6 +9,9 @@ one on demand; :func:`parse_backup_file_name` is the only way a file there is na
 says what a restore would do; :func:`import_models`, :func:`import_keys` and
 :func:`import_host_services` are the restore's import steps, each returning what it changed;
 :class:`RestoreJobs` runs them and the downloads and starts after them over a :class:`RestoreHost`.
+Fleet recovery (``mirbad up --recover``) opens a backup with :func:`open_fleet_recovery`, which refuses
+one that cannot bring a fleet back before anything is written, and imports the nodes with
+:func:`import_nodes`.
 """
 
 from ._crypto import MIN_PASSPHRASE_LENGTH, Entropy, check_passphrase
@@ -47,6 +50,7 @@ from ._names import (
     parse_backup_file_name,
 )
 from ._preview import preview_restore
+from ._recovery import FleetRecovery, NodeImport, import_nodes, open_fleet_recovery
 from ._restore_host import FolderPlan, RestoreHost, checked_folders, download_request, folder_plan
 from ._restore_job import RestoreJobs, RestoreTimings
 from ._scheduler import (
@@ -91,12 +95,14 @@ __all__ = [
     "EncryptedSecrets",
     "Entropy",
     "FleetCaBackup",
+    "FleetRecovery",
     "FolderPlan",
     "HostServicesBackup",
     "HostServicesImport",
     "KdfParameters",
     "MasterIdentity",
     "ModelImport",
+    "NodeImport",
     "RestoreHost",
     "RestoreJobs",
     "RestoreTimings",
@@ -112,7 +118,9 @@ __all__ = [
     "import_host_services",
     "import_keys",
     "import_models",
+    "import_nodes",
     "list_backup_files",
+    "open_fleet_recovery",
     "open_secrets",
     "parse_backup",
     "parse_backup_file_name",
