@@ -29,6 +29,7 @@ from mirbad_agent import AgentServices, HostServicesGateway, NodeRuntimes, creat
 from mirbad_master.backup_share import actions
 from mirbad_master.backup_share.panels import render_backup_destination
 from mirbad_master.ui._refusals import PORTAL_ACTOR
+from mirbad_orchestration.backups import open_secrets, parse_backup
 from mirbad_orchestration.fleet import AgentTimeouts
 from mirbad_protocol.hostd import BackupShare
 from mirbad_runtime import MemoryProbe
@@ -52,7 +53,9 @@ ROOT = "21 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
 
 
 @asynccontextmanager
-async def share_master(root: Path, *, hostd: bool = True) -> AsyncIterator[tuple[Master, HostdLayout]]:
+async def share_master(
+    root: Path, *, hostd: bool = True, **settings: Any
+) -> AsyncIterator[tuple[Master, HostdLayout]]:
     """A master whose local node's hostd mounts backup shares (with ``hostd`` false: it stopped)."""
     with hostd_layout(root / "hostd") as layout:
         layout.root.mkdir(parents=True, exist_ok=True)
@@ -76,7 +79,11 @@ async def share_master(root: Path, *, hostd: bool = True) -> AsyncIterator[tuple
             async with (
                 agent_services,
                 running_master(
-                    root / "master", agent=lambda node_id: agent, timeouts=timeouts, mountinfo_file=mountinfo
+                    root / "master",
+                    agent=lambda node_id: agent,
+                    timeouts=timeouts,
+                    mountinfo_file=mountinfo,
+                    **settings,
                 ) as master,
             ):
                 yield master, layout
@@ -255,6 +262,33 @@ async def test_a_scheduled_backup_is_skipped_while_the_share_is_not_mounted(tmp_
     assert "not on the share" in skipped.reason
     assert (mounted.ready, mounted.fs_type) == (True, "cifs")
     assert not stale.ready
+
+
+async def test_the_masters_backups_ask_the_destination_and_carry_the_share_password(tmp_path: Path) -> None:
+    folder = tmp_path / "backups"
+    folder.mkdir()
+    async with share_master(tmp_path, backup_dir=folder) as (master, _layout):
+        services = master.services
+        await ok(master.admin.put(DESTINATION, json=CIFS))
+        # The master wrote the day's backup when it started, before there was a share: without it the
+        # day's backup is due again. The share is configured but the folder is on the local disk: it waits.
+        for early in folder.iterdir():
+            early.unlink()
+        assert await services.backups.run_scheduled() is None
+        skipped = services.backups.state.last_failure
+        services.settings.mountinfo_file.write_text(
+            ROOT + f"80 21 0:80 / {folder} rw - cifs //nas.local/backups rw\n"
+        )
+        written = await services.backups.run_scheduled()
+        encrypted = await services.backups.back_up_now("a long enough passphrase")
+    assert skipped is not None
+    assert "skipped" in skipped.reason
+    assert "not on the share" in skipped.reason
+    assert written is not None
+    backup = parse_backup((folder / written.name).read_bytes())
+    assert backup.document.secrets is None
+    opened = open_secrets(parse_backup((folder / encrypted.name).read_bytes()), "a long enough passphrase")
+    assert opened.share_password == PASSWORD
 
 
 async def test_the_status_says_why_when_the_node_has_no_backup_share(tmp_path: Path) -> None:

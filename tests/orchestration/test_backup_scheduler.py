@@ -264,3 +264,31 @@ async def test_the_backup_just_written_survives_a_clock_set_back(
     (tmp_path / later).write_text("{}")
     written = await _scheduler(build, clock, tmp_path, keep=1).back_up_now()
     assert _names(tmp_path) == sorted([later, written.name])
+
+
+async def test_a_destination_that_says_no_skips_the_day_and_says_why(
+    build: FakeBuild, clock: FakeClock, tmp_path: Path
+) -> None:
+    answers: list[str | None] = ["the share is configured but not mounted there", None]
+    asked: list[Path] = []
+
+    async def check(directory: Path) -> str | None:
+        asked.append(directory)
+        return answers.pop(0)
+
+    scheduler = BackupScheduler(
+        build, BackupSettings(directory=tmp_path), host="master-box", clock=clock, destination_check=check
+    )
+    assert await scheduler.run_scheduled() is None
+    skipped = scheduler.state.last_failure
+    assert _names(tmp_path) == []
+    assert build.calls == []
+    written = await scheduler.run_scheduled()
+    on_demand = await scheduler.back_up_now()  # asked for by a person: written where they said
+
+    assert skipped is not None
+    assert skipped.scheduled
+    assert skipped.reason == "the scheduled backup was skipped: the share is configured but not mounted there"
+    assert written is not None
+    assert _names(tmp_path) == sorted([written.name, on_demand.name])
+    assert asked == [tmp_path, tmp_path]

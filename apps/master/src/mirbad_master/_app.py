@@ -35,6 +35,7 @@ from ._frame_guard import FrameGuard
 from ._metrics import METRICS_MEDIA_TYPE, collect_metrics, render_metrics
 from ._origin_guard import OriginGuard
 from ._sign_in_gate import SignInGate
+from .backup_share.actions import serve_backups
 
 __all__ = ["UiInstaller", "create_master_app", "v1_first"]
 
@@ -71,6 +72,8 @@ def create_master_app(services: MasterServices, auth: AdminAuth, *, ui: UiInstal
         redoc_url=None,
     )
     install_error_handlers(app)
+    # The backups ask the destination's room (which the composition cannot import) before they write.
+    serve_backups(services)
     # Innermost first: the body cap counts what the app reads; the sign-in gate refuses strangers
     # before anything of their body is read (FastAPI reads body parameters before the sign-in
     # dependency runs).

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import logging
 import socket
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
+from pathlib import Path
 from types import TracebackType
 from typing import Final, Self
 
@@ -20,7 +22,13 @@ import anyio
 from anyio.abc import TaskGroup
 
 from mirbad_orchestration import ApiKeyStore, ModelRegistry
-from mirbad_orchestration.backups import BackupDownloadTokens, BackupScheduler, RestoreJobs
+from mirbad_orchestration.backups import (
+    BackupContents,
+    BackupDownloadTokens,
+    BackupScheduler,
+    DestinationCheck,
+    RestoreJobs,
+)
 from mirbad_orchestration.benchmarks import BenchmarkResults
 from mirbad_orchestration.commandline import RestartPendingCheck
 from mirbad_orchestration.fleet import (
@@ -67,6 +75,9 @@ ON_REQUEST_ACTOR: Final = "system:on-request"
 """The audit actor of a start a ``/v1`` request caused (a model that starts on request)."""
 SHUTDOWN_ACTOR: Final = "system:shutdown"
 """The audit actor of the stops of a fleet of one that is shutting down."""
+
+ShareSecret = Callable[[], Awaitable[str | None]]
+"""The backup share's password in clear text, for a passphrase backup's secrets; None when none is kept."""
 
 _logger = logging.getLogger("mirbad_master")
 _STOP_MODELS_TIMEOUT_S: Final = 180.0
@@ -192,8 +203,16 @@ class MasterServices:
             keys=self.keys,
             authority=authority,
         )
+        # Filled by the backup destination's room when the app is assembled (the composition imports
+        # no room): the share password a passphrase backup carries, and the scheduler's check that a
+        # configured share is really mounted under the backup directory.
+        self.share_password: ShareSecret | None = None
+        self.backup_destination_check: DestinationCheck | None = None
         self.backups = BackupScheduler(
-            self.backup_source, settings.backup_settings(), host=socket.gethostname()
+            self._backup_contents,
+            settings.backup_settings(),
+            host=socket.gethostname(),
+            destination_check=self._check_backup_destination,
         )
         self.backup_downloads = BackupDownloadTokens()
         # One restore at a time, fleet-wide; it leaves every node serving (no maintenance hold).
@@ -249,6 +268,15 @@ class MasterServices:
         self.elsewhere_on_exit: list[tuple[ModelStatus, bool]] = []
         self._stop_models_of = stop_models_on_exit
         self._stack: AsyncExitStack | None = None
+
+    async def _backup_contents(self, *, secrets: bool) -> BackupContents:
+        password = await self.share_password() if secrets and self.share_password is not None else None
+        return await self.backup_source(secrets=secrets, share_password=password)
+
+    async def _check_backup_destination(self, directory: Path) -> str | None:
+        if self.backup_destination_check is None:
+            return None
+        return await self.backup_destination_check(directory)
 
     async def __aenter__(self) -> Self:
         self.settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -47,6 +47,7 @@ __all__ = [
     "destination",
     "destination_ready",
     "disconnect_destination",
+    "serve_backups",
     "share_password_for_backup",
     "test_destination",
 ]
@@ -256,3 +257,22 @@ async def _refusals() -> AsyncIterator[None]:
             raise
         status = 422 if code is AdminErrorCode.INVALID_REQUEST else code.http_status
         raise ApiError(status, code, exc.message, field=exc.field) from None
+
+
+def serve_backups(services: MasterServices) -> None:
+    """Lend the backups the destination's two answers (the app assembly calls it once).
+
+    A passphrase backup then carries the share's password (:func:`share_password_for_backup`), and a
+    scheduled backup is skipped, with the reason recorded, while a configured share is not mounted under
+    the backup directory (:func:`destination_ready`): it would otherwise land on the local disk.
+    """
+
+    async def password() -> str | None:
+        return await share_password_for_backup(services)
+
+    async def check(directory: Path) -> str | None:
+        verdict = await destination_ready(services, directory)
+        return None if verdict.ready else verdict.reason
+
+    services.share_password = password
+    services.backup_destination_check = check

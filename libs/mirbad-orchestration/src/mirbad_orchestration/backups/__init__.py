@@ -63,6 +63,7 @@ from ._scheduler import (
     BackupState,
     BuildBackup,
     Clock,
+    DestinationCheck,
 )
 
 __all__ = [
@@ -91,6 +92,7 @@ __all__ = [
     "BuildBackup",
     "CipherParameters",
     "Clock",
+    "DestinationCheck",
     "DownloadToken",
     "EncryptedSecrets",
     "Entropy",

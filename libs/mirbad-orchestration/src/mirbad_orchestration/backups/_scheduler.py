@@ -45,6 +45,7 @@ __all__ = [
     "BackupState",
     "BuildBackup",
     "Clock",
+    "DestinationCheck",
 ]
 
 BACKUP_INTERVAL: Final = timedelta(days=1)
@@ -59,6 +60,8 @@ Clock = Callable[[], datetime]
 """The current time, timezone-aware (a test passes a fake one)."""
 
 Sleep = Callable[[float], Awaitable[None]]
+DestinationCheck = Callable[[Path], Awaitable[str | None]]
+"""Why a scheduled backup may not go into the directory now, or None when it may."""
 
 
 class BuildBackup(Protocol):
@@ -142,6 +145,9 @@ class BackupScheduler:
         host: the master's host name (its label names the files; only that label's files are pruned).
         clock: the current time.
         entropy: salts and nonces (``os.urandom``).
+        destination_check: asked before each scheduled write with the directory; a reason it answers
+            skips the day's backup and is recorded as the last failure (a share that is configured but
+            not mounted there: the backup would land on the local disk). None: always written.
     """
 
     def __init__(
@@ -152,8 +158,10 @@ class BackupScheduler:
         host: str,
         clock: Clock = _utc_now,
         entropy: Entropy = os.urandom,
+        destination_check: DestinationCheck | None = None,
     ) -> None:
         self._build = build
+        self._destination_check = destination_check
         self._settings = settings
         self._host = host
         self._label = backup_host_label(host)
@@ -195,6 +203,10 @@ class BackupScheduler:
             async with self._lock:
                 if not await self.is_due():
                     return None
+                if self._destination_check is not None:
+                    reason = await self._destination_check(self._directory())
+                    if reason is not None:
+                        raise BackupRunError(f"the scheduled backup was skipped: {reason}")
                 return await self._write(None, scheduled=True)
         except Exception as exc:
             self._record_failure(exc, scheduled=True)
