@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Final
 
 import anyio
 
-from mirbad_orchestration import NodeFeatureMissingError
 from mirbad_orchestration.backups import RestoreHost
 from mirbad_protocol import MirbadError, ModelDefinition
 from mirbad_protocol.agent import FeatureFlag
 from mirbad_protocol.downloads import DownloadJob, HuggingFaceDownload
 
+from ._download_start import start_download
 from ._llama_server_build import refuse_llamacpp_start
 
 if TYPE_CHECKING:
@@ -65,25 +65,7 @@ class MasterRestoreHost(RestoreHost):
 
     async def start_download(self, node_id: str, request: HuggingFaceDownload, actor: str) -> DownloadJob:
         """Start the download on the node's agent (its hub feature checked first) and audit it."""
-        detail = f"{request.kind} {request.source} into root {request.root} folder {request.folder}"
-        audit = self._services.audit
-        try:
-            client = await self._services.client_of(node_id)
-            if FeatureFlag.DOWNLOADS_HF_NATIVE.value not in (await client.info()).features:
-                raise NodeFeatureMissingError(node_id, FeatureFlag.DOWNLOADS_HF_NATIVE.value)
-            job = await client.start_download(request)
-        except MirbadError as exc:
-            await audit.record(
-                actor,
-                "download.start",
-                request.source,
-                outcome="refused",
-                node_id=node_id,
-                detail=f"{detail}: {exc}",
-            )
-            raise
-        await audit.record(actor, "download.start", job.id, node_id=node_id, detail=detail)
-        return job
+        return await start_download(self._services, node_id, request, actor)
 
     async def download(self, node_id: str, download_id: str) -> DownloadJob:
         """The download's progress, from the node's agent."""

@@ -12,9 +12,10 @@ from __future__ import annotations
 from typing import Final
 
 from mirbad_master._composition import MasterServices
-from mirbad_orchestration import NodeFeatureMissingError
-from mirbad_protocol import InvalidFieldError, MirbadError
-from mirbad_protocol.agent import AgentInfo, FeatureFlag
+from mirbad_master._download_start import DOWNLOAD_FEATURES
+from mirbad_master._download_start import start_download as start_checked_download
+from mirbad_protocol import InvalidFieldError
+from mirbad_protocol.agent import AgentInfo
 from mirbad_protocol.downloads import DownloadJob, HuggingFaceDownload, OllamaDownload, check_download_id
 
 __all__ = [
@@ -30,11 +31,6 @@ __all__ = [
     "start_download",
 ]
 
-DOWNLOAD_FEATURES: Final = {
-    "huggingface": FeatureFlag.DOWNLOADS_HF_NATIVE.value,
-    "ollama": FeatureFlag.DOWNLOADS_OLLAMA.value,
-}
-"""The feature flag a node's agent must report for each download kind."""
 STOPPABLE_STATES: Final = ("queued", "running", "verifying")
 """The states a cancel stops."""
 RETRYABLE_STATES: Final = ("failed", "cancelled")
@@ -63,34 +59,14 @@ def download_kinds(info: AgentInfo | None) -> list[str]:
 async def start_download(
     services: MasterServices, node_id: str, request: HuggingFaceDownload | OllamaDownload, actor: str
 ) -> DownloadJob:
-    """Start ``request`` on ``node_id``'s agent and audit it.
+    """Start ``request`` on ``node_id``'s agent, its feature checked first, and audit it (refused too).
 
     Raises:
         UnknownNodeError: no such node.
         NodeFeatureMissingError: the node's agent does not report the kind's feature flag.
         AgentRequestError: the agent refused (its code and field kept: ``source_not_found`` ...).
     """
-    # The source and folder only: the request's token never reaches the audit log.
-    detail = f"{request.kind} {request.source} into root {request.root} folder {request.folder}"
-    try:
-        client = await services.client_of(node_id)
-        feature = DOWNLOAD_FEATURES[request.kind]
-        if feature not in (await client.info()).features:
-            raise NodeFeatureMissingError(node_id, feature)
-        job = await client.start_download(request)
-    except MirbadError as exc:
-        # A refused start is audited too: who tried to put what onto which node, and why it was refused.
-        await services.audit.record(
-            actor,
-            "download.start",
-            request.source,
-            outcome="refused",
-            node_id=node_id,
-            detail=f"{detail}: {exc}",
-        )
-        raise
-    await services.audit.record(actor, "download.start", job.id, node_id=node_id, detail=detail)
-    return job
+    return await start_checked_download(services, node_id, request, actor)
 
 
 async def node_downloads(services: MasterServices, node_id: str) -> list[DownloadJob]:
