@@ -20,9 +20,9 @@ from tests._support.mirbad_up import WAIT_S, Admin, port_block
 from tests._support.polling import until
 from tests._support.processes import kill_recorded_processes, stop_gently, write_exec_wrapper
 from tests._support.real_parts import llama_server_path
-from tests._support.tiny_gguf import TINY_MODEL_PATH, write_tiny_gguf
+from tests._support.tiny_gguf import TINY, TINY_MODEL_PATH, write_tiny_gguf
 
-__all__ = ["recorded_pid", "second_agent"]
+__all__ = ["far_model", "recorded_pid", "second_agent"]
 
 
 @contextlib.contextmanager
@@ -97,3 +97,18 @@ def recorded_pid(state: Path, model_id: str) -> int:
     records = json.loads((state / "processes.json").read_text())["processes"]
     [record] = [record for record in records if record["modelId"] == model_id]
     return int(record["pid"])
+
+
+def far_model(model_id: str, node_id: str = "gpu-2") -> dict[str, object]:
+    """A tiny llama.cpp model placed on the second agent's node, as the admin API takes it."""
+    return {
+        "id": model_id,
+        "servedName": "tiny-far",
+        "runtime": "llamacpp",
+        "executable": {"name": "llama-server", "version": "second"},
+        "modelPath": TINY_MODEL_PATH,
+        "maxModelLen": TINY.context,
+        "memoryBudgetGiB": 0.25,
+        "extraArgs": ["--threads", "1"],
+        "placement": {"nodeId": node_id},
+    }

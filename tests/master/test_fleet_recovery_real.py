@@ -27,8 +27,7 @@ from tests._support.mirbad_up import WAIT_S, Admin, Up, mirbad_up, port_block
 from tests._support.polling import until
 from tests._support.processes import write_exec_wrapper
 from tests._support.real_parts import llama_server_path
-from tests._support.second_agent import recorded_pid, second_agent
-from tests._support.tiny_gguf import TINY, TINY_MODEL_PATH
+from tests._support.second_agent import far_model, recorded_pid, second_agent
 
 pytestmark = [
     pytest.mark.llamacpp,
@@ -111,21 +110,7 @@ def test_a_new_master_recovers_the_fleet_and_the_running_model_is_never_restarte
         admin = Admin(old.base_url, old.first_run_password(old.start()))
         closing.callback(admin.close)
         state = closing.enter_context(second_agent(admin, tmp_path, "gpu-2"))
-        admin.ok(
-            "POST",
-            "/api/models",
-            json={
-                "id": FAR,
-                "servedName": "tiny-far",
-                "runtime": "llamacpp",
-                "executable": {"name": "llama-server", "version": "second"},
-                "modelPath": TINY_MODEL_PATH,
-                "maxModelLen": TINY.context,
-                "memoryBudgetGiB": 0.25,
-                "extraArgs": ["--threads", "1"],
-                "placement": {"nodeId": "gpu-2"},
-            },
-        )
+        admin.ok("POST", "/api/models", json=far_model(FAR))
         admin.ok("POST", f"/api/models/{FAR}/start")
         started_at = admin.wait_ready(FAR)["startedAt"]
         secret = admin.ok("POST", "/api/keys", json={"name": "notebook"})["secret"]

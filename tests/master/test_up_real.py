@@ -30,7 +30,7 @@ from tests._support.mirbad_up import WAIT_S, Admin, Up, mirbad_up, port_block
 from tests._support.polling import until
 from tests._support.processes import write_exec_wrapper
 from tests._support.real_parts import llama_server_path
-from tests._support.second_agent import recorded_pid, second_agent
+from tests._support.second_agent import far_model, recorded_pid, second_agent
 from tests._support.tiny_gguf import TINY, TINY_MODEL_PATH
 
 pytestmark = [
@@ -397,17 +397,7 @@ def test_ctrl_c_names_the_models_left_running_on_another_node(
     closing.callback(admin.close)
     far = f"{names.llama}-far"
     with second_agent(admin, tmp_path, "gpu-2") as state:
-        definition = {
-            "id": far,
-            "servedName": "tiny-far",
-            "runtime": "llamacpp",
-            "executable": {"name": "llama-server", "version": "second"},
-            "modelPath": TINY_MODEL_PATH,
-            "maxModelLen": TINY.context,
-            "memoryBudgetGiB": 0.25,
-            "extraArgs": ["--threads", "1"],
-            "placement": {"nodeId": "gpu-2"},
-        }
+        definition = far_model(far)
         admin.ok("POST", "/api/models", json=definition)
         admin.ok("POST", f"/api/models/{far}/start")
         admin.wait_ready(far)
