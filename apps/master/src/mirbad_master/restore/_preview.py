@@ -128,9 +128,7 @@ async def _download_sizes(
             totals[model_id] = totals.get(model_id, 0) + size
         else:
             unknown.setdefault(model_id, size or "no answer")
-    notes = [
-        f"the download size of model {model_id!r} is unknown: {why}" for model_id, why in unknown.items()
-    ]
+    notes = [f"download sizes are unknown for model {model_id!r}: {why}" for model_id, why in unknown.items()]
     return {model_id: total for model_id, total in totals.items() if model_id not in unknown}, notes
 
 
