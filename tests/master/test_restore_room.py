@@ -23,7 +23,7 @@ from tests.orchestration._fake_agent import Refusal as AgentRefusal
 from mirbad_master._api_errors import Refusal
 from mirbad_master.restore import actions
 from mirbad_master.restore._upload import BackupUpload
-from mirbad_master.restore.panels import model_line
+from mirbad_master.restore.panels import model_line, preview_line
 from mirbad_master.ui._refusals import PORTAL_ACTOR
 from mirbad_orchestration.backups import BackupContents, BackupSecrets, MasterIdentity, encode_backup
 from mirbad_protocol import ModelDefinition, ModelSource, Placement
@@ -32,6 +32,7 @@ from mirbad_protocol.agent import AgentErrorCode
 from mirbad_protocol.restore import (
     BACKUP_PASSPHRASE_HEADER,
     MAX_BACKUP_BYTES,
+    ModelPreview,
     RestoreJobView,
     RestoreModelProgress,
 )
@@ -261,9 +262,22 @@ async def test_the_preview_shows_the_size_the_node_reads_from_the_hub(tmp_path: 
     assert not [note for note in preview["notes"] if "download size" in note]
     assert portal.model_dump(mode="json", by_alias=True) == preview
     assert portal.download_bytes == QWEN_BYTES
+    assert [preview_line(model) for model in portal.models] == [
+        "kept (new): folders present",
+        "qwen (new): folders missing, 123,456,789 bytes to download",
+    ]
     assert asked == [{"kind": "huggingface", "repoId": "acme/qwen", "folder": "qwen"}] * 2  # only the missing
     assert downloads == {}  # a preview starts nothing
     assert [model["downloadBytes"] for model in lying["models"]] == [None, None]
     [note] = [note for note in lying["notes"] if "download size" in note]
     assert note.startswith("download sizes are unknown for model 'qwen': node 'local' could not tell")
     assert "did not answer acme/qwen@main within 60 s" in note
+
+
+def test_a_preview_line_says_when_the_size_is_unknown() -> None:
+    missing = ModelPreview(id="qwen", served_name="q", change="changed", folders_present=False)
+    manual = missing.model_copy(update={"needs_manual_steps": True})
+    silent = missing.model_copy(update={"folders_present": None})
+    assert preview_line(missing) == "qwen (changed): folders missing, download size unknown"
+    assert preview_line(manual) == "qwen (changed): folders missing, no source: needs manual steps"
+    assert preview_line(silent) == "qwen (changed): its node did not say whether its folders are there"
