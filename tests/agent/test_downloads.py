@@ -12,9 +12,12 @@ import anyio
 import httpx
 import pytest
 from tests._support.model_hub import (
+    PARAMS,
     PRIVATE_REPO,
     REPO,
+    TEMPLATE,
     Hold,
+    Lies,
     Sources,
     loopback_sources,
     refused_endpoint,
@@ -26,7 +29,7 @@ from tests._support.tiny_gguf import TINY_MODEL_PATH, write_tiny_gguf
 from mirbad_agent import AgentServices, ComposedDriver, NodeRuntimes, create_app
 from mirbad_protocol import ExecutableRef, ProcessLaunch
 from mirbad_protocol.agent import FeatureFlag, ProcessRuntimeInfo, StartRequest
-from mirbad_protocol.downloads import DownloadJob, DownloadList
+from mirbad_protocol.downloads import DownloadJob, DownloadList, DownloadSize
 from mirbad_runtime import MemoryProbe
 from mirbad_runtime.downloads import TEMP_PREFIX, DownloadManager, NetworkLimits
 from mirbad_runtime.testing import FakeDriver
@@ -336,3 +339,71 @@ async def test_fifty_starts_against_a_silent_hub_leave_the_agent_working(tmp_pat
         group.cancel_scope.cancel()
     assert (started.status_code, stopped.status_code, health) == (200, 200, [200, 200])
     assert [_error(answer)[:2] for answer in answers] == [(502, "upstream_unreachable")] * STARTS
+
+
+# The size route (issue 25 item 4): what a start would fetch, read from the hub, nothing started.
+
+
+async def test_the_size_of_a_download_is_the_hubs_files(node: Node) -> None:
+    hub = node.sources.hub.repos[REPO]
+    whole = await node.client.post("/downloads/size", json=_HF)
+    ggufs = await node.client.post("/downloads/size", json={**_HF, "allowPatterns": ["*.gguf"]})
+    ollama_body = {"kind": "ollama", "model": "tiny", "folder": "o"}
+    ollama = await node.client.post("/downloads/size", json=ollama_body)
+    assert whole.status_code == ggufs.status_code == ollama.status_code == 200, (whole.text, ollama.text)
+    assert DownloadSize.from_wire(whole.json()) == DownloadSize(
+        revision=node.sources.commit,
+        total_bytes=sum(len(data) for data in hub.files.values()),
+        file_count=len(hub.files),
+    )
+    assert (ggufs.json()["totalBytes"], ggufs.json()["fileCount"]) == (len(node.sources.gguf), 1)
+    # The GGUF layer, the template and the parameters, as a start would fetch them.
+    layers = len(node.sources.gguf) + len(TEMPLATE) + len(PARAMS)
+    assert (ollama.json()["totalBytes"], ollama.json()["fileCount"]) == (layers, 3)
+    assert FeatureFlag.DOWNLOADS_SIZE.value in (await node.client.get("/runtimes")).json()["features"]
+    assert DownloadList.from_wire((await node.client.get("/downloads")).json()).downloads == []
+    assert list(node.root.iterdir()) == []
+
+
+async def test_a_size_uses_the_token_and_never_returns_it(node: Node) -> None:
+    token = node.sources.hub.token
+    private = {**_HF, "repoId": PRIVATE_REPO}
+    refused = await node.client.post("/downloads/size", json=private)
+    sized = await node.client.post("/downloads/size", json={**private, "token": token})
+    assert _error(refused) == (403, "source_needs_token", "token")
+    assert sized.status_code == 200, sized.text
+    assert sized.json()["fileCount"] == 1
+    assert token not in sized.text
+    assert node.sources.hub.authorizations[-1] == f"Bearer {token}"
+
+
+@pytest.mark.parametrize(
+    ("lie", "reason"),
+    [(Lies(status=503), "answered 503"), (Lies(endless=True), "the source is not trusted")],
+)
+async def test_a_lying_hub_gives_no_size_but_a_reason(node: Node, lie: Lies, reason: str) -> None:
+    node.sources.hub.lies = lie
+    answer = await node.client.post("/downloads/size", json=_HF)
+    assert _error(answer)[:2] == (502, "upstream_unreachable")
+    assert reason in answer.json()["error"]["message"]
+
+
+async def test_a_silent_hub_gives_no_size_within_the_planning_deadline(tmp_path: Path) -> None:
+    async with silent_endpoint() as silent, anyio.create_task_group() as group:
+        limits = NetworkLimits(plan_timeout_s=1.0)
+        manager = DownloadManager([tmp_path], tmp_path / "state", hf_endpoint=silent.url, limits=limits)
+        await group.start(manager.run)
+        services = _services(tmp_path, manager)
+        transport = httpx.ASGITransport(app=create_app(services, background=False))
+        async with services, httpx.AsyncClient(transport=transport, base_url=BASE) as client:
+            answer = await client.post("/downloads/size", json=_HF)
+        group.cancel_scope.cancel()
+    assert _error(answer)[:2] == (502, "upstream_unreachable")
+    assert "did not answer" in answer.json()["error"]["message"]
+
+
+async def test_a_size_on_a_node_without_downloads_is_not_found(tmp_path: Path) -> None:
+    services = _services(tmp_path, None)
+    transport = httpx.ASGITransport(app=create_app(services, background=False))
+    async with services, httpx.AsyncClient(transport=transport, base_url=BASE) as client:
+        assert _error(await client.post("/downloads/size", json=_HF))[:2] == (404, "route_not_found")

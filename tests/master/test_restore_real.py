@@ -21,7 +21,7 @@ import anyio
 import httpx
 import pytest
 from tests._support.mirbad_up import WAIT_S, Up, mirbad_up, port_block
-from tests._support.model_hub import REPO, loopback_sources, refused_endpoint
+from tests._support.model_hub import REPO, Lies, loopback_sources, refused_endpoint
 from tests._support.real_parts import llama_server_path
 from tests._support.tiny_gguf import TINY, write_tiny_gguf
 
@@ -139,6 +139,12 @@ async def test_a_wiped_master_is_restored_and_the_missing_model_is_downloaded_an
             await anyio.to_thread.run_sync(up.start)
             async with await _admin(up, password) as admin:
                 wiped = await admin.get("/api/models/hubbed")
+                # The preview's size is the hub's, read by the real agent; a lying hub leaves it unknown.
+                passphrase = {BACKUP_PASSPHRASE_HEADER: PASSPHRASE}
+                previewed = await admin.post("/api/restore/preview", content=raw, headers=passphrase)
+                sources.hub.lies = Lies(status=503)
+                lied_to = await admin.post("/api/restore/preview", content=raw, headers=passphrase)
+                sources.hub.lies = Lies()
                 started = await admin.post(
                     "/api/restore", content=raw, headers={BACKUP_PASSPHRASE_HEADER: PASSPHRASE}
                 )
@@ -165,6 +171,15 @@ async def test_a_wiped_master_is_restored_and_the_missing_model_is_downloaded_an
             on_disk = downloaded.read_bytes() if downloaded.exists() else b""
 
     assert wiped.status_code == 404, wiped.text  # the registry really was wiped
+    hub_bytes = sum(len(data) for data in sources.hub.repos[REPO].files.values())
+    [sized] = previewed.json()["models"]
+    assert (sized["foldersPresent"], sized["downloadBytes"]) == (False, hub_bytes), previewed.text
+    assert not [note for note in previewed.json()["notes"] if "download size" in note]
+    [unsized] = lied_to.json()["models"]
+    assert unsized["downloadBytes"] is None
+    assert any(
+        "download sizes are unknown for model 'hubbed'" in n and "503" in n for n in lied_to.json()["notes"]
+    )
     assert started.status_code == 202, started.text
     assert (ended["state"], ended["error"]) == ("succeeded", None), ended
     assert ended["modelsAdded"] == ["hubbed"]
@@ -174,7 +189,7 @@ async def test_a_wiped_master_is_restored_and_the_missing_model_is_downloaded_an
         [FOLDER],
         "local",
     )
-    assert progress["doneBytes"] == progress["totalBytes"] > 0
+    assert progress["doneBytes"] == progress["totalBytes"] == hub_bytes  # as the preview said
     assert ModelDefinition.model_validate(view["definition"]) == definition  # placement included
     assert [(k["id"], k["prefix"]) for k in keys_after] == [(k["id"], k["prefix"]) for k in keys_before]
     assert services == SERVICES

@@ -18,18 +18,21 @@ import pytest
 from tests.master._rooms import AuditLine, api_refusal, audit_lines, ok, portal_refusal
 from tests.master._stack import Master, running_master
 from tests.orchestration._fake_agent import FakeAgent
+from tests.orchestration._fake_agent import Refusal as AgentRefusal
 
 from mirbad_master._api_errors import Refusal
 from mirbad_master.restore import actions
 from mirbad_master.restore._upload import BackupUpload
-from mirbad_master.restore.panels import model_line
+from mirbad_master.restore.panels import model_line, preview_line
 from mirbad_master.ui._refusals import PORTAL_ACTOR
 from mirbad_orchestration.backups import BackupContents, BackupSecrets, MasterIdentity, encode_backup
 from mirbad_protocol import ModelDefinition, ModelSource, Placement
 from mirbad_protocol.admin import ApiKeyRecord
+from mirbad_protocol.agent import AgentErrorCode
 from mirbad_protocol.restore import (
     BACKUP_PASSPHRASE_HEADER,
     MAX_BACKUP_BYTES,
+    ModelPreview,
     RestoreJobView,
     RestoreModelProgress,
 )
@@ -229,3 +232,52 @@ def test_a_models_progress_in_words() -> None:
     )
     assert model_line(downloading) == "qwen on gpu-1: downloading qwen (40 of 100 bytes)"
     assert model_line(refused) == "big on gpu-1: left stopped: 8 GiB do not fit"
+
+
+QWEN_BYTES = 123_456_789
+
+
+def agent_with_sizes(node_id: str) -> FakeAgent:
+    """As :func:`agent_with_folders`, and it tells the hub's size of ``acme/qwen``."""
+    agent = agent_with_folders(node_id)
+    agent.download_sizes = {"acme/qwen@main": QWEN_BYTES}
+    return agent
+
+
+async def test_the_preview_shows_the_size_the_node_reads_from_the_hub(tmp_path: Path) -> None:
+    # Issue 25 item 4: through /api and through the portal's path alike; a hub that lies or does not
+    # answer in time (the agent's 502) leaves the size unknown and says why.
+    headers = {BACKUP_PASSPHRASE_HEADER: PASSPHRASE}
+    async with running_master(tmp_path, agent=agent_with_sizes) as master:
+        preview = await ok(master.admin.post("/api/restore/preview", content=RAW, headers=headers))
+        portal = await actions.preview_backup(master.services, BackupUpload(RAW, PASSPHRASE))
+        asked = [body for body in master.local.bodies if isinstance(body, dict) and "repoId" in body]
+        master.local.refusals["download_size"] = AgentRefusal(
+            502, AgentErrorCode.UPSTREAM_UNREACHABLE, "the hub did not answer acme/qwen@main within 60 s"
+        )
+        lying = await ok(master.admin.post("/api/restore/preview", content=RAW, headers=headers))
+        downloads = master.local.downloads
+    by_id = {model["id"]: model for model in preview["models"]}
+    assert (by_id["kept"]["downloadBytes"], by_id["qwen"]["downloadBytes"]) == (None, QWEN_BYTES)
+    assert not [note for note in preview["notes"] if "download size" in note]
+    assert portal.model_dump(mode="json", by_alias=True) == preview
+    assert portal.download_bytes == QWEN_BYTES
+    assert [preview_line(model) for model in portal.models] == [
+        "kept (new): folders present",
+        "qwen (new): folders missing, 123,456,789 bytes to download",
+    ]
+    assert asked == [{"kind": "huggingface", "repoId": "acme/qwen", "folder": "qwen"}] * 2  # only the missing
+    assert downloads == {}  # a preview starts nothing
+    assert [model["downloadBytes"] for model in lying["models"]] == [None, None]
+    [note] = [note for note in lying["notes"] if "download size" in note]
+    assert note.startswith("download sizes are unknown for model 'qwen': node 'local' could not tell")
+    assert "did not answer acme/qwen@main within 60 s" in note
+
+
+def test_a_preview_line_says_when_the_size_is_unknown() -> None:
+    missing = ModelPreview(id="qwen", served_name="q", change="changed", folders_present=False)
+    manual = missing.model_copy(update={"needs_manual_steps": True})
+    silent = missing.model_copy(update={"folders_present": None})
+    assert preview_line(missing) == "qwen (changed): folders missing, download size unknown"
+    assert preview_line(manual) == "qwen (changed): folders missing, no source: needs manual steps"
+    assert preview_line(silent) == "qwen (changed): its node did not say whether its folders are there"

@@ -51,6 +51,7 @@ from mirbad_protocol.downloads import (
     DownloadFile,
     DownloadJob,
     DownloadList,
+    DownloadSize,
     HuggingFaceDownload,
     OllamaDownload,
 )
@@ -104,6 +105,9 @@ class FakeAgent:
     """The download jobs, by id: a start adds one ``running`` with nothing done; tests move them on."""
     present_files: set[str] | None = None
     """The paths ``/model-files`` finds under the model roots; None: no such route (an older agent)."""
+    download_sizes: dict[str, int] | None = None
+    """The bytes ``/downloads/size`` answers by source (``owner/name@revision``), one file each; a source
+    not listed is not on the hub (404). None: no such route and no ``downloads.size`` flag."""
 
     @property
     def app(self) -> Starlette:
@@ -132,6 +136,7 @@ class FakeAgent:
             ("model_files", "POST", "/model-files", self._model_files),
             ("downloads", "GET", "/downloads", self._downloads),
             ("download_start", "POST", "/downloads", self._download_start),
+            ("download_size", "POST", "/downloads/size", self._download_size),
             ("download", "GET", "/downloads/{download_id}", self._download),
             ("download_remove", "DELETE", "/downloads/{download_id}", self._download_remove),
             ("download_cancel", "POST", "/downloads/{download_id}/cancel", self._download_cancel),
@@ -176,6 +181,7 @@ class FakeAgent:
                 "some.future-flag",
                 *self.download_features,
                 *(["model-files.check"] if self.present_files is not None else []),
+                *(["downloads.size"] if self.download_sizes is not None else []),
             ],
             model_roots=["/models"],
             cpu_count=self.cpu_count,
@@ -310,6 +316,16 @@ class FakeAgent:
         )
         self.downloads[job.id] = job
         return JSONResponse(job.to_wire(), status_code=202)
+
+    async def _download_size(self, request: Request) -> Response:
+        data = await request.json()
+        body = (HuggingFaceDownload if data.get("kind") == "huggingface" else OllamaDownload).from_wire(data)
+        if self.download_sizes is None:
+            return _error(AgentErrorCode.ROUTE_NOT_FOUND, "no such route")
+        size = self.download_sizes.get(body.source)
+        if size is None:
+            return _error(AgentErrorCode.SOURCE_NOT_FOUND, f"the hub has no {body.source}", "repoId")
+        return _ok(DownloadSize(revision="c" * 40, total_bytes=size, file_count=1))
 
     def _job(self, request: Request) -> DownloadJob | Response:
         job = self.downloads.get(request.path_params["download_id"])

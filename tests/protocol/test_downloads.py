@@ -17,6 +17,7 @@ from mirbad_protocol.downloads import (
     DownloadJob,
     DownloadList,
     DownloadRequest,
+    DownloadSize,
     HuggingFaceDownload,
     OllamaDownload,
     check_download_id,
@@ -151,3 +152,15 @@ def test_a_valid_repo_id_with_anything_after_it_is_refused(owner: str, name: str
         HuggingFaceDownload.from_user_input({"repoId": "a/b", "revision": f"{name}{tail}", "folder": "x"})
     with pytest.raises(InvalidFieldError):
         OllamaDownload.from_user_input({"model": f"{name.lower()}{tail}", "folder": "x"})
+
+
+def test_a_download_size_on_the_wire() -> None:
+    size = DownloadSize(revision="c" * 40, total_bytes=10, file_count=2)
+    assert size.to_wire() == {"revision": "c" * 40, "totalBytes": 10, "fileCount": 2}
+    assert DownloadSize.from_wire(size.to_wire()) == size
+
+
+@given(total=st.integers(max_value=-1))
+def test_a_download_size_is_never_negative(total: int) -> None:
+    with pytest.raises(ValueError, match="totalBytes"):
+        DownloadSize.from_wire({"revision": "r", "totalBytes": total, "fileCount": 1})

@@ -452,3 +452,23 @@ async def test_a_folder_that_appears_meanwhile_fails_the_job_without_paths_and_r
     done = await _ended(manager, await manager.retry(job.id))
     assert done.state == "completed", done.error
     assert len(servers.hub.requests) == requests  # every byte was already verified on disk
+
+
+async def test_a_plan_lists_the_files_a_start_would_fetch_and_writes_nothing(
+    tmp_path: Path, servers: Sources, manager: DownloadManager
+) -> None:
+    plan = await manager.plan(_hf(allow_patterns=["*.gguf"]))
+    assert (plan.revision, [(f.path, f.size) for f in plan.files]) == (
+        servers.commit,
+        [("weights/tiny.gguf", len(servers.gguf))],
+    )
+    # A folder that exists does not stop a plan: only a start writes it.
+    (tmp_path / "models" / "tiny").mkdir()
+    assert (await manager.plan(_hf())).revision == servers.commit
+    assert manager.jobs() == []
+    assert [path.name for path in (tmp_path / "models").iterdir()] == ["tiny"]
+
+
+async def test_a_plan_needs_a_running_manager(tmp_path: Path, servers: Sources) -> None:
+    with pytest.raises(DownloadConflictError, match="not running"):
+        await _manager(tmp_path, servers).plan(_hf())

@@ -151,7 +151,11 @@ class AgentServices:
         """What this agent reports at ``GET /agent/v1/runtimes``."""
         features = [*self.runtimes.runtime_features(), *_BASE_FEATURES]
         if self.downloads is not None:
-            features += [FeatureFlag.DOWNLOADS_HF_NATIVE, FeatureFlag.DOWNLOADS_OLLAMA]
+            features += [
+                FeatureFlag.DOWNLOADS_HF_NATIVE,
+                FeatureFlag.DOWNLOADS_OLLAMA,
+                FeatureFlag.DOWNLOADS_SIZE,
+            ]
         if self.host_services is not None and self.host_services.available:
             features.append(FeatureFlag.HOST_SERVICES)
             if self.host_services.backup_mount:

@@ -1,4 +1,7 @@
-"""The download routes of the agent contract: start, list, one job with its progress, cancel, retry, remove.
+"""The download routes of the agent contract: start, list, one job, cancel, retry, remove, and size.
+
+The size route lists a request's source as a start does and answers what it would fetch, starting
+nothing (a restore preview asks it for each missing folder).
 
 A start is checked (the request, the source, the free space) before it answers, so a bad repo id, an
 unknown revision or a full disk is refused with a 4xx naming the field; the transfer itself then runs
@@ -19,8 +22,10 @@ from mirbad_protocol.downloads import (
     ROUTE_DOWNLOAD,
     ROUTE_DOWNLOAD_CANCEL,
     ROUTE_DOWNLOAD_RETRY,
+    ROUTE_DOWNLOAD_SIZE,
     ROUTE_DOWNLOADS,
     DownloadList,
+    DownloadSize,
     HuggingFaceDownload,
     OllamaDownload,
     check_download_id,
@@ -54,6 +59,14 @@ def download_routes(services: AgentServices) -> list[Route]:
         body = await read_download_request(request)
         return wire_response(await manager().start(body), status_code=202)
 
+    async def size(request: Request) -> JSONResponse:
+        # The body a start takes, token included: the source is listed as a start lists it.
+        body = await read_download_request(request)
+        plan = await manager().plan(body)
+        total = sum(item.size for item in plan.files)
+        answer = DownloadSize(revision=plan.revision, total_bytes=total, file_count=len(plan.files))
+        return wire_response(answer)
+
     async def list_jobs(request: Request) -> JSONResponse:
         return wire_response(DownloadList(downloads=manager().jobs()))
 
@@ -73,6 +86,7 @@ def download_routes(services: AgentServices) -> list[Route]:
     return [
         Route(ROUTE_DOWNLOADS, list_jobs, methods=["GET"]),
         Route(ROUTE_DOWNLOADS, start, methods=["POST"]),
+        Route(ROUTE_DOWNLOAD_SIZE, size, methods=["POST"]),
         Route(ROUTE_DOWNLOAD, one, methods=["GET"]),
         Route(ROUTE_DOWNLOAD, remove, methods=["DELETE"]),
         Route(ROUTE_DOWNLOAD_CANCEL, cancel, methods=["POST"]),

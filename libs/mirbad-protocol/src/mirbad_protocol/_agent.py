@@ -261,6 +261,9 @@ class FeatureFlag(StrEnum):
     """Download jobs from a Hugging Face hub (or a mirror of one) into the model roots."""
     DOWNLOADS_OLLAMA = "downloads.ollama"
     """Download jobs of Ollama models (the GGUF layer) from an Ollama registry into the model roots."""
+    DOWNLOADS_SIZE = "downloads.size"
+    """:data:`~mirbad_protocol.downloads.ROUTE_DOWNLOAD_SIZE`: what a download would fetch, asked of its
+    source without starting it (a restore preview's sizes)."""
     HOST_SERVICES = "host.services"
     """The ``/host/...`` routes: host services through the node's hostd (reported while hostd answers)."""
     HOST_BACKUP_MOUNT = "host.backup-mount"

@@ -22,10 +22,12 @@ __all__ = [
     "ROUTE_DOWNLOADS",
     "ROUTE_DOWNLOAD_CANCEL",
     "ROUTE_DOWNLOAD_RETRY",
+    "ROUTE_DOWNLOAD_SIZE",
     "DownloadFile",
     "DownloadJob",
     "DownloadList",
     "DownloadRequest",
+    "DownloadSize",
     "DownloadState",
     "HuggingFaceDownload",
     "OllamaDownload",
@@ -41,6 +43,8 @@ ROUTE_DOWNLOAD_CANCEL: Final = "/downloads/{download_id}/cancel"
 """POST (no body): stop a queued or running job; its partial files stay until DELETE."""
 ROUTE_DOWNLOAD_RETRY: Final = "/downloads/{download_id}/retry"
 """POST (no body): run a failed or cancelled job again, from the verified bytes on disk."""
+ROUTE_DOWNLOAD_SIZE: Final = "/downloads/size"
+"""POST a :data:`DownloadRequest`: the :class:`DownloadSize` it would fetch (nothing is started)."""
 
 DownloadState = Literal["queued", "running", "verifying", "completed", "failed", "cancelled"]
 """Where a job is: waiting for a slot, transferring, checking, done, or stopped (failed/cancelled)."""
@@ -164,6 +168,20 @@ class OllamaDownload(_DownloadBase):
 
 DownloadRequest = Annotated[HuggingFaceDownload | OllamaDownload, Field(discriminator="kind")]
 """The body of a POST to :data:`ROUTE_DOWNLOADS`, told apart by ``kind``."""
+
+
+class DownloadSize(WireModel):
+    """What a download request would fetch, as its source lists it now (:data:`ROUTE_DOWNLOAD_SIZE`).
+
+    Attributes:
+        revision: the commit (Hugging Face) or manifest digest (Ollama) the request resolves to.
+        total_bytes: the size of every file it selects.
+        file_count: how many files that is.
+    """
+
+    revision: str
+    total_bytes: Annotated[int, Field(ge=0)]
+    file_count: Annotated[int, Field(ge=0)]
 
 
 class DownloadFile(WireModel):

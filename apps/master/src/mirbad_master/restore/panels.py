@@ -17,11 +17,11 @@ from mirbad_master.ui._marks import testid
 from mirbad_master.ui._portal import Portal
 from mirbad_master.ui._refusals import PORTAL_ACTOR, act
 from mirbad_orchestration.exceptions import NoRestoreJobError
-from mirbad_protocol.restore import RestoreJobView, RestoreModelProgress
+from mirbad_protocol.restore import ModelPreview, RestoreJobView, RestoreModelProgress
 
 from . import actions
 
-__all__ = ["PANEL_REFRESH_S", "STEP_WORDS", "model_line", "render_restore_panel"]
+__all__ = ["PANEL_REFRESH_S", "STEP_WORDS", "model_line", "preview_line", "render_restore_panel"]
 
 PANEL_REFRESH_S: Final = 1.0
 """How often the panel reads the job again (a download's bytes move every second)."""
@@ -47,6 +47,24 @@ def model_line(progress: RestoreModelProgress) -> str:
         words += f" {progress.folder} ({progress.done_bytes} of {progress.total_bytes or '?'} bytes)"
     line = f"{progress.model_id} on {progress.node_id}: {words}"
     return f"{line}: {progress.message}" if progress.message else line
+
+
+def preview_line(model: ModelPreview) -> str:
+    """One model of a preview: ``qwen (new): folders missing, 117,737,304 bytes to download``.
+
+    The size is the hub's, read by the model's node; where no node could tell it, the line says it is
+    unknown (the preview's notes say why).
+    """
+    line = f"{model.id} ({model.change})"
+    if model.needs_manual_steps:
+        return f"{line}: folders missing, no source: needs manual steps"
+    if model.folders_present is None:
+        return f"{line}: its node did not say whether its folders are there"
+    if model.folders_present:
+        return f"{line}: folders present"
+    if model.download_bytes is None:
+        return f"{line}: folders missing, download size unknown"
+    return f"{line}: folders missing, {model.download_bytes:,} bytes to download"
 
 
 async def render_restore_panel(portal: Portal) -> Callable[[], Awaitable[None]]:

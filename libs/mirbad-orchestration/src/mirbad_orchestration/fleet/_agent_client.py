@@ -78,9 +78,11 @@ from mirbad_protocol.downloads import (
     ROUTE_DOWNLOAD,
     ROUTE_DOWNLOAD_CANCEL,
     ROUTE_DOWNLOAD_RETRY,
+    ROUTE_DOWNLOAD_SIZE,
     ROUTE_DOWNLOADS,
     DownloadJob,
     DownloadList,
+    DownloadSize,
     HuggingFaceDownload,
     OllamaDownload,
 )
@@ -324,6 +326,16 @@ class AgentClient:
         return await self._call(
             DownloadJob, "POST", agent_path(ROUTE_DOWNLOADS), self.timeouts.stop_s, json=body
         )
+
+    async def download_size(self, request: HuggingFaceDownload | OllamaDownload) -> DownloadSize:
+        """What ``request`` would fetch (its files' total and count), asked of its source by the agent.
+
+        Nothing starts on the node. The token (if any) travels as a start's does and never comes back;
+        the agent lists the source within its planning deadline, so this waits a start's patience.
+        """
+        body = request.to_wire()
+        path = agent_path(ROUTE_DOWNLOAD_SIZE)
+        return await self._call(DownloadSize, "POST", path, self.timeouts.stop_s, json=body)
 
     async def downloads(self) -> list[DownloadJob]:
         """Every download job the agent knows, newest first, with its progress."""

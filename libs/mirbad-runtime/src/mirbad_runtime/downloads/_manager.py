@@ -243,6 +243,21 @@ class DownloadManager:
         self._launch(job)
         return self.get(job.view.id)
 
+    async def plan(self, request: HuggingFaceDownload | OllamaDownload) -> DownloadPlan:
+        """What ``request`` would fetch, as its source lists the files now; nothing is started or written.
+
+        The same listing a start makes (the request's token used, never kept), under the same deadline
+        and planning slots, so asking a size holds no more of a silent source than a start does.
+
+        Raises:
+            DownloadConflictError: the manager is not running.
+            SourceNotFoundError, SourceNeedsTokenError, SourceUnavailableError: from the source (a
+                source that does not answer within the planning deadline is unavailable).
+        """
+        if self._group is None:
+            raise DownloadConflictError("the download manager is not running")
+        return await self._plan(request, _token_of(request))
+
     async def retry(self, download_id: str) -> DownloadJob:
         """Run a failed or cancelled job again; it resumes from the verified bytes on disk.
 
