@@ -301,6 +301,35 @@ async def test_per_gpu_budgets_on_discrete_gpus(model_root: Path) -> None:
     assert error_of(elsewhere)[:2] == (422, "spec_rejected")
 
 
+async def test_an_adopted_model_is_charged_to_the_gpus_it_was_given(model_root: Path) -> None:
+    async def two_gpus() -> list[GpuMemory]:
+        return [GpuMemory(index=i, uuid=f"GPU-{i}", name="H200", total_mib=16 * 1024) for i in (0, 1)]
+
+    on_gpu0 = GpuSelection(mode="uuids", uuids=["GPU-0"])
+    on_gpu1 = GpuSelection(mode="uuids", uuids=["GPU-1"])
+    containers = FakeDriver()  # what runs outlives the agent: the second agent adopts model a from it
+    before = make_node(model_root, containers=containers, gpu_probe=two_gpus, total_gib=512)
+    async with before.client, before.services:
+        first = await before.client.post(
+            "/models/a/start", json=body(container_spec("a", budget_gib=8, gpus=on_gpu0))
+        )
+    after = make_node(model_root, containers=containers, gpu_probe=two_gpus, total_gib=512)
+    async with after.client, after.services:
+        beside = await after.client.post(
+            "/models/b/start", json=body(container_spec("b", budget_gib=8, gpus=on_gpu1))
+        )
+        over = await after.client.post(
+            "/models/c/start", json=body(container_spec("c", budget_gib=8, gpus=on_gpu0))
+        )
+        listed = await after.client.get("/models")
+    assert first.status_code == 200
+    assert beside.status_code == 200, beside.text
+    assert error_of(over)[:2] == (409, "admission_refused")
+    assert "GPU-0" in over.json()["error"]["message"]
+    adopted = next(status for status in StatusList.from_wire(listed.json()).models if status.id == "a")
+    assert adopted.gpus == on_gpu0
+
+
 async def test_one_start_at_a_time_on_unified_memory(model_root: Path) -> None:
     built = make_node(model_root, containers=FakeDriver(start_state=ModelState.STARTING))
     async with built.client, built.services:

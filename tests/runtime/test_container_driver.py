@@ -18,8 +18,10 @@ from tests._support.docker_image import RUN_LABEL
 from tests._support.polling import wait_for_state
 from tests.fakes.fake_vllm import START_LINE
 
-from mirbad_protocol import ContainerLaunch, ModelState
+from mirbad_protocol import ContainerLaunch, GpuSelection, ModelState
 from mirbad_runtime import MODEL_LABEL, ContainerDriver, ContainerDriverConfig, GpuOwner, container_name
+from mirbad_runtime._container_spec import create_arguments
+from mirbad_runtime._docker_calls import ensure_network
 from mirbad_runtime.exceptions import ImagePullError, LaunchRejectedError, ModelNotFoundError
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
@@ -185,6 +187,25 @@ async def test_a_new_driver_adopts_the_running_container(
     assert adopted[spec.model_id].served_name == spec.served_name
     assert (again.state, again.port) == (ModelState.READY, started.port)
     assert count == 1
+
+
+async def test_a_new_driver_reads_the_gpus_back_from_the_device_request(
+    config: ContainerDriverConfig, image: str, run_id: str, docker_client: Any
+) -> None:
+    # Created with the exact arguments a GPU node's driver sends, never started: this dockerd has no
+    # NVIDIA runtime, but it keeps the device request, and that is what an agent restart reads back.
+    spec = _spec(image, run_id, "ongpu", gpus=GpuSelection(mode="uuids", uuids=["GPU-1", "GPU-3"]))
+    ensure_network(docker_client, config.network)
+    docker_client.containers.create(
+        **create_arguments(spec, replace(config, gpus=True), config.port_range_start)
+    )
+
+    async with ContainerDriver(config) as restarted_agent:
+        adopted = {status.id: status for status in await restarted_agent.adopt()}
+        await restarted_agent.stop(spec.model_id)
+
+    assert adopted[spec.model_id].gpus == spec.gpus
+    assert _containers(docker_client, spec.model_id) == []
 
 
 async def test_an_agent_on_another_network_neither_adopts_nor_stops_the_model(

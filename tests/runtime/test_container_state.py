@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from mirbad_protocol import ModelState
-from mirbad_runtime._container_state import status_from_container
+from mirbad_protocol import GpuSelection, ModelState
+from mirbad_runtime._container_state import gpus_of_container, status_from_container
 
 LABELS = {
     "mirbad.model": "qwen3-8b",
@@ -84,3 +84,32 @@ def test_a_dead_container_carries_its_exit_code_and_last_20_log_lines() -> None:
     assert status.error is not None
     assert status.error.splitlines() == ["the container exited with code 137: OOM killed", *lines[10:]]
     assert status.started_at is None
+
+
+_BY_UUID = {"Driver": "nvidia", "Count": 0, "DeviceIDs": ["GPU-a", "GPU-b"], "Capabilities": [["gpu"]]}
+# What ``docker create --gpus device=GPU-c`` stores: no driver, the capability alone.
+_BY_CLI = {"Driver": "", "Count": 0, "DeviceIDs": ["GPU-c"], "Capabilities": [["gpu"]], "Options": {}}
+_ALL = {"Driver": "nvidia", "Count": -1, "DeviceIDs": None, "Capabilities": [["gpu"]]}
+_TWO = {"Driver": "nvidia", "Count": 2, "Capabilities": [["gpu"]]}
+_OTHER = {"Driver": "cdi", "DeviceIDs": ["vendor.com/fpga=0"], "Capabilities": [["fpga"]]}
+
+
+@pytest.mark.parametrize(
+    ("requests", "expected"),
+    [
+        ([_BY_UUID], GpuSelection(mode="uuids", uuids=["GPU-a", "GPU-b"])),
+        ([_BY_UUID, _BY_CLI], GpuSelection(mode="uuids", uuids=["GPU-a", "GPU-b", "GPU-c"])),
+        ([_ALL], None),
+        ([_TWO], None),
+        (None, GpuSelection(mode="none")),
+        ([_OTHER], GpuSelection(mode="none")),
+    ],
+    ids=["uuids", "two-requests", "all", "by-count", "no-request", "not-a-gpu"],
+)
+def test_the_gpus_of_a_container_come_from_its_device_requests(
+    requests: list[dict[str, Any]] | None, expected: GpuSelection | None
+) -> None:
+    attrs = {**_attrs("running"), "HostConfig": {"DeviceRequests": requests}}
+
+    assert gpus_of_container(attrs) == expected
+    assert status_from_container(attrs, healthy=True).gpus == expected

@@ -8,6 +8,7 @@ Nothing listens on the models' ports, so a running model reads Starting, never R
 from __future__ import annotations
 
 import hashlib
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests._support.asgi_server import free_port
 
-from mirbad_protocol import ExecutableRef, ModelState, ProcessLaunch
+from mirbad_protocol import ExecutableRef, GpuSelection, ModelState, ProcessLaunch
 from mirbad_runtime import (
     CatalogedExecutable,
     ExecutableCatalog,
@@ -71,7 +72,7 @@ def _driver(root: Path, host: FakeProcessHost) -> ProcessDriver:
     )
 
 
-def _spec(model_id: str) -> ProcessLaunch:
+def _spec(model_id: str, **changes: Any) -> ProcessLaunch:
     fields: dict[str, Any] = {
         "model_id": model_id,
         "served_name": f"{model_id}-served",
@@ -81,6 +82,7 @@ def _spec(model_id: str) -> ProcessLaunch:
         "budget_gib": 1.0,
         "config_hash": "0123456789abcdef",
         "executable": ExecutableRef(name="llama-server", version="1"),
+        **changes,
     }
     return ProcessLaunch(**fields)
 
@@ -199,3 +201,24 @@ async def test_a_host_failing_during_a_listing_raises_the_documented_error_itsel
         host.answering = True
         await driver.stop("a")
         await driver.stop("b")
+
+
+@pytest.mark.anyio
+async def test_a_process_runs_on_its_gpus_and_a_new_driver_reads_them_back(tmp_path: Path) -> None:
+    host = FakeProcessHost()
+    root = _workspace(tmp_path)
+    placed = GpuSelection(mode="uuids", uuids=["GPU-1", "GPU-3"])
+    async with _driver(root, host) as driver:
+        await driver.start(_spec("a", gpus=placed))
+        await driver.start(_spec("b"))
+    async with _driver(root, host) as restarted_agent:
+        adopted = {status.id: status for status in await restarted_agent.adopt()}
+        for model_id in MODELS:
+            await restarted_agent.stop(model_id)
+
+    [spawned_a] = [p for p in host.processes.values() if p.log_path.name == "a.log"]
+    [spawned_b] = [p for p in host.processes.values() if p.log_path.name == "b.log"]
+    assert spawned_a.env["CUDA_VISIBLE_DEVICES"] == "GPU-1,GPU-3"
+    # A model on all GPUs gets the agent's own CUDA_VISIBLE_DEVICES (if any), not one of the driver's.
+    assert spawned_b.env.get("CUDA_VISIBLE_DEVICES") == os.environ.get("CUDA_VISIBLE_DEVICES")
+    assert (adopted["a"].gpus, adopted["b"].gpus) == (placed, None)

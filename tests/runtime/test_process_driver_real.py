@@ -26,7 +26,7 @@ from tests._support.processes import kill_recorded_processes, llama_servers_on, 
 from tests._support.real_parts import llama_server_path
 from tests._support.tiny_gguf import TINY_MODEL_PATH
 
-from mirbad_protocol import ExecutableRef, ModelState, ProcessLaunch
+from mirbad_protocol import ExecutableRef, GpuSelection, ModelState, ProcessLaunch
 from mirbad_runtime import GpuOwner, ProcessDriver, ProcessRecord, sha256_of_file
 from mirbad_runtime._process_host_posix import linux_identity
 
@@ -163,6 +163,27 @@ async def test_a_new_driver_adopts_the_running_model_without_a_second_process(
     assert servers == [original.pid]
     assert answer.status_code == 200, answer.text
     assert linux_identity(original.pid) is None
+
+
+async def test_a_real_llama_server_on_chosen_gpus_gets_them_and_a_successor_reads_them_back(
+    driver: ProcessDriver, spec: ProcessLaunch, settings: dict[str, Any]
+) -> None:
+    # This llama-server is a CPU build and the machine has no GPU: what is checked is the environment
+    # the real process runs with, and that the next agent reads the choice back from the record.
+    placed = GpuSelection(mode="uuids", uuids=["GPU-1", "GPU-3"])
+    await driver.start(spec.model_copy(update={"gpus": placed}))
+    await _wait_for(driver, spec.model_id, ModelState.READY)
+    record = await _only_record(driver)
+    environ = (await anyio.Path(f"/proc/{record.pid}/environ").read_bytes()).split(b"\0")
+    await driver.aclose()
+
+    async with driver_from(settings) as successor:
+        adopted = {status.id: status for status in await successor.adopt()}
+        await successor.stop(spec.model_id)
+
+    assert b"CUDA_VISIBLE_DEVICES=GPU-1,GPU-3" in environ
+    assert adopted[spec.model_id].state is ModelState.READY
+    assert adopted[spec.model_id].gpus == placed
 
 
 async def test_the_model_outlives_a_killed_agent_and_the_next_agent_adopts_it(

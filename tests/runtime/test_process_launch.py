@@ -6,8 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from syrupy.assertion import SnapshotAssertion
 
-from mirbad_protocol import ExecutableRef, ProcessLaunch
+from mirbad_protocol import ExecutableRef, GpuSelection, ProcessLaunch
 from mirbad_runtime import ProcessDriverConfig
 from mirbad_runtime._process_launch import (
     check_owned_flags,
@@ -122,6 +123,28 @@ def test_a_spec_may_not_set_the_key_variable() -> None:
         child_environment(
             _spec(env={"LLAMA_API_KEY": "x"}), inherit=False, key_variable="LLAMA_API_KEY", key="k"
         )
+
+
+@pytest.mark.parametrize(
+    "gpus",
+    [GpuSelection(mode="uuids", uuids=["GPU-1", "GPU-3"]), GpuSelection(mode="none"), GpuSelection()],
+    ids=["uuids", "none", "all"],
+)
+def test_the_gpu_selection_reaches_llama_server_as_cuda_visible_devices(
+    gpus: GpuSelection, snapshot_json: SnapshotAssertion
+) -> None:
+    env = child_environment(
+        _spec(gpus=gpus, env={"GGML_X": "1"}), inherit=False, key_variable="LLAMA_API_KEY", key="k"
+    )
+
+    assert env == snapshot_json
+
+
+def test_a_spec_on_chosen_gpus_may_not_set_cuda_visible_devices() -> None:
+    spec = _spec(gpus=GpuSelection(mode="uuids", uuids=["GPU-1"]), env={"CUDA_VISIBLE_DEVICES": "0"})
+
+    with pytest.raises(LaunchRejectedError, match="CUDA_VISIBLE_DEVICES"):
+        child_environment(spec, inherit=False, key_variable=None, key=None)
 
 
 @pytest.mark.parametrize(

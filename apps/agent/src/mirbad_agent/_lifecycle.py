@@ -38,7 +38,8 @@ class ModelLifecycle:
         self._runtimes = runtimes
         self._admission = admission
         self._ring = ring
-        # GPU selections of the models this agent started; an adopted model counts on every GPU.
+        # GPU selections of the models this agent started; an adopted model's come from its status
+        # (read back from what runs), and a model that reports none counts on every GPU.
         self._placements: dict[str, GpuSelection] = {}
         self._launching: set[str] = set()
 
@@ -139,7 +140,9 @@ class ModelLifecycle:
 
     async def _budgets(self) -> list[ModelBudget]:
         return [
-            ModelBudget(status.id, status.budget_gib, self._placements.get(status.id, GpuSelection()))
+            ModelBudget(
+                status.id, status.budget_gib, self._placements.get(status.id) or status.gpus or GpuSelection()
+            )
             for status in await self._runtimes.list_statuses()
             if status.state in _HOLDING and status.budget_gib is not None
         ]

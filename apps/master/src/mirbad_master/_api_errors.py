@@ -69,6 +69,7 @@ from .exceptions import (
     NodeHasModelsError,
     NotSignedInError,
     TooManyAttemptsError,
+    UnknownGpuError,
 )
 
 __all__ = [
@@ -91,6 +92,7 @@ _TABLE: Final[Sequence[tuple[type[Exception], AdminErrorCode]]] = (
     (TooManyAttemptsError, _C.TOO_MANY_ATTEMPTS),
     (NotSignedInError, _C.UNAUTHORIZED),
     (ModelExistsError, _C.MODEL_EXISTS),
+    (UnknownGpuError, _C.UNKNOWN_GPU),
     (LocalNodeError, _C.LOCAL_NODE),
     (NodeHasModelsError, _C.NODE_HAS_MODELS),
     (DuplicateServedNameError, _C.SERVED_NAME_TAKEN),
@@ -169,8 +171,10 @@ _STATUS_DESCRIPTIONS: Final = {
     "`insufficient_space`, `model_files_missing` (the model's files are not on its node), "
     "`backup_failed` (the backup could not be written: no backup directory set, the directory missing, "
     "a full disk; the message says why)",
-    422: "`spec_rejected`: the node cannot run this launch at all; `unknown_preset`: the message lists "
-    "the presets; `preset_not_for_model`: a reranker, or a preset for the other kind of model; "
+    422: "`spec_rejected`: the node cannot run this launch at all; `unknown_gpu`: a placement names a GPU "
+    "its node does not report (`field` is `placement.gpuUuids`, `nodeId` the node); "
+    "`unknown_preset`: the message lists the presets; `preset_not_for_model`: a reranker, or a preset "
+    "for the other kind of model; "
     "`passphrase_too_short`: a backup passphrase under 12 characters (`field` is `passphrase`); "
     "`invalid_backup`: not a backup this master restores, over 64 MiB, or a passphrase that does not open "
     "it (`field` names what); `mount_failed`, `mount_busy`: the backup share did not mount, or is in use",

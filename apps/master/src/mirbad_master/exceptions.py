@@ -6,7 +6,8 @@ The tree of its exceptions, each under its first base here (one with more bases 
     ├── ChangeRefusedError
     │   ├── ModelExistsError(InvalidFieldError, ChangeRefusedError)
     │   ├── LocalNodeError
-    │   └── NodeHasModelsError
+    │   ├── NodeHasModelsError
+    │   └── UnknownGpuError(InvalidFieldError, ChangeRefusedError)
     ├── ApiError
     ├── NotSignedInError
     │   ├── WrongPasswordError
@@ -48,6 +49,7 @@ __all__ = [
     "ServeError",
     "StartPausedError",
     "TooManyAttemptsError",
+    "UnknownGpuError",
     "WrongPasswordError",
 ]
 
@@ -94,6 +96,25 @@ class NodeHasModelsError(ChangeRefusedError):
     def __init__(self, node_id: str, message: str) -> None:
         super().__init__(message)
         self.node_id = node_id
+
+
+class UnknownGpuError(InvalidFieldError, ChangeRefusedError):
+    """A placement names a GPU its node does not report (422 ``unknown_gpu``, field ``placement.gpuUuids``).
+
+    Attributes:
+        node_id: the placement's node.
+        gpu_uuid: the first UUID the node does not report.
+        known: the UUIDs the node reports, in its order.
+    """
+
+    def __init__(self, node_id: str, gpu_uuid: str, known: list[str]) -> None:
+        listed = ", ".join(known) if known else "none: it has no discrete GPUs"
+        super().__init__(
+            "placement.gpuUuids", f"node {node_id!r} reports no GPU {gpu_uuid!r} (its GPUs: {listed})"
+        )
+        self.node_id = node_id
+        self.gpu_uuid = gpu_uuid
+        self.known = known
 
 
 class ApiError(MasterError):

@@ -56,6 +56,9 @@ class AdminErrorCode(StrEnum):
     """The node refused a start for now."""
     REQUEST_TOO_LARGE = "request_too_large"
     """The request's body is too large."""
+    UNKNOWN_GPU = "unknown_gpu"
+    """A placement names a GPU its node does not report (``field`` is ``placement.gpuUuids``, ``nodeId``
+    names the node; the message lists the node's GPUs)."""
     SPEC_REJECTED = "spec_rejected"
     """The node cannot run the launch at all (no such runtime, executable or model file)."""
     TOO_MANY_ATTEMPTS = "too_many_attempts"
@@ -194,6 +197,7 @@ _HTTP_STATUS: Final = {
     AdminErrorCode.BACKUP_FAILED: 409,
     AdminErrorCode.REQUEST_TOO_LARGE: 413,
     AdminErrorCode.SPEC_REJECTED: 422,
+    AdminErrorCode.UNKNOWN_GPU: 422,
     AdminErrorCode.TOO_MANY_ATTEMPTS: 429,
     AdminErrorCode.INTERNAL_ERROR: 500,
     AdminErrorCode.STORAGE_ERROR: 500,

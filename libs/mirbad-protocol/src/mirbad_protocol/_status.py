@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from ._definition import RuntimeKind
+from ._launch import GpuSelection
 from ._wire import WireModel
 
 __all__ = ["GpuMemory", "MemorySnapshot", "ModelMetrics", "ModelState", "ModelStatus", "RouterModelStats"]
@@ -48,6 +49,10 @@ class ModelStatus(WireModel):
     # What the running instance runs with, read back by its node: a container's command (vLLM's
     # arguments), a native process's command line without the executable. None: unknown or older agent.
     argv: list[str] | None = None
+    # The GPUs the running instance was given, read back by its node (a container's device request, a
+    # native process's record), so admission charges an adopted model to those GPUs only. None: all of
+    # them, or unknown (an older agent); either way admission counts the model on every GPU.
+    gpus: GpuSelection | None = None
     # The master's judgement of a Ready model from its metrics history (never an agent's): Stalled
     # (requests running, nothing generated for a window) or Slow (well under its own recent speed at a
     # similar load), with the figures that made it; absent from every payload while it progresses.

@@ -41,7 +41,7 @@ from ._process_driver import ProcessDriver
 from ._process_host import ProcessHost, ProcessIdentity, platform_process_host
 from ._process_host_posix import PosixProcessHost
 from ._process_host_windows import WindowsProcessHost
-from ._process_launch import ProcessDriverConfig
+from ._process_launch import ProcessDriverConfig, gpu_environment
 from ._process_records import ProcessRecord, ProcessRecordStore
 from ._pull_progress import PullProgress
 from ._telemetry import DEFAULT_RING_CAPACITY, TelemetryRing
@@ -113,6 +113,7 @@ __all__ = [
     "container_gpu_bytes",
     "container_memory_bytes",
     "container_name",
+    "gpu_environment",
     "is_executable_name",
     "is_host_service_container",
     "is_vllm_image",

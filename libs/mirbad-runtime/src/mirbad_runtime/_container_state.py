@@ -8,7 +8,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from mirbad_protocol import ModelState, ModelStatus, RuntimeKind
+from mirbad_protocol import GpuSelection, ModelState, ModelStatus, RuntimeKind
 
 from ._container_spec import (
     BUDGET_LABEL,
@@ -96,7 +96,33 @@ def status_from_container(
         budget_gib=_float_or_none(labels.get(BUDGET_LABEL)),
         started_at=_docker_time(state.get("StartedAt")),
         argv=_command(attrs),
+        gpus=gpus_of_container(attrs),
     )
+
+
+def gpus_of_container(attrs: Mapping[str, Any]) -> GpuSelection | None:
+    """The GPUs an inspected container was given, read from its device requests; None for all of them.
+
+    This is what admission charges an adopted container to: without it a container the agent did not
+    start in this run would count on every GPU. A request by count (``--gpus 2``) names no GPU, so it
+    counts as all of them; a container without a GPU request has none.
+    """
+    requests = (attrs.get("HostConfig") or {}).get("DeviceRequests") or []
+    uuids: list[str] = []
+    for request in requests:
+        if not isinstance(request, Mapping) or not _asks_for_gpus(request):
+            continue
+        ids = [str(uuid) for uuid in request.get("DeviceIDs") or [] if str(uuid).strip()]
+        if not ids:
+            return None
+        uuids.extend(uuid for uuid in ids if uuid not in uuids)
+    return GpuSelection(mode="uuids", uuids=uuids) if uuids else GpuSelection(mode="none")
+
+
+def _asks_for_gpus(request: Mapping[str, Any]) -> bool:
+    capabilities = request.get("Capabilities") or []
+    named = any("gpu" in (group or []) for group in capabilities if isinstance(group, list))
+    return named or request.get("Driver") == "nvidia"
 
 
 def _command(attrs: Mapping[str, Any]) -> list[str] | None:

@@ -4,6 +4,12 @@ The spec's argv holds only the model's own flags. The driver adds what it owns: 
 and port (``--host``/``--port``, appended) and the per-instance API key (an environment variable, never
 an argument, since any local user can read a command line). The process starts in the model root that
 holds its model, so the spec's relative ``--model`` path resolves there.
+
+The spec's GPU selection reaches the process as ``CUDA_VISIBLE_DEVICES`` (the GPUs' UUIDs, or nothing
+for none), not as a server flag: CUDA takes the UUIDs the placement names as they are, while
+llama-server's ``--device CUDA<n>`` counts the GPUs in CUDA's own order, which need not be
+nvidia-smi's; and the variable means the same to every CUDA program the driver may start. A selection
+of all GPUs leaves the variable as the agent's environment has it.
 """
 
 from __future__ import annotations
@@ -15,13 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Final
 
-from mirbad_protocol import ProcessLaunch, RuntimeKind
+from mirbad_protocol import GpuSelection, ProcessLaunch, RuntimeKind
 
 from .exceptions import LaunchRejectedError, ModelPathRejectedError
 
 __all__ = ["ProcessDriverConfig"]
 
 _OWNED_FLAGS: Final = ("--host", "--port", "--api-key", "--api-key-file")
+GPU_VARIABLE: Final = "CUDA_VISIBLE_DEVICES"
+"""The variable that hands a process its GPUs when its spec selects some (or none) of them."""
 _DRIVE: Final = re.compile(r"^[A-Za-z]:")
 
 
@@ -123,14 +131,24 @@ def process_argv(executable: Path, spec: ProcessLaunch, host: str, port: int) ->
 def child_environment(
     spec: ProcessLaunch, *, inherit: bool, key_variable: str | None, key: str | None
 ) -> dict[str, str]:
-    """The model's environment: the agent's (when inherited), the spec's ``env``, then the key."""
+    """The model's environment: the agent's (when inherited), the spec's ``env``, its GPUs, then the key."""
     if key_variable is not None and key_variable in spec.env:
         raise LaunchRejectedError(f"env {key_variable}: the agent sets the instance key itself")
+    if spec.gpus.mode != "all" and GPU_VARIABLE in spec.env:
+        raise LaunchRejectedError(f"env {GPU_VARIABLE}: the agent sets it from the spec's GPU selection")
     env = dict(os.environ) if inherit else {}
     if key_variable is not None:
         # A key in the agent's own environment must never reach a model that should not have it.
         env.pop(key_variable, None)
     env.update(spec.env)
+    env.update(gpu_environment(spec.gpus))
     if key_variable is not None and key is not None:
         env[key_variable] = key
     return env
+
+
+def gpu_environment(selection: GpuSelection) -> dict[str, str]:
+    """The variables that confine a process to ``selection`` (none for all GPUs)."""
+    if selection.mode == "all":
+        return {}
+    return {GPU_VARIABLE: ",".join(selection.uuids) if selection.mode == "uuids" else ""}

@@ -69,6 +69,7 @@ class ProcessObserver:
             budget_gib=record.budget_gib,
             started_at=record.started_at,
             argv=record.argv[1:],
+            gpus=record.gpus,
         )
         if stopping:
             return status

@@ -21,7 +21,14 @@ import anyio
 import anyio.to_thread
 from pydantic import Field, ValidationError
 
-from mirbad_protocol import MODEL_ID_PATTERN, ExecutableRef, ProcessLaunch, RuntimeKind, WireModel
+from mirbad_protocol import (
+    MODEL_ID_PATTERN,
+    ExecutableRef,
+    GpuSelection,
+    ProcessLaunch,
+    RuntimeKind,
+    WireModel,
+)
 from mirbad_protocol.support import remove_stale_temp_files, write_json_atomic
 
 from ._process_host import ProcessIdentity
@@ -56,6 +63,8 @@ class ProcessRecord(WireModel):
         budget_gib: the memory budget the master reserved for it.
         labels: the launch spec's labels.
         started_at: when the agent spawned it (UTC).
+        gpus: the GPUs it was given, read back on adoption; None (and absent from the file) for all of
+            them, as in the records of older agents.
     """
 
     model_id: Annotated[str, Field(pattern=MODEL_ID_PATTERN)]
@@ -74,6 +83,7 @@ class ProcessRecord(WireModel):
     budget_gib: float = Field(alias="budgetGiB")
     labels: dict[str, str] = Field(default_factory=dict)
     started_at: datetime
+    gpus: GpuSelection | None = Field(default=None, exclude_if=lambda value: value is None)
 
     @classmethod
     def of_launch(
@@ -104,6 +114,7 @@ class ProcessRecord(WireModel):
             budget_gib=spec.budget_gib,
             labels=spec.labels,
             started_at=datetime.now(UTC),
+            gpus=None if spec.gpus.mode == "all" else spec.gpus,
         )
 
     @property

@@ -215,6 +215,9 @@ def _status(instance: _Instance) -> ModelStatus:
         config_hash=spec.config_hash,
         budget_gib=spec.budget_gib,
         started_at=instance.started_at,
+        # As a real driver reads it back from what runs, so a second lifecycle over this driver (an
+        # agent restart) adopts the model with its GPUs.
+        gpus=None if spec.gpus.mode == "all" else spec.gpus,
     )
 
 

@@ -8,6 +8,7 @@ that runs does not restart it: the Models page then offers the restart with the 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, Final
 from urllib.parse import quote
 
@@ -17,6 +18,7 @@ from nicegui.elements.mixins.value_element import ValueElement
 
 from mirbad_master._composition import MasterServices
 from mirbad_master.downloads.panels import render_source_downloads
+from mirbad_master.exceptions import UnknownGpuError
 from mirbad_master.nodes.views import CATALOGUE_FIX
 from mirbad_master.ui._fleet import tags_param
 from mirbad_master.ui._marks import code_block, link_button, testid
@@ -30,6 +32,7 @@ from mirbad_protocol.agent import ProcessRuntimeInfo
 
 from . import actions
 from ._form import FORM_FIELDS, FormCheck, check_form, form_from_definition
+from ._gpu_placement import GPUS_FIELD, check_gpu_placement, gpu_options, node_gpus
 
 __all__ = [
     "ANY_NODE",
@@ -63,6 +66,7 @@ NEW_MODEL_DEFAULTS: Final[dict[str, Any]] = {
     "extraArgs": "",
     "tags": [],
     "nodeId": "",
+    "gpuUuids": [],
     "autoStart": False,
     "autoStartOnRequest": False,
 }
@@ -84,6 +88,7 @@ _LABELS: Final = {
     "extraArgs": "Extra arguments (passed as written)",
     "tags": "Tags",
     "nodeId": "Node",
+    "gpuUuids": "GPUs (empty: all of the node's)",
 }
 _SWITCHES: Final = {
     "autoStart": "Start when its node comes up",
@@ -146,12 +151,21 @@ def node_options(nodes: list[str], current: str, default_node: str) -> dict[str,
     return options
 
 
-def total_gib_for(services: MasterServices, definition: ModelDefinition | None, node_id: str) -> float:
-    """The memory vLLM's utilization is computed from on the model's node (a default when unknown)."""
+def total_gib_for(
+    services: MasterServices,
+    definition: ModelDefinition | None,
+    node_id: str,
+    gpus: Sequence[str] | None = None,
+) -> float:
+    """The memory vLLM's utilization is computed from on the model's node (a default when unknown).
+
+    ``gpus`` are the GPUs the form chooses now; None takes the saved definition's.
+    """
     state = services.cache.node(node_id or services.runtime.default_node_id)
     if state is None or state.memory is None:
         return DEFAULT_TOTAL_GIB
-    gpus = definition.placement.gpu_uuids if definition and definition.placement else []
+    if gpus is None:
+        gpus = definition.placement.gpu_uuids if definition and definition.placement else []
     return launch_total_gib(state.memory, gpus)
 
 
@@ -173,9 +187,12 @@ async def render_model_editor(portal: Portal, model_id: str | None, tags: list[s
     title = f"Edit {model_id}" if model_id else "New model"
     ui.label(title).classes("text-h5")
     inputs: dict[str, ValueElement[Any]] = {}
+    gpus = gpu_options(
+        node_gpus(services, str(values.get("nodeId") or "")), list(values.get("gpuUuids") or [])
+    )
     with ui.card().classes("w-full"):
         with ui.grid(columns=2).classes("w-full gap-x-6 gap-y-1"):
-            _inputs(inputs, values, base is not None, executables, nodes)
+            _inputs(inputs, values, base is not None, executables, {"nodeId": nodes, "gpuUuids": gpus})
         suggested = testid(ui.row().classes("items-center gap-1"), "tag-suggestions")
         if not any(exe.startswith("llama-server@") for exe in executables):
             missing = ui.label(f"No node catalogues a llama-server yet: {CATALOGUE_FIX}.")
@@ -199,8 +216,9 @@ async def render_model_editor(portal: Portal, model_id: str | None, tags: list[s
     async def check() -> FormCheck:
         current = {name: element.value for name, element in inputs.items()}
         others = await services.models.list()
-        total = total_gib_for(services, base, str(current.get("nodeId") or ""))
-        result = check_form(current, others, base=base, total_gib=total)
+        chosen = [str(uuid) for uuid in current.get("gpuUuids") or []]
+        total = total_gib_for(services, base, str(current.get("nodeId") or ""), chosen)
+        result = _with_gpu_check(services, check_form(current, others, base=base, total_gib=total))
         for name, element in inputs.items():
             if isinstance(element, ValidationElement):
                 element.error = result.errors.get(name) if name in touched else None
@@ -240,7 +258,7 @@ async def render_model_editor(portal: Portal, model_id: str | None, tags: list[s
         try:
             stored = await save_it(services, result.definition, PORTAL_ACTOR)
         except Exception as exc:  # under its field where the form has one, else as /api words it
-            show_under_field(exc, inputs)
+            show_under_field(exc, {**inputs, GPUS_FIELD: inputs["gpuUuids"]})
             return
         ui.notify(f"{stored.id} saved", type="positive")
         # Replace the editor's entry: Back then leaves the saved model rather than reopening its form.
@@ -253,11 +271,32 @@ async def render_model_editor(portal: Portal, model_id: str | None, tags: list[s
 
         element.on_value_change(changed)
 
+    def offer_node_gpus() -> None:
+        # Another node has other GPUs: offer its own, keeping only the chosen ones it reports.
+        gpus = node_gpus(services, str(inputs["nodeId"].value or ""))
+        reported = {gpu.uuid for gpu in gpus or []}
+        kept = [uuid for uuid in inputs["gpuUuids"].value or [] if uuid in reported]
+        picker = inputs["gpuUuids"]
+        assert isinstance(picker, ui.select)
+        picker.set_options(gpu_options(gpus, kept), value=kept)
+
+    inputs["nodeId"].on_value_change(offer_node_gpus)
     for name, element in inputs.items():
         watch(name, element)
     _runtime_dependent(inputs)
     saving.on_click(save)
     await check()
+
+
+def _with_gpu_check(services: MasterServices, result: FormCheck) -> FormCheck:
+    """``result``, or the GPU input's message where its node does not report a chosen GPU."""
+    if result.definition is None:
+        return result
+    try:
+        check_gpu_placement(services, result.definition)
+    except UnknownGpuError as exc:
+        return FormCheck(None, {"gpuUuids": exc.reason})
+    return result
 
 
 def _runtime_dependent(inputs: dict[str, ValueElement[Any]]) -> None:
@@ -280,12 +319,13 @@ def _inputs(
     values: dict[str, Any],
     editing: bool,
     executables: list[str],
-    nodes: dict[str, str],
+    choices: dict[str, dict[str, str]],
 ) -> None:
+    """Build the inputs; ``choices`` are the options of the placement's selects (``nodeId``, ``gpuUuids``)."""
     for name in FORM_FIELDS:
         if name in _SWITCHES:
             continue
-        inputs[name] = _input(name, values.get(name), executables, nodes)
+        inputs[name] = _input(name, values.get(name), executables, choices)
         testid(inputs[name], f"field-{name}")
     if editing:
         inputs["id"].props["readonly"] = True
@@ -295,7 +335,9 @@ def _inputs(
             testid(inputs[name], f"field-{name}")
 
 
-def _input(name: str, value: Any, executables: list[str], nodes: dict[str, str]) -> ValueElement[Any]:
+def _input(
+    name: str, value: Any, executables: list[str], choices: dict[str, dict[str, str]]
+) -> ValueElement[Any]:
     label = _LABELS[name]
     element: ValidationElement[Any]
     if name == "runtime":
@@ -305,7 +347,11 @@ def _input(name: str, value: Any, executables: list[str], nodes: dict[str, str])
         element = ui.select(options, label=label, value=value or None, new_value_mode="add-unique")
         element.props("use-input hide-selected fill-input input-debounce=0 clearable")
     elif name == "nodeId":
-        element = ui.select(nodes, label=label, value=value or "")
+        element = ui.select(choices["nodeId"], label=label, value=value or "")
+    elif name == "gpuUuids":
+        # The node's GPUs as its telemetry reports them (UUID, name, memory); none chosen = all.
+        element = ui.select(choices["gpuUuids"], label=label, value=list(value or []), multiple=True)
+        element.props("use-chips clearable")
     elif name == "tags":
         # The catalogue's tags to pick from (with their labels); a slug of one's own is typed in.
         current = list(value or [])

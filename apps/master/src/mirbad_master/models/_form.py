@@ -49,10 +49,12 @@ FORM_FIELDS: Final = (
     "extraArgs",
     "tags",
     "nodeId",
+    "gpuUuids",
     "autoStart",
     "autoStartOnRequest",
 )
-"""The editor's inputs, by wire name (``executable`` is ``name@version``, ``extraArgs`` one line)."""
+"""The editor's inputs, by wire name (``executable`` is ``name@version``, ``extraArgs`` one line,
+``nodeId`` and ``gpuUuids`` the placement's)."""
 
 PROGRAMS: Final = {"vllm": "vllm serve", "llamacpp": "llama-server", "mlx": "mlx_lm.server"}
 """What each runtime's arguments follow in the preview."""
@@ -91,6 +93,7 @@ def form_from_definition(definition: ModelDefinition) -> dict[str, Any]:
     values["executable"] = f"{exe.name}@{exe.version}" if exe is not None else ""
     values["extraArgs"] = shlex.join(definition.extra_args)
     values["nodeId"] = definition.placement.node_id if definition.placement else ""
+    values["gpuUuids"] = list(definition.placement.gpu_uuids) if definition.placement else []
     return values
 
 
@@ -114,7 +117,10 @@ def definition_from_form(
     _put_extra_args(data, values, errors)
     data["tags"] = _tags(values.get("tags"))
     node = _text(values.get("nodeId"))
-    data["placement"] = {"nodeId": node, **_gpus(base)} if node else None
+    gpus = _gpus(values, base)
+    if gpus and not node:
+        errors["gpuUuids"] = "GPUs belong to one node: choose the node first"
+    data["placement"] = {"nodeId": node, **({"gpuUuids": gpus} if gpus else {})} if node else None
     if data.get("runtime", "vllm") != "vllm":
         data.pop("image", None)
     try:
@@ -215,9 +221,12 @@ def _tags(value: Any) -> list[str]:
     return [str(item) for item in value or []]
 
 
-def _gpus(base: ModelDefinition | None) -> dict[str, Any]:
+def _gpus(values: Mapping[str, Any], base: ModelDefinition | None) -> list[str]:
+    """The chosen GPUs; a caller without the GPU input keeps the saved ones."""
+    if "gpuUuids" in values:
+        return [str(uuid) for uuid in values.get("gpuUuids") or []]
     placement = base.placement if base is not None else None
-    return {"gpuUuids": list(placement.gpu_uuids)} if placement and placement.gpu_uuids else {}
+    return list(placement.gpu_uuids) if placement else []
 
 
 def _field_message(error: Any) -> tuple[str, str]:
@@ -235,6 +244,8 @@ def _field_message(error: Any) -> tuple[str, str]:
 def _input_of(path: str) -> str:
     """The editor input a wire path belongs to (``executable.name`` -> ``executable``)."""
     head = re.split(r"[.\[]", path, maxsplit=1)[0]
+    if path.startswith("placement.gpuUuids"):
+        return "gpuUuids"
     if head == "placement":
         return "nodeId"
     if path.startswith("-"):

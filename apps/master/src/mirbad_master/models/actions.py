@@ -17,6 +17,7 @@ from mirbad_master.exceptions import ModelExistsError
 from mirbad_orchestration import UnknownModelError, normalize_definition
 from mirbad_protocol import ModelDefinition, ModelStatus
 
+from ._gpu_placement import check_gpu_placement
 from ._memory_estimate import check_memory_estimate
 
 __all__ = [
@@ -61,9 +62,11 @@ async def create_model(services: MasterServices, definition: ModelDefinition, ac
         ModelExistsError: the id is taken.
         InvalidFieldError: a field breaks a registry rule (``DuplicateServedNameError``: the served
             name is taken), or a llama.cpp budget is below its memory estimate (``memoryBudgetGiB``).
+        UnknownGpuError: the placement names a GPU its node does not report.
         RegistryError: the registry cannot be written.
     """
     check_lifted_flags(definition)
+    check_gpu_placement(services, definition)
     # Outside the registry lock: it waits for the node to read the GGUF header.
     await check_memory_estimate(services, definition)
     # The id check and the write are one step, whether the API or the portal asks (or both at once).
@@ -84,9 +87,11 @@ async def update_model(services: MasterServices, definition: ModelDefinition, ac
         ModelHeldByJobError: a tuning run holds the model (its restart would undo the edit).
         InvalidFieldError: a field breaks a registry rule, or a llama.cpp budget is below its memory
             estimate (``memoryBudgetGiB``).
+        UnknownGpuError: the placement names a GPU its node does not report.
         RegistryError: the registry cannot be written.
     """
     check_lifted_flags(definition)
+    check_gpu_placement(services, definition)
     await check_memory_estimate(services, definition)
     async with services.registry_lock:  # a delete in between must not be undone by this write
         await services.models.get(definition.id)

@@ -76,7 +76,7 @@ def models_router(services: MasterServices) -> APIRouter:
         status_code=201,
         response_model=ModelView,
         summary="Register a model",
-        responses=refusals(409, 507),
+        responses=refusals(409, 422, 507),  # 422: its placement names a GPU its node does not report
     )
     async def create_model(definition: _Definition, request: Request) -> Response:
         stored = await actions.create_model(services, definition, actor_of(request))
@@ -92,7 +92,7 @@ def models_router(services: MasterServices) -> APIRouter:
         "/{model_id}",
         response_model=ModelView,
         summary="Replace a model's definition",
-        responses=refusals(409, 507),
+        responses=refusals(409, 422, 507),  # 422: its placement names a GPU its node does not report
     )
     async def update_model(model_id: str, definition: _Definition, request: Request) -> Response:
         if definition.id != model_id:
