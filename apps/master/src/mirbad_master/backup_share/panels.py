@@ -48,18 +48,19 @@ def share_form_body(fields: dict[str, str]) -> dict[str, Any]:
 
 def render_backup_destination(services: MasterServices) -> None:
     """The destination card: its status line and the share's form with Test, Apply and Disconnect."""
-    with testid(ui.card(), "backup-destination"):
+    with testid(ui.card().classes("w-full"), "backup-destination"):
         ui.label("Backup destination").classes("text-h6")
         status_line = testid(ui.label(""), "backup-destination-status")
-        kind = testid(ui.select(list(BACKUP_SHARE_KINDS), value="cifs", label="Kind"), "share-kind")
-        inputs = {
-            "server": testid(ui.input("Server"), "share-server"),
-            "share": testid(ui.input("Share (cifs) or export (nfs)"), "share-share"),
-            "username": testid(ui.input("Account (cifs)"), "share-username"),
-            "password": testid(ui.input("Password (cifs)", password=True), "share-password"),
-            "domain": testid(ui.input("Domain (optional)"), "share-domain"),
-            "version": testid(ui.input("Version (optional)"), "share-version"),
-        }
+        with ui.grid(columns=2).classes("w-full gap-x-4"):
+            kind = testid(ui.select(list(BACKUP_SHARE_KINDS), value="cifs", label="Kind"), "share-kind")
+            inputs = {
+                "server": testid(ui.input("Server"), "share-server"),
+                "share": testid(ui.input("Share (cifs) or export (nfs)"), "share-share"),
+                "username": testid(ui.input("Account (cifs)"), "share-username"),
+                "password": testid(ui.input("Password (cifs)", password=True), "share-password"),
+                "domain": testid(ui.input("Domain (optional)"), "share-domain"),
+                "version": testid(ui.input("Version (optional)"), "share-version"),
+            }
 
         def body() -> dict[str, Any]:
             texts = {name: str(field.value or "") for name, field in inputs.items()}
