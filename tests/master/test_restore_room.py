@@ -22,7 +22,7 @@ from tests.orchestration._fake_agent import FakeAgent
 from mirbad_master._api_errors import Refusal
 from mirbad_master.restore import actions
 from mirbad_master.restore._upload import BackupUpload
-from mirbad_master.restore.panels import model_line
+from mirbad_master.restore.panels import model_line, preview_line
 from mirbad_master.ui._refusals import PORTAL_ACTOR
 from mirbad_orchestration.backups import BackupContents, BackupSecrets, MasterIdentity, encode_backup
 from mirbad_protocol import ModelDefinition, ModelSource, Placement
@@ -30,6 +30,7 @@ from mirbad_protocol.admin import ApiKeyRecord
 from mirbad_protocol.restore import (
     BACKUP_PASSPHRASE_HEADER,
     MAX_BACKUP_BYTES,
+    ModelPreview,
     RestoreJobView,
     RestoreModelProgress,
 )
@@ -229,3 +230,20 @@ def test_a_models_progress_in_words() -> None:
     )
     assert model_line(downloading) == "qwen on gpu-1: downloading qwen (40 of 100 bytes)"
     assert model_line(refused) == "big on gpu-1: left stopped: 8 GiB do not fit"
+
+
+def test_a_previewed_model_in_words() -> None:
+    changed = ModelPreview(
+        id="qwen",
+        served_name="Qwen3",
+        change="changed",
+        changed_fields=["maxModelLen", "tags"],
+        folders_present=True,
+    )
+    missing = ModelPreview(
+        id="big", served_name="big", change="new", folders_present=False, download_bytes=4096
+    )
+    manual = ModelPreview(id="own", served_name="own", change="identical", needs_manual_steps=True)
+    assert preview_line(changed) == "qwen (Qwen3): changed (maxModelLen, tags); folders present"
+    assert preview_line(missing) == "big (big): new; folders missing: to download (4096 bytes)"
+    assert preview_line(manual) == "own (own): identical; folders missing, no source: needs manual steps"

@@ -56,6 +56,7 @@ STEP_WORDS: Final = {
     "cancelled": "cancelled",
 }
 """Each model step in words."""
+_FORM_SLACK: Final = 64 * 1024  # an upload's multipart boundaries and headers
 
 
 def model_line(progress: RestoreModelProgress) -> str:
@@ -144,6 +145,9 @@ async def render_restore_upload(portal: Portal, started: Callable[[], Awaitable[
     """
     services = portal.services
     chosen: dict[str, bytes] = {}
+    # The portal's upload is held to the master's body cap, under the restore routes' own 64 MiB.
+    cap = services.settings.max_api_body_bytes
+    limit = min(MAX_BACKUP_BYTES, max(cap - _FORM_SLACK, cap // 2))
 
     def upload() -> BackupUpload:
         return BackupUpload(chosen["raw"], str(phrase.value or "") or None)
@@ -202,8 +206,14 @@ async def render_restore_upload(portal: Portal, started: Callable[[], Awaitable[
             ui.upload(
                 label="Backup file (.json)",
                 auto_upload=True,
-                max_file_size=MAX_BACKUP_BYTES,
+                max_file_size=limit,
                 on_upload=received,
+                on_rejected=lambda: ui.notify(
+                    f"The file is over {limit} bytes, the most the portal takes: restore it through "
+                    "/api/restore (64 MiB at most)",
+                    type="negative",
+                    multi_line=True,
+                ),
             ).props("accept=.json,application/json"),
             "restore-file",
         ).classes("w-full")
