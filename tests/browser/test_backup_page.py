@@ -4,8 +4,8 @@ A round trip through the page alone: back up now with a passphrase, see it liste
 its one-time link, upload that file back with the passphrase, read the preview, restore, and watch the
 progress end with the model started on the real llama-server. The model and the API key the backup
 carries are deleted between the backup and the restore (through ``/api``), so the preview has something
-new to show and the restore something to bring back. The destination form refuses a bad field before
-anything reaches hostd.
+new to show and the restore something to bring back. The destination form refuses a bad field under
+that field, before anything reaches hostd.
 """
 
 from __future__ import annotations
@@ -137,7 +137,9 @@ def test_the_destination_form_refuses_a_bad_field(page: Page, master: RunningMas
     page.get_by_test_id("share-username").fill("mirbad")
     page.get_by_test_id("share-password").fill("secret")
     page.get_by_test_id("share-test").click()
-    expect(page.locator(".q-notification").last).to_contain_text("server", timeout=WAIT_MS)
+    # Under the field it names, in the master's words (the same check hostd makes).
+    server = page.locator(".q-field", has=page.get_by_test_id("share-server"))  # the input's wrapper
+    expect(server).to_contain_text("must be a host name or IPv4 address", timeout=WAIT_MS)
     hostd = master.hostd
     assert hostd is not None
     assert hostd.mount_calls() == []  # refused on the master: nothing was mounted
