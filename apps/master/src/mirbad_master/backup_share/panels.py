@@ -109,11 +109,11 @@ def render_backup_destination(services: MasterServices) -> None:
 
 
 def _under_field(exc: Exception, fields: Mapping[str, ValidationElement[Any]]) -> None:
-    # The master's check and hostd's answer name the field in an ApiError ("server: ..."): shown
-    # under that input without the name; anything else as /api words it.
+    # The master's check and hostd's answer name the field in an ApiError: shown under that input
+    # as /api words it ("server: ..."); anything else notified.
     field = exc.field if isinstance(exc, ApiError) else None
     target = fields.get(field) if field is not None else None
     if target is None:
         show_under_field(exc, fields)
         return
-    target.error = refusal_text(exc).removeprefix(f"{field}: ")
+    target.error = refusal_text(exc)
