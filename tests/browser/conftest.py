@@ -8,7 +8,8 @@ password is made before it starts (``mirbad up`` then shows none).
 A real hostd (tests/_support/hostd.py: a real process on a real unix socket, the stand-in systemctl
 behind it) runs for the session too, and ``mirbad up`` points its local agent at that socket the way
 an operator points it at another one: ``hostd_socket`` in the agent settings file it is given
-(``MIRBAD_AGENT_CONFIG``). The Services page thus shows the units of :data:`HOSTD_UNITS`.
+(``MIRBAD_AGENT_CONFIG``). The Services page thus shows the units of :data:`HOSTD_UNITS`. Backups go
+to a folder of the session's own (``MIRBAD_BACKUP_DIR``), :attr:`RunningMaster.backup_dir`.
 """
 
 from __future__ import annotations
@@ -86,6 +87,8 @@ class RunningMaster:
     log: Path
     hostd: HostdLayout | None = None
     """The session's hostd (None for a module's own master without one)."""
+    backup_dir: Path | None = None
+    """Where its backups are written (None: backups off)."""
 
     def api(self) -> httpx.Client:
         """A client of ``/api`` signed in with the administrator password."""
@@ -145,6 +148,8 @@ def _serving_master(root: Path, data_dir: Path, password: str, hostd: HostdLayou
     # The local agent's settings file, laid over what mirbad up writes: only where hostd listens.
     agent_config = root / "agent-extra.json"
     agent_config.write_text(json.dumps({"hostd_socket": str(hostd.socket)}))
+    backups = root / "backups"  # the Backup & restore page's folder (it is never created for us)
+    backups.mkdir()
     port = free_port()
     env = {
         **os.environ,
@@ -159,6 +164,7 @@ def _serving_master(root: Path, data_dir: Path, password: str, hostd: HostdLayou
         "MIRBAD_BENCHMARK_SIZES": BENCHMARK_SIZES,
         "MIRBAD_PRESET_SIZES": PRESET_SIZES,
         "MIRBAD_TUNING_REPETITIONS": "1,2",  # test_tuning.py: one search, two confirmation repetitions
+        "MIRBAD_BACKUP_DIR": str(backups),
     }
     server = llama_server_path()
     if server is not None:
@@ -171,7 +177,7 @@ def _serving_master(root: Path, data_dir: Path, password: str, hostd: HostdLayou
         process = subprocess.Popen([*_mirbad(), "up"], env=env, stdout=output, stderr=subprocess.STDOUT)
     try:
         _wait_until_serving(process, url, log)
-        yield RunningMaster(url, password, data_dir, log, hostd)
+        yield RunningMaster(url, password, data_dir, log, hostd, backups)
     finally:
         _stop(process)
 

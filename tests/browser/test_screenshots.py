@@ -4,7 +4,7 @@ They land in ``docs/screenshots/`` when ``MIRBAD_UPDATE_SCREENSHOTS=1`` is set (
 a temporary folder otherwise, so an ordinary test run leaves the checkout clean.
 
 Light theme throughout, and the Overview once more in the dark theme. The fleet is given something to
-show first: a Ready model with tags, an API key and a chat in the Playground.
+show first: a Ready model with tags, an API key, a chat in the Playground and a backup.
 """
 
 from __future__ import annotations
@@ -93,6 +93,12 @@ def test_every_page_is_photographed(page: Page, master: RunningMaster, shots: Pa
     expect(page.get_by_test_id("unit-state-smartd")).to_have_text("active (running)")
     expect(page.get_by_test_id("unit-state-nginx")).to_be_visible()
     taken.append(_shoot(page, "services", shots))
+    with master.api() as api:  # a passphrase backup to list (the session's backup folder, conftest.py)
+        api.post("/backup", json={"passphrase": "correct horse battery"}).raise_for_status()
+    page.goto(f"{master.url}/backup")
+    expect(page.get_by_test_id("backup-row").first).to_be_visible()
+    expect(page.get_by_test_id("backup-destination-status")).to_contain_text("No backup share")
+    taken.append(_shoot(page, "backup", shots))
 
     _set_theme(page, master, "dark")
     page.goto(f"{master.url}/")

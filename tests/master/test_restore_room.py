@@ -263,8 +263,8 @@ async def test_the_preview_shows_the_size_the_node_reads_from_the_hub(tmp_path: 
     assert portal.model_dump(mode="json", by_alias=True) == preview
     assert portal.download_bytes == QWEN_BYTES
     assert [preview_line(model) for model in portal.models] == [
-        "kept (new): folders present",
-        "qwen (new): folders missing, 123,456,789 bytes to download",
+        "kept (kept-chat): new; folders present",
+        "qwen (qwen-chat): new; folders missing, 123,456,789 bytes to download",
     ]
     assert asked == [{"kind": "huggingface", "repoId": "acme/qwen", "folder": "qwen"}] * 2  # only the missing
     assert downloads == {}  # a preview starts nothing
@@ -278,6 +278,23 @@ def test_a_preview_line_says_when_the_size_is_unknown() -> None:
     missing = ModelPreview(id="qwen", served_name="q", change="changed", folders_present=False)
     manual = missing.model_copy(update={"needs_manual_steps": True})
     silent = missing.model_copy(update={"folders_present": None})
-    assert preview_line(missing) == "qwen (changed): folders missing, download size unknown"
-    assert preview_line(manual) == "qwen (changed): folders missing, no source: needs manual steps"
-    assert preview_line(silent) == "qwen (changed): its node did not say whether its folders are there"
+    assert preview_line(missing) == "qwen (q): changed; folders missing, download size unknown"
+    assert preview_line(manual) == "qwen (q): changed; folders missing, no source: needs manual steps"
+    assert preview_line(silent) == "qwen (q): changed; its node did not say whether its folders are there"
+
+
+def test_a_previewed_model_in_words() -> None:
+    changed = ModelPreview(
+        id="qwen",
+        served_name="Qwen3",
+        change="changed",
+        changed_fields=["maxModelLen", "tags"],
+        folders_present=True,
+    )
+    missing = ModelPreview(
+        id="big", served_name="big", change="new", folders_present=False, download_bytes=4096
+    )
+    manual = ModelPreview(id="own", served_name="own", change="identical", needs_manual_steps=True)
+    assert preview_line(changed) == "qwen (Qwen3): changed (maxModelLen, tags); folders present"
+    assert preview_line(missing) == "big (big): new; folders missing, 4,096 bytes to download"
+    assert preview_line(manual) == "own (own): identical; folders missing, no source: needs manual steps"

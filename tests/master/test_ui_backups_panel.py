@@ -1,8 +1,8 @@
 """The backups card in the user simulation: the list, Back up now with and without a passphrase, a
-refusal shown as ``/api`` words it, and the last failure.
+short passphrase refused under its field, and the last failure.
 
-The Backup & restore page that embeds the card comes later (issue 25 item 8); here the card is served
-alone on a page of the test's own, with the portal's guard.
+The Backup & restore page embeds the card (tests/browser/test_backup_page.py drives it there); here the
+card is served alone on a page of the test's own, with the portal's guard.
 """
 
 from __future__ import annotations
@@ -67,7 +67,8 @@ async def test_back_up_now_lists_the_backup_and_a_short_passphrase_is_refused(tm
         await user.should_see(f"One backup a day into {directory}, the newest 7 kept.")
         user.find(marker="backup-passphrase").type("too short")
         user.find(marker="backup-now").click()
-        await user.should_see("passphrase: must have at least 12 characters")
+        # Under the field it names, not as a notification.
+        await user.should_see(marker="backup-passphrase", content="must have at least 12 characters")
         user.find(marker="backup-passphrase").clear().type(PASSPHRASE)
         user.find(marker="backup-now").click()
         await user.should_see("encrypted: yes")

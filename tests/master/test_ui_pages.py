@@ -252,7 +252,9 @@ async def test_the_memory_chart_takes_the_theme_switched_to(tmp_path: Path) -> N
         assert chart.options["yAxis"]["nameTextStyle"]["color"] == DARK_CHART.text
 
 
-@pytest.mark.parametrize("path", ["/", "/models", "/models/new", "/playground", "/access", "/nodes"])
+@pytest.mark.parametrize(
+    "path", ["/", "/models", "/models/new", "/playground", "/access", "/nodes", "/backup"]
+)
 async def test_every_button_has_a_name_a_screen_reader_can_say(tmp_path: Path, path: str) -> None:
     async with running_master(tmp_path) as master, portal_user(master) as user:
         await user.open(path)

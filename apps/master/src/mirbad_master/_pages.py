@@ -19,6 +19,7 @@ from nicegui import background_tasks, ui
 
 from ._admin_auth import AdminAuth
 from ._composition import MasterServices
+from .backups.page import render_backups_page
 from .benchmarks.page import render_benchmarks
 from .keys.page import render_keys
 from .models.page import render_model_editor, render_models
@@ -135,3 +136,7 @@ def _pages(portal: Portal) -> None:
     @guarded_page(portal, "/releases", section="/releases")
     async def releases(request: Request) -> None:
         await render_releases(portal)
+
+    @guarded_page(portal, "/backup", section="/backup")
+    async def backup(request: Request) -> None:
+        await render_backups_page(portal)

@@ -2,19 +2,23 @@
 
 The Backup & restore page embeds :func:`render_backup_destination`, so it is the room's public portal
 part. Every change goes through the room's :mod:`.actions` as the portal's administrator (the API's
-path: the same checks, refusals and audit lines), and a refusal is shown as ``/api`` words it. The
-password field is emptied once the share is applied or tested: the page never keeps or shows it.
+path: the same checks, refusals and audit lines), and a refusal is shown as ``/api`` words it, a bad
+field under its input. The password field is emptied once the share is applied or tested: the page
+never keeps or shows it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from nicegui import ui
+from nicegui.elements.mixins.validation_element import ValidationElement
 
 from mirbad_master._composition import MasterServices
+from mirbad_master.exceptions import ApiError
 from mirbad_master.ui._marks import testid
-from mirbad_master.ui._refusals import PORTAL_ACTOR, REFUSED, act
+from mirbad_master.ui._refusals import PORTAL_ACTOR, act, refusal_text, show_under_field
 from mirbad_protocol.hostd import BACKUP_SHARE_KINDS, BackupShare
 
 from . import actions
@@ -48,18 +52,19 @@ def share_form_body(fields: dict[str, str]) -> dict[str, Any]:
 
 def render_backup_destination(services: MasterServices) -> None:
     """The destination card: its status line and the share's form with Test, Apply and Disconnect."""
-    with testid(ui.card(), "backup-destination"):
+    with testid(ui.card().classes("w-full"), "backup-destination"):
         ui.label("Backup destination").classes("text-h6")
         status_line = testid(ui.label(""), "backup-destination-status")
-        kind = testid(ui.select(list(BACKUP_SHARE_KINDS), value="cifs", label="Kind"), "share-kind")
-        inputs = {
-            "server": testid(ui.input("Server"), "share-server"),
-            "share": testid(ui.input("Share (cifs) or export (nfs)"), "share-share"),
-            "username": testid(ui.input("Account (cifs)"), "share-username"),
-            "password": testid(ui.input("Password (cifs)", password=True), "share-password"),
-            "domain": testid(ui.input("Domain (optional)"), "share-domain"),
-            "version": testid(ui.input("Version (optional)"), "share-version"),
-        }
+        with ui.grid(columns=2).classes("w-full gap-x-4"):
+            kind = testid(ui.select(list(BACKUP_SHARE_KINDS), value="cifs", label="Kind"), "share-kind")
+            inputs = {
+                "server": testid(ui.input("Server"), "share-server"),
+                "share": testid(ui.input("Share (cifs) or export (nfs)"), "share-share"),
+                "username": testid(ui.input("Account (cifs)"), "share-username"),
+                "password": testid(ui.input("Password (cifs)", password=True), "share-password"),
+                "domain": testid(ui.input("Domain (optional)"), "share-domain"),
+                "version": testid(ui.input("Version (optional)"), "share-version"),
+            }
 
         def body() -> dict[str, Any]:
             texts = {name: str(field.value or "") for name, field in inputs.items()}
@@ -68,22 +73,27 @@ def render_backup_destination(services: MasterServices) -> None:
         async def refresh() -> None:
             status_line.text = destination_text(await actions.destination(services))
 
+        fields: dict[str, ValidationElement[Any]] = {"kind": kind, **inputs}
+
+        async def change(what: Callable[[BackupShare], Awaitable[object]], done: str) -> None:
+            for field in fields.values():
+                field.error = None
+            try:
+                await what(actions.checked_share(body()))
+            except Exception as exc:  # a bad field under its input, any other refusal notified
+                _under_field(exc, fields)
+                return
+            ui.notify(done, type="positive")
+            inputs["password"].value = ""
+
         async def test() -> None:
-            share = await act(_read(body()))
-            if share is not REFUSED:
-                done = await act(
-                    actions.test_destination(services, share, PORTAL_ACTOR), done="The share works"
-                )
-                if done is not REFUSED:
-                    inputs["password"].value = ""
+            await change(
+                lambda share: actions.test_destination(services, share, PORTAL_ACTOR), "The share works"
+            )
 
         async def apply() -> None:
-            share = await act(_read(body()))
-            if share is not REFUSED:
-                applied = await act(actions.apply_destination(services, share, PORTAL_ACTOR), done="Applied")
-                if applied is not REFUSED:
-                    inputs["password"].value = ""
-                await refresh()
+            await change(lambda share: actions.apply_destination(services, share, PORTAL_ACTOR), "Applied")
+            await refresh()
 
         async def disconnect() -> None:
             await act(actions.disconnect_destination(services, PORTAL_ACTOR), done="Disconnected")
@@ -98,6 +108,12 @@ def render_backup_destination(services: MasterServices) -> None:
         ui.timer(0.1, refresh, once=True)
 
 
-async def _read(body: dict[str, Any]) -> BackupShare:
-    # Awaitable, so act() shows a bad field as /api words it (422 naming it).
-    return actions.checked_share(body)
+def _under_field(exc: Exception, fields: Mapping[str, ValidationElement[Any]]) -> None:
+    # The master's check and hostd's answer name the field in an ApiError: shown under that input
+    # as /api words it ("server: ..."); anything else notified.
+    field = exc.field if isinstance(exc, ApiError) else None
+    target = fields.get(field) if field is not None else None
+    if target is None:
+        show_under_field(exc, fields)
+        return
+    target.error = refusal_text(exc)

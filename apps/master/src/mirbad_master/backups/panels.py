@@ -1,10 +1,10 @@
-"""The backups in the portal: a card the Backup & restore page embeds (the room has no page of its own).
+"""The backups in the portal: the card the Backup & restore page (:mod:`.page`) shows first.
 
 It lists the backups in the backup directory (name, size, date, encrypted or not), the schedule and
 the last failure, offers "Back up now" with an optional passphrase, and a Download button per backup,
 which asks the room's actions for a one-time link and hands it to the browser (no bearer header needed).
 Every change goes through :mod:`.actions` as the portal's administrator, the API's own path and audit
-line; a refusal is shown as ``/api`` words it.
+line; a refusal is shown as ``/api`` words it, a passphrase under 12 characters under its field.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from nicegui import ui
 
 from mirbad_master.ui._marks import testid
 from mirbad_master.ui._portal import Portal
-from mirbad_master.ui._refusals import PORTAL_ACTOR, REFUSED, act
+from mirbad_master.ui._refusals import PORTAL_ACTOR, REFUSED, act, show_under_field
 from mirbad_protocol.admin import BackupInfo, BackupList
 
 from . import actions
@@ -63,9 +63,13 @@ async def render_backups_panel(portal: Portal) -> None:
             ui.download(download_url(issued.token), name)
 
     async def back_up() -> None:
-        passphrase = phrase.value or None
-        written = await act(actions.back_up_now(services, passphrase, PORTAL_ACTOR), done="Backup written")
-        if written is not REFUSED:
+        phrase.error = None
+        try:
+            await actions.back_up_now(services, phrase.value or None, PORTAL_ACTOR)
+        except Exception as exc:  # a short passphrase under its field, any other refusal notified
+            show_under_field(exc, {"passphrase": phrase})
+        else:
+            ui.notify("Backup written", type="positive")
             phrase.value = ""
         await listing()  # a failure shows as the last failure too
 

@@ -55,8 +55,9 @@ NAVIGATION: Final = (
     NavItem("Nodes", "/nodes", "dns"),
     NavItem("Services", "/services", "settings_applications"),
     NavItem("Releases", "/releases", "new_releases"),
+    NavItem("Backup", "/backup", "backup"),
 )
-"""The portal's pages, in the header's order (pages of later issues join as they land)."""
+"""The portal's pages, in the header's order."""
 
 
 def is_dark(request: Request) -> bool:
