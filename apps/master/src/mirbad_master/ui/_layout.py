@@ -55,6 +55,7 @@ NAVIGATION: Final = (
     NavItem("Nodes", "/nodes", "dns"),
     NavItem("Services", "/services", "settings_applications"),
     NavItem("Releases", "/releases", "new_releases"),
+    NavItem("Audit", "/audit", "history"),
 )
 """The portal's pages, in the header's order (pages of later issues join as they land)."""
 

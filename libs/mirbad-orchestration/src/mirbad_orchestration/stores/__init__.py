@@ -8,8 +8,9 @@ newest first, filtered by :class:`AuditQuery`. :class:`JobResults` keeps the res
 (benchmarks, tuning runs), one file per finished job.
 """
 
+from mirbad_protocol.admin import AuditEntry, AuditOutcome
+
 from ._audit import AUDIT_FOLDER_NAME, DEFAULT_AUDIT_FILE_BYTES, AuditedJob, AuditLog
-from ._audit_entry import AuditEntry, AuditOutcome
 from ._audit_query import DEFAULT_AUDIT_PAGE, MAX_AUDIT_PAGE, AuditPage, AuditQuery, parse_audit_time
 from ._job_results import JobResultKind, JobResults, StoredResults, result_stamp
 from ._state_file import StateFile, StoreAction, StoreFailure, is_disk_full

@@ -32,8 +32,8 @@ import anyio.to_thread
 from pydantic import ValidationError
 
 from mirbad_orchestration.exceptions import AuditQueryError
+from mirbad_protocol.admin import AuditEntry, AuditOutcome
 
-from ._audit_entry import AuditEntry, AuditOutcome
 from ._audit_files import Segment, day_segments, segments
 from ._audit_query import (
     DEFAULT_AUDIT_PAGE,

@@ -23,8 +23,8 @@ from typing import BinaryIO, Final
 from pydantic import ValidationError
 
 from mirbad_orchestration.exceptions import AuditQueryError
+from mirbad_protocol.admin import AuditEntry
 
-from ._audit_entry import AuditEntry
 from ._audit_files import Segment, segments
 
 __all__ = [

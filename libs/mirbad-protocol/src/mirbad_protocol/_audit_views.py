@@ -1,13 +1,18 @@
-"""One line of the audit log: who did what to which thing, and how it went."""
+"""The admin API's audit views: one line of the audit log, and a page of them.
+
+The master answers ``GET /api/audit`` with an :class:`AuditList`, newest first; its ``next`` is the
+opaque cursor of the following (older) page, sent back as ``cursor``. The master's audit log stores
+each line as the :class:`AuditEntry` it answers with.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Literal
 
-from mirbad_protocol import WireModel
+from ._wire import WireModel
 
-__all__ = ["AuditEntry", "AuditOutcome"]
+__all__ = ["AuditEntry", "AuditList", "AuditOutcome"]
 
 AuditOutcome = Literal["ok", "failed", "refused"]
 """How an audited action ended: done, tried and failed, or not allowed / not attempted."""
@@ -34,3 +39,15 @@ class AuditEntry(WireModel):
     outcome: AuditOutcome
     node_id: str | None = None
     detail: str | None = None
+
+
+class AuditList(WireModel):
+    """One page of the audit log, newest first.
+
+    Attributes:
+        entries: the page's entries.
+        next: the cursor of the next (older) page; null on the last page (always sent).
+    """
+
+    entries: list[AuditEntry]
+    next: str | None
