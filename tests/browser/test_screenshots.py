@@ -93,6 +93,9 @@ def test_every_page_is_photographed(page: Page, master: RunningMaster, shots: Pa
     expect(page.get_by_test_id("unit-state-smartd")).to_have_text("active (running)")
     expect(page.get_by_test_id("unit-state-nginx")).to_be_visible()
     taken.append(_shoot(page, "services", shots))
+    page.goto(f"{master.url}/audit")
+    expect(page.get_by_test_id("audit-entry").first).to_be_visible()
+    taken.append(_shoot(page, "audit", shots))
 
     _set_theme(page, master, "dark")
     page.goto(f"{master.url}/")

@@ -105,6 +105,7 @@ def test_every_page_is_readable_in_both_themes(page: Page, master: RunningMaster
         "access": "/access",
         "nodes": "/nodes",
         "releases": "/releases",
+        "audit": "/audit",
     }
     sign_in(page, master, "/")
     problems: list[str] = []

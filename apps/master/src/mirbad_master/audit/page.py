@@ -1,14 +1,14 @@
 """The Audit view (``/audit``): the audit log, newest first, with the API's filters and paging.
 
-The filters start from the address (``/audit?subject=<id>``, what a model's and a node's card link
-to) and are read through the room's :mod:`.actions`, the API's own path. A time that does not parse is
-shown under its input; "Older" follows the page's cursor and "Newer" goes back one page.
+The filters start from the address (``/audit?subject=<id>``, :func:`.views.audit_link`, what a model's
+and a node's card link to) and are read through the room's :mod:`.actions`, the API's own path. A time
+that does not parse is shown under its input; "Older" follows the page's cursor and "Newer" goes back
+one page.
 """
 
 from __future__ import annotations
 
 from typing import Final
-from urllib.parse import urlencode
 
 from nicegui import ui
 
@@ -19,17 +19,12 @@ from mirbad_protocol.admin import AuditEntry, AuditList
 
 from .actions import AuditFilters, audit_page
 
-__all__ = ["AUDIT_PAGE_SIZE", "audit_link", "entry_text", "render_audit"]
+__all__ = ["AUDIT_PAGE_SIZE", "entry_text", "render_audit"]
 
 AUDIT_PAGE_SIZE: Final = 25
 """Entries on one page of the view."""
 _FIELDS: Final = ("actor", "action", "subject", "since", "until")
 _OUTCOME_COLORS: Final = {"ok": "positive", "failed": "negative", "refused": "warning"}
-
-
-def audit_link(subject: str) -> str:
-    """The view's address for everything about ``subject`` (a model's or a node's id)."""
-    return f"/audit?{urlencode({'subject': subject})}"
 
 
 def entry_text(entry: AuditEntry) -> str:
