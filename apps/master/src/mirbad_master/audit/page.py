@@ -15,23 +15,26 @@ from nicegui import ui
 from mirbad_master.ui._marks import testid
 from mirbad_master.ui._portal import Portal
 from mirbad_master.ui._refusals import show_under_field
-from mirbad_protocol.admin import AuditEntry, AuditList
+from mirbad_protocol.admin import AuditList
 
 from .actions import AuditFilters, audit_page
 
-__all__ = ["AUDIT_PAGE_SIZE", "entry_text", "render_audit"]
+__all__ = ["AUDIT_PAGE_SIZE", "render_audit"]
 
 AUDIT_PAGE_SIZE: Final = 25
 """Entries on one page of the view."""
 _FIELDS: Final = ("actor", "action", "subject", "since", "until")
 _OUTCOME_COLORS: Final = {"ok": "positive", "failed": "negative", "refused": "warning"}
-
-
-def entry_text(entry: AuditEntry) -> str:
-    """One entry in words: ``user:admin model.start qwen3-8b on spark: no memory``."""
-    where = f" on {entry.node_id}" if entry.node_id and entry.node_id != entry.target else ""
-    detail = f": {entry.detail}" if entry.detail else ""
-    return f"{entry.actor} {entry.action} {entry.target}{where}{detail}"
+# The columns' titles and widths, shared by the header and every row so they line up.
+_COLUMNS: Final = (
+    ("Time", "w-44"),
+    ("Outcome", "w-20"),
+    ("Actor", "w-40"),
+    ("Action", "w-44"),
+    ("Subject", "w-40"),
+    ("Node", "w-24"),
+    ("Detail", ""),
+)
 
 
 async def render_audit(portal: Portal, filters: AuditFilters) -> None:
@@ -39,7 +42,7 @@ async def render_audit(portal: Portal, filters: AuditFilters) -> None:
     services = portal.services
     ui.label("Audit").classes("text-h5")
     inputs: dict[str, ui.input] = {}
-    with testid(ui.row().classes("w-full items-start gap-2"), "audit-filters"):
+    with testid(ui.card().classes("w-full"), "audit-filters"), ui.row().classes("w-full items-start gap-2"):
         for name, hint in (
             ("actor", "user:admin"),
             ("action", "model.start, or model"),
@@ -104,12 +107,17 @@ def _draw(table: ui.column, page: AuditList) -> None:
         if not page.entries:
             testid(ui.label("No audit entries match."), "audit-empty").classes("text-grey-7")
             return
+        with ui.row().classes("w-full items-center gap-3 no-wrap text-caption text-grey-7"):
+            for title, width in _COLUMNS:
+                ui.label(title).classes(width)
+        widths = [width for _, width in _COLUMNS]
         for entry in page.entries:
             with testid(ui.row().classes("w-full items-center gap-3 no-wrap"), "audit-entry"):
-                ui.label(entry.at.strftime("%Y-%m-%d %H:%M:%S UTC")).classes("w-44 text-caption")
-                ui.badge(entry.outcome, color=_OUTCOME_COLORS[entry.outcome])
-                ui.label(entry.actor).classes("w-40 font-medium")
-                ui.label(entry.action).classes("w-44 font-mono")
-                testid(ui.label(entry.target), "audit-target").classes("w-40")
-                ui.label(entry.node_id or "").classes("w-24 text-grey-7")
+                ui.label(entry.at.strftime("%Y-%m-%d %H:%M:%S UTC")).classes(f"{widths[0]} text-caption")
+                with ui.element("div").classes(widths[1]):
+                    ui.badge(entry.outcome, color=_OUTCOME_COLORS[entry.outcome])
+                ui.label(entry.actor).classes(f"{widths[2]} font-medium")
+                ui.label(entry.action).classes(f"{widths[3]} font-mono")
+                testid(ui.label(entry.target), "audit-target").classes(widths[4])
+                ui.label(entry.node_id or "").classes(f"{widths[5]} text-grey-7")
                 ui.label(entry.detail or "").classes("text-grey-7 ellipsis")
