@@ -12,7 +12,8 @@ from datetime import date
 from pathlib import Path
 from typing import Final
 
-__all__ = ["AUDIT_SUFFIX", "Segment", "day_segments", "segments"]
+# Shared by the log's writer and reader only; not part of the stores' API.
+__all__: list[str] = []
 
 AUDIT_SUFFIX: Final = ".jsonl"
 _NAME: Final = re.compile(r"(?P<day>\d{4}-\d{2}-\d{2})(?:\.(?P<number>[1-9]\d{0,8}))?\.jsonl")

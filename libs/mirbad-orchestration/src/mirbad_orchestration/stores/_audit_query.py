@@ -32,9 +32,7 @@ __all__ = [
     "MAX_AUDIT_PAGE",
     "AuditPage",
     "AuditQuery",
-    "decode_cursor",
     "parse_audit_time",
-    "read_page",
 ]
 
 DEFAULT_AUDIT_PAGE: Final = 50
