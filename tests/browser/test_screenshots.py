@@ -99,6 +99,9 @@ def test_every_page_is_photographed(page: Page, master: RunningMaster, shots: Pa
     expect(page.get_by_test_id("backup-row").first).to_be_visible()
     expect(page.get_by_test_id("backup-destination-status")).to_contain_text("No backup share")
     taken.append(_shoot(page, "backup", shots))
+    page.goto(f"{master.url}/audit")
+    expect(page.get_by_test_id("audit-entry").first).to_be_visible()
+    taken.append(_shoot(page, "audit", shots))
 
     _set_theme(page, master, "dark")
     page.goto(f"{master.url}/")

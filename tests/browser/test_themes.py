@@ -106,6 +106,7 @@ def test_every_page_is_readable_in_both_themes(page: Page, master: RunningMaster
         "nodes": "/nodes",
         "releases": "/releases",
         "backup": "/backup",
+        "audit": "/audit",
     }
     sign_in(page, master, "/")
     problems: list[str] = []

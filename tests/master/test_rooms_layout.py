@@ -20,6 +20,7 @@ import mirbad_master
 
 MASTER = Path(mirbad_master.__file__).parent
 ROOMS = (
+    "audit",
     "backup_share",
     "backups",
     "benchmarks",

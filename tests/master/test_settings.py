@@ -8,6 +8,7 @@ import pytest
 
 from mirbad_master._fleet_of_one import _limits
 from mirbad_master._settings import DEFAULT_PORT, MasterSettings, default_data_dir, load_master_settings
+from mirbad_orchestration.stores import DEFAULT_AUDIT_FILE_BYTES
 from mirbad_orchestration.supervision import HealthSettings
 from mirbad_protocol import InvalidFieldError
 
@@ -105,3 +106,11 @@ def test_the_backup_settings_come_from_the_environment(tmp_path: Path) -> None:
     with pytest.raises(InvalidFieldError) as zero:
         load_master_settings({"MIRBAD_BACKUP_KEEP": "0"})
     assert zero.value.field == "MIRBAD_BACKUP_KEEP"
+
+
+def test_the_audit_logs_rotation_size_is_a_setting() -> None:
+    assert load_master_settings({}).audit_max_file_bytes == DEFAULT_AUDIT_FILE_BYTES
+    assert load_master_settings({"MIRBAD_AUDIT_MAX_FILE_BYTES": "65536"}).audit_max_file_bytes == 65536
+    with pytest.raises(InvalidFieldError) as refused:
+        load_master_settings({"MIRBAD_AUDIT_MAX_FILE_BYTES": "100"})
+    assert refused.value.field == "MIRBAD_AUDIT_MAX_FILE_BYTES"

@@ -1,12 +1,15 @@
-"""The audit log: append-only JSON lines, one file per UTC day, bounded fields and retention."""
+"""The audit log: append-only JSON lines, a file per UTC day rotated by size, bounded fields, retention."""
 
 from __future__ import annotations
 
 import os
+import signal
+import sys
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, timezone
 from pathlib import Path
 
+import anyio
 import pytest
 from syrupy.assertion import SnapshotAssertion
 
@@ -108,3 +111,99 @@ async def test_a_write_failure_is_logged_not_raised(tmp_path: Path, caplog: pyte
     entry = await log.record("user:admin", "model.start", "a")
     assert entry.action == "model.start"
     assert "audit line not written" in caplog.text
+
+
+async def test_the_days_file_is_rotated_by_size_and_read_back_whole(tmp_path: Path) -> None:
+    clock = FakeClock(datetime(2025, 3, 1, 9, 30, tzinfo=UTC))
+    log = AuditLog(tmp_path, clock=clock, max_file_bytes=200)
+    for number in range(10):
+        await log.record("user:admin", "model.start", f"m{number}")
+        await clock.advance(timedelta(seconds=1))
+
+    folder = tmp_path / AUDIT_FOLDER_NAME
+    names = {p.name for p in folder.iterdir()}
+    assert {"2025-03-01.jsonl", "2025-03-01.1.jsonl"} <= names
+    assert all(p.stat().st_size <= 200 for p in folder.iterdir())
+    assert [e.target for e in await log.read(date(2025, 3, 1))] == [f"m{n}" for n in range(10)]
+
+
+async def test_a_line_longer_than_the_rotation_size_gets_a_file_of_its_own(tmp_path: Path) -> None:
+    log = AuditLog(tmp_path, clock=lambda: datetime(2025, 3, 1, tzinfo=UTC), max_file_bytes=10)
+    await log.record("user:admin", "model.start", "a")
+    await log.record("user:admin", "model.start", "b")
+    names = sorted(p.name for p in (tmp_path / AUDIT_FOLDER_NAME).iterdir())
+    assert names == ["2025-03-01.1.jsonl", "2025-03-01.jsonl"]
+    assert [e.target for e in await log.read(date(2025, 3, 1))] == ["a", "b"]
+
+
+async def test_a_restarted_log_appends_to_the_days_last_file(tmp_path: Path) -> None:
+    clock = FakeClock(datetime(2025, 3, 1, 9, 30, tzinfo=UTC))
+    for target in ("a", "b", "c", "d"):
+        # A new log each time, as after a master restart: it finds the day's newest file on disk.
+        await AuditLog(tmp_path, clock=clock, max_file_bytes=250).record("user:admin", "model.start", target)
+    names = sorted(p.name for p in (tmp_path / AUDIT_FOLDER_NAME).iterdir())
+    assert names == ["2025-03-01.1.jsonl", "2025-03-01.jsonl"]
+    assert [e.target for e in await AuditLog(tmp_path).read(date(2025, 3, 1))] == ["a", "b", "c", "d"]
+
+
+@pytest.mark.parametrize("left_behind", [b"", b'{"at":"2025-03-01T09:30:05Z","actor":"us'])
+async def test_a_crash_mid_rotation_loses_no_line(tmp_path: Path, left_behind: bytes) -> None:
+    clock = FakeClock(datetime(2025, 3, 1, 9, 30, tzinfo=UTC))
+    log = AuditLog(tmp_path, clock=clock, max_file_bytes=250)  # two lines a file
+    for target in ("a", "b"):
+        await log.record("user:admin", "model.start", target)
+    folder = tmp_path / AUDIT_FOLDER_NAME
+    # What a crash while rotating leaves: the next file created, empty or with a torn first line.
+    (folder / "2025-03-01.1.jsonl").write_bytes(left_behind)
+
+    restarted = AuditLog(tmp_path, clock=clock, max_file_bytes=250)
+    for target in ("c", "d", "e"):
+        await restarted.record("user:admin", "model.start", target)
+
+    assert [e.target for e in await restarted.read(date(2025, 3, 1))] == ["a", "b", "c", "d", "e"]
+    page = await restarted.page(limit=10)
+    assert [e.target for e in page.entries] == ["e", "d", "c", "b", "a"]
+    assert page.next is None
+
+
+async def test_a_log_killed_while_writing_and_rotating_keeps_every_line_it_wrote(tmp_path: Path) -> None:
+    # A real crash: a child process writes lines into small rotated files and is killed with SIGKILL.
+    script = (
+        "import sys, anyio\n"
+        "from pathlib import Path\n"
+        "from mirbad_orchestration.stores import AuditLog\n"
+        "async def main():\n"
+        "    log = AuditLog(Path(sys.argv[1]), max_file_bytes=300)\n"
+        "    n = 0\n"
+        "    while True:\n"
+        "        await log.record('user:admin', 'model.start', f'm{n}')\n"
+        "        print(n, flush=True)\n"
+        "        n += 1\n"
+        "anyio.run(main)\n"
+    )
+    written: list[int] = []
+    async with await anyio.open_process([sys.executable, "-c", script, str(tmp_path)]) as child:
+        assert child.stdout is not None
+        with anyio.fail_after(60):
+            buffered = b""
+            async for chunk in child.stdout:
+                buffered += chunk
+                *lines, buffered = buffered.split(b"\n")
+                written += [int(line) for line in lines]
+                if len(written) >= 40:
+                    break
+        child.send_signal(signal.SIGKILL)
+        await child.wait()
+
+    log = AuditLog(tmp_path)
+    seen: list[str] = []
+    cursor: str | None = None
+    while True:
+        page = await log.page(limit=7, cursor=cursor)
+        seen += [e.target for e in page.entries]
+        if page.next is None:
+            break
+        cursor = page.next
+    assert len(seen) == len(set(seen))
+    assert {f"m{n}" for n in written} <= set(seen)
+    assert len(list((tmp_path / AUDIT_FOLDER_NAME).iterdir())) > 1

@@ -22,6 +22,7 @@ from ._api_errors import error_response
 from ._api_session import admin_guard, session_router
 from ._composition import MasterServices
 from ._views import StatusReport, dump, status_report
+from .audit.api import audit_router
 from .backup_share.api import backup_share_router
 from .backups.api import backup_download_router, backups_router
 from .benchmarks.api import benchmarks_router
@@ -65,6 +66,7 @@ def api_router(services: MasterServices, auth: AdminAuth) -> APIRouter:
     guarded.include_router(backups_router(services))
     guarded.include_router(backup_share_router(services))
     guarded.include_router(restore_router(services))
+    guarded.include_router(audit_router(services))
     api.include_router(guarded)
     return api
 

@@ -51,6 +51,7 @@ from mirbad_orchestration import (
     UnknownTuningStepError,
 )
 from mirbad_orchestration.exceptions import (
+    AuditQueryError,
     BackupFormatError,
     BackupNotEncryptedError,
     BackupPassphraseError,
@@ -103,6 +104,7 @@ _TABLE: Final[Sequence[tuple[type[Exception], AdminErrorCode]]] = (
     (BackupFormatError, _C.INVALID_BACKUP),
     (BackupPassphraseError, _C.INVALID_BACKUP),
     (BackupNotEncryptedError, _C.INVALID_BACKUP),
+    (AuditQueryError, _C.INVALID_AUDIT_QUERY),
     (InvalidFieldError, _C.INVALID_REQUEST),
     (BackupRunError, _C.BACKUP_FAILED),
     (RestoreRunningError, _C.JOB_CONFLICT),
@@ -177,7 +179,9 @@ _STATUS_DESCRIPTIONS: Final = {
     "for the other kind of model; "
     "`passphrase_too_short`: a backup passphrase under 12 characters (`field` is `passphrase`); "
     "`invalid_backup`: not a backup this master restores, over 64 MiB, or a passphrase that does not open "
-    "it (`field` names what); `mount_failed`, `mount_busy`: the backup share did not mount, or is in use",
+    "it (`field` names what); `mount_failed`, `mount_busy`: the backup share did not mount, or is in use; "
+    "`invalid_audit_query`: an audit filter's time that does not parse, a limit out of range or a "
+    "cursor the log did not give out (`field` names it)",
     429: "`too_many_attempts`: too many wrong passwords from this address, or its checks queued too "
     "long; see `Retry-After`",
     502: "`node_refused`, `bad_gateway`, `log_stream_failed`: the node answered oddly",

@@ -140,7 +140,7 @@ class MasterServices:
         self.registry_lock = anyio.Lock()
         self.nodes = NodeRegistry(data_dir)
         self.keys = ApiKeyStore(data_dir, flush_interval=settings.usage_flush_s)
-        self.audit = AuditLog(data_dir)
+        self.audit = AuditLog(data_dir, max_file_bytes=settings.audit_max_file_bytes)
         # Who this master is to its fleet: backups carry it, fleet recovery puts it back one epoch up.
         self.identity = MasterIdentityStore(data_dir)
         self.recovery = RecoveryState(data_dir)

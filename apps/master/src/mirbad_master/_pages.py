@@ -19,6 +19,8 @@ from nicegui import background_tasks, ui
 
 from ._admin_auth import AdminAuth
 from ._composition import MasterServices
+from .audit.actions import AuditFilters
+from .audit.page import render_audit
 from .backups.page import render_backups_page
 from .benchmarks.page import render_benchmarks
 from .keys.page import render_keys
@@ -140,3 +142,15 @@ def _pages(portal: Portal) -> None:
     @guarded_page(portal, "/backup", section="/backup")
     async def backup(request: Request) -> None:
         await render_backups_page(portal)
+
+    @guarded_page(portal, "/audit", section="/audit")
+    async def audit(
+        request: Request,
+        actor: str = "",
+        action: str = "",
+        subject: str = "",
+        since: str = "",
+        until: str = "",
+    ) -> None:
+        filters = AuditFilters(actor=actor, action=action, subject=subject, since=since, until=until)
+        await render_audit(portal, filters)

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from mirbad_orchestration.backups import DEFAULT_BACKUP_KEEP, BackupSettings
 from mirbad_orchestration.fleet import LOCAL_NODE_ID, NODE_ID_PATTERN
+from mirbad_orchestration.stores import DEFAULT_AUDIT_FILE_BYTES
 from mirbad_orchestration.supervision import HealthSettings
 from mirbad_protocol import InvalidFieldError
 
@@ -70,6 +71,7 @@ ENVIRONMENT: Final[Mapping[str, str]] = {
     "backup_include_ca": "MIRBAD_BACKUP_INCLUDE_CA",
     "mountinfo_file": "MIRBAD_MOUNTINFO_FILE",
     "recover": "MIRBAD_RECOVER",
+    "audit_max_file_bytes": "MIRBAD_AUDIT_MAX_FILE_BYTES",
 }
 """Setting name -> the environment variable that sets it."""
 
@@ -136,6 +138,8 @@ class MasterSettings(BaseModel):
         recover: a fleet's passphrase backup to recover from (fleet recovery mode: nodes, identity
             and CA as well); only a data directory without a master is written, and one that holds
             the recovered master starts normally. The passphrase is ``MIRBAD_BACKUP_PASSPHRASE``.
+        audit_max_file_bytes: the size past which the audit log's file of the day is rotated (the next
+            line starts the day's next file; none is ever deleted before the retention).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -171,6 +175,7 @@ class MasterSettings(BaseModel):
     backup_include_ca: bool = True
     mountinfo_file: Path = Path("/proc/self/mountinfo")
     recover: Path | None = None
+    audit_max_file_bytes: Annotated[int, Field(ge=4096)] = DEFAULT_AUDIT_FILE_BYTES
 
     @field_validator("crash_backoff_s", "trusted_proxies", mode="before")
     @classmethod

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final, Generic, TypeVar
 from urllib.parse import quote
 
@@ -21,6 +21,7 @@ from mirbad_protocol.admin import (
     ApiKeyCreate,
     ApiKeyCreated,
     ApiKeyInfo,
+    AuditList,
     BackupInfo,
     BackupList,
     EnrollmentTokenIssued,
@@ -381,6 +382,33 @@ def back_up_now(passphrase: str | None) -> AdminCall[BackupInfo]:
 def download_backup(name: str) -> AdminCall[bytes]:
     """``GET /api/backup/files/{name}``: one backup file, byte for byte."""
     return AdminCall("GET", f"{API}/backup/files/{quote(name, safe='')}", bytes, subject=name, raw=True)
+
+
+# ------------------------------------------------------------------ audit
+
+
+def audit(
+    *,
+    actor: str | None,
+    action: str | None,
+    subject: str | None,
+    since: datetime | str | None,
+    until: datetime | str | None,
+    limit: int | None,
+    cursor: str | None,
+) -> AdminCall[AuditList]:
+    """``GET /api/audit``: a page of the audit log, newest first (``next`` is the older page's cursor)."""
+    given = {"actor": actor, "action": action, "subject": subject, "since": since, "until": until}
+    params = [(name, _time_text(value)) for name, value in given.items() if value is not None]
+    params += [
+        (name, str(value)) for name, value in (("limit", limit), ("cursor", cursor)) if value is not None
+    ]
+    return AdminCall("GET", f"{API}/audit", _one(AuditList), params=tuple(params))
+
+
+def _time_text(value: datetime | str) -> str:
+    # A naive time would be read as UTC by the master; the caller's own zone is the likelier meaning.
+    return value.astimezone().isoformat() if isinstance(value, datetime) else value
 
 
 # ------------------------------------------------------------------ releases

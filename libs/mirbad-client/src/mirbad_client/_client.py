@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Generator, Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Self, TypeVar
 
@@ -20,6 +20,7 @@ from mirbad_protocol.admin import (
     ApiKeyCreate,
     ApiKeyCreated,
     ApiKeyInfo,
+    AuditList,
     BackupInfo,
     BackupList,
     EnrollmentTokenIssued,
@@ -291,6 +292,29 @@ class MirbadClient:
     def cancel_restore(self) -> RestoreJobView:
         """Cancel the running restore (the download in flight is stopped on its node); returns it, ended."""
         return self._send(calls.cancel_restore())
+
+    def audit(
+        self,
+        *,
+        actor: str | None = None,
+        action: str | None = None,
+        subject: str | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AuditList:
+        """A page of the audit log, newest first; pass the page's ``next`` as ``cursor`` for the older one.
+
+        ``actor`` matches exactly, ``action`` exactly or as a dotted prefix (``model``), ``subject`` an
+        entry's target or node; ``since`` is included and ``until`` excluded (a naive time is the local
+        one). ``limit`` is 1 to 500 (50 by default). A time that does not parse, a limit out of range or a
+        cursor the log did not give out is refused with code ``invalid_audit_query`` naming the field.
+        """
+        call = calls.audit(
+            actor=actor, action=action, subject=subject, since=since, until=until, limit=limit, cursor=cursor
+        )
+        return self._send(call)
 
     def releases(self) -> ReleasesView:
         """The master's version and every agent's, with a warning where major.minor differs."""

@@ -4,6 +4,7 @@ The tree of its exceptions, each under its first base here (one with more bases 
 
     MirbadOrchestrationError(MirbadError)
     ├── UnreadableFlagError(InvalidFieldError, MirbadOrchestrationError)
+    ├── AuditQueryError(InvalidFieldError, MirbadOrchestrationError)
     ├── StoreFileError
     │   ├── EnrollmentStoreError(StoreFileError, EnrollmentError)
     │   ├── ApiKeyStoreError(StoreFileError, ApiKeyError)
@@ -85,6 +86,7 @@ __all__ = [
     "AgentStartConflictError",
     "ApiKeyError",
     "ApiKeyStoreError",
+    "AuditQueryError",
     "BackupError",
     "BackupFormatError",
     "BackupNotEncryptedError",
@@ -154,6 +156,10 @@ class UnreadableFlagError(InvalidFieldError, MirbadOrchestrationError):
 
     ``field`` is the flag as written (``--max-num-seqs``, ``--speculative-config.num_speculative_tokens``).
     """
+
+
+class AuditQueryError(InvalidFieldError, MirbadOrchestrationError):
+    """A reading of the audit log that cannot be answered: a bad time, limit or cursor (``field``)."""
 
 
 class StoreFileError(MirbadOrchestrationError):

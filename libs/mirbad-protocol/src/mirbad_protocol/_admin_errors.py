@@ -147,6 +147,10 @@ class AdminErrorCode(StrEnum):
     """An uploaded backup this master does not restore: not a backup, a schema version it does not
     read, a weakened key derivation, over 64 MiB, or a passphrase that does not open it (``field``
     names what: ``(document)``, ``file``, ``schemaVersion``, ``passphrase`` ...)."""
+    INVALID_AUDIT_QUERY = "invalid_audit_query"
+    """A reading of the audit log with a time that does not parse, since after until, a limit out of
+    range or a cursor the log did not give out (``field`` names it: ``since``, ``until``, ``limit``,
+    ``cursor``)."""
     HTTP_ERROR = "http_error"
     """Any other HTTP error, with its own status."""
 
@@ -217,6 +221,7 @@ _HTTP_STATUS: Final = {
     AdminErrorCode.MOUNT_FAILED: 422,
     AdminErrorCode.MOUNT_BUSY: 422,
     AdminErrorCode.SHARE_NOT_CONFIGURED: 404,
+    AdminErrorCode.INVALID_AUDIT_QUERY: 422,
 }
 
 

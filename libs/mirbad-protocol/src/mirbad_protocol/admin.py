@@ -1,6 +1,7 @@
 """mirbad_protocol.admin: the master's admin API (``/api``): refusals, views and API keys.
 
-The refusal codes and their envelope, the views the master answers with (the backups' among them),
+The refusal codes and their envelope, the views the master answers with (the backups' and the audit
+log's among them),
 and API keys (the create body, the key as listed and as stored, per-key usage). The master builds
 these; :mod:`mirbad_client` and the portal read them.
 """
@@ -28,6 +29,7 @@ from ._api_keys import (
     ApiKeyState,
     KeyUsage,
 )
+from ._audit_views import AuditEntry, AuditList, AuditOutcome
 from ._backup_views import (
     BACKUP_DOWNLOAD_TOKEN_TTL_S,
     MAX_BACKUP_PASSPHRASE_LENGTH,
@@ -56,6 +58,9 @@ __all__ = [
     "ApiKeyInfo",
     "ApiKeyRecord",
     "ApiKeyState",
+    "AuditEntry",
+    "AuditList",
+    "AuditOutcome",
     "BackupDownloadRequest",
     "BackupDownloadToken",
     "BackupFailureView",

@@ -16,6 +16,7 @@ from urllib.parse import quote
 from nicegui import ui
 
 from mirbad_master._llama_server_build import LlamaServerBuild
+from mirbad_master.audit.views import audit_link
 from mirbad_master.downloads.panels import render_models_downloads
 from mirbad_master.ui._fleet import (
     STARTING_POLL_S,
@@ -277,6 +278,8 @@ def _buttons(row: ModelRow, handlers: _Handlers) -> None:
             query = f"?{tags_param(handlers.tags)}" if page == "edit" and handlers.tags else ""
             link = link_button(label, f"/models/{quote(row.id)}/{page}{query}", icon=icon)
             testid(link.props("flat dense no-caps color=primary"), f"{page}-{row.id}")
+        audit = link_button("Audit", audit_link(row.id), icon="history")
+        testid(audit.props("flat dense no-caps color=primary"), f"audit-{row.id}")
         # Red, as the destructive action it is (grey read as a disabled button in the dark theme).
         _button("Delete", "delete", f"delete-{row.id}", lambda: handlers.delete(row), color="negative")
 

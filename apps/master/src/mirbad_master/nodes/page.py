@@ -15,6 +15,7 @@ from nicegui import ui
 
 from mirbad_master._llama_server_build import LlamaServerBuild
 from mirbad_master._views import NodeSummary, node_summary
+from mirbad_master.audit.views import audit_link
 from mirbad_master.downloads.panels import render_nodes_downloads
 from mirbad_master.ui._format import ago, gib, percent
 from mirbad_master.ui._llama_server_build import render_llama_server_build
@@ -169,6 +170,7 @@ def _node_card(node: NodeSummary, build: LlamaServerBuild | None = None) -> None
             ui.badge("reachable" if node.reachable else "unreachable").props(
                 f"color={'positive' if node.reachable else 'negative'}"
             )
+            testid(ui.link("Audit", audit_link(node.id)).classes("text-caption"), f"audit-node-{node.id}")
         ui.label(
             f"{node.agent_url} · last seen {ago(node.last_seen, datetime.now(UTC))} · "
             f"agent {node.info.version if node.info else '?'} · {len(node.models)} model instance(s)"

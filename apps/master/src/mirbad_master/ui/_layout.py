@@ -56,6 +56,7 @@ NAVIGATION: Final = (
     NavItem("Services", "/services", "settings_applications"),
     NavItem("Releases", "/releases", "new_releases"),
     NavItem("Backup", "/backup", "backup"),
+    NavItem("Audit", "/audit", "history"),
 )
 """The portal's pages, in the header's order."""
 

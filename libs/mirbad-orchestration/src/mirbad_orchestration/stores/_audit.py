@@ -1,12 +1,17 @@
 """The audit log: who did what to which thing, and how it went, in ``{data_dir}/audit/``.
 
-One JSON object per line, one file per UTC day (``2025-03-01.jsonl``), only ever appended to. Lines
-are written in a worker thread, one at a time, and fsynced: an audit line that a power cut can lose is
+One JSON object per line, only ever appended to, in one file per UTC day (``2025-03-01.jsonl``) that is
+rotated by size: once the day's file would grow past ``max_file_bytes`` the next line starts the day's
+next file (``2025-03-01.1.jsonl``, ``.2`` ...). Rotation renames nothing, it only creates the next
+file, so a crash in the middle of one loses no line that was written: at worst the next file is empty
+or ends in a torn line, which the next start finishes with a newline before appending. Lines are
+written in a worker thread, one at a time, and fsynced: an audit line that a power cut can lose is
 not much of a record. The log stays bounded: every text field is cut to a maximum length, and files
 older than the retention are deleted when a new day's file is started.
 
 Writing the log never fails the action it records (that action already happened): a line that cannot
-be written is reported through :mod:`logging` instead.
+be written is reported through :mod:`logging` instead. Reading it back (:meth:`AuditLog.page`, see
+``_audit_query``) walks the files backwards, newest first, a chunk at a time.
 """
 
 from __future__ import annotations
@@ -20,21 +25,31 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, date, datetime, timedelta
 from functools import partial
 from pathlib import Path
-from typing import Final, Literal, Protocol
+from typing import Final, Protocol
 
 import anyio
 import anyio.to_thread
 from pydantic import ValidationError
 
-from mirbad_protocol import WireModel
+from mirbad_orchestration.exceptions import AuditQueryError
+from mirbad_protocol.admin import AuditEntry, AuditOutcome
 
-__all__ = ["AUDIT_FOLDER_NAME", "AuditEntry", "AuditLog", "AuditOutcome", "AuditedJob"]
+from ._audit_files import Segment, day_segments, segments
+from ._audit_query import (
+    DEFAULT_AUDIT_PAGE,
+    MAX_AUDIT_PAGE,
+    AuditPage,
+    AuditQuery,
+    decode_cursor,
+    read_page,
+)
+
+__all__ = ["AUDIT_FOLDER_NAME", "DEFAULT_AUDIT_FILE_BYTES", "AuditLog", "AuditedJob"]
 
 AUDIT_FOLDER_NAME: Final = "audit"
 """The audit folder's name inside the data directory."""
-
-AuditOutcome = Literal["ok", "failed", "refused"]
-"""How an audited action ended: done, tried and failed, or not allowed / not attempted."""
+DEFAULT_AUDIT_FILE_BYTES: Final = 16 * 1024 * 1024
+"""The size past which the day's file is rotated (about 50,000 lines)."""
 
 
 class AuditedJob(Protocol):
@@ -52,42 +67,20 @@ class AuditedJob(Protocol):
 
 
 _logger = logging.getLogger(__name__)
-_SUFFIX: Final = ".jsonl"
 _FILE_MODE: Final = 0o600  # actors name people and keys: not for every local user to read
 _ELLIPSIS: Final = "…"
 
 
-class AuditEntry(WireModel):
-    """One audited action.
-
-    Attributes:
-        at: when it was recorded (UTC).
-        actor: who did it: ``user:<name>``, ``key:<id>``, or ``system:<part>`` for the master itself
-            (``system:autostart`` for its automatic starts and restarts).
-        action: what was done, dotted (``model.start``, ``model.stop``).
-        target: what it was done to (a model id, a node id, a key id).
-        outcome: how it ended.
-        node_id: the node involved, when there is one.
-        detail: an error message or other short explanation.
-    """
-
-    at: datetime
-    actor: str
-    action: str
-    target: str
-    outcome: AuditOutcome
-    node_id: str | None = None
-    detail: str | None = None
-
-
 class AuditLog:
-    """Appends :class:`AuditEntry` lines to the day's file and reads days back.
+    """Appends :class:`AuditEntry` lines to the day's file, rotates it by size, and reads it back.
 
     Args:
         data_dir: the data directory; lines go to ``data_dir / "audit"``.
         clock: returns the current time (aware); tests inject a fixed one.
         keep_days: how many days of files are kept besides today's.
         max_field_chars: the longest a text field may be; longer ones are cut and end in an ellipsis.
+        max_file_bytes: the size past which the day's file is rotated (a line is never split: a file
+            holds at least one line, however long).
     """
 
     def __init__(
@@ -97,13 +90,20 @@ class AuditLog:
         clock: Callable[[], datetime] | None = None,
         keep_days: int = 365,
         max_field_chars: int = 2000,
+        max_file_bytes: int = DEFAULT_AUDIT_FILE_BYTES,
     ) -> None:
+        if max_file_bytes < 1:
+            raise ValueError("max_file_bytes must be positive")
         self._folder = data_dir / AUDIT_FOLDER_NAME
         self._clock = clock or partial(datetime.now, UTC)
         self._keep_days = keep_days
         self._max = max_field_chars
+        self._max_bytes = max_file_bytes
         self._lock = anyio.Lock()
         self._pruned_for: date | None = None
+        # The file being appended to and its size; None until the first line, and after a failed write
+        # (the disk is asked again, rather than trusting what a half-done write left behind).
+        self._current: tuple[Segment, int] | None = None
 
     @property
     def folder(self) -> Path:
@@ -130,6 +130,7 @@ class AuditLog:
             try:
                 await anyio.to_thread.run_sync(self._append, entry)
             except OSError as exc:
+                self._current = None
                 _logger.error("audit line not written (%s): %s", exc, _line(entry))
         return entry
 
@@ -139,18 +140,31 @@ class AuditLog:
             await self.record(actor, action, job.model_id, node_id=job.node_id)
 
     async def read(self, day: date) -> builtins.list[AuditEntry]:
-        """Every entry of ``day`` (UTC), oldest first; unreadable lines are skipped."""
-        path = self._folder / f"{day.isoformat()}{_SUFFIX}"
-        try:
-            text = await anyio.to_thread.run_sync(partial(path.read_text, encoding="utf-8"))
-        except FileNotFoundError:
-            return []
-        entries: builtins.list[AuditEntry] = []
-        for line in text.splitlines():
-            # A line torn by a crash mid-write is dropped rather than failing the whole day.
-            with contextlib.suppress(ValidationError):
-                entries.append(AuditEntry.model_validate_json(line))
-        return entries
+        """Every entry of ``day`` (UTC) across its rotated files, oldest first; unreadable lines are skipped.
+
+        It holds the whole day in memory: for tests and small days. :meth:`page` reads any span.
+        """
+        return await anyio.to_thread.run_sync(self._read_day, day)
+
+    async def page(
+        self, query: AuditQuery | None = None, *, limit: int = DEFAULT_AUDIT_PAGE, cursor: str | None = None
+    ) -> AuditPage:
+        """One page of the entries ``query`` matches, newest first.
+
+        Args:
+            query: the filters (every entry when None).
+            limit: the most entries in the page (1 to :data:`MAX_AUDIT_PAGE`).
+            cursor: where the previous page ended (its ``next``); None for the newest entries.
+
+        Raises:
+            AuditQueryError: a limit out of range, or a cursor that is not one this log gave out.
+        """
+        if not 1 <= limit <= MAX_AUDIT_PAGE:
+            raise AuditQueryError("limit", f"must be 1 to {MAX_AUDIT_PAGE}, not {limit}")
+        start = None if cursor is None else decode_cursor(cursor)
+        return await anyio.to_thread.run_sync(
+            partial(read_page, self._folder, query or AuditQuery(), limit, start)
+        )
 
     def _cut(self, value: str | None) -> str | None:
         if value is None or len(value) <= self._max:
@@ -163,22 +177,59 @@ class AuditLog:
         if self._pruned_for != day:
             self._prune(day)
             self._pruned_for = day
-        path = self._folder / f"{day.isoformat()}{_SUFFIX}"
+        data = (_line(entry) + "\n").encode("utf-8")
+        segment, size = self._segment_for(day)
+        if size > 0 and size + len(data) > self._max_bytes:
+            # Rotation only starts the next file: no rename, so a crash here leaves every line in place.
+            segment, size = segment.next(), 0
+        path = self._folder / segment.name
         with os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, _FILE_MODE), "ab") as handle:
-            handle.write((_line(entry) + "\n").encode("utf-8"))
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+        self._current = (segment, size + len(data))
+
+    def _segment_for(self, day: date) -> tuple[Segment, int]:
+        """The day's file to append to and its size; a torn last line (a crash mid-write) is ended first."""
+        if self._current is not None and self._current[0].day == day:
+            return self._current
+        found = day_segments(self._folder, day)
+        segment = found[-1] if found else Segment(day)
+        path = self._folder / segment.name
+        try:
+            with path.open("rb+") as handle:
+                size = handle.seek(0, os.SEEK_END)
+                if size > 0:
+                    handle.seek(size - 1)
+                    if handle.read(1) != b"\n":
+                        # The torn line stays (the reader skips it); the next one must not join it.
+                        handle.write(b"\n")
+                        handle.flush()
+                        os.fsync(handle.fileno())
+                        size += 1
+        except FileNotFoundError:
+            size = 0
+        return segment, size
+
+    def _read_day(self, day: date) -> builtins.list[AuditEntry]:
+        entries: builtins.list[AuditEntry] = []
+        for segment in day_segments(self._folder, day):
+            try:
+                text = (self._folder / segment.name).read_text(encoding="utf-8")
+            except FileNotFoundError:
+                continue  # pruned meanwhile
+            for line in text.splitlines():
+                # A line torn by a crash mid-write is dropped rather than failing the whole day.
+                with contextlib.suppress(ValidationError):
+                    entries.append(AuditEntry.model_validate_json(line))
+        return entries
 
     def _prune(self, today: date) -> None:
         oldest = today - timedelta(days=self._keep_days)
-        for path in self._folder.glob(f"*{_SUFFIX}"):
-            try:
-                day = date.fromisoformat(path.name.removesuffix(_SUFFIX))
-            except ValueError:
-                continue  # not one of ours
-            if day < oldest:
+        for segment in segments(self._folder):
+            if segment.day < oldest:
                 with contextlib.suppress(OSError):
-                    path.unlink()
+                    (self._folder / segment.name).unlink()
 
 
 def _line(entry: AuditEntry) -> str:
