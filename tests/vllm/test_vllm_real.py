@@ -5,8 +5,9 @@ builder's argv and labels on the real container, Starting → Ready by /health, 
 /metrics, chat (streamed and not) and completions with the ``openai`` client through master and agent,
 the load generator's tokens against vLLM's own counter, the classic suite and every workload preset
 through the master, a pending restart (the container's label against the saved definition) whose
-"old → new" list compares the definition this master launched with to the saved one, adoption after
-the agent is killed with SIGKILL, stop and removal, the same weights served as an embedding model
+"old → new" list is read back from the container's Cmd, adoption after the agent is
+killed with SIGKILL, the same pending restart and list after the master itself is killed and started
+again, stop and removal, the same weights served as an embedding model
 (vLLM's pooling runner), and a start vLLM refuses reported Failed with vLLM's own line.
 """
 
@@ -282,7 +283,7 @@ def test_a_real_vllm_starts_serves_reports_restarts_pending_is_adopted_and_fails
     _benchmarks_count_what_vllm_counts(up, admin, model_id, secret, ready["port"])
 
     # A settings change: pending (the container's config-hash label differs from the saved definition's),
-    # with old → new from the definition this master launched it with.
+    # with old → new read back from the container's Cmd.
     admin.ok("PUT", f"/api/models/{model_id}", json={**model, "maxNumSeqs": 2})
     view = admin.view(model_id)
     assert view["restartPending"] is True
@@ -307,6 +308,21 @@ def test_a_real_vllm_starts_serves_reports_restarts_pending_is_adopted_and_fails
         extra_body={"ignore_eos": True},
     )
     assert again.choices
+
+    # The master killed (with its agent) and started again: the new master never launched the running
+    # container, yet the pending restart and its old → new list come from the container's Cmd.
+    up.kill()
+    up.start()
+    until(
+        lambda: _state(admin, model_id)["state"] == "Ready",
+        lambda: f"the restarted master did not see {model_id} Ready:\n{up.log()}",
+        timeout_s=WAIT_S,
+    )
+    assert _container(docker_client, model_id).id == container.id
+    view = admin.view(model_id)
+    assert view["restartPending"] is True
+    assert {"field": "maxNumSeqs", "old": 4, "new": 2, "needsRestart": True} in view["changedSettings"]
+    assert view["changedSettingsProblem"] is None
 
     # Stop: the container is gone.
     admin.ok("POST", f"/api/models/{model_id}/stop")

@@ -70,7 +70,12 @@ class MasterJobHost(JobHost):
             )
         launched = self._runtime.launched(model_id) or definition
         node = self._cache.node(endpoint.node_id)
-        pending = self._restart_pending.is_pending(definition, status, total_gib=_total_gib(definition, node))
+        pending = self._restart_pending.is_pending(
+            definition,
+            status,
+            launched=self._runtime.launched(model_id),
+            total_gib=_total_gib(definition, node),
+        )
         return JobTarget(
             model_id=model_id,
             served_name=definition.served_name,

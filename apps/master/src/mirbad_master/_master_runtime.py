@@ -2,8 +2,9 @@
 
 Two things the agents do not tell the master, and one check of every start:
 
-* which definition a running instance was launched with, so the model views can list the settings a
-  restart would change (``changedSettings``); remembered for the launches of this master process;
+* which definition a running instance was launched with, remembered for the launches of this master
+  process: the model views read what runs from the argv a node reports, and fall back on it (and take
+  the settings the command line does not carry from it) only where the label matches;
 * that the local node's models are gone. A fleet of one stops its models when it stops, so each
   ``mirbad up`` is a new boot of the local node: the runtime reports a per-run boot id for it (when the
   agent reports none of its own), and the health monitor relaunches what the recovery state lists;

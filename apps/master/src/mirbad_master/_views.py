@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mirbad_orchestration.commandline import DEFAULT_TOTAL_GIB, changed_settings
+from mirbad_orchestration.commandline import DEFAULT_TOTAL_GIB
 from mirbad_orchestration.fleet import NodeRecord, NodeState, launch_total_gib, model_status
 from mirbad_protocol import ModelDefinition, ModelState, ModelStatus, WireModel
 from mirbad_protocol.admin import MaintenanceView, ModelView, NodeSummary, SettingChangeView, StatusReport
@@ -33,8 +33,6 @@ __all__ = [
     "status_report",
 ]
 
-_RUNNING = (ModelState.STARTING, ModelState.READY)
-
 
 def dump(model: WireModel) -> dict[str, Any]:
     """A view as the API sends it: camelCase, every field present."""
@@ -45,19 +43,20 @@ async def model_view(services: MasterServices, definition: ModelDefinition) -> M
     """The view of one saved model."""
     status, node = _status_of(services, definition)
     total_gib = _total_gib(definition, node)
-    pending = services.restart_pending.is_pending(definition, status, total_gib=total_gib)
     launched = services.runtime.launched(definition.id)
-    changes = []
-    if launched is not None and status.state in _RUNNING:
-        changes = [
-            SettingChangeView(field=c.field, old=c.old, new=c.new, needs_restart=c.needs_restart)
-            for c in changed_settings(launched, definition)
-        ]
+    # From what the instance runs (the argv its node reports), so it holds after a master restart too.
+    review = services.restart_pending.review(definition, status, launched=launched, total_gib=total_gib)
+    pending = review.pending
+    changes = [
+        SettingChangeView(field=c.field, old=c.old, new=c.new, needs_restart=c.needs_restart)
+        for c in review.changes
+    ]
     return ModelView(
         definition=definition,
         status=status.model_copy(update={"restart_pending": pending}),
         restart_pending=pending,
         changed_settings=changes,
+        changed_settings_problem=review.problem,
         pause=await services.pauses.get(definition.id),
     )
 

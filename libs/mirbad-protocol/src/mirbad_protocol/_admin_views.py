@@ -70,7 +70,10 @@ class ModelView(WireModel):
         definition: the saved definition.
         status: its current status, as the master last read it from the model's node.
         restart_pending: the running instance runs another configuration than the saved one.
-        changed_settings: the settings that differ from what this master launched it with.
+        changed_settings: the settings that differ from what the running instance runs (its command
+            line as its node reports it, read back; else what this master launched it with).
+        changed_settings_problem: why ``changed_settings`` cannot be complete (the running command
+            line cannot be read, ...); ``None`` when it is.
         pause: why its automatic restarts are paused, when they are.
     """
 
@@ -78,6 +81,7 @@ class ModelView(WireModel):
     status: ModelStatus
     restart_pending: bool = False
     changed_settings: list[SettingChangeView] = Field(default_factory=list)
+    changed_settings_problem: str | None = None
     pause: RestartPause | None = None
 
 

@@ -61,6 +61,10 @@ def confirm_restart(row: ModelRow, go: Callable[[], Awaitable[None]]) -> None:
             ui.label("The running instance was launched with other settings than the saved ones.")
         else:
             ui.label("It runs its saved settings already; the restart stops and starts it again.")
+        if row.view.changed_settings_problem:
+            # Never a silent "no change": the operator learns the list could not be read.
+            problem = ui.label(f"What it runs cannot be listed in full: {row.view.changed_settings_problem}")
+            testid(problem.classes("text-warning text-body2"), "changed-settings-problem")
         with ui.row().classes("w-full justify-end"):
             ui.button("Cancel", on_click=dialog.close).props("flat")
 

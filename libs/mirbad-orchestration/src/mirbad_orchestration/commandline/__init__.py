@@ -5,7 +5,8 @@ The builders turn a :class:`~mirbad_protocol.ModelDefinition` into the argv of `
 ``extraArgs`` into their fields (:func:`normalize_definition`), the parsers read a command line back
 into a definition (:func:`parse_args`), and :func:`launch_spec_for` wraps it all into the launch spec an
 agent executes. :func:`config_hash` fingerprints a launch; :class:`RestartPendingCheck` compares a
-running launch with the stored definition (the portal's "restart pending" and Apply dialog).
+running launch with the stored definition (the portal's "restart pending" and Apply dialog), reading
+what an instance runs back from the argv its node reports (:func:`read_running_config`).
 """
 
 from ._commandline import (
@@ -35,11 +36,13 @@ from ._llamacpp_memory import (
 from ._mlx_args import build_mlx_args, normalize_mlx, parse_mlx_args
 from ._restart_pending import (
     TUNING_LABEL,
+    PendingReview,
     RestartPendingCheck,
     RunningLaunch,
     SettingChange,
     changed_settings,
 )
+from ._running_config import RunningConfig, launched_argv, read_running_config
 from ._vllm_args import build_vllm_args, format_gpu_memory_utilization
 from ._vllm_flags import check_vllm_values
 from ._vllm_normalize import normalize_vllm
@@ -53,7 +56,9 @@ __all__ = [
     "LLAMACPP_MAX_SLOTS",
     "PROMPT_CACHE_SHARE",
     "TUNING_LABEL",
+    "PendingReview",
     "RestartPendingCheck",
+    "RunningConfig",
     "RunningLaunch",
     "SettingChange",
     "build_args",
@@ -69,6 +74,7 @@ __all__ = [
     "estimate_llamacpp_gib",
     "format_gpu_memory_utilization",
     "launch_spec_for",
+    "launched_argv",
     "llamacpp_cache_ram_mib",
     "llamacpp_ctx_size",
     "llamacpp_kv_cache_bytes",
@@ -81,4 +87,5 @@ __all__ = [
     "parse_llamacpp_args",
     "parse_mlx_args",
     "parse_vllm_args",
+    "read_running_config",
 ]
