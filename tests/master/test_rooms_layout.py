@@ -30,6 +30,7 @@ ROOMS = (
     "releases",
     "restore",
     "services",
+    "takeover",
     "tuning",
 )
 PORTAL_PARTS = ("page.py", "panels.py")
