@@ -11,8 +11,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from mirbad_agent import (
     FENCE_FILE_NAME,
@@ -23,6 +26,7 @@ from mirbad_agent import (
     create_app,
     is_command,
 )
+from mirbad_agent.exceptions import FencedError
 from mirbad_protocol.agent import (
     MASTER_EPOCH_HEADER,
     MASTER_ID_HEADER,
@@ -205,3 +209,42 @@ async def test_the_fence_route_reads_the_master_followed_and_a_post_claims_the_n
     assert claimed.json() == {"instanceId": "m-new", "epoch": 4}
     assert (refused.status_code, _refusal(refused)["code"]) == (409, "fenced")
     assert read.json() == {"instanceId": "m-new", "epoch": 4}
+
+
+_CLAIMS = st.lists(
+    st.none() | st.builds(MasterFence, instance_id=st.sampled_from(["m-a", "m-b"]), epoch=st.integers(0, 4)),
+    max_size=12,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(claims=_CLAIMS)
+def test_the_fence_only_rises_and_admits_exactly_the_master_at_or_above_it(
+    tmp_path_factory: pytest.TempPathFactory, claims: list[MasterFence | None]
+) -> None:
+    folder = tmp_path_factory.mktemp("fence")
+
+    async def run() -> None:
+        fence = EpochFence(folder)
+        held: MasterFence | None = None
+        for claim in claims:
+            if held is None:
+                admitted = True
+            elif claim is None:
+                admitted = False
+            else:
+                admitted = claim.epoch > held.epoch or claim == held
+            if admitted:
+                await fence.admit(claim)
+                held = claim if claim is not None else held
+            else:
+                with pytest.raises(FencedError) as refused:
+                    await fence.admit(claim)
+                assert held is not None
+                assert refused.value.epoch == held.epoch
+                assert refused.value.request_epoch == (claim.epoch if claim is not None else None)
+            assert await fence.current() == held
+        # What a restarted agent reads back is what the last one held.
+        assert await EpochFence(folder).current() == held
+
+    anyio.run(run)

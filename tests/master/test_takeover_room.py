@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,14 +41,12 @@ TINY = ModelDefinition(
 )
 
 
-@asynccontextmanager
-async def two_masters(root: Path) -> AsyncIterator[tuple[Master, Master, Path]]:
-    """An older and a newer master over one fenced agent; the folder of the agent's fence."""
+def fenced_agent(state: Path) -> tuple[AgentServices, Any]:
+    """The agent app with a fake driver and its real fence in ``state``, as the masters reach it."""
     executables = [ExecutableRef(name="llama-server", version="test")]
     driver = ComposedDriver(
         FakeDriver(port_range_start=8500), (ProcessRuntimeInfo(runtime="llamacpp", executables=executables),)
     )
-    state = root / "agent"
     agent_services = AgentServices(
         runtimes=NodeRuntimes([driver]),
         memory=MemoryProbe(linux=False, fake_total_gib=16.0),
@@ -55,7 +54,14 @@ async def two_masters(root: Path) -> AsyncIterator[tuple[Master, Master, Path]]:
         version="0.0.test",
         fence=EpochFence(state),
     )
-    agent: Any = _RealAgent(create_app(agent_services, background=False))
+    return agent_services, _RealAgent(create_app(agent_services, background=False))
+
+
+@asynccontextmanager
+async def two_masters(root: Path) -> AsyncIterator[tuple[Master, Master, Path]]:
+    """An older and a newer master over one fenced agent; the folder of the agent's fence."""
+    state = root / "agent"
+    agent_services, agent = fenced_agent(state)
     async with (
         agent_services,
         running_master(root / "older", agent=lambda node_id: agent) as older,
@@ -134,3 +140,26 @@ async def test_the_portal_takes_over_as_the_api_does(tmp_path: Path) -> None:
     assert [line for line in through_the_portal if line[0] == actions.TAKEOVER_ACTION] == [
         line for line in through_the_api if line[0] == actions.TAKEOVER_ACTION
     ]
+
+
+async def test_a_node_away_during_the_takeover_is_named_and_follows_at_the_next_command(
+    tmp_path: Path,
+) -> None:
+    agent_services, agent = fenced_agent(tmp_path / "agent")
+    async with (
+        agent_services,
+        running_master(tmp_path, "local", "gpu-2", agent=lambda node_id: agent) as master,
+    ):
+        master.agents.down.add("gpu-2")
+        taken = await ok(master.admin.post("/api/master/takeover"))
+        entries = await master.services.audit.read(datetime.now(UTC).date())
+        master.agents.down.discard("gpu-2")
+        followed = await (await master.services.client_of("gpu-2")).claim()
+
+    claims = {claim["nodeId"]: claim for claim in taken["nodes"]}
+    assert claims["local"] == {"nodeId": "local", "claimed": True}
+    assert claims["gpu-2"]["claimed"] is False
+    assert "unreachable" in claims["gpu-2"]["reason"]
+    takeover = [entry for entry in entries if entry.action == actions.TAKEOVER_ACTION]
+    assert [entry.detail for entry in takeover] == ["epoch 0 -> 1; 1 of 2 node(s) claimed"]
+    assert followed.epoch == 1
