@@ -18,6 +18,7 @@ import pytest
 from tests.master._rooms import api_refusal, audit_lines, ok, portal_refusal
 from tests.master._stack import Master, running_master
 from tests.master.test_api_services import _RealAgent
+from tests.master.test_ui_pages import portal_user
 
 from mirbad_agent import AgentServices, ComposedDriver, EpochFence, NodeRuntimes, create_app
 from mirbad_master.takeover import actions
@@ -163,3 +164,19 @@ async def test_a_node_away_during_the_takeover_is_named_and_follows_at_the_next_
     takeover = [entry for entry in entries if entry.action == actions.TAKEOVER_ACTION]
     assert [entry.detail for entry in takeover] == ["epoch 0 -> 1; 1 of 2 node(s) claimed"]
     assert followed.epoch == 1
+
+
+async def test_the_nodes_page_shows_the_master_and_takes_over_after_asking(tmp_path: Path) -> None:
+    async with running_master(tmp_path) as master, portal_user(master) as user:
+        before = await master.services.identity.read()
+        await user.open("/nodes")
+        await user.should_see(f"This master: {before.instance_id} at fencing epoch 0")
+        user.find(marker="master-takeover").click()
+        await user.should_see("Raise the fencing epoch?")
+        user.find(marker="master-takeover-confirm").click()
+        await user.should_see(f"This master: {before.instance_id} at fencing epoch 1")
+        after = await master.services.identity.read()
+        lines = [line for line in await audit_lines(master) if line[1] == actions.TAKEOVER_ACTION]
+
+    assert after.epoch == 1
+    assert lines == [(PORTAL_ACTOR, actions.TAKEOVER_ACTION, before.instance_id, None, "ok")]
