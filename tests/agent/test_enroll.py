@@ -25,6 +25,7 @@ from mirbad_agent import (
     AGENT_TLS_STEM,
     EXIT_FAILED,
     EXIT_REFUSED,
+    FENCE_FILE_NAME,
     add_enroll_arguments,
     default_state_dir,
     run_enroll,
@@ -250,3 +251,24 @@ def test_the_required_arguments_are_required(missing: str) -> None:
 
     with pytest.raises(SystemExit):
         parse(*[part for pair in argv.items() for part in pair])
+
+
+async def test_enrolling_into_another_fleet_drops_the_old_masters_fence_and_the_same_fleet_keeps_it(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    fence = state / FENCE_FILE_NAME
+    for fleet in ("first", "second"):
+        (tmp_path / fleet).mkdir()
+    async with enroll_master(tmp_path / "first") as first:
+        assert await enroll(first.url, await first.tokens.issue_join_token("gpu-1"), state) == 0
+        fence.write_text('{"instanceId": "m-first", "epoch": 7}')
+        # Enrolled again by the same master (the same CA): the fence stays.
+        again = await first.tokens.issue_join_token("gpu-1", reenroll=True)
+        assert await enroll(first.url, again, state) == 0
+        kept = fence.exists()
+    async with enroll_master(tmp_path / "second") as second:
+        assert await enroll(second.url, await second.tokens.issue_join_token("gpu-1"), state) == 0
+
+    assert kept
+    assert not fence.exists()

@@ -29,6 +29,8 @@ from tests._support.processes import write_exec_wrapper
 from tests._support.real_parts import llama_server_path
 from tests._support.second_agent import far_model, recorded_pid, second_agent
 
+from mirbad_agent import FENCE_FILE_NAME
+
 pytestmark = [
     pytest.mark.llamacpp,
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="checks processes through /proc"),
@@ -104,6 +106,13 @@ def _chat(base_url: str, secret: str) -> httpx.Response:
     )
 
 
+def _fence_of(state: Path) -> dict[str, object] | None:
+    """The master the agent follows, once one above the lost master's epoch 0 claimed it."""
+    path = state / FENCE_FILE_NAME
+    fence: dict[str, object] = json.loads(path.read_text()) if path.exists() else {}
+    return fence if fence.get("epoch") == 1 else None
+
+
 def test_a_new_master_recovers_the_fleet_and_the_running_model_is_never_restarted(tmp_path: Path) -> None:
     with contextlib.ExitStack() as closing:
         old = closing.enter_context(_master(tmp_path / "old"))
@@ -133,6 +142,12 @@ def test_a_new_master_recovers_the_fleet_and_the_running_model_is_never_restarte
         until(
             lambda: any(n["id"] == "gpu-2" and n["reachable"] for n in admin.ok("GET", "/api/nodes")),
             lambda: f"gpu-2 was not reached by the new master:\n{new.log()}",
+            timeout_s=WAIT_S,
+        )
+        # The recovered master claimed the node: its fence is at the recovered epoch (docs/takeover.md).
+        fence = until(
+            lambda: _fence_of(state),
+            lambda: f"gpu-2 was not claimed by the new master:\n{new.log()}",
             timeout_s=WAIT_S,
         )
         status = _far_status(admin)
@@ -166,6 +181,7 @@ def test_a_new_master_recovers_the_fleet_and_the_running_model_is_never_restarte
     assert chat.json()["choices"][0]["message"]["content"]
     assert stranger.status_code == 401
     assert identity == {"instanceId": lost["instanceId"], "epoch": lost["epoch"] + 1}
+    assert fence == identity
     actions = {(entry["actor"], entry["action"], entry["target"]) for entry in audit}
     assert ("system:recovery", "fleet.recover", backup.name) in actions
     assert ("system:recovery", "model.adopt", FAR) in actions

@@ -31,6 +31,7 @@ ROOMS = (
     "releases",
     "restore",
     "services",
+    "takeover",
     "tuning",
 )
 PORTAL_PARTS = ("page.py", "panels.py")

@@ -37,6 +37,7 @@ from ._enroll import add_enroll_arguments, run_enroll
 from ._enroll_client import AGENT_TLS_STEM, EXIT_FAILED, EXIT_REFUSED, EnrollFailedError, enroll_node
 from ._errors import agent_error_response, error_code_of, handle_exception
 from ._executables_cli import add_executable, add_executables_arguments, run_executables, toml_string
+from ._fence import FENCE_FILE_NAME, EpochFence, FenceGuard, fence_routes, is_command
 from ._folders import DEFAULT_LISTING_LIMIT, ModelFolders, relative_parts
 from ._host_services import HostServicesGateway, host_service_routes
 from ._lifecycle import ModelLifecycle
@@ -91,6 +92,7 @@ __all__ = [
     "EVENT_LOG_SOURCE",
     "EXIT_FAILED",
     "EXIT_REFUSED",
+    "FENCE_FILE_NAME",
     "FORWARDED_PREFIX",
     "LLAMA_SERVER_NAME",
     "POLL_PATHS",
@@ -117,7 +119,9 @@ __all__ = [
     "DockerSettings",
     "DownloadSettings",
     "EnrollFailedError",
+    "EpochFence",
     "ExecutableSettings",
+    "FenceGuard",
     "GpuProbe",
     "HostServicesGateway",
     "LlamaServerFinder",
@@ -157,10 +161,12 @@ __all__ = [
     "download_routes",
     "enroll_node",
     "error_code_of",
+    "fence_routes",
     "find_llama_server",
     "handle_exception",
     "host_service_routes",
     "in_container",
+    "is_command",
     "load_credentials",
     "load_settings",
     "model_routes",

@@ -16,6 +16,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Mount
 
 from mirbad_protocol import MirbadError, ModelState
@@ -24,6 +25,7 @@ from mirbad_protocol.agent import AGENT_API_PREFIX
 from ._composition import AgentServices
 from ._downloads import download_routes
 from ._errors import handle_exception
+from ._fence import FenceGuard, fence_routes
 from ._host_services import container_service_routes, host_service_routes
 from ._proxy import ModelServer, proxy_route
 from ._releases import release_routes
@@ -50,6 +52,7 @@ def create_app(services: AgentServices, *, background: bool = True) -> Starlette
         *release_routes(services),
         *host_service_routes(services.host_services),
         *container_service_routes(services.host_containers),
+        *fence_routes(services.fence),
         proxy_route(
             _upstream_lookup(services),
             services.proxy_client,
@@ -58,8 +61,11 @@ def create_app(services: AgentServices, *, background: bool = True) -> Starlette
         ),
     ]
     handlers = {HTTPException: handle_exception, MirbadError: handle_exception, Exception: handle_exception}
+    # Outermost of the app's own layers: a fenced command is refused before any route reads its body.
+    fence = [Middleware(FenceGuard, fence=services.fence)] if services.fence is not None else []
     return Starlette(
         routes=[Mount(AGENT_API_PREFIX, routes=routes)],
+        middleware=fence,
         exception_handlers=handlers,
         lifespan=_lifespan(services) if background else None,
     )

@@ -53,6 +53,7 @@ from mirbad_runtime.downloads import DownloadManager, NetworkLimits
 from ._composition import AgentServices
 from ._config import AgentSettings, DockerSettings
 from ._dpapi import Win32Dpapi
+from ._fence import EpochFence
 from ._host_services import HostServicesGateway
 from ._llama_server import LlamaServerFinder, find_llama_server, with_found_llama_server
 from ._runtimes import ComposedDriver, NodeRuntimes
@@ -157,6 +158,7 @@ async def compose_services(
         images=_node_images(settings, drivers),
         # Mounted at /root/.cache in every model container: vLLM's default hub cache lies below it.
         hub_cache=settings.cache_host_path / "huggingface" / "hub" if settings.docker.enabled else None,
+        fence=EpochFence(settings.state_dir),
     )
 
 

@@ -27,6 +27,7 @@ from mirbad_runtime import (
 from mirbad_runtime.downloads import DownloadManager
 
 from ._boot import boot_id
+from ._fence import EpochFence
 from ._folders import ModelFolders
 from ._host_services import HostServicesGateway
 from ._lifecycle import ModelLifecycle
@@ -92,6 +93,8 @@ class AgentServices:
         images: the node's Docker images and image pulls (run in the app's lifespan); None without Docker.
         hub_cache: the Hugging Face hub cache of the model containers: a model folder's ``config.json``
             is looked for there last (the tuning gates' drafter given as a hub id).
+        fence: the highest master epoch seen, which every command passes (None: commands are not
+            fenced; tests of single routes).
     """
 
     def __init__(
@@ -118,6 +121,7 @@ class AgentServices:
         models_mount: Path | None = None,
         images: NodeImages | None = None,
         hub_cache: Path | None = None,
+        fence: EpochFence | None = None,
     ) -> None:
         self.runtimes = runtimes
         self.memory = memory
@@ -143,6 +147,7 @@ class AgentServices:
         self.host_containers = host_containers
         self.gpu_processes = gpu_processes
         self.images = images
+        self.fence = fence
         self.telemetry = TelemetryCollector(
             runtimes, self.lifecycle, self.ring, self.http, gpu=gpu_processes, gpu_present=gpu_present
         )

@@ -15,6 +15,7 @@ import hmac
 import os
 import ssl
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
@@ -44,6 +45,7 @@ from mirbad_protocol.pki import (
     spki_pin,
 )
 
+from ._fence import FENCE_FILE_NAME
 from .exceptions import MirbadAgentError
 
 __all__ = ["AGENT_TLS_STEM", "EXIT_FAILED", "EXIT_REFUSED", "EnrollFailedError", "enroll_node"]
@@ -102,14 +104,26 @@ async def enroll_node(
     request = create_certificate_request(key, node_name, dns_names=dns_names, ip_addresses=ip_addresses)
     answer = await _post_enrollment(base, ca, join_token, certificate_request_to_pem(request).decode("ascii"))
     credentials = _checked_credentials(answer, key, join_token.pin)
+    fleet_ca = state_dir / f"{AGENT_TLS_STEM}-ca.crt"
+    before = await anyio.to_thread.run_sync(_read_or_none, fleet_ca)
     try:
         await anyio.to_thread.run_sync(credentials.save, state_dir, AGENT_TLS_STEM)
+        if await anyio.to_thread.run_sync(_read_or_none, fleet_ca) != before:
+            # Another fleet (a new CA): the fence of the master before is no fence for its master.
+            await anyio.to_thread.run_sync(partial((state_dir / FENCE_FILE_NAME).unlink, missing_ok=True))
     except OSError as exc:
         raise EnrollFailedError(
             f"enrolled as {answer.node_name}, but cannot save the identity in {state_dir}: "
             f"{exc.strerror or exc}; fix the folder and enroll again with a new token"
         ) from None
     return credentials
+
+
+def _read_or_none(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
 
 
 def _parse_token(text: str) -> JoinToken:

@@ -99,6 +99,8 @@ def agent_error_response(
     *,
     field: str | None = None,
     headers: Mapping[str, str] | None = None,
+    epoch: int | None = None,
+    request_epoch: int | None = None,
 ) -> JSONResponse:
     """The contract's error envelope for ``code``, with the HTTP status the code carries.
 
@@ -107,8 +109,10 @@ def agent_error_response(
         message: what went wrong, for the caller.
         field: the body field, query parameter or path at fault, when there is one.
         headers: headers the answer carries (``Retry-After`` of a model that is not running).
+        epoch: ``fenced``: the highest master epoch the agent has seen.
+        request_epoch: ``fenced``: the epoch the refused command carried.
     """
-    body = agent_error_body(code, message, field=field)
+    body = agent_error_body(code, message, field=field, epoch=epoch, request_epoch=request_epoch)
     return JSONResponse(body, status_code=code.http_status, headers=headers)
 
 

@@ -9,16 +9,22 @@ The tree of its exceptions, each under its first base here (one with more bases 
     ├── PathRefusedError(MirbadAgentError, PermissionError)
     ├── PathNotFoundError(MirbadAgentError, FileNotFoundError)
     ├── ServiceUnsupportedError
-    └── EnrollFailedError
+    ├── EnrollFailedError
+    ├── FencedError
+    └── FenceStateError
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from mirbad_protocol import MirbadError
 from mirbad_protocol.agent import AgentErrorCode
 
 __all__ = [
     "AgentConfigError",
+    "FenceStateError",
+    "FencedError",
     "MirbadAgentError",
     "PathNotFoundError",
     "PathRefusedError",
@@ -96,3 +102,32 @@ class ProxyPathError(RequestRefusedError):
 
 class ServiceUnsupportedError(MirbadAgentError):
     """The service mode asked for where there is no Windows Service Control Manager."""
+
+
+class FencedError(MirbadAgentError):
+    """A command from a master below the agent's fence (409 ``fenced``); the message names both epochs.
+
+    Attributes:
+        epoch: the highest master epoch the agent has seen.
+        request_epoch: the epoch the command carried (None: it carried none).
+    """
+
+    def __init__(self, epoch: int, request_epoch: int | None, reason: str) -> None:
+        carried = "no epoch" if request_epoch is None else f"epoch {request_epoch}"
+        super().__init__(
+            f"fenced: this node follows the master at epoch {epoch}; the command carried {carried} ({reason})"
+        )
+        self.epoch = epoch
+        self.request_epoch = request_epoch
+
+
+class FenceStateError(MirbadAgentError):
+    """The agent's fence file cannot be read or written; no command runs until it can.
+
+    Attributes:
+        path: the fence file.
+    """
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"the master fence {path} {reason}")
+        self.path = path

@@ -33,6 +33,7 @@ from .nodes.api import nodes_router
 from .releases.api import releases_router
 from .restore.api import RESTORE_PREFIX, restore_router
 from .services.api import services_router
+from .takeover.api import takeover_router
 from .tuning.api import tuning_router
 
 __all__ = ["OWN_BODY_CAPS", "api_fallback", "api_router"]
@@ -67,6 +68,7 @@ def api_router(services: MasterServices, auth: AdminAuth) -> APIRouter:
     guarded.include_router(backup_share_router(services))
     guarded.include_router(restore_router(services))
     guarded.include_router(audit_router(services))
+    guarded.include_router(takeover_router(services))
     api.include_router(guarded)
     return api
 

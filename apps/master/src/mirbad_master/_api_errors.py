@@ -24,6 +24,7 @@ from starlette.responses import JSONResponse, Response
 
 from mirbad_orchestration import (
     AgentAdmissionRefusedError,
+    AgentFencedError,
     AgentLaunchRejectedError,
     AgentProtocolError,
     AgentRequestError,
@@ -119,6 +120,7 @@ _TABLE: Final[Sequence[tuple[type[Exception], AdminErrorCode]]] = (
     (UnknownApiKeyError, _C.KEY_NOT_FOUND),
     (AgentAdmissionRefusedError, _C.ADMISSION_REFUSED),
     (AgentStartConflictError, _C.START_CONFLICT),
+    (AgentFencedError, _C.FENCED),
     (NodeConflictError, _C.NODE_CONFLICT),
     (DuplicateNodeError, _C.NODE_EXISTS),
     (StartLaneBusyError, _C.START_LANE_BUSY),
@@ -167,6 +169,7 @@ _STATUS_DESCRIPTIONS: Final = {
     "`download_not_found`, `source_not_found` (`field` names it), `backup_not_found` (or `route_not_found`)",
     409: "a conflict: `model_exists`, `served_name_taken`, `admission_refused` (retry with force=true), "
     "`start_conflict`, `start_lane_busy`, `node_exists`, `node_conflict`, `local_node`, "
+    "`fenced` (the node follows a master at a newer epoch), "
     "`job_conflict` (a job runs on the node, or holds the model: `jobId`; or a restore runs), "
     "`model_not_ready` (its state), "
     "`feature_missing` (the node lacks the download feature: `nodeId`, `field`), `download_conflict`, "

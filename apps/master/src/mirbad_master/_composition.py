@@ -143,6 +143,8 @@ class MasterServices:
         self.audit = AuditLog(data_dir, max_file_bytes=settings.audit_max_file_bytes)
         # Who this master is to its fleet: backups carry it, fleet recovery puts it back one epoch up.
         self.identity = MasterIdentityStore(data_dir)
+        # Every agent request names this master (instance id, epoch): agents refuse an older master's.
+        clients.fence_with(self.identity.read)
         self.recovery = RecoveryState(data_dir)
         self.pauses = RestartPauses(data_dir)
         # With the registry: a name is enrolled once, and an enrolled node is registered and pinned.

@@ -3,13 +3,15 @@
 A recovered master has no running set of its own (``running-models.json`` was lost with the old
 master's disk), so without adoption a model that crashed on a node after the recovery would stay
 down. Nothing is started, stopped or restarted here: the running models are only listed, audited
-(``model.adopt``) and logged with their pids.
+(``model.adopt``) and logged with their pids. Each node is claimed for the recovered master first
+(its fence raised to the recovered epoch), so the lost master, should it come back, is refused there
+at once rather than from the recovered master's first command (docs/takeover.md).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import Final
 
@@ -19,7 +21,7 @@ from mirbad_orchestration import ModelRegistry
 from mirbad_orchestration.fleet import StatusCache
 from mirbad_orchestration.stores import AuditLog
 from mirbad_orchestration.supervision import RecoveryState
-from mirbad_protocol import ModelDefinition, ModelState, ModelStatus
+from mirbad_protocol import MirbadError, ModelDefinition, ModelState, ModelStatus
 
 from ._composition import MasterServices
 from ._fleet_recovery import RECOVERY_ACTOR
@@ -43,6 +45,7 @@ class RunningModelAdoption:
         recovery: the running set (``running-models.json``).
         audit: the audit log (``model.adopt`` lines).
         node_for: the node a definition runs on (its placement, else the default node).
+        claim: claims a node for this master (raises its fence); None: nodes are not claimed.
     """
 
     models: ModelRegistry
@@ -50,12 +53,22 @@ class RunningModelAdoption:
     recovery: RecoveryState
     audit: AuditLog
     node_for: Callable[[ModelDefinition], str]
+    claim: Callable[[str], Awaitable[object]] | None = None
 
     @classmethod
     def of(cls, services: MasterServices) -> RunningModelAdoption:
         """The adoption over a master's services."""
+
+        async def claim(node_id: str) -> object:
+            return await (await services.client_of(node_id)).claim()
+
         return cls(
-            services.models, services.cache, services.recovery, services.audit, services.runtime.node_for
+            services.models,
+            services.cache,
+            services.recovery,
+            services.audit,
+            services.runtime.node_for,
+            claim,
         )
 
     async def adopt(self, node_ids: Collection[str] | None = None) -> tuple[list[tuple[str, str]], set[str]]:
@@ -74,6 +87,7 @@ class RunningModelAdoption:
             if not node.reachable:
                 unreached.add(node.node_id)
                 continue
+            await self._claim(node.node_id)
             for status in node.models:
                 definition = definitions.get(status.id)
                 if (
@@ -99,6 +113,15 @@ class RunningModelAdoption:
                 within_s,
             )
         return pending
+
+    async def _claim(self, node_id: str) -> None:
+        if self.claim is None:
+            return
+        try:
+            await self.claim(node_id)
+        except MirbadError as exc:
+            # Not fatal: the node follows at this master's first command to it instead.
+            _logger.warning("fleet recovery: could not claim %s for this master: %s", node_id, exc)
 
     async def _adopt(self, node_id: str, status: ModelStatus) -> None:
         await self.recovery.add(node_id, status.id)

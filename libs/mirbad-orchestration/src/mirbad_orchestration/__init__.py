@@ -26,6 +26,7 @@ from .commandline import (
 )
 from .exceptions import (
     AgentAdmissionRefusedError,
+    AgentFencedError,
     AgentLaunchRejectedError,
     AgentProtocolError,
     AgentRequestError,
@@ -78,6 +79,7 @@ from .registry import ModelRegistry
 
 __all__ = [
     "AgentAdmissionRefusedError",
+    "AgentFencedError",
     "AgentLaunchRejectedError",
     "AgentProtocolError",
     "AgentRequestError",

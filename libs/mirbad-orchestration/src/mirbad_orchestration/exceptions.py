@@ -35,6 +35,7 @@ The tree of its exceptions, each under its first base here (one with more bases 
     │       │   ├── NodeNotReadyToStartError
     │       │   ├── AgentAdmissionRefusedError
     │       │   └── AgentStartConflictError
+    │       ├── AgentFencedError
     │       ├── AgentLaunchRejectedError
     │       └── ModelNotOnNodeError(AgentRequestError, UnknownModelError)
     ├── StartLaneBusyError
@@ -80,6 +81,7 @@ from mirbad_protocol import InvalidFieldError, MirbadError
 
 __all__ = [
     "AgentAdmissionRefusedError",
+    "AgentFencedError",
     "AgentLaunchRejectedError",
     "AgentProtocolError",
     "AgentRequestError",
@@ -410,6 +412,25 @@ class AgentStartConflictError(NodeConflictError):
     Another model is still starting on the node, or the model runs under another runtime there
     (mirbad_runtime's ``StartConflictError`` on the node).
     """
+
+
+class AgentFencedError(AgentRequestError):
+    """The agent answered ``fenced``: it follows a master at a newer epoch than this one.
+
+    This master is stale (a recovered or promoted master took over): it must not drive the node. On
+    the node the refusal is mirbad_agent's ``FencedError``.
+
+    Attributes:
+        epoch: the highest master epoch the agent has seen (None from an agent that did not say).
+        request_epoch: the epoch this master's command carried.
+    """
+
+    def __init__(
+        self, node_id: str, status_code: int, message: str, epoch: int | None, request_epoch: int | None
+    ) -> None:
+        super().__init__(node_id, status_code, "fenced", message)
+        self.epoch = epoch
+        self.request_epoch = request_epoch
 
 
 class AgentLaunchRejectedError(AgentRequestError):

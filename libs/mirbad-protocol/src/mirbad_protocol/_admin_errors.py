@@ -50,6 +50,8 @@ class AdminErrorCode(StrEnum):
     """The model's memory budget does not fit on its node; start again with ``force=true``."""
     START_CONFLICT = "start_conflict"
     """The node is starting another model, or runs this one under another runtime."""
+    FENCED = "fenced"
+    """A node refused this master's command: it follows a master at a newer epoch (a takeover)."""
     START_LANE_BUSY = "start_lane_busy"
     """The start waited too long for its node's start lane."""
     NODE_CONFLICT = "node_conflict"
@@ -183,6 +185,7 @@ _HTTP_STATUS: Final = {
     AdminErrorCode.LOCAL_NODE: 409,
     AdminErrorCode.ADMISSION_REFUSED: 409,
     AdminErrorCode.START_CONFLICT: 409,
+    AdminErrorCode.FENCED: 409,
     AdminErrorCode.START_LANE_BUSY: 409,
     AdminErrorCode.NODE_CONFLICT: 409,
     AdminErrorCode.FEATURE_MISSING: 409,

@@ -194,6 +194,8 @@ class AgentErrorCode(StrEnum):
     """409: a pull of the same image reference is running already."""
     INSUFFICIENT_STORAGE = "insufficient_storage"
     """507: the agent's own state file cannot be written, its disk is full (a stop is done all the same)."""
+    FENCED = "fenced"
+    """409: a command from a master below the highest epoch the agent has seen (both epochs named)."""
 
     @property
     def http_status(self) -> int:
@@ -231,6 +233,7 @@ _HTTP_STATUS: Final = {
     AgentErrorCode.PULL_NOT_FOUND: 404,
     AgentErrorCode.PULL_CONFLICT: 409,
     AgentErrorCode.INSUFFICIENT_STORAGE: 507,
+    AgentErrorCode.FENCED: 409,
 }
 
 
@@ -286,12 +289,16 @@ class AgentError(WireModel):
         message: what went wrong, for people.
         field: the offending field or query parameter, for ``invalid_request``.
         pattern: the deny pattern of a ``denied`` refusal the agent passes on from hostd.
+        epoch: for ``fenced``: the highest master epoch the agent has seen.
+        request_epoch: for ``fenced``: the epoch the refused command carried (None: it carried none).
     """
 
     code: str
     message: str
     field: str | None = None
     pattern: str | None = None
+    epoch: int | None = None
+    request_epoch: int | None = None
 
 
 class AgentErrorBody(WireModel):
@@ -300,9 +307,19 @@ class AgentErrorBody(WireModel):
     error: AgentError
 
 
-def agent_error_body(code: AgentErrorCode, message: str, *, field: str | None = None) -> dict[str, Any]:
-    """The JSON body of an agent refusal (send it with ``code.http_status``)."""
-    return AgentErrorBody(error=AgentError(code=code.value, message=message, field=field)).to_wire()
+def agent_error_body(
+    code: AgentErrorCode,
+    message: str,
+    *,
+    field: str | None = None,
+    epoch: int | None = None,
+    request_epoch: int | None = None,
+) -> dict[str, Any]:
+    """The JSON body of an agent refusal (send it with ``code.http_status``); the epochs are ``fenced``'s."""
+    error = AgentError(
+        code=code.value, message=message, field=field, epoch=epoch, request_epoch=request_epoch
+    )
+    return AgentErrorBody(error=error).to_wire()
 
 
 def agent_path(route: str, **params: str) -> str:

@@ -74,6 +74,16 @@ from ._container_services import (
     RestartPolicyName,
     container_service_name,
 )
+from ._fence import (
+    MASTER_EPOCH_HEADER,
+    MASTER_ID_HEADER,
+    MAX_MASTER_EPOCH,
+    ROUTE_FENCE,
+    FenceState,
+    MasterFence,
+    fence_headers,
+    parse_fence_headers,
+)
 from ._gguf import GgufInfo
 from ._host_telemetry import GPU_MEMORY_FROM_BUDGET, HostGpuSample, ServiceGpuMemory
 
@@ -86,11 +96,15 @@ __all__ = [
     "DOWNLOAD_LABEL",
     "GPU_MEMORY_FROM_BUDGET",
     "LOG_STREAM_MEDIA_TYPE",
+    "MASTER_EPOCH_HEADER",
+    "MASTER_ID_HEADER",
+    "MAX_MASTER_EPOCH",
     "MAX_MODEL_CONFIG_BYTES",
     "MAX_MODEL_FILES",
     "MAX_PROXY_BODY_BYTES",
     "MAX_REQUEST_BODY_BYTES",
     "MIRBAD_CONTAINER_NAME",
+    "ROUTE_FENCE",
     "ROUTE_FOLDERS",
     "ROUTE_GGUF_INSPECT",
     "ROUTE_GPUS",
@@ -119,6 +133,7 @@ __all__ = [
     "ContainerService",
     "ContainerServiceList",
     "FeatureFlag",
+    "FenceState",
     "FolderEntry",
     "FolderListing",
     "GgufInfo",
@@ -129,6 +144,7 @@ __all__ = [
     "LogEvent",
     "LogLine",
     "LogTail",
+    "MasterFence",
     "ModelConfigInfo",
     "ModelFile",
     "ModelFileList",
@@ -146,5 +162,7 @@ __all__ = [
     "agent_error_body",
     "agent_path",
     "container_service_name",
+    "fence_headers",
+    "parse_fence_headers",
     "proxy_path",
 ]

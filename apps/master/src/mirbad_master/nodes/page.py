@@ -17,6 +17,7 @@ from mirbad_master._llama_server_build import LlamaServerBuild
 from mirbad_master._views import NodeSummary, node_summary
 from mirbad_master.audit.views import audit_link
 from mirbad_master.downloads.panels import render_nodes_downloads
+from mirbad_master.takeover.panels import render_master_identity
 from mirbad_master.ui._format import ago, gib, percent
 from mirbad_master.ui._llama_server_build import render_llama_server_build
 from mirbad_master.ui._marks import code_block, testid
@@ -157,6 +158,7 @@ async def render_nodes(portal: Portal) -> None:
     await refresh()
     ui.timer(REFRESH_S, refresh, immediate=False)
     await render_nodes_downloads(portal)
+    await render_master_identity(services)
 
 
 def _node_card(node: NodeSummary, build: LlamaServerBuild | None = None) -> None:

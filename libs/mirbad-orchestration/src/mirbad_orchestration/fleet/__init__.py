@@ -10,7 +10,7 @@ resolver and :func:`model_status` answer where a served name runs and in which s
 :class:`MasterIdentityStore` keeps who the master is to its fleet (instance id, fencing epoch).
 """
 
-from ._agent_client import AgentClient, AgentTimeouts
+from ._agent_client import AgentClient, AgentTimeouts, FenceSource
 from ._agent_clients import AgentClients, TransportFactory
 from ._agent_tls import PooledTransportBuilder
 from ._endpoint_resolver import AgentEndpoint, AgentEndpointResolver
@@ -61,6 +61,7 @@ __all__ = [
     "AgentTimeouts",
     "Enrollment",
     "EnrollmentTokens",
+    "FenceSource",
     "MasterIdentity",
     "MasterIdentityStore",
     "ModelProgress",

@@ -9,11 +9,14 @@ Every call carries an explicit timeout (:class:`AgentTimeouts`). Whatever goes w
   (``spec_rejected`` AgentLaunchRejectedError, ``admission_refused`` AgentAdmissionRefusedError,
   ``start_conflict`` AgentStartConflictError, ``model_not_found`` ModelNotOnNodeError);
 - it answered something outside the contract: AgentProtocolError.
+
+Every request names the master (its instance id and fencing epoch, from ``fence``) in the fencing
+headers; an agent that follows a newer master refuses a command with ``fenced``: AgentFencedError.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Final, TypeVar
@@ -35,6 +38,7 @@ from mirbad_protocol import (
 from mirbad_protocol.agent import (
     AGENT_API_PREFIX,
     LOG_STREAM_MEDIA_TYPE,
+    ROUTE_FENCE,
     ROUTE_FOLDERS,
     ROUTE_GGUF_INSPECT,
     ROUTE_GPUS,
@@ -55,6 +59,7 @@ from mirbad_protocol.agent import (
     ContainerActionResult,
     ContainerService,
     ContainerServiceList,
+    FenceState,
     FolderListing,
     GgufInfo,
     GgufInspectRequest,
@@ -62,6 +67,7 @@ from mirbad_protocol.agent import (
     LogEnd,
     LogLine,
     LogTail,
+    MasterFence,
     ModelConfigInfo,
     ModelFile,
     ModelFileList,
@@ -72,6 +78,7 @@ from mirbad_protocol.agent import (
     StatusList,
     TelemetrySnapshot,
     agent_path,
+    fence_headers,
     proxy_path,
 )
 from mirbad_protocol.downloads import (
@@ -119,7 +126,10 @@ from mirbad_protocol.releases import (
 
 from ._agent_errors import refusal_error, transport_error
 
-__all__ = ["AgentClient", "AgentTimeouts"]
+__all__ = ["AgentClient", "AgentTimeouts", "FenceSource"]
+
+FenceSource = Callable[[], Awaitable[MasterFence | None]]
+"""Who the master is now (instance id and epoch), asked before each request; None: send no fence."""
 
 _WireT = TypeVar("_WireT", bound=WireModel)
 _LOG_EVENT: Final = TypeAdapter[LogLine | LogEnd](Annotated[LogLine | LogEnd, Field(discriminator="kind")])
@@ -159,6 +169,8 @@ class AgentClient:
         fresh_transport: builds a transport with no pooled connection; a read (GET) whose kept-alive
             connection dropped is sent once more through it before the node counts as unreachable.
             None: no such retry.
+        fence: the master's instance id and epoch, sent on every request (read each time: a takeover
+            raises the epoch while the master runs). None: no fencing headers (tests of the client).
     """
 
     def __init__(
@@ -169,15 +181,28 @@ class AgentClient:
         *,
         timeouts: AgentTimeouts | None = None,
         fresh_transport: Callable[[], httpx.AsyncBaseTransport] | None = None,
+        fence: FenceSource | None = None,
     ) -> None:
         self.node_id = node_id
         self.agent_url = agent_url.rstrip("/")
         self.timeouts = timeouts or AgentTimeouts()
         self._fresh_transport = fresh_transport
         # trust_env off: no proxy, netrc or extra CA from the environment ever stands between the two.
+        hooks = {"request": [self._add_fence]} if fence is not None else {}
+        self._fence = fence
         self._http = httpx.AsyncClient(
-            base_url=self.agent_url, transport=transport, trust_env=False, follow_redirects=False
+            base_url=self.agent_url,
+            transport=transport,
+            trust_env=False,
+            follow_redirects=False,
+            event_hooks=hooks,
         )
+
+    async def _add_fence(self, request: httpx.Request) -> None:
+        assert self._fence is not None
+        fence = await self._fence()
+        if fence is not None:
+            request.headers.update(fence_headers(fence))
 
     @property
     def http(self) -> httpx.AsyncClient:
@@ -195,6 +220,18 @@ class AgentClient:
     async def info(self) -> AgentInfo:
         """The agent's runtimes, feature flags and model roots."""
         return await self._get(AgentInfo, agent_path(ROUTE_RUNTIMES))
+
+    async def fence(self) -> FenceState:
+        """The master the node follows (the instance id and epoch of the newest command it took)."""
+        return await self._get(FenceState, agent_path(ROUTE_FENCE))
+
+    async def claim(self) -> FenceState:
+        """Have the node follow this master from now on (its fence rises to this master's epoch).
+
+        Raises:
+            AgentFencedError: the node follows a newer master already.
+        """
+        return await self._call(FenceState, "POST", agent_path(ROUTE_FENCE), self.timeouts.read_s)
 
     async def start(self, spec: ContainerLaunch | ProcessLaunch, *, force: bool = False) -> ModelStatus:
         """Launch ``spec`` (admission first, unless ``force``) and return the model's first status."""

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
 
 import httpx
 
+from mirbad_protocol.agent import MasterFence
 from mirbad_protocol.pki import TlsCredentials
 
 from ._agent_client import AgentClient, AgentTimeouts
 from ._agent_tls import PooledTransportBuilder, node_transport
+from ._master_identity import MasterIdentity
 from ._nodes import NodeRecord
 
 __all__ = ["AgentClients", "TransportFactory"]
@@ -32,6 +34,7 @@ class AgentClients:
         self._timeouts = timeouts or AgentTimeouts()
         self._clients: dict[str, tuple[NodeRecord, AgentClient]] = {}
         self._retired: list[AgentClient] = []
+        self._identity: Callable[[], Awaitable[MasterIdentity]] | None = None
 
     @classmethod
     def mutual_tls(
@@ -47,6 +50,20 @@ class AgentClients:
         """
         return cls(partial(node_transport, credentials, build=build), timeouts=timeouts)
 
+    def fence_with(self, identity: Callable[[], Awaitable[MasterIdentity]]) -> None:
+        """Send the master's instance id and epoch, as ``identity`` answers it, on every agent request.
+
+        Every client follows, also those made before (the identity is read at each request, so a
+        takeover's raised epoch is sent from its next request on).
+        """
+        self._identity = identity
+
+    async def _fence(self) -> MasterFence | None:
+        if self._identity is None:
+            return None
+        identity = await self._identity()
+        return MasterFence(instance_id=identity.instance_id, epoch=identity.epoch)
+
     def client_for(self, record: NodeRecord) -> AgentClient:
         """The client of ``record``'s node; a new one when its URL or expected identity changed."""
         known = self._clients.get(record.id)
@@ -61,6 +78,7 @@ class AgentClients:
             self._transports(record),
             timeouts=self._timeouts,
             fresh_transport=partial(self._transports, record),
+            fence=self._fence,
         )
         self._clients[record.id] = (record, client)
         return client

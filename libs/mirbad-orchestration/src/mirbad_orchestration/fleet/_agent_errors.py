@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from mirbad_orchestration.exceptions import (
     AgentAdmissionRefusedError,
+    AgentFencedError,
     AgentLaunchRejectedError,
     AgentProtocolError,
     AgentRequestError,
@@ -59,6 +60,8 @@ def refusal_error(node_id: str, answer: httpx.Response, model_id: str | None) ->
         return AgentRequestError(node_id, answer.status_code, None, f"HTTP {answer.status_code}: {text}")
     if error.code == AgentErrorCode.MODEL_NOT_FOUND.value and model_id is not None:
         return ModelNotOnNodeError(node_id, model_id, error.message)
+    if error.code == AgentErrorCode.FENCED.value:
+        return AgentFencedError(node_id, answer.status_code, error.message, error.epoch, error.request_epoch)
     kind = _REFUSALS.get(error.code, AgentRequestError)
     return kind(node_id, answer.status_code, error.code, error.message, error.field, pattern=error.pattern)
 
