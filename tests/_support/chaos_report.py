@@ -26,10 +26,14 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     for key, value in report.user_properties:
         if key != CHAOS_PROPERTY:
             continue
-        scenario = cast("dict[str, Any]", value)
-        for name in _SUMMED:
-            _RUN[name] = _RUN.get(name, 0) + int(scenario.get(name, 0))
-        _RUN[_WORST] = max(_RUN.get(_WORST, 0.0), float(scenario.get(_WORST, 0.0)))
+        add_figures(_RUN, cast("dict[str, Any]", value))
+
+
+def add_figures(run: dict[str, float], scenario: dict[str, Any]) -> None:
+    """Add one scenario's figures to ``run``: the counts summed, the worst recovery the largest."""
+    for name in _SUMMED:
+        run[name] = run.get(name, 0) + int(scenario.get(name, 0))
+    run[_WORST] = max(run.get(_WORST, 0.0), float(scenario.get(_WORST, 0.0)))
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
