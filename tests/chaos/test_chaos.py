@@ -47,7 +47,7 @@ import pytest
 from tests._support.asgi_server import free_port_block
 from tests._support.chaos_report import CHAOS_PROPERTY
 from tests._support.polling import until
-from tests._support.real_parts import llama_server_path
+from tests._support.real_parts import llama_server_path, required_parts
 from tests._support.tiny_definition import tiny_llama_definition
 
 ROOT: Final = Path(__file__).resolve().parents[2]
@@ -440,6 +440,8 @@ def node_rebooted(chaos: Chaos) -> None:
     """
     name = chaos.rng.choice(sorted(set(MODELS.values())))
     if (why := _no_fake_boot()) is not None:
+        if "chaos" in required_parts():
+            pytest.fail(f"MIRBAD_REQUIRE names chaos: {why}", pytrace=False)
         pytest.skip(why)
     on_node = [model for model, node in MODELS.items() if node == name]
     with chaos.load() as load:
