@@ -13,6 +13,7 @@ pytest_plugins = [
     "tests._support.docker_image",
     "tests._support.download_sources",
     "tests._support.scheduling",
+    "tests._support.chaos_report",
 ]
 
 

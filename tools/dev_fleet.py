@@ -117,6 +117,7 @@ class DevFleet:
     master: subprocess.Popen[bytes] | None = None
     agents: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     password: str = ""
+    commands: dict[str, list[str]] = field(default_factory=dict)
 
     def start(self) -> None:
         """Start ``mirbad up``, enroll and start every further agent, and wait until every node answers.
@@ -146,6 +147,41 @@ class DevFleet:
         if self.master is not None:
             _stop(self.master, signal.SIGINT, "master", self.say)
         self._kill_left_models()
+
+    def send_signal(self, name: str, signum: int) -> None:
+        """Send ``signum`` to one child (``master`` or an agent's name) alone, not to its session.
+
+        The fault injection of the chaos suite: a SIGKILL leaves the models (and ``mirbad up``'s own
+        agent) running as a crash would, a SIGSTOP freezes the child until SIGCONT.
+        """
+        process = self.master if name == "master" else self.agents[name]
+        assert process is not None
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signum)
+
+    def respawn(self, name: str, wrap: Sequence[str] = ()) -> None:
+        """Start a child that exited again with its last command, and wait until every node answers.
+
+        Args:
+            name: ``master`` or an agent's name.
+            wrap: a command the child's runs under from now on (its later starts keep it).
+
+        Raises:
+            RuntimeError: it is still running, or the fleet did not come back within :data:`WAIT_S`.
+        """
+        process = self.master if name == "master" else self.agents[name]
+        if process is not None and process.poll() is None:
+            raise RuntimeError(f"dev fleet: {name} is still running")
+        if process is not None:
+            process.wait(WAIT_S)  # reaped, so no zombie is left behind
+        child = self._spawn(name, [*wrap, *self.commands[name]])
+        if name == "master":
+            self.master = child
+        else:
+            self.agents[name] = child
+        self._until(self._master_answers, "the master did not answer", child, name)
+        with self._admin() as admin:
+            self._until(lambda: self._all_reachable(admin), "not every node became reachable", None, name)
 
     def banner(self) -> str:
         """How to reach the fleet."""
@@ -239,6 +275,7 @@ class DevFleet:
         self.say(f"{name} enrolled")
 
     def _spawn(self, name: str, command: list[str]) -> subprocess.Popen[bytes]:
+        self.commands[name] = command
         log = self.layout.data_dir / f"{name}.log"
         with log.open("ab") as output:
             return subprocess.Popen(

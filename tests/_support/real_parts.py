@@ -1,7 +1,7 @@
 """Which real components (dockerd, llama-server, chromium, vLLM, deploy checkers) the machine offers.
 
 A test that needs one carries its marker. Where the component is missing the test is skipped with the
-reason, unless ``MIRBAD_REQUIRE`` (comma-separated: docker, llamacpp, browser, vllm, deploy) names it:
+reason, unless ``MIRBAD_REQUIRE`` (comma-separated: docker, llamacpp, browser, vllm, deploy, chaos) names it:
 then the test fails with the same reason, so CI can never go green by skipping a tier.
 """
 
@@ -10,13 +10,14 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
 from tests._support.vllm_image import VLLM_VERSION, venv_dir
 
-REAL_PARTS = ("docker", "llamacpp", "browser", "vllm", "deploy")
+REAL_PARTS = ("docker", "llamacpp", "browser", "vllm", "deploy", "chaos")
 CHROMIUM = Path("/usr/bin/chromium")
 
 
@@ -124,12 +125,20 @@ def uv_path() -> str | None:
     return str(uv.find_uv_bin())
 
 
+def chaos_missing() -> str | None:
+    """Why the chaos suite (a dev fleet of real agents and llama-servers, faults by signal) cannot run."""
+    if not sys.platform.startswith("linux"):
+        return "the chaos suite signals processes and reads them through /proc (Linux only)"
+    return llamacpp_missing()
+
+
 PROBES: dict[str, Callable[[], str | None]] = {
     "docker": docker_missing,
     "llamacpp": llamacpp_missing,
     "browser": browser_missing,
     "vllm": vllm_missing,
     "deploy": deploy_missing,
+    "chaos": chaos_missing,
 }
 
 

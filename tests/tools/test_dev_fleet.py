@@ -21,7 +21,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests._support.asgi_server import free_port
+from tests._support.asgi_server import free_port_block
 from tests._support.polling import until
 from tests._support.real_parts import llama_server_path
 from tests._support.tiny_definition import tiny_llama_definition
@@ -52,7 +52,9 @@ def _fleet_processes(data_dir: Path) -> list[int]:
 def fleet(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], queue.Queue[str], Path, int]]:
     server = llama_server_path()
     assert server is not None
-    data_dir, port = tmp_path / "fleet", min(free_port(), 65_000 - 200)
+    # A block below the ephemeral range: a port the kernel may give an outgoing connection (the chaos
+    # suite's load, say) could be taken by the time an agent binds it.
+    data_dir, port = tmp_path / "fleet", free_port_block(200)
     command = [sys.executable, str(ROOT / "tools" / "dev_fleet.py"), "--agents", str(AGENTS)]
     command += ["--data-dir", str(data_dir), "--port", str(port), "--llama-server", str(server)]
     process = subprocess.Popen(
