@@ -44,9 +44,18 @@ LEAVE_S = 5.0
 """How long the non-streamed client waits for its answer before it leaves."""
 ENDLESS = 10_000_000
 """``max_tokens`` for a generation that context shifting lets run for many minutes."""
-CHAT = {"model": "tiny-chat", "messages": [{"role": "user", "content": "hello"}], "max_tokens": ENDLESS}
-BEYOND_CONTEXT = 1000
-"""Streamed chunks read before leaving: four times the context, so the generation is not ending."""
+# ``ignore_eos``: the tiny model samples at random and would now and then pick its end-of-text token
+# after a few hundred tokens, ending the generation before the test leaves it.
+CHAT = {
+    "model": "tiny-chat",
+    "messages": [{"role": "user", "content": "hello"}],
+    "max_tokens": ENDLESS,
+    "ignore_eos": True,
+}
+ATTEMPTS = 5
+BEYOND_CONTEXT = 500
+"""Streamed chunks read before leaving: twice the context (context shifting carries it on), and well
+short of four times it, where this llama-server ends a generation whose ``max_tokens`` is larger."""
 
 
 _CLOSE_WAIT = "08"
@@ -134,18 +143,27 @@ def llama(up: Up) -> Iterator[LlamaServer]:
 
 
 def test_a_streamed_chat_whose_client_leaves_stops_generating(up: Up, llama: LlamaServer) -> None:
-    with httpx.Client(base_url=up.base_url, timeout=WAIT_S, trust_env=False) as client:
-        with client.stream("POST", "/v1/chat/completions", json=CHAT | {"stream": True}) as response:
+    # The tiny model now and then ends a generation by itself (its sampling is random), so a chat that
+    # was no longer generating when the client left proves nothing: it is asked again, a few times.
+    for _attempt in range(ATTEMPTS):
+        with (
+            httpx.Client(base_url=up.base_url, timeout=WAIT_S, trust_env=False) as client,
+            client.stream("POST", "/v1/chat/completions", json=CHAT | {"stream": True}) as response,
+        ):
             assert response.status_code == 200
             events = 0
             for line in response.iter_lines():
                 events += line.startswith("data: ")
                 if events == BEYOND_CONTEXT:
                     break
-            assert events == BEYOND_CONTEXT, "the generation ended by itself"
-            assert llama.processing() == 1
+            generating = events == BEYOND_CONTEXT and (llama.processing() == 1 or llama.busy_slots() == 1)
         # Leaving the block closed the connection mid-stream.
-        until(llama.idle, "llama-server still generating after its client left", timeout_s=STOP_BOUND_S)
+        if generating:
+            break
+        until(llama.idle, "llama-server did not end its own generation", timeout_s=STOP_BOUND_S)
+    else:
+        pytest.fail(f"no chat was still generating after {BEYOND_CONTEXT} chunks in {ATTEMPTS} tries")
+    until(llama.idle, "llama-server still generating after its client left", timeout_s=STOP_BOUND_S)
 
 
 def test_a_waiting_chat_whose_client_leaves_closes_the_model_servers_connection(
