@@ -9,7 +9,7 @@ unknown model). Each route keeps the name it had in its room, so the OpenAPI ope
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Annotated
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse
@@ -21,9 +21,27 @@ from ._api_session import actor_of
 from ._composition import MasterServices
 from ._views import dump
 
-__all__ = ["add_job_routes", "add_results_route"]
+__all__ = ["add_job_routes", "add_results_route", "optional_body", "read_optional_body"]
+
+_Body = TypeVar("_Body", bound=WireModel)
 
 _Node = Annotated[str | None, Query(alias="node", description="cancel only this node's job")]
+
+
+def optional_body(model: type[WireModel]) -> dict[str, Any]:
+    """The OpenAPI ``openapi_extra`` of a job start whose JSON body is optional.
+
+    Documented by hand because the route reads the body itself, as user input (an unknown field is a
+    400 naming it), with :func:`read_optional_body`.
+    """
+    schema = model.model_json_schema(by_alias=True)
+    return {"requestBody": {"required": False, "content": {"application/json": {"schema": schema}}}}
+
+
+async def read_optional_body(request: Request, model: type[_Body]) -> _Body:
+    """The request's body as ``model`` read as user input; an empty body is the model's defaults."""
+    raw = await request.body()
+    return model.from_user_json(raw) if raw.strip() else model()
 
 
 def add_job_routes(

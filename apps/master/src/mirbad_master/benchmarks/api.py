@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from mirbad_master._api_errors import refusals
 from mirbad_master._api_session import actor_of
 from mirbad_master._composition import MasterServices
-from mirbad_master._job_routes import add_job_routes, add_results_route
+from mirbad_master._job_routes import add_job_routes, add_results_route, optional_body, read_optional_body
 from mirbad_master._views import dump
 from mirbad_orchestration.jobs import PRESETS
 from mirbad_protocol.benchmarks import BenchmarkJobList, BenchmarkJobView, BenchmarkList, BenchmarkOptions
@@ -26,13 +26,6 @@ from .actions import cancel_benchmarks, start_benchmark
 __all__ = ["benchmarks_router"]
 
 _PRESET_HELP: Final = f"the preset: one of {', '.join(PRESETS)}; none: the classic suite"
-# The optional body, documented by hand: it is read as user input (an unknown field is a 400).
-_OPTIONS_BODY: Final = {
-    "requestBody": {
-        "required": False,
-        "content": {"application/json": {"schema": BenchmarkOptions.model_json_schema(by_alias=True)}},
-    }
-}
 _Preset = Annotated[str | None, Query(description=_PRESET_HELP)]
 
 
@@ -46,12 +39,11 @@ def benchmarks_router(services: MasterServices) -> APIRouter:
         response_model=BenchmarkJobView,
         summary="Benchmark a Ready model with its current settings (its node goes into maintenance)",
         responses=refusals(400, 404, 409, 422),
-        openapi_extra=_OPTIONS_BODY,
+        openapi_extra=optional_body(BenchmarkOptions),
         name="start_benchmark",
     )
     async def start_benchmark_route(model_id: str, request: Request, preset: _Preset = None) -> Response:
-        raw = await request.body()
-        options = BenchmarkOptions.from_user_json(raw) if raw.strip() else BenchmarkOptions()
+        options = await read_optional_body(request, BenchmarkOptions)
         job = await start_benchmark(
             services, model_id, preset=preset, guards=options.guards, actor=actor_of(request)
         )

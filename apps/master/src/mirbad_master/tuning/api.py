@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from mirbad_master._api_errors import refusals
 from mirbad_master._api_session import actor_of
 from mirbad_master._composition import MasterServices
-from mirbad_master._job_routes import add_job_routes, add_results_route
+from mirbad_master._job_routes import add_job_routes, add_results_route, optional_body, read_optional_body
 from mirbad_master._views import dump, model_view
 from mirbad_protocol.admin import ModelView
 from mirbad_protocol.tuning import TuningJobList, TuningJobView, TuningList, TuningRequest
@@ -27,13 +27,6 @@ from .actions import apply_tuning_run, cancel_tuning, start_tuning
 
 __all__ = ["tuning_router"]
 
-# The optional body, documented by hand: it is read as user input (an unknown field is a 400).
-_REQUEST_BODY = {
-    "requestBody": {
-        "required": False,
-        "content": {"application/json": {"schema": TuningRequest.model_json_schema(by_alias=True)}},
-    }
-}
 _Run = Annotated[str | None, Query(alias="run", description="the run's file name; the newest by default")]
 
 
@@ -47,12 +40,11 @@ def tuning_router(services: MasterServices) -> APIRouter:
         response_model=TuningJobView,
         summary="Tune a Ready model: candidates as tuning instances, then the confirmation stage",
         responses=refusals(400, 404, 409, 422),
-        openapi_extra=_REQUEST_BODY,
+        openapi_extra=optional_body(TuningRequest),
         name="start_tuning",
     )
     async def start_tuning_route(model_id: str, request: Request) -> Response:
-        raw = await request.body()
-        body = TuningRequest.from_user_json(raw) if raw.strip() else TuningRequest()
+        body = await read_optional_body(request, TuningRequest)
         job = await start_tuning(services, model_id, body, actor=actor_of(request))
         return JSONResponse(dump(job), status_code=202)
 
